@@ -1,0 +1,282 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DesiredState is what the controller asks the daemon to do with the
+// desired image.
+// +kubebuilder:validation:Enum=Staged;Booted
+type DesiredState string
+
+const (
+	// DesiredStaged asks the daemon to download and stage the image, no reboot.
+	DesiredStaged DesiredState = "Staged"
+	// DesiredBooted asks the daemon to boot the image (reboot if needed).
+	DesiredBooted DesiredState = "Booted"
+)
+
+// NodePhase is the controller's view of where a node is in its update.
+// +kubebuilder:validation:Enum=Pending;Staging;Staged;Draining;Rebooting;Verifying;Updated;Degraded;Failed;RolledBack
+type NodePhase string
+
+// The node phases, in rollout order, then the off-path ones.
+const (
+	PhasePending    NodePhase = "Pending"
+	PhaseStaging    NodePhase = "Staging"
+	PhaseStaged     NodePhase = "Staged"
+	PhaseDraining   NodePhase = "Draining"
+	PhaseRebooting  NodePhase = "Rebooting"
+	PhaseVerifying  NodePhase = "Verifying"
+	PhaseUpdated    NodePhase = "Updated"
+	PhaseDegraded   NodePhase = "Degraded"
+	PhaseFailed     NodePhase = "Failed"
+	PhaseRolledBack NodePhase = "RolledBack"
+)
+
+// AllPhases lists every phase in a fixed order (for counts and metrics).
+var AllPhases = []NodePhase{PhasePending, PhaseStaging, PhaseStaged, PhaseDraining, PhaseRebooting, PhaseVerifying, PhaseUpdated, PhaseDegraded, PhaseFailed, PhaseRolledBack}
+
+// BootcNodeSpec is written by the controller and read by the daemon.
+type BootcNodeSpec struct {
+	// Pool is the BootcNodePool the node belongs to.
+	Pool string `json:"pool"`
+
+	// DesiredImage is the digest reference the node should run.
+	// +optional
+	DesiredImage string `json:"desiredImage,omitempty"`
+
+	// DesiredState says whether to only stage DesiredImage or to boot it.
+	// +optional
+	DesiredState DesiredState `json:"desiredState,omitempty"`
+
+	// Rollback, with DesiredState Booted, asks the daemon to return to the
+	// rollback deployment (bootc rollback) when it holds DesiredImage.
+	// +optional
+	Rollback bool `json:"rollback,omitempty"`
+
+	// PinnedImageSets are the PinnedImageSets that apply to the node, with
+	// the images each asks for (filled in by the controller).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	PinnedImageSets []NodePinnedImageSet `json:"pinnedImageSets,omitempty"`
+}
+
+// NodePinnedImageSet is one PinnedImageSet as it applies to one node.
+type NodePinnedImageSet struct {
+	Name string `json:"name"`
+	// Images are digest references.
+	// +listType=atomic
+	Images []string `json:"images"`
+	// Generation of the set these images come from.
+	Generation int64 `json:"generation"`
+}
+
+// HostImage describes one bootc deployment (booted, staged or rollback).
+type HostImage struct {
+	// Image is the image reference the deployment was made from.
+	Image string `json:"image,omitempty"`
+	// Digest is the manifest digest (sha256:...).
+	Digest string `json:"digest,omitempty"`
+	// Version is the image's version label, when it has one.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Timestamp is the image's creation time, when known.
+	// +optional
+	Timestamp *metav1.Time `json:"timestamp,omitempty"`
+}
+
+// DaemonPhase is what the daemon is doing.
+// +kubebuilder:validation:Enum=Idle;Staging;Staged;Rebooting;Error
+type DaemonPhase string
+
+// The daemon phases.
+const (
+	DaemonIdle      DaemonPhase = "Idle"
+	DaemonStaging   DaemonPhase = "Staging"
+	DaemonStaged    DaemonPhase = "Staged"
+	DaemonRebooting DaemonPhase = "Rebooting"
+	DaemonError     DaemonPhase = "Error"
+)
+
+// RebootRecord is written by the daemon before it reboots, so that after
+// the reboot (or a daemon restart) it knows whether the reboot happened.
+type RebootRecord struct {
+	// Image is the digest reference the reboot was for.
+	Image string `json:"image"`
+	// BootID is the boot ID of the boot that requested the reboot; a
+	// different boot ID now means the reboot happened.
+	BootID string `json:"bootID"`
+	// Rollback is true when the reboot was a bootc rollback.
+	// +optional
+	Rollback bool `json:"rollback,omitempty"`
+	// At is when the reboot was requested.
+	At metav1.Time `json:"at"`
+}
+
+// DaemonStatus is the part of BootcNode status the daemon owns.
+type DaemonStatus struct {
+	// Phase is what the daemon is doing.
+	// +optional
+	Phase DaemonPhase `json:"phase,omitempty"`
+	// BootID of the running boot.
+	// +optional
+	BootID string `json:"bootID,omitempty"`
+	// LastError is the last error of a host action, empty when it worked.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// StageAttempts counts consecutive failed staging attempts of
+	// spec.desiredImage.
+	// +optional
+	StageAttempts int32 `json:"stageAttempts,omitempty"`
+	// LastAttempt is when the last host action was started.
+	// +optional
+	LastAttempt *metav1.Time `json:"lastAttempt,omitempty"`
+	// LastReboot is the last reboot the daemon asked for.
+	// +optional
+	LastReboot *RebootRecord `json:"lastReboot,omitempty"`
+	// ObservedGeneration is the spec generation the daemon acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// PinnedImages reports prefetch progress per set.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	PinnedImages []PinnedSetProgress `json:"pinnedImages,omitempty"`
+}
+
+// PinnedSetProgress is the daemon's progress on one pinned image set.
+type PinnedSetProgress struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// +listType=atomic
+	Images []PinnedImageProgress `json:"images,omitempty"`
+}
+
+// PinnedImageState is where one pinned image is.
+// +kubebuilder:validation:Enum=Pending;Pulling;Present;Failed
+type PinnedImageState string
+
+// PinnedImageProgress is the daemon's progress on one image.
+type PinnedImageProgress struct {
+	Image string           `json:"image"`
+	State PinnedImageState `json:"state"`
+	// Reason classifies a failure: OutOfSpace, NotFound, Auth, RegistryUnreachable, ...
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+}
+
+// RolloutStatus is the part of BootcNode status the controller owns: every
+// rollout transition is recorded here before it acts on the world, so a
+// restarted controller resumes where it stopped.
+type RolloutStatus struct {
+	// TargetImage is the digest reference this record is about.
+	// +optional
+	TargetImage string `json:"targetImage,omitempty"`
+	// PhaseSince is when Phase was entered.
+	// +optional
+	PhaseSince *metav1.Time `json:"phaseSince,omitempty"`
+	// PriorUnschedulable is the Node's spec.unschedulable before bootroll
+	// cordoned it; restored on uncordon.
+	// +optional
+	PriorUnschedulable *bool `json:"priorUnschedulable,omitempty"`
+	// Cordoned is true while bootroll has the Node cordoned.
+	// +optional
+	Cordoned bool `json:"cordoned,omitempty"`
+	// AddedAnnotations lists the Node annotations bootroll added itself and
+	// must remove (and no others).
+	// +optional
+	// +listType=atomic
+	AddedAnnotations []string `json:"addedAnnotations,omitempty"`
+	// AddedNodeClaimAnnotations lists the NodeClaim annotations bootroll added.
+	// +optional
+	// +listType=atomic
+	AddedNodeClaimAnnotations []string `json:"addedNodeClaimAnnotations,omitempty"`
+	// ProtectUntil keeps Karpenter protection after the update.
+	// +optional
+	ProtectUntil *metav1.Time `json:"protectUntil,omitempty"`
+	// DrainStartedAt is when the current drain started.
+	// +optional
+	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`
+	// RebootRequestedAt is when desiredState Booted was set.
+	// +optional
+	RebootRequestedAt *metav1.Time `json:"rebootRequestedAt,omitempty"`
+	// RetryAfter defers the next attempt (staging or drain backoff).
+	// +optional
+	RetryAfter *metav1.Time `json:"retryAfter,omitempty"`
+	// Failures counts consecutive failed attempts for TargetImage.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// FailedImage is the image that failed on this node, kept for debugging
+	// after the node is retargeted.
+	// +optional
+	FailedImage string `json:"failedImage,omitempty"`
+	// Reason is a CamelCase reason of the last failure or wait.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains Reason to a person.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// BootcNodeStatus has two owners: Daemon (and the host images) is written
+// only by the node daemon, Phase and Rollout only by the controller. Each
+// writes with a merge patch of its own fields.
+type BootcNodeStatus struct {
+	// Booted is the running deployment.
+	// +optional
+	Booted *HostImage `json:"booted,omitempty"`
+	// Staged is the deployment that boots next, when there is one.
+	// +optional
+	Staged *HostImage `json:"staged,omitempty"`
+	// RollbackImage is the rollback deployment, when there is one.
+	// +optional
+	RollbackImage *HostImage `json:"rollbackImage,omitempty"`
+	// Daemon is the daemon's own state.
+	// +optional
+	Daemon DaemonStatus `json:"daemon,omitempty"`
+
+	// Phase is the controller's view of the node's update.
+	// +optional
+	Phase NodePhase `json:"phase,omitempty"`
+	// Rollout is the controller's record.
+	// +optional
+	Rollout RolloutStatus `json:"rollout,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=bn
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Booted",type=string,JSONPath=`.status.booted.digest`
+// +kubebuilder:printcolumn:name="Desired",type=string,JSONPath=`.spec.desiredImage`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.rollout.reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// BootcNode is one Node's update state; it has the Node's name.
+type BootcNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BootcNodeSpec   `json:"spec"`
+	Status BootcNodeStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// BootcNodeList is a list of BootcNode.
+type BootcNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BootcNode `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BootcNode{}, &BootcNodeList{})
+}

@@ -1,0 +1,275 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// ImageReference is an OCI image reference: either a digest reference
+// (registry/repo@sha256:<64 hex>) or a tag reference (registry/repo:tag, or
+// registry/repo meaning :latest). The controller resolves tags to digests.
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=512
+// +kubebuilder:validation:Pattern=`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?:(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|(?:@sha256:[a-f0-9]{64}))?$`
+type ImageReference string
+
+// DigestReference is an OCI image reference pinned by digest
+// (registry/repo@sha256:<64 hex>).
+//
+// +kubebuilder:validation:MaxLength=512
+// +kubebuilder:validation:Pattern=`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*@sha256:[a-f0-9]{64}$`
+type DigestReference string
+
+// BootcNodePoolSpec is what the user asks of a group of nodes.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.maxFailures) || self.failurePolicy.maxFailures >= 1",message="failurePolicy.maxFailures must be at least 1"
+type BootcNodePoolSpec struct {
+	// NodeSelector selects the member Nodes by label. A Node that matches
+	// two pools is left alone and both pools report Degraded/NodeConflict.
+	// +required
+	NodeSelector map[string]string `json:"nodeSelector"`
+
+	// Image is the bootc OS image the pool's nodes should boot: a digest
+	// reference, or a tag that the controller resolves to a digest.
+	// +required
+	Image ImageReference `json:"image"`
+
+	// ImagePullSecret names a kubernetes.io/dockerconfigjson Secret in the
+	// controller's namespace used to resolve tags.
+	// +optional
+	ImagePullSecret string `json:"imagePullSecret,omitempty"`
+
+	// Rollout bounds how many nodes are disrupted at once.
+	// +optional
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// Paused stops new staging and new reboot slots; nodes already in a
+	// slot finish their update.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// DrainTimeout bounds a drain; when it passes the node is uncordoned,
+	// its slot released and the drain retried after a backoff. Default 10m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+
+	// HealthTimeout bounds the time from reboot request until the node
+	// reports the desired digest as booted and is Ready. Default 15m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
+
+	// Windows are maintenance windows; when any is set, reboot slots are
+	// only given inside one. Staging happens at any time.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Windows []MaintenanceWindow `json:"windows,omitempty"`
+
+	// FailurePolicy says what to do with nodes that fail their update.
+	// +optional
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// Karpenter configures protection of Karpenter-managed nodes.
+	// +optional
+	Karpenter KarpenterOptions `json:"karpenter,omitempty"`
+}
+
+// RolloutSpec bounds the disruption of a rollout.
+type RolloutSpec struct {
+	// MaxUnavailable is the number of reboot slots: an integer >= 0 or a
+	// percentage of the pool's nodes ("0%"-"100%", rounded down, at least
+	// one node when the percentage is above 0). Default 1.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnavailable must be an integer >= 0 or a percentage between 0% and 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxStaging is how many nodes may download (stage) the new image at
+	// once. Staging does not disrupt workloads. Default 0 means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxStaging *int32 `json:"maxStaging,omitempty"`
+}
+
+// MaintenanceWindow is a recurring daily window in UTC.
+type MaintenanceWindow struct {
+	// Days lists the weekdays the window opens on (Mon..Sun); empty means
+	// every day.
+	// +optional
+	// +kubebuilder:validation:MaxItems=7
+	Days []Weekday `json:"days,omitempty"`
+
+	// Start is the UTC time of day the window opens, "HH:MM".
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+
+	// Duration is how long the window stays open (at most 24h).
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window duration must be positive and at most 24h"
+	Duration metav1.Duration `json:"duration"`
+}
+
+// Weekday is a day of the week, three letters.
+// +kubebuilder:validation:Enum=Mon;Tue;Wed;Thu;Fri;Sat;Sun
+type Weekday string
+
+// FailurePolicyAction is what happens when nodes fail.
+// +kubebuilder:validation:Enum=Halt;Rollback
+type FailurePolicyAction string
+
+const (
+	// FailureHalt stops the rollout when MaxFailures nodes failed.
+	FailureHalt FailurePolicyAction = "Halt"
+	// FailureRollback also returns a failed node to its previous image.
+	FailureRollback FailurePolicyAction = "Rollback"
+)
+
+// FailurePolicy says what to do with failed nodes.
+type FailurePolicy struct {
+	// Action is Halt (default) or Rollback.
+	// +optional
+	Action FailurePolicyAction `json:"action,omitempty"`
+
+	// MaxFailures failed nodes halt the pool. Default 1.
+	// +optional
+	MaxFailures *int32 `json:"maxFailures,omitempty"`
+}
+
+// KarpenterOptions configures protection of Karpenter-managed nodes.
+type KarpenterOptions struct {
+	// Protect sets karpenter.sh/do-not-disrupt and do-not-repair on nodes
+	// that hold a reboot slot. Default true.
+	// +optional
+	Protect *bool `json:"protect,omitempty"`
+
+	// PostUpdateProtection keeps the protection this long after the update,
+	// or until the node runs non-DaemonSet pods again. Default off.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	PostUpdateProtection *metav1.Duration `json:"postUpdateProtection,omitempty"`
+}
+
+// BootcNodePoolStatus is what the controller observed of the pool.
+type BootcNodePoolStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// TargetImage is spec.image resolved to a digest reference.
+	// +optional
+	TargetImage string `json:"targetImage,omitempty"`
+
+	// TargetDigest is the digest of TargetImage.
+	// +optional
+	TargetDigest string `json:"targetDigest,omitempty"`
+
+	// ResolvedAt is when a tag was last resolved.
+	// +optional
+	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+
+	// DeployedDigests lists the digests booted on the pool's nodes with
+	// their node counts, sorted by digest.
+	// +optional
+	// +listType=atomic
+	DeployedDigests []DigestCount `json:"deployedDigests,omitempty"`
+
+	// Nodes is the number of member nodes.
+	Nodes int32 `json:"nodes"`
+	// UpdatedNodes is the number of members running the target digest.
+	UpdatedNodes int32 `json:"updatedNodes"`
+	// Phases counts members per phase, sorted by phase.
+	// +optional
+	// +listType=atomic
+	Phases []PhaseCount `json:"phases,omitempty"`
+
+	// Slots are the reboot slots held now. This list is the single record
+	// of slot ownership: it is written with optimistic concurrency so two
+	// reconciles can never hand out more than maxUnavailable slots.
+	// +optional
+	// +listType=atomic
+	Slots []Slot `json:"slots,omitempty"`
+
+	// Summary breaks the pool down, e.g. "7/10 updated; 2 staging; 1 rebooting".
+	// +optional
+	Summary string `json:"summary,omitempty"`
+
+	// Conditions: UpToDate, Degraded, Halted.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DigestCount is how many nodes boot a digest.
+type DigestCount struct {
+	Digest string `json:"digest"`
+	Nodes  int32  `json:"nodes"`
+}
+
+// PhaseCount is how many nodes are in a phase.
+type PhaseCount struct {
+	Phase NodePhase `json:"phase"`
+	Nodes int32     `json:"nodes"`
+}
+
+// Slot is a reboot slot held by a node for one target digest.
+type Slot struct {
+	// Node is the Node (and BootcNode) name.
+	Node string `json:"node"`
+	// Image is the digest reference the slot was given for.
+	Image string `json:"image"`
+	// Since is when the slot was given.
+	Since metav1.Time `json:"since"`
+}
+
+// Condition types and reasons of a BootcNodePool.
+const (
+	ConditionUpToDate = "UpToDate"
+	ConditionDegraded = "Degraded"
+	ConditionHalted   = "Halted"
+
+	ReasonNodeConflict  = "NodeConflict"
+	ReasonResolveFailed = "ResolveFailed"
+	ReasonMaxFailures   = "MaxFailuresReached"
+	ReasonRollingOut    = "RollingOut"
+	ReasonAllUpdated    = "AllUpdated"
+	ReasonPaused        = "Paused"
+	ReasonOutsideWindow = "OutsideMaintenanceWindow"
+	ReasonNodesFailed   = "NodesFailed"
+	ReasonAsExpected    = "AsExpected"
+	ReasonNoNodes       = "NoNodes"
+	ReasonNodesDegraded = "NodesDegraded"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=bnp
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedNodes`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.summary`
+// +kubebuilder:printcolumn:name="Halted",type=string,JSONPath=`.status.conditions[?(@.type=="Halted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// BootcNodePool rolls one bootc OS image out to the Nodes it selects.
+type BootcNodePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BootcNodePoolSpec   `json:"spec"`
+	Status BootcNodePoolStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// BootcNodePoolList is a list of BootcNodePool.
+type BootcNodePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BootcNodePool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BootcNodePool{}, &BootcNodePoolList{})
+}

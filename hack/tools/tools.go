@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools pins the binaries that the Makefile builds into bin/.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+)
