@@ -11,19 +11,17 @@ import (
 //
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=512
-// +kubebuilder:validation:Pattern=`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?:(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|(?:@sha256:[a-f0-9]{64}))?$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?:(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|(?:@sha256:[a-f0-9]{64}))?$')",message="must be an OCI image reference: registry/repository[:tag] or registry/repository@sha256:<64 hex digits>, with a lower-case repository and no scheme (e.g. quay.io/fedora/fedora-bootc:42)"
 type ImageReference string
 
 // DigestReference is an OCI image reference pinned by digest
 // (registry/repo@sha256:<64 hex>).
 //
 // +kubebuilder:validation:MaxLength=512
-// +kubebuilder:validation:Pattern=`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*@sha256:[a-f0-9]{64}$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository@sha256:<64 hex digits>"
 type DigestReference string
 
 // BootcNodePoolSpec is what the user asks of a group of nodes.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.maxFailures) || self.failurePolicy.maxFailures >= 1",message="failurePolicy.maxFailures must be at least 1"
 type BootcNodePoolSpec struct {
 	// NodeSelector selects the member Nodes by label. A Node that matches
 	// two pools is left alone and both pools report Degraded/NodeConflict.
@@ -38,6 +36,8 @@ type BootcNodePoolSpec struct {
 	// ImagePullSecret names a kubernetes.io/dockerconfigjson Secret in the
 	// controller's namespace used to resolve tags.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret: lower-case letters, digits, '-' and '.'"
 	ImagePullSecret string `json:"imagePullSecret,omitempty"`
 
 	// Rollout bounds how many nodes are disrupted at once.
@@ -52,13 +52,17 @@ type BootcNodePoolSpec struct {
 	// DrainTimeout bounds a drain; when it passes the node is uncordoned,
 	// its slot released and the drain retried after a backoff. Default 10m.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout bounds the time from reboot request until the node
 	// reports the desired digest as booted and is Ready. Default 15m.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
 	// Windows are maintenance windows; when any is set, reboot slots are
@@ -83,7 +87,7 @@ type RolloutSpec struct {
 	// one node when the percentage is above 0). Default 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnavailable must be an integer >= 0 or a percentage between 0% and 100%"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be an integer >= 0 (a number of nodes, written without quotes) or a percentage string from \"0%\" to \"100%\", e.g. 2 or \"25%\""
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// MaxStaging is how many nodes may download (stage) the new image at
@@ -102,11 +106,14 @@ type MaintenanceWindow struct {
 	Days []Weekday `json:"days,omitempty"`
 
 	// Start is the UTC time of day the window opens, "HH:MM".
-	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([01][0-9]|2[0-3]):[0-5][0-9]$')",message="must be a UTC time of day HH:MM between 00:00 and 23:59, e.g. 02:30"
 	Start string `json:"start"`
 
 	// Duration is how long the window stays open (at most 24h).
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window duration must be positive and at most 24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('24h')",message="must be a duration above 0s and at most 24h, such as 90m or 8h"
 	Duration metav1.Duration `json:"duration"`
 }
 
@@ -133,6 +140,7 @@ type FailurePolicy struct {
 
 	// MaxFailures failed nodes halt the pool. Default 1.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	MaxFailures *int32 `json:"maxFailures,omitempty"`
 }
 
@@ -146,7 +154,9 @@ type KarpenterOptions struct {
 	// PostUpdateProtection keeps the protection this long after the update,
 	// or until the node runs non-DaemonSet pods again. Default off.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
 	PostUpdateProtection *metav1.Duration `json:"postUpdateProtection,omitempty"`
 }
 
@@ -175,9 +185,11 @@ type BootcNodePoolStatus struct {
 	DeployedDigests []DigestCount `json:"deployedDigests,omitempty"`
 
 	// Nodes is the number of member nodes.
-	Nodes int32 `json:"nodes"`
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
 	// UpdatedNodes is the number of members running the target digest.
-	UpdatedNodes int32 `json:"updatedNodes"`
+	// +optional
+	UpdatedNodes int32 `json:"updatedNodes,omitempty"`
 	// Phases counts members per phase, sorted by phase.
 	// +optional
 	// +listType=atomic

@@ -1,0 +1,257 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// remove, as a field value in a case, deletes the field from the base object.
+type removeField struct{}
+
+var remove = removeField{}
+
+// fields maps a dotted path below the object root to the value to set there
+// (remove to delete it). Values must be JSON values: string, int64, float64,
+// bool, []any, map[string]any.
+type fields map[string]any
+
+type validationCase struct {
+	name string
+	set  fields
+	// For rejected cases: the field path the error must name, and a part of
+	// the message that tells the user what is allowed.
+	wantField string
+	wantMsg   string
+}
+
+func basePool() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "BootcNodePool",
+		"metadata":   map[string]any{"generateName": "pool-"},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"node-role.kubernetes.io/worker": ""},
+			"image":        "quay.io/fedora/fedora-bootc:42",
+		},
+	}}
+}
+
+func baseNode() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "BootcNode",
+		"metadata":   map[string]any{"generateName": "node-"},
+		"spec": map[string]any{
+			"pool":         "workers",
+			"desiredImage": "quay.io/fedora/fedora-bootc@" + digest,
+		},
+	}}
+}
+
+func apply(t *testing.T, u *unstructured.Unstructured, set fields) {
+	t.Helper()
+	for path, v := range set {
+		p := strings.Split(path, ".")
+		if _, ok := v.(removeField); ok {
+			unstructured.RemoveNestedField(u.Object, p...)
+			continue
+		}
+		if err := unstructured.SetNestedField(u.Object, v, p...); err != nil {
+			t.Fatalf("setting %s: %v", path, err)
+		}
+	}
+}
+
+func window(start, duration string, days ...any) []any {
+	w := map[string]any{"start": start, "duration": duration}
+	if len(days) > 0 {
+		w["days"] = days
+	}
+	return []any{w}
+}
+
+// runValid creates each case on the API server, checks that it is stored and
+// that the stored object decodes into typed (typed is a fresh object of the
+// kind), then deletes it.
+func runValid(t *testing.T, base func() *unstructured.Unstructured, typed func() client.Object, cases []validationCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			u := base()
+			apply(t, u, tc.set)
+			if err := k8sClient.Create(ctx, u); err != nil {
+				t.Fatalf("valid object rejected: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := k8sClient.Delete(context.Background(), u); err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("cleanup: %v", err)
+				}
+			})
+			obj := typed()
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(u), obj); err != nil {
+				t.Fatalf("stored object does not read back as %T: %v", obj, err)
+			}
+		})
+	}
+}
+
+// runRejected creates each case and checks the API server refuses it as
+// Invalid with an error that names the field and says what is allowed.
+func runRejected(t *testing.T, base func() *unstructured.Unstructured, cases []validationCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			u := base()
+			apply(t, u, tc.set)
+			err := k8sClient.Create(ctx, u)
+			if err == nil {
+				_ = k8sClient.Delete(context.Background(), u)
+				t.Fatalf("invalid object accepted: %v", tc.set)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			msg := err.Error()
+			t.Logf("API server: %s", msg)
+			if !strings.Contains(msg, tc.wantField+":") {
+				t.Errorf("error does not name the field %q:\n%s", tc.wantField, msg)
+			}
+			if !strings.Contains(msg, tc.wantMsg) {
+				t.Errorf("error does not say %q:\n%s", tc.wantMsg, msg)
+			}
+		})
+	}
+}
+
+func TestBootcNodePoolValid(t *testing.T) {
+	runValid(t, basePool, func() client.Object { return &v1alpha1.BootcNodePool{} }, []validationCase{
+		{name: "minimal tag reference"},
+		{name: "digest reference", set: fields{"spec.image": "quay.io/fedora/fedora-bootc@" + digest}},
+		{name: "reference without tag", set: fields{"spec.image": "quay.io/fedora/fedora-bootc"}},
+		{name: "single component without registry", set: fields{"spec.image": "fedora-bootc"}},
+		{name: "registry with port and tag", set: fields{"spec.image": "registry.example.com:5000/os/bootc:v1.2.3"}},
+		{name: "registry with port and digest", set: fields{"spec.image": "localhost:5000/os/bootc@" + digest}},
+		{name: "tag with upper case, dots and dashes", set: fields{"spec.image": "ghcr.io/org/os_image/bootc:Stable-1.0_rc.1"}},
+		{name: "maxUnavailable 0", set: fields{"spec.rollout.maxUnavailable": int64(0)}},
+		{name: "maxUnavailable 3", set: fields{"spec.rollout.maxUnavailable": int64(3)}},
+		{name: "maxUnavailable 0%", set: fields{"spec.rollout.maxUnavailable": "0%"}},
+		{name: "maxUnavailable 25%", set: fields{"spec.rollout.maxUnavailable": "25%"}},
+		{name: "maxUnavailable 100%", set: fields{"spec.rollout.maxUnavailable": "100%"}},
+		{name: "maxStaging 0", set: fields{"spec.rollout.maxStaging": int64(0)}},
+		{name: "timeouts", set: fields{"spec.drainTimeout": "1h30m", "spec.healthTimeout": "900s"}},
+		{name: "window over a whole day", set: fields{"spec.windows": window("00:00", "24h")}},
+		{name: "window with days", set: fields{"spec.windows": window("23:30", "2h30m", "Sat", "Sun")}},
+		{name: "failure policy", set: fields{"spec.failurePolicy.action": "Rollback", "spec.failurePolicy.maxFailures": int64(3)}},
+		{name: "failure policy maxFailures 1", set: fields{"spec.failurePolicy.maxFailures": int64(1)}},
+		{name: "karpenter", set: fields{"spec.karpenter.protect": false, "spec.karpenter.postUpdateProtection": "30m"}},
+		{name: "paused with pull secret", set: fields{"spec.paused": true, "spec.imagePullSecret": "registry-creds"}},
+	})
+}
+
+func TestBootcNodePoolRejected(t *testing.T) {
+	const (
+		image   = "spec.image"
+		maxU    = "spec.rollout.maxUnavailable"
+		maxUMsg = "an integer >= 0"
+	)
+	runRejected(t, basePool, []validationCase{
+		{name: "image with upper case repository", set: fields{image: "Not/Upper:Case"}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "image with short digest", set: fields{image: "repo@sha256:short"}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "image with scheme", set: fields{image: "https://quay.io/fedora/fedora-bootc:42"}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "image with tag too long", set: fields{image: "repo:" + strings.Repeat("t", 129)}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "image empty", set: fields{image: ""}, wantField: image, wantMsg: "at least 1 chars long"},
+		{name: "image missing", set: fields{image: remove}, wantField: image, wantMsg: "Required value"},
+		{name: "image too long", set: fields{image: "quay.io/" + strings.Repeat("a", 512)}, wantField: image, wantMsg: "may not be more than 512"},
+		{name: "nodeSelector missing", set: fields{"spec.nodeSelector": remove}, wantField: "spec.nodeSelector", wantMsg: "Required value"},
+
+		{name: "maxUnavailable -1", set: fields{maxU: int64(-1)}, wantField: maxU, wantMsg: maxUMsg},
+		{name: "maxUnavailable 101%", set: fields{maxU: "101%"}, wantField: maxU, wantMsg: maxUMsg},
+		{name: "maxUnavailable -1%", set: fields{maxU: "-1%"}, wantField: maxU, wantMsg: maxUMsg},
+		{name: "maxUnavailable 05%", set: fields{maxU: "05%"}, wantField: maxU, wantMsg: maxUMsg},
+		{name: "maxUnavailable abc", set: fields{maxU: "abc"}, wantField: maxU, wantMsg: maxUMsg},
+		// A count in a string is neither an integer nor a percentage (as for
+		// Deployment maxUnavailable); the message says to drop the quotes.
+		{name: "maxUnavailable string 10", set: fields{maxU: "10"}, wantField: maxU, wantMsg: "without quotes"},
+		{name: "maxUnavailable 1.5", set: fields{maxU: 1.5}, wantField: maxU, wantMsg: "integer"},
+		{name: "maxStaging -1", set: fields{"spec.rollout.maxStaging": int64(-1)}, wantField: "spec.rollout.maxStaging", wantMsg: "greater than or equal to 0"},
+
+		{name: "drainTimeout -5m", set: fields{"spec.drainTimeout": "-5m"}, wantField: "spec.drainTimeout", wantMsg: "positive duration"},
+		{name: "drainTimeout 0s", set: fields{"spec.drainTimeout": "0s"}, wantField: "spec.drainTimeout", wantMsg: "positive duration"},
+		{name: "drainTimeout without unit", set: fields{"spec.drainTimeout": "10"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
+		{name: "drainTimeout abc", set: fields{"spec.drainTimeout": "abc"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
+		{name: "drainTimeout in days", set: fields{"spec.drainTimeout": "1d"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
+		{name: "drainTimeout too long", set: fields{"spec.drainTimeout": strings.Repeat("1", 32) + "s"}, wantField: "spec.drainTimeout", wantMsg: "may not be more than 32"},
+		{name: "imagePullSecret not a name", set: fields{"spec.imagePullSecret": "Registry_Creds"}, wantField: "spec.imagePullSecret", wantMsg: "name of a Secret"},
+		{name: "healthTimeout 0s", set: fields{"spec.healthTimeout": "0s"}, wantField: "spec.healthTimeout", wantMsg: "positive duration"},
+		{name: "postUpdateProtection 0s", set: fields{"spec.karpenter.postUpdateProtection": "0s"}, wantField: "spec.karpenter.postUpdateProtection", wantMsg: "positive duration"},
+
+		{name: "window start 25:00", set: fields{"spec.windows": window("25:00", "1h")}, wantField: "spec.windows[0].start", wantMsg: "HH:MM"},
+		{name: "window start 9:00", set: fields{"spec.windows": window("9:00", "1h")}, wantField: "spec.windows[0].start", wantMsg: "HH:MM"},
+		{name: "window duration 0s", set: fields{"spec.windows": window("01:00", "0s")}, wantField: "spec.windows[0].duration", wantMsg: "at most 24h"},
+		{name: "window duration 25h", set: fields{"spec.windows": window("01:00", "25h")}, wantField: "spec.windows[0].duration", wantMsg: "at most 24h"},
+		{name: "window duration abc", set: fields{"spec.windows": window("01:00", "abc")}, wantField: "spec.windows[0].duration", wantMsg: "duration"},
+		{name: "window day Monday", set: fields{"spec.windows": window("01:00", "1h", "Monday")}, wantField: "spec.windows[0].days[0]", wantMsg: `supported values: "Mon"`},
+		{name: "window without start", set: fields{"spec.windows": []any{map[string]any{"duration": "1h"}}}, wantField: "spec.windows[0].start", wantMsg: "Required value"},
+
+		{name: "failurePolicy maxFailures 0", set: fields{"spec.failurePolicy.maxFailures": int64(0)}, wantField: "spec.failurePolicy.maxFailures", wantMsg: "greater than or equal to 1"},
+		{name: "failurePolicy maxFailures -1", set: fields{"spec.failurePolicy.maxFailures": int64(-1)}, wantField: "spec.failurePolicy.maxFailures", wantMsg: "greater than or equal to 1"},
+		{name: "failurePolicy unknown action", set: fields{"spec.failurePolicy.action": "Retry"}, wantField: "spec.failurePolicy.action", wantMsg: `supported values: "Halt", "Rollback"`},
+	})
+}
+
+func TestBootcNodeValid(t *testing.T) {
+	runValid(t, baseNode, func() client.Object { return &v1alpha1.BootcNode{} }, []validationCase{
+		{name: "no desiredState"},
+		{name: "desiredState Staged", set: fields{"spec.desiredState": "Staged"}},
+		{name: "desiredState Booted with rollback", set: fields{"spec.desiredState": "Booted", "spec.rollback": true}},
+	})
+}
+
+func TestBootcNodeRejected(t *testing.T) {
+	runRejected(t, baseNode, []validationCase{
+		{name: "desiredState unknown", set: fields{"spec.desiredState": "Rebooted"}, wantField: "spec.desiredState", wantMsg: `supported values: "Staged", "Booted"`},
+		{name: "desiredState lower case", set: fields{"spec.desiredState": "booted"}, wantField: "spec.desiredState", wantMsg: `supported values: "Staged", "Booted"`},
+		{name: "pool missing", set: fields{"spec.pool": remove}, wantField: "spec.pool", wantMsg: "Required value"},
+	})
+}
+
+// TestBootcNodePoolTypedDurations: durations as Go writes them
+// (metav1.Duration marshals 90m as "1h30m0s", 1.5s as "1.5s") pass the
+// duration rules.
+func TestBootcNodePoolTypedDurations(t *testing.T) {
+	ctx := context.Background()
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	pool := &v1alpha1.BootcNodePool{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "typed-"},
+		Spec: v1alpha1.BootcNodePoolSpec{
+			NodeSelector:  map[string]string{"a": "b"},
+			Image:         "quay.io/fedora/fedora-bootc@" + digest,
+			DrainTimeout:  d(90 * time.Minute),
+			HealthTimeout: d(1500 * time.Millisecond),
+			Windows:       []v1alpha1.MaintenanceWindow{{Start: "02:00", Duration: *d(24 * time.Hour), Days: []v1alpha1.Weekday{"Mon"}}},
+			Karpenter:     v1alpha1.KarpenterOptions{PostUpdateProtection: d(time.Hour + 30*time.Second)},
+			Rollout:       v1alpha1.RolloutSpec{MaxUnavailable: ptr.To(intstr.FromString("50%"))},
+		},
+	}
+	if err := k8sClient.Create(ctx, pool); err != nil {
+		t.Fatalf("pool with Go-formatted durations rejected: %v", err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pool) })
+}

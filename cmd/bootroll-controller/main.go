@@ -1,0 +1,135 @@
+// Command bootroll-controller rolls bootc OS images out to the nodes of
+// each BootcNodePool: a few nodes at a time it stages, cordons, drains
+// (honouring PodDisruptionBudgets), reboots, verifies and uncordons them.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/resolve"
+)
+
+const usage = `bootroll-controller rolls bootc OS images out to Kubernetes nodes.
+
+For each BootcNodePool it keeps one BootcNode per selected Node, resolves
+the pool's image to a digest, lets nodes stage it (at most rollout.maxStaging
+at once), and gives at most rollout.maxUnavailable nodes a reboot slot:
+cordon, drain through the Eviction API, ask the node daemon to boot the image,
+wait until the node runs the digest and is Ready, uncordon. Every step is
+recorded on the BootcNode, so the controller can be restarted at any time.
+
+Permissions: see config/rbac/role.yaml (generated from the code).
+
+Usage:
+  bootroll-controller [flags]
+
+Flags:
+`
+
+func main() {
+	var (
+		kubeconfig    string
+		metricsAddr   string
+		probeAddr     string
+		leaderElect   bool
+		namespace     string
+		insecureRegis bool
+	)
+	fs := flag.CommandLine
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica acts (use with more than one replica).")
+	fs.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "bootroll-system"), "Namespace of the pools' imagePullSecrets and of the leader lease.")
+	fs.BoolVar(&insecureRegis, "insecure-registry", false, "Allow plain-HTTP registries when resolving tags (test registries only).")
+	opts := zap.Options{}
+	opts.BindFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	if err := run(kubeconfig, metricsAddr, probeAddr, leaderElect, namespace, insecureRegis); err != nil {
+		log.Error(err, "bootroll-controller stopped")
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, metricsAddr, probeAddr string, leaderElect bool, namespace string, insecure bool) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "bootroll-controller.bootroll.dev",
+		LeaderElectionNamespace: namespace,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	err = controller.Setup(mgr, controller.Options{
+		Clock:           clock.RealClock{}, // edge: production time
+		Resolver:        &resolve.Registry{Insecure: insecure},
+		Recorder:        mgr.GetEventRecorderFor("bootroll-controller"), //nolint:staticcheck // the core/v1 Events API is what kubectl describe shows
+		Metrics:         controller.NewMetrics(metrics.Registry),
+		SecretNamespace: namespace,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting", "namespace", namespace, "leaderElect", leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

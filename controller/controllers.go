@@ -1,0 +1,220 @@
+// Package controller is bootroll's rollout controller: the pool reconciler
+// (membership, slots, status) and the node reconciler (cordon, drain,
+// reboot, verify, uncordon). Both take their edges (client, clock,
+// resolver, event recorder, metrics) from their constructors; this file
+// wires them for a controller-runtime manager and the twin wires the same
+// constructors to its simulated API server.
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/resolve"
+)
+
+// Recorder records Kubernetes Events; client-go's record.EventRecorder
+// satisfies it, and the twin records into its trace.
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// TestOnly holds deliberately broken behaviour for the twin's negative
+// controls. Production never sets it; it exists so that each invariant can
+// be shown to catch the bug it guards against.
+type TestOnly struct {
+	// IgnoreSlotLimit hands out reboot slots without bound.
+	IgnoreSlotLimit bool
+	// SkipUncordon leaves nodes cordoned after their update.
+	SkipUncordon bool
+}
+
+// Options are the edges and settings shared by the reconcilers.
+type Options struct {
+	Clock    clock.PassiveClock
+	Resolver resolve.Resolver
+	Recorder Recorder
+	Metrics  *Metrics
+	// SecretNamespace is where pools' imagePullSecrets live.
+	SecretNamespace string
+	// InsecureRegistries allows plain-HTTP registries for tag resolution.
+	TestOnly TestOnly
+}
+
+// Index is a field index the reconcilers rely on.
+type Index struct {
+	Object  client.Object
+	Field   string
+	Extract client.IndexerFunc
+}
+
+// IndexBootcNodePool is the field index of BootcNodes by spec.pool.
+const IndexBootcNodePool = "spec.pool"
+
+// Indexes lists the field indexes the reconcilers need.
+func Indexes() []Index {
+	return []Index{
+		{Object: &corev1.Pod{}, Field: IndexPodNode, Extract: func(o client.Object) []string {
+			if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+				return []string{n}
+			}
+			return nil
+		}},
+		{Object: &v1alpha1.BootcNode{}, Field: IndexBootcNodePool, Extract: func(o client.Object) []string {
+			return []string{o.(*v1alpha1.BootcNode).Spec.Pool}
+		}},
+	}
+}
+
+// Setup registers the indexes and both reconcilers with a manager.
+func Setup(mgr manager.Manager, opts Options) error {
+	ctx := context.Background()
+	for _, ix := range Indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			return fmt.Errorf("index %T %s: %w", ix.Object, ix.Field, err)
+		}
+	}
+	c := mgr.GetClient()
+	pool := NewPoolReconciler(c, opts)
+	node := NewNodeReconciler(c, opts)
+
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("bootcnodepool").
+		For(&v1alpha1.BootcNodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return NodeToPools(ctx, c, o.(*corev1.Node))
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return NodeMembershipChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+		}})).
+		Watches(&v1alpha1.BootcNode{}, debouncedPoolHandler()).
+		Complete(pool)
+	if err != nil {
+		return fmt.Errorf("set up pool controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("bootcnode").
+		For(&v1alpha1.BootcNode{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+		})).
+		Complete(node)
+	if err != nil {
+		return fmt.Errorf("set up node controller: %w", err)
+	}
+	return nil
+}
+
+// debouncedPoolHandler enqueues a BootcNode's pool PoolStatusDebounce
+// after a change that matters to the pool, so a burst of node changes
+// costs one pool reconcile.
+func debouncedPoolHandler() handler.EventHandler {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, r := range BootcNodeToPool(o) {
+			q.AddAfter(r, PoolStatusDebounce)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if BootcNodeChangeMatters(e.ObjectOld.(*v1alpha1.BootcNode), e.ObjectNew.(*v1alpha1.BootcNode)) {
+				enqueue(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// BootcNodeToPool maps a BootcNode to its pool.
+func BootcNodeToPool(o client.Object) []reconcile.Request {
+	bn, ok := o.(*v1alpha1.BootcNode)
+	if !ok || bn.Spec.Pool == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}}
+}
+
+// BootcNodeChangeMatters reports whether a BootcNode update can change its
+// pool's decisions or status: its phase, images, slot-relevant record.
+func BootcNodeChangeMatters(old, cur *v1alpha1.BootcNode) bool {
+	if old.Status.Phase != cur.Status.Phase || old.Spec.DesiredImage != cur.Spec.DesiredImage ||
+		old.Status.Rollout.Cordoned != cur.Status.Rollout.Cordoned ||
+		old.Status.Rollout.TargetImage != cur.Status.Rollout.TargetImage {
+		return true
+	}
+	return digestOfHost(old.Status.Booted) != digestOfHost(cur.Status.Booted) ||
+		digestOfHost(old.Status.Staged) != digestOfHost(cur.Status.Staged) ||
+		!old.Status.Rollout.RetryAfter.Equal(cur.Status.Rollout.RetryAfter)
+}
+
+// NodeMembershipChanged reports whether a Node update can change pool
+// membership or slot eligibility (labels, deletion, readiness, taints).
+func NodeMembershipChanged(old, cur *corev1.Node) bool {
+	if !labels.Equals(old.Labels, cur.Labels) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
+		return true
+	}
+	return nodeReady(old) != nodeReady(cur) || len(old.Spec.Taints) != len(cur.Spec.Taints)
+}
+
+// NodeToPools maps a Node to the pools whose selector matches it. Pools are
+// few; a Node event lists pools, never nodes.
+func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconcile.Request {
+	var pools v1alpha1.BootcNodePoolList
+	if err := c.List(ctx, &pools); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pools.Items {
+		if selects(&pools.Items[i], n) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools.Items[i].Name}})
+		}
+	}
+	// A Node that left a pool must reach that pool too.
+	var bn v1alpha1.BootcNode
+	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn); err == nil && bn.Spec.Pool != "" {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}})
+	}
+	return out
+}
+
+func selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {
+	if len(p.Spec.NodeSelector) == 0 || p.DeletionTimestamp != nil {
+		return false
+	}
+	return labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(n.Labels))
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func digestOfHost(h *v1alpha1.HostImage) string {
+	if h == nil {
+		return ""
+	}
+	return h.Digest
+}

@@ -1,0 +1,608 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/nodedaemon"
+)
+
+var (
+	cfg    *rest.Config
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		if testing.Short() {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd into bin/k8s")
+		os.Exit(1)
+	}
+	logf.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	cfg, err = env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func zapLevel() zapLevelT { return zapLevelT(0) }
+
+// digestRef returns a digest reference for a short image name.
+func digestRef(name string) string {
+	h := fmt.Sprintf("%x", name)
+	for len(h) < 64 {
+		h += "0"
+	}
+	return "registry.example/os@sha256:" + h[:64]
+}
+
+// harness is one test's controller manager plus a fake fleet: a fake
+// kubelet that finishes pod deletions and flips Ready across reboots, and
+// the real node daemon (nodedaemon.Daemon) on a fake bootc host per node.
+type harness struct {
+	t      *testing.T
+	prefix string
+	label  map[string]string
+
+	mu       sync.Mutex
+	hosts    map[string]*fakeHost
+	daemons  map[string]*nodedaemon.Daemon
+	failing  map[string]bool // digests that fail to boot
+	reboots  map[string]int  // node -> reboots done
+	maxCord  int             // most nodes cordoned by bootroll at once
+	stopMgr  context.CancelFunc
+	mgrDone  chan struct{}
+	ctx      context.Context
+	clk      clock.PassiveClock
+	opts     controller.Options
+	stopWorld context.CancelFunc
+}
+
+func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) *harness {
+	t.Helper()
+	h := &harness{t: t, prefix: prefix, label: map[string]string{"bootroll-test": prefix},
+		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, reboots: map[string]int{}, clk: clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.ctx = ctx
+	h.stopWorld = cancel
+	for i := 0; i < nodes; i++ {
+		h.addNode(fmt.Sprintf("%s-%d", prefix, i), false)
+	}
+	h.opts = controller.Options{Clock: clk, Resolver: &resolve.Registry{Insecure: true}, Metrics: controller.NewMetrics(nil), SecretNamespace: "default"}
+	h.startManager()
+	go h.world()
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.dump()
+		}
+		h.stopManager()
+		cancel()
+	})
+	return h
+}
+
+func (h *harness) addNode(name string, cordoned bool) {
+	h.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: h.label}, Spec: corev1.NodeSpec{Unschedulable: cordoned}}
+	if err := k8s.Create(h.ctx, n); err != nil {
+		h.t.Fatalf("create node %s: %v", name, err)
+	}
+	setReady(h.t, h.ctx, name, true)
+	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: controller.DigestOf(digestRef("v1"))}, bootID: "boot-0"}
+	h.mu.Lock()
+	h.hosts[name] = host
+	h.daemons[name] = nodedaemon.New(name, k8s, host, clock.RealClock{}, logr.Discard())
+	h.mu.Unlock()
+}
+
+func setReady(t *testing.T, ctx context.Context, name string, ready bool) {
+	t.Helper()
+	for i := 0; i < 10; i++ {
+		var n corev1.Node
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			if apierrors.IsNotFound(err) || ctx.Err() != nil {
+				return
+			}
+			t.Errorf("get node %s: %v", name, err)
+			return
+		}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		err := k8s.Status().Update(ctx, &n)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Errorf("set node %s ready=%v: %v", name, ready, err)
+			return
+		}
+	}
+}
+
+func (h *harness) startManager() {
+	h.t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlConfig()})
+	if err != nil {
+		h.t.Fatalf("manager: %v", err)
+	}
+	if err := controller.Setup(mgr, h.opts); err != nil {
+		h.t.Fatalf("setup: %v", err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.stopMgr = cancel
+	h.mgrDone = make(chan struct{})
+	go func() {
+		defer close(h.mgrDone)
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager: %v", err)
+		}
+	}()
+}
+
+func (h *harness) stopManager() {
+	if h.stopMgr != nil {
+		h.stopMgr()
+		<-h.mgrDone
+		h.stopMgr = nil
+	}
+}
+
+// world plays the kubelets and daemons: every 50 ms it finishes pod
+// deletions, runs each node's daemon and advances reboots, and records how
+// many nodes bootroll has cordoned at once.
+func (h *harness) world() {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		h.step()
+	}
+}
+
+func (h *harness) step() {
+	ctx := h.ctx
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.MatchingLabels(h.label)); err == nil {
+		for i := range pods.Items {
+			if pods.Items[i].DeletionTimestamp != nil {
+				_ = k8s.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+			}
+		}
+	}
+	var nodes corev1.NodeList
+	if err := k8s.List(ctx, &nodes, client.MatchingLabels(h.label)); err != nil {
+		return
+	}
+	cordoned := 0
+	for _, n := range nodes.Items {
+		if _, ok := n.Annotations[v1alpha1.AnnotationSlot]; ok && n.Spec.Unschedulable {
+			cordoned++
+		}
+	}
+	h.mu.Lock()
+	if cordoned > h.maxCord {
+		h.maxCord = cordoned
+	}
+	names := make([]string, 0, len(h.hosts))
+	for n := range h.hosts {
+		names = append(names, n)
+	}
+	h.mu.Unlock()
+	sort.Strings(names)
+	for _, name := range names {
+		h.mu.Lock()
+		host, d := h.hosts[name], h.daemons[name]
+		h.mu.Unlock()
+		if host.advance(h) {
+			h.mu.Lock()
+			h.reboots[name]++
+			h.mu.Unlock()
+		}
+		_, _ = d.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+	}
+}
+
+// fakeHost is a bootc host: Stage stages at once; Apply starts a reboot
+// that the world finishes on a later tick (the Node is NotReady meanwhile).
+type fakeHost struct {
+	mu        sync.Mutex
+	booted    *v1alpha1.HostImage
+	staged    *v1alpha1.HostImage
+	rollback  *v1alpha1.HostImage
+	bootID    string
+	boots     int
+	rebooting int // ticks left
+	stageErr  string
+	last      *nodedaemon.StageResult
+}
+
+func (f *fakeHost) Observe(context.Context) (nodedaemon.Observation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rebooting > 0 {
+		return nodedaemon.Observation{}, fmt.Errorf("host is rebooting")
+	}
+	return nodedaemon.Observation{Booted: f.booted.DeepCopy(), Staged: f.staged.DeepCopy(), Rollback: f.rollback.DeepCopy(), BootID: f.bootID, LastStage: f.last}, nil
+}
+
+func (f *fakeHost) Stage(_ context.Context, image string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stageErr != "" {
+		f.last = &nodedaemon.StageResult{Image: image, Err: f.stageErr}
+		return fmt.Errorf("%s", f.stageErr)
+	}
+	f.staged = &v1alpha1.HostImage{Image: image, Digest: controller.DigestOf(image)}
+	f.last = &nodedaemon.StageResult{Image: image}
+	return nil
+}
+
+func (f *fakeHost) Apply(context.Context, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rebooting == 0 {
+		f.rebooting = 4
+	}
+	return nil
+}
+
+func (f *fakeHost) Rollback(context.Context) error { return nil }
+func (f *fakeHost) Reboot(context.Context) error   { return f.Apply(context.Background(), "") }
+
+// advance moves a reboot on; it reports true when a reboot completed.
+func (f *fakeHost) advance(h *harness) bool {
+	f.mu.Lock()
+	if f.rebooting == 0 {
+		f.mu.Unlock()
+		return false
+	}
+	name := ""
+	h.mu.Lock()
+	for n, x := range h.hosts {
+		if x == f {
+			name = n
+		}
+	}
+	failing := f.staged != nil && h.failing[f.staged.Digest]
+	h.mu.Unlock()
+	f.rebooting--
+	if f.rebooting == 3 {
+		f.mu.Unlock()
+		setReady(h.t, h.ctx, name, false)
+		return false
+	}
+	if f.rebooting > 0 {
+		f.mu.Unlock()
+		return false
+	}
+	f.boots++
+	f.bootID = fmt.Sprintf("boot-%d", f.boots)
+	if f.staged != nil && !failing {
+		f.rollback, f.booted = f.booted, f.staged
+	}
+	f.staged = nil
+	f.last = nil
+	f.mu.Unlock()
+	setReady(h.t, h.ctx, name, true)
+	return true
+}
+
+func (h *harness) pool(name, image string, maxUnavailable intstr.IntOrString, mutate ...func(*v1alpha1.BootcNodePool)) *v1alpha1.BootcNodePool {
+	h.t.Helper()
+	p := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.BootcNodePoolSpec{
+		NodeSelector: h.label, Image: v1alpha1.ImageReference(image),
+		Rollout:      v1alpha1.RolloutSpec{MaxUnavailable: &maxUnavailable},
+		DrainTimeout: &metav1.Duration{Duration: 20 * time.Second}, HealthTimeout: &metav1.Duration{Duration: 20 * time.Second},
+	}}
+	for _, m := range mutate {
+		m(p)
+	}
+	if err := k8s.Create(h.ctx, p); err != nil {
+		h.t.Fatalf("create pool %s: %v", name, err)
+	}
+	h.t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
+	return p
+}
+
+// dump logs the pools and BootcNodes of a failed test.
+func (h *harness) dump() {
+	var pools v1alpha1.BootcNodePoolList
+	_ = k8s.List(context.Background(), &pools)
+	for _, p := range pools.Items {
+		h.t.Logf("pool %s: target=%s summary=%q slots=%v conditions=%+v", p.Name, p.Status.TargetImage, p.Status.Summary, p.Status.Slots, p.Status.Conditions)
+	}
+	for name, bn := range h.bootcNodes() {
+		h.t.Logf("bootcnode %s: spec=%+v phase=%s rollout=%+v daemon=%+v booted=%v staged=%v", name, bn.Spec, bn.Status.Phase, bn.Status.Rollout, bn.Status.Daemon, bn.Status.Booted, bn.Status.Staged)
+	}
+}
+
+func (h *harness) bootcNodes() map[string]v1alpha1.BootcNode {
+	var l v1alpha1.BootcNodeList
+	if err := k8s.List(h.ctx, &l); err != nil {
+		h.t.Fatalf("list BootcNodes: %v", err)
+	}
+	out := map[string]v1alpha1.BootcNode{}
+	for _, bn := range l.Items {
+		if _, ok := h.hosts[bn.Name]; ok {
+			out[bn.Name] = bn
+		}
+	}
+	return out
+}
+
+func (h *harness) node(name string) corev1.Node {
+	var n corev1.Node
+	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		h.t.Fatalf("get node %s: %v", name, err)
+	}
+	return n
+}
+
+// allOn reports whether every node of the harness boots digest and is
+// Updated, uncordoned by bootroll.
+func (h *harness) allOn(ref string) func() error {
+	return func() error {
+		bns := h.bootcNodes()
+		if len(bns) != len(h.hosts) {
+			return fmt.Errorf("%d BootcNodes for %d nodes", len(bns), len(h.hosts))
+		}
+		for name, bn := range bns {
+			if bn.Status.Phase != v1alpha1.PhaseUpdated || bn.Status.Booted == nil || bn.Status.Booted.Digest != controller.DigestOf(ref) {
+				return fmt.Errorf("%s: phase %s booted %v (%s)", name, bn.Status.Phase, bn.Status.Booted, bn.Status.Rollout.Message)
+			}
+			if _, ok := h.node(name).Annotations[v1alpha1.AnnotationSlot]; ok {
+				return fmt.Errorf("%s still carries the slot marker", name)
+			}
+		}
+		return nil
+	}
+}
+
+func (h *harness) pods(node string, n int, app string) {
+	for i := 0; i < n; i++ {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", node, app, i), Namespace: "default", Labels: mergeLabels(h.label, map[string]string{"app": app})},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		if err := k8s.Create(h.ctx, p); err != nil {
+			h.t.Fatalf("create pod: %v", err)
+		}
+	}
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func TestRolloutRespectsMaxUnavailable(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "mu", 6, clock.RealClock{})
+	for i := 0; i < 6; i++ {
+		h.pods(fmt.Sprintf("mu-%d", i), 2, "web")
+	}
+	h.pool("mu", digestRef("v2"), intstr.FromInt32(2))
+	g.Eventually(h.allOn(digestRef("v2")), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxCord > 2 || h.maxCord == 0 {
+		t.Errorf("at most %d nodes were cordoned by bootroll at once, want 1..2", h.maxCord)
+	}
+	for name, n := range h.reboots {
+		if n != 1 {
+			t.Errorf("node %s rebooted %d times, want 1", name, n)
+		}
+	}
+	for i := 0; i < 6; i++ {
+		if n := h.node(fmt.Sprintf("mu-%d", i)); n.Spec.Unschedulable {
+			t.Errorf("node %s left cordoned", n.Name)
+		}
+	}
+	var pool v1alpha1.BootcNodePool
+	g.Eventually(func() string {
+		_ = k8s.Get(h.ctx, client.ObjectKey{Name: "mu"}, &pool)
+		return pool.Status.Summary
+	}, 10*time.Second).Should(Equal("6/6 updated"))
+	g.Expect(meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionUpToDate)).To(BeTrue())
+	g.Expect(pool.Status.Slots).To(BeEmpty())
+}
+
+func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "pdb", 1, clock.RealClock{})
+	h.pods("pdb-0", 1, "db")
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "pdb-db", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db", "bootroll-test": "pdb"}}}}
+	g.Expect(k8s.Create(h.ctx, pdb)).To(Succeed())
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pdb) })
+	// The PDB controller is not running in envtest: write the status it would.
+	g.Eventually(func() error {
+		var p policyv1.PodDisruptionBudget
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(pdb), &p); err != nil {
+			return err
+		}
+		p.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: p.Generation, DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+		return k8s.Status().Update(h.ctx, &p)
+	}, 10*time.Second).Should(Succeed())
+
+	h.pool("pdb", digestRef("v2"), intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
+		p.Spec.DrainTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})
+	// First the node is cordoned and the drain is blocked.
+	g.Eventually(func() v1alpha1.NodePhase { bn := h.bootcNodes()["pdb-0"]; return bn.Status.Phase }, 30*time.Second, 100*time.Millisecond).Should(Equal(v1alpha1.PhaseDraining))
+	g.Eventually(func() bool { return h.node("pdb-0").Spec.Unschedulable }, 10*time.Second, 100*time.Millisecond).Should(BeTrue())
+	// Then the drain times out: the slot is released and the node uncordoned.
+	g.Eventually(func() string { bn := h.bootcNodes()["pdb-0"]; return bn.Status.Rollout.Reason }, 20*time.Second, 100*time.Millisecond).Should(Equal("DrainTimeout"))
+	bn := h.bootcNodes()["pdb-0"]
+	g.Expect(bn.Status.Phase).To(Equal(v1alpha1.PhaseStaged))
+	g.Expect(bn.Status.Rollout.Message).To(ContainSubstring("default/pdb-0-db-0"))
+	g.Expect(bn.Status.Rollout.RetryAfter).NotTo(BeNil())
+	n := h.node("pdb-0")
+	g.Expect(n.Spec.Unschedulable).To(BeFalse())
+	g.Expect(n.Annotations).NotTo(HaveKey(v1alpha1.AnnotationSlot))
+	var pool v1alpha1.BootcNodePool
+	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Name: "pdb"}, &pool)).To(Succeed())
+	g.Expect(pool.Status.Slots).To(BeEmpty())
+	// The pod was never evicted, and no cordon flapping: the node stays
+	// uncordoned for the whole backoff.
+	var pod corev1.Pod
+	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Namespace: "default", Name: "pdb-0-db-0"}, &pod)).To(Succeed())
+	g.Consistently(func() bool { return h.node("pdb-0").Spec.Unschedulable }, 3*time.Second, 100*time.Millisecond).Should(BeFalse())
+	h.mu.Lock()
+	g.Expect(h.reboots["pdb-0"]).To(Equal(0))
+	h.mu.Unlock()
+}
+
+func TestPriorCordonKept(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "cord", 0, clock.RealClock{})
+	h.addNode("cord-0", true)
+	h.addNode("cord-1", false)
+	h.pool("cord", digestRef("v2"), intstr.FromInt32(1))
+	g.Eventually(h.allOn(digestRef("v2")), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Expect(h.node("cord-0").Spec.Unschedulable).To(BeTrue(), "a node cordoned before the rollout must stay cordoned")
+	g.Expect(h.node("cord-1").Spec.Unschedulable).To(BeFalse())
+}
+
+func TestControllerRestartMidRollout(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "rs", 4, clock.RealClock{})
+	for i := 0; i < 4; i++ {
+		h.pods(fmt.Sprintf("rs-%d", i), 1, "web")
+	}
+	h.pool("rs", digestRef("v2"), intstr.FromInt32(1))
+	// Stop the controller as soon as a node is in its slot.
+	g.Eventually(func() bool {
+		for _, bn := range h.bootcNodes() {
+			if bn.Status.Phase == v1alpha1.PhaseRebooting || bn.Status.Phase == v1alpha1.PhaseDraining {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond).Should(BeTrue())
+	h.stopManager()
+	time.Sleep(500 * time.Millisecond) // the fleet goes on without a controller
+	h.startManager()
+	g.Eventually(h.allOn(digestRef("v2")), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, n := range h.reboots {
+		g.Expect(n).To(Equal(1), "node %s rebooted %d times", name, n)
+	}
+	g.Expect(h.maxCord).To(Equal(1))
+}
+
+func TestFailedNodeHaltsAndNewImageRecovers(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "fail", 3, clock.RealClock{})
+	bad, good := digestRef("bad"), digestRef("v3")
+	h.mu.Lock()
+	h.failing[controller.DigestOf(bad)] = true
+	h.mu.Unlock()
+	p := h.pool("fail", bad, intstr.FromInt32(1))
+	var pool v1alpha1.BootcNodePool
+	g.Eventually(func() bool {
+		_ = k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)
+		return meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionHalted)
+	}, 60*time.Second, 200*time.Millisecond).Should(BeTrue())
+	c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.ConditionHalted)
+	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonMaxFailures))
+	g.Expect(c.Message).To(ContainSubstring("BootFailed"))
+	failed := ""
+	for name, bn := range h.bootcNodes() {
+		if bn.Status.Phase == v1alpha1.PhaseFailed {
+			failed = name
+			g.Expect(bn.Status.Rollout.FailedImage).To(Equal(bad))
+			g.Expect(c.Message).To(ContainSubstring(name))
+		}
+	}
+	g.Expect(failed).NotTo(BeEmpty())
+	// Halted: no other node gets a slot.
+	g.Consistently(func() int {
+		n := 0
+		for _, bn := range h.bootcNodes() {
+			if bn.Status.Phase == v1alpha1.PhaseDraining || bn.Status.Phase == v1alpha1.PhaseRebooting {
+				n++
+			}
+		}
+		return n
+	}, 2*time.Second, 100*time.Millisecond).Should(Equal(0))
+	g.Expect(h.node(failed).Spec.Unschedulable).To(BeFalse(), "a failed node running its old image is uncordoned")
+
+	// A fixed image recovers the pool with no manual step.
+	g.Eventually(func() error {
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
+			return err
+		}
+		pool.Spec.Image = v1alpha1.ImageReference(good)
+		return k8s.Update(h.ctx, &pool)
+	}, 10*time.Second).Should(Succeed())
+	g.Eventually(h.allOn(good), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	bn := h.bootcNodes()[failed]
+	g.Expect(bn.Status.Rollout.FailedImage).To(Equal(bad), "the failed image stays visible for debugging")
+	g.Eventually(func() bool {
+		_ = k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)
+		return meta.IsStatusConditionFalse(pool.Status.Conditions, v1alpha1.ConditionHalted)
+	}, 10*time.Second, 100*time.Millisecond).Should(BeTrue())
+}

@@ -1,0 +1,546 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// NodeReconciler moves one node through its update: it derives the staging
+// phases from what the daemon reports, and for a node that holds a reboot
+// slot it cordons, drains, asks the daemon to boot the image, verifies the
+// node and uncordons it. Each step is recorded on the BootcNode before the
+// world is touched, so a restarted controller resumes where it stopped.
+type NodeReconciler struct {
+	client   client.Client
+	clock    clock.PassiveClock
+	recorder Recorder
+	metrics  *Metrics
+	drainer  *Drainer
+	opts     Options
+}
+
+// NewNodeReconciler builds the node reconciler from its edges.
+func NewNodeReconciler(c client.Client, opts Options) *NodeReconciler {
+	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: &Drainer{Client: c}, opts: opts}
+}
+
+// nodeStep is one reconcile's view of a node.
+type nodeStep struct {
+	orig, bn *v1alpha1.BootcNode
+	node     *corev1.Node
+	pool     *v1alpha1.BootcNodePool
+	now      time.Time
+}
+
+// Reconcile advances one BootcNode.
+func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var bn v1alpha1.BootcNode
+	if err := r.client.Get(ctx, req.NamespacedName, &bn); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &nodeStep{orig: bn.DeepCopy(), bn: &bn, now: r.clock.Now()}
+	var node corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
+		}
+		// The Node is gone: nothing to uncordon; give the slot back.
+		return reconcile.Result{}, r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+	}
+	s.node = &node
+	var pool v1alpha1.BootcNodePool
+	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Spec.Pool}, &pool); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("get pool %s: %w", bn.Spec.Pool, err)
+		}
+	} else {
+		s.pool = &pool
+	}
+	res, err := r.step(ctx, s)
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	return res, nil
+}
+
+func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	if s.pool == nil || s.pool.DeletionTimestamp != nil || !selects(s.pool, s.node) {
+		// Left the pool: give back anything bootroll holds on the Node.
+		if ro.Cordoned || holdsSlot(bn.Status.Phase) {
+			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
+		}
+		return reconcile.Result{}, nil
+	}
+	target := bn.Spec.DesiredImage
+	if ro.TargetImage != target {
+		if err := r.retarget(ctx, s, target); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	switch bn.Status.Phase {
+	case v1alpha1.PhaseDraining:
+		return r.drain(ctx, s)
+	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
+		return r.verify(ctx, s)
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
+		if ro.Cordoned {
+			return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
+		}
+		return reconcile.Result{}, r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+	}
+	// Outside a slot: the phase follows what the daemon reports.
+	if ro.Cordoned {
+		// A crash between the node's last steps left the cordon: restore it.
+		return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
+	}
+	phase, reason, msg := stagingPhase(bn)
+	if reason == "" && phase == bn.Status.Phase {
+		// Keep the reason of the last wait or failure (e.g. DrainTimeout)
+		// until the phase moves on.
+		reason, msg = ro.Reason, ro.Message
+	}
+	if phase != bn.Status.Phase || reason != ro.Reason || msg != ro.Message {
+		if err := r.setPhase(ctx, s, phase, reason, msg); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// stagingPhase derives the phase of a node outside a slot from the daemon's report.
+func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
+	target := DigestOf(bn.Spec.DesiredImage)
+	d := bn.Status.Daemon
+	switch {
+	case bn.Spec.DesiredImage == "":
+		return v1alpha1.PhasePending, "", ""
+	case digestOfHost(bn.Status.Booted) == target:
+		return v1alpha1.PhaseUpdated, "", ""
+	case digestOfHost(bn.Status.Staged) == target:
+		return v1alpha1.PhaseStaged, "", ""
+	case d.Phase == v1alpha1.DaemonError && d.StageAttempts > 0:
+		return v1alpha1.PhaseDegraded, "StageFailed", fmt.Sprintf("staging failed %d time(s), retrying with backoff: %s", d.StageAttempts, d.LastError)
+	case d.Phase == v1alpha1.DaemonStaging:
+		return v1alpha1.PhaseStaging, "", ""
+	case bn.Status.Rollout.Reason == "DrainTimeout" && bn.Status.Phase == v1alpha1.PhaseStaged:
+		return v1alpha1.PhaseStaging, "", ""
+	default:
+		return v1alpha1.PhasePending, "", ""
+	}
+}
+
+// retarget moves the record to a new desired image. A drain in progress is
+// abandoned (the node is uncordoned); a node already asked to reboot stays
+// in its slot and boots the new image instead; a failed node keeps the
+// image that failed for debugging and starts over.
+func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
+	ro := &s.bn.Status.Rollout
+	switch s.bn.Status.Phase {
+	case v1alpha1.PhaseDraining:
+		if err := r.finish(ctx, s, v1alpha1.PhasePending, "Retargeted", "drain abandoned: the pool image changed", false); err != nil {
+			return err
+		}
+	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
+		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; booting "+target
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
+		s.bn.Status.Phase = v1alpha1.PhasePending
+		ro.Reason, ro.Message = "Retargeted", fmt.Sprintf("retargeted to %s after %s failed", target, ro.FailedImage)
+	}
+	ro.TargetImage = target
+	ro.Failures = 0
+	ro.RetryAfter = nil
+	return r.patchStatus(ctx, s)
+}
+
+// drain cordons the node (recording the prior cordon state first), evicts
+// its pods, and asks for the reboot once it is empty. A drain that outlives
+// drainTimeout gives the slot back and backs off.
+func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	ro := &s.bn.Status.Rollout
+	if !ro.Cordoned {
+		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours {
+			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
+		}
+		ro.Cordoned = true
+		ro.DrainStartedAt = &metav1.Time{Time: s.now}
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.event(s.bn, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", ro.TargetImage)
+	}
+	if ro.DrainStartedAt == nil {
+		ro.DrainStartedAt = &metav1.Time{Time: s.now}
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if err := r.cordon(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
+	res, err := r.drainer.Drain(ctx, s.node.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	took := s.now.Sub(ro.DrainStartedAt.Time)
+	if res.Remaining == 0 {
+		s.bn.Status.Phase = v1alpha1.PhaseRebooting
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+		ro.Reason, ro.Message = "Drained", fmt.Sprintf("drained in %s; rebooting into %s", took.Round(time.Second), ro.TargetImage)
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.observe(r.metricsDrain(), s, took, "drained")
+		r.event(s.bn, corev1.EventTypeNormal, "Drained", "%s", ro.Message)
+		return r.verify(ctx, s)
+	}
+	timeout := durationOr(s.pool.Spec.DrainTimeout, DefaultDrainTimeout)
+	if took >= timeout {
+		ro.Failures++
+		ro.RetryAfter = &metav1.Time{Time: s.now.Add(Backoff(ro.Failures))}
+		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked by PDB: %s); retry after %s",
+			timeout, res.Remaining, blockedMessage(res.Blocked), Backoff(ro.Failures))
+		r.observe(r.metricsDrain(), s, took, "timeout")
+		if r.metrics != nil {
+			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
+		}
+		r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
+		return reconcile.Result{RequeueAfter: Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhaseStaged, "DrainTimeout", msg, false)
+	}
+	if len(res.Blocked) > 0 && ro.Reason != "DrainBlocked" {
+		ro.Reason, ro.Message = "DrainBlocked", "eviction refused by a PodDisruptionBudget: "+blockedMessage(res.Blocked)
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	wait := DrainPoll
+	if left := timeout - took; left < wait {
+		wait = left
+	}
+	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// verify waits for the node to boot the target digest and be Ready within
+// healthTimeout, then finishes the update.
+func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	if err := r.cordon(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
+	if bn.Spec.DesiredState != v1alpha1.DesiredBooted {
+		b := bn.DeepCopy()
+		b.Spec.DesiredState = v1alpha1.DesiredBooted
+		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
+		}
+		*bn = *b
+		s.orig = b.DeepCopy()
+		r.event(bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", bn.Spec.DesiredImage)
+	}
+	want := DigestOf(bn.Spec.DesiredImage)
+	booted := digestOfHost(bn.Status.Booted)
+	d := bn.Status.Daemon
+	took := s.now.Sub(ro.RebootRequestedAt.Time)
+	if booted == want && nodeReady(s.node) {
+		phase, reason := v1alpha1.PhaseUpdated, "Updated"
+		if bn.Spec.Rollback {
+			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
+		}
+		r.observe(r.metricsReboot(), s, took, "ok")
+		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, took.Round(time.Second))
+		r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
+		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback)
+	}
+	if d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want {
+		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, d.LastError))
+	}
+	if booted == want && bn.Status.Phase != v1alpha1.PhaseVerifying {
+		bn.Status.Phase = v1alpha1.PhaseVerifying
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+		ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	if took >= timeout {
+		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, nodeReady(s.node))
+		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
+	}
+	wait := VerifyPoll
+	if left := timeout - took; left < wait {
+		wait = left
+	}
+	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// fail marks the node Failed for its target. With failurePolicy Rollback
+// and the new image booted, the daemon is asked to return to the rollback
+// deployment and the node keeps its slot until that has booted.
+func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	if r.metrics != nil {
+		r.metrics.Failures.WithLabelValues(bn.Spec.Pool, reason).Inc()
+		r.metrics.RebootSeconds.WithLabelValues(bn.Spec.Pool, "failed").Observe(s.now.Sub(ro.RebootRequestedAt.Time).Seconds())
+	}
+	r.event(bn, corev1.EventTypeWarning, reason, "%s", msg)
+	ro.FailedImage = bn.Spec.DesiredImage
+	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
+		digestOfHost(bn.Status.Booted) == DigestOf(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
+		prev := bn.Status.RollbackImage
+		ref := prev.Image
+		if DigestOf(ref) == "" {
+			ref = refWithDigest(prev.Image, prev.Digest)
+		}
+		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+ref
+		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+		if err := r.patchStatus(ctx, s); err != nil {
+			return err
+		}
+		b := bn.DeepCopy()
+		b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
+		ro2 := &b.Status.Rollout
+		ro2.TargetImage = ref
+		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("ask BootcNode %s to roll back: %w", bn.Name, err)
+		}
+		*bn = *b
+		s.orig = b.DeepCopy()
+		bn.Status.Rollout.TargetImage = ref
+		return r.patchStatus(ctx, s)
+	}
+	// Stop asking for the boot: an unplanned reboot must not retry it.
+	if bn.Spec.DesiredState == v1alpha1.DesiredBooted {
+		b := bn.DeepCopy()
+		b.Spec.DesiredState = v1alpha1.DesiredStaged
+		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("stop boot of BootcNode %s: %w", bn.Name, err)
+		}
+		*bn = *b
+		s.orig = b.DeepCopy()
+	}
+	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
+}
+
+// cordon makes sure the Node is cordoned with bootroll's slot marker, in
+// one patch.
+func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
+	n := s.node
+	if n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == s.bn.Spec.Pool {
+		return nil
+	}
+	m := n.DeepCopy()
+	m.Spec.Unschedulable = true
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[v1alpha1.AnnotationSlot] = s.bn.Spec.Pool
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("cordon node %s: %w", n.Name, err)
+	}
+	s.node = m
+	return nil
+}
+
+// finish ends the node's time in the slot: it restores the cordon state
+// the node had before bootroll, removes bootroll's marker, records phase,
+// and gives the slot back. Each step is idempotent, so a crash between
+// them is repaired by the next reconcile.
+func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
+		if err := r.uncordon(ctx, s); err != nil {
+			return err
+		}
+		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
+	}
+	if !r.opts.TestOnly.SkipUncordon {
+		ro.Cordoned = false
+		ro.PriorUnschedulable = nil
+	}
+	if bn.Status.Phase != phase {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	bn.Status.Phase = phase
+	ro.Reason, ro.Message = reason, msg
+	ro.DrainStartedAt = nil
+	if success {
+		ro.Failures = 0
+		ro.RetryAfter = nil
+	}
+	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
+		ro.RebootRequestedAt = nil
+	}
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	return r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+}
+
+func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep) error {
+	n := s.node
+	prior := s.bn.Status.Rollout.PriorUnschedulable
+	want := prior != nil && *prior
+	_, marked := n.Annotations[v1alpha1.AnnotationSlot]
+	if !marked && n.Spec.Unschedulable == want {
+		return nil
+	}
+	m := n.DeepCopy()
+	if marked {
+		// Only the cordon bootroll made is undone: a node that someone
+		// cordoned before the update stays cordoned.
+		m.Spec.Unschedulable = want
+	}
+	delete(m.Annotations, v1alpha1.AnnotationSlot)
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("uncordon node %s: %w", n.Name, err)
+	}
+	s.node = m
+	return nil
+}
+
+// releaseSlot removes the node's entry from its pool's slot table.
+func (r *NodeReconciler) releaseSlot(ctx context.Context, poolName, node string) error {
+	var pool v1alpha1.BootcNodePool
+	if err := r.client.Get(ctx, types.NamespacedName{Name: poolName}, &pool); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	idx := -1
+	for i, sl := range pool.Status.Slots {
+		if sl.Node == node {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return nil
+	}
+	orig := pool.DeepCopy()
+	pool.Status.Slots = append(pool.Status.Slots[:idx:idx], pool.Status.Slots[idx+1:]...)
+	if err := r.client.Status().Patch(ctx, &pool, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("release slot of %s in pool %s: %w", node, poolName, err)
+	}
+	logf.FromContext(ctx).V(1).Info("slot released", "node", node, "pool", poolName)
+	return nil
+}
+
+func (r *NodeReconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
+	ro := &s.bn.Status.Rollout
+	if s.bn.Status.Phase != phase {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+		typ := corev1.EventTypeNormal
+		if phase == v1alpha1.PhaseDegraded {
+			typ = corev1.EventTypeWarning
+		}
+		r.event(s.bn, typ, string(phase), "%s%s", phaseNote(phase, s.bn.Spec.DesiredImage), msg)
+	}
+	s.bn.Status.Phase = phase
+	ro.Reason, ro.Message = reason, msg
+	return r.patchStatus(ctx, s)
+}
+
+func phaseNote(p v1alpha1.NodePhase, img string) string {
+	switch p {
+	case v1alpha1.PhaseStaging:
+		return "staging " + img
+	case v1alpha1.PhaseStaged:
+		return "staged " + img
+	case v1alpha1.PhaseUpdated:
+		return "running " + img
+	}
+	return ""
+}
+
+// patchStatus writes the controller's part of the status (phase and
+// rollout record) with an optimistic lock, so a decision made on a stale
+// read is never written.
+func (r *NodeReconciler) patchStatus(ctx context.Context, s *nodeStep) error {
+	if apiequality.Semantic.DeepEqual(s.orig.Status.Phase, s.bn.Status.Phase) &&
+		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, s.bn, client.MergeFromWithOptions(s.orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("record %s on BootcNode %s: %w", s.bn.Status.Phase, s.bn.Name, err)
+	}
+	s.orig = s.bn.DeepCopy()
+	return nil
+}
+
+func (r *NodeReconciler) event(obj client.Object, typ, reason, f string, args ...any) {
+	if r.recorder != nil {
+		r.recorder.Eventf(obj, typ, reason, f, args...)
+	}
+}
+
+func (r *NodeReconciler) metricsDrain() func(pool, result string, secs float64) {
+	return func(pool, result string, secs float64) {
+		if r.metrics != nil {
+			r.metrics.DrainSeconds.WithLabelValues(pool, result).Observe(secs)
+		}
+	}
+}
+
+func (r *NodeReconciler) metricsReboot() func(pool, result string, secs float64) {
+	return func(pool, result string, secs float64) {
+		if r.metrics != nil {
+			r.metrics.RebootSeconds.WithLabelValues(pool, result).Observe(secs)
+		}
+	}
+}
+
+func (r *NodeReconciler) observe(f func(pool, result string, secs float64), s *nodeStep, d time.Duration, result string) {
+	f(s.bn.Spec.Pool, result, d.Seconds())
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}
+
+// refWithDigest pins an image reference (possibly with a tag) to a digest.
+func refWithDigest(ref, digest string) string {
+	repo := ref
+	if i := lastRepoColon(ref); i >= 0 {
+		repo = ref[:i]
+	}
+	return repo + "@" + digest
+}
+
+// lastRepoColon returns the index of a tag separator in ref, or -1.
+func lastRepoColon(ref string) int {
+	slash := -1
+	for i := len(ref) - 1; i >= 0; i-- {
+		switch ref[i] {
+		case '/':
+			slash = i
+			return -1
+		case ':':
+			if slash < 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func equality(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }

@@ -1,0 +1,506 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/resolve"
+)
+
+// PoolReconciler owns a pool's membership (one BootcNode per member Node),
+// its target digest, which nodes may stage, the reboot slot table and the
+// pool status.
+type PoolReconciler struct {
+	client   client.Client
+	clock    clock.PassiveClock
+	resolver resolve.Resolver
+	recorder Recorder
+	metrics  *Metrics
+	opts     Options
+}
+
+// NewPoolReconciler builds the pool reconciler from its edges.
+func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
+	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts}
+}
+
+// Reconcile brings one pool one step closer to its spec.
+func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := logf.FromContext(ctx).WithValues("pool", req.Name)
+	var pool v1alpha1.BootcNodePool
+	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if pool.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	now := r.clock.Now()
+	orig := pool.DeepCopy()
+	st := &pool.Status
+	var requeue time.Duration
+	wake := func(d time.Duration) {
+		if d > 0 && (requeue == 0 || d < requeue) {
+			requeue = d
+		}
+	}
+
+	// 1. Target digest.
+	resolveErr := r.resolveTarget(ctx, &pool, now)
+	if !resolve.IsDigest(string(pool.Spec.Image)) {
+		wake(ResolveInterval)
+	}
+	target := st.TargetImage
+
+	// 2. Membership.
+	members, conflicts, err := r.members(ctx, &pool)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var bnList v1alpha1.BootcNodeList
+	if err := r.client.List(ctx, &bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
+	}
+	bns := map[string]*v1alpha1.BootcNode{}
+	for i := range bnList.Items {
+		bns[bnList.Items[i].Name] = &bnList.Items[i]
+	}
+	for _, n := range members {
+		if conflicts[n.Name] != "" || bns[n.Name] != nil {
+			continue
+		}
+		bn, err := r.createBootcNode(ctx, &pool, n)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if bn != nil {
+			bns[bn.Name] = bn
+		}
+	}
+	memberSet := map[string]*corev1.Node{}
+	for _, n := range members {
+		memberSet[n.Name] = n
+	}
+	for _, name := range sortedKeys(bns) {
+		bn := bns[name]
+		if memberSet[name] != nil && conflicts[name] == "" {
+			continue
+		}
+		// No longer a member: the node reconciler restores a cordon
+		// first; the record goes once nothing of bootroll is left on the Node.
+		if bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) {
+			continue
+		}
+		if conflicts[name] != "" && memberSet[name] != nil {
+			continue // left alone while in conflict
+		}
+		if err := r.client.Delete(ctx, bn); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", name, pool.Name, err)
+		}
+		delete(bns, name)
+	}
+
+	// 3. Halt: failed nodes for the current target.
+	var failed []string
+	for _, name := range sortedKeys(bns) {
+		bn := bns[name]
+		if target != "" && bn.Status.Rollout.FailedImage == target &&
+			(bn.Status.Phase == v1alpha1.PhaseFailed || bn.Status.Phase == v1alpha1.PhaseRolledBack) {
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", name, bn.Status.Rollout.Reason, bn.Status.Rollout.Message))
+		}
+	}
+	maxFailures := int(DefaultMaxFailures)
+	if pool.Spec.FailurePolicy.MaxFailures != nil {
+		maxFailures = int(*pool.Spec.FailurePolicy.MaxFailures)
+	}
+	halted := target != "" && len(failed) >= maxFailures
+	open, untilOpen := InWindow(pool.Spec.Windows, now)
+	if !open {
+		wake(untilOpen)
+	}
+	active := target != "" && !pool.Spec.Paused && !halted
+
+	// 4. Staging directives, bounded by maxStaging.
+	if active {
+		if err := r.direct(ctx, &pool, target, bns, conflicts); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	// 5. Slots. Drop entries whose node left; grant free slots.
+	var held []v1alpha1.Slot
+	for _, s := range st.Slots {
+		if bn := bns[s.Node]; bn != nil && slotInUse(bn) {
+			held = append(held, s)
+		}
+	}
+	maxU, err := MaxUnavailable(pool.Spec.Rollout.MaxUnavailable, len(members))
+	if err != nil {
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	var granted []string
+	if active && open {
+		inSlot := map[string]bool{}
+		for _, s := range held {
+			inSlot[s.Node] = true
+		}
+		var cands []Candidate
+		for _, name := range sortedKeys(bns) {
+			bn := bns[name]
+			if inSlot[name] || conflicts[name] != "" || memberSet[name] == nil {
+				continue
+			}
+			if bn.Status.Phase != v1alpha1.PhaseStaged || bn.Spec.DesiredImage != target ||
+				digestOfHost(bn.Status.Staged) != DigestOf(target) || bn.Status.Rollout.TargetImage != target {
+				continue
+			}
+			if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
+				wake(ra.Sub(now))
+				continue
+			}
+			if !slotSafe(memberSet[name]) {
+				continue
+			}
+			since := now
+			if bn.Status.Rollout.PhaseSince != nil {
+				since = bn.Status.Rollout.PhaseSince.Time
+			}
+			cands = append(cands, Candidate{Name: name, StagedSince: since})
+		}
+		free := maxU - len(held)
+		if r.opts.TestOnly.IgnoreSlotLimit {
+			free = len(cands)
+		}
+		granted = PickSlots(cands, free)
+		for _, name := range granted {
+			held = append(held, v1alpha1.Slot{Node: name, Image: target, Since: metav1.NewTime(now)})
+		}
+	}
+	st.Slots = held
+
+	// 6. Aggregate.
+	r.aggregate(&pool, bns, len(members), target)
+	r.conditions(&pool, resolveErr, conflicts, failed, halted, open, now)
+	st.ObservedGeneration = pool.Generation
+	if r.metrics != nil {
+		r.metrics.SlotsInUse.WithLabelValues(pool.Name).Set(float64(len(held)))
+		r.metrics.SlotsMax.WithLabelValues(pool.Name).Set(float64(maxU))
+		for _, pc := range st.Phases {
+			r.metrics.Nodes.WithLabelValues(pool.Name, string(pc.Phase)).Set(float64(pc.Nodes))
+		}
+	}
+	if !equalStatus(&orig.Status, st) {
+		// The optimistic lock makes the slot table safe: a reconcile that
+		// read a stale pool cannot hand out a slot twice.
+		if err := r.client.Status().Patch(ctx, &pool, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("update status of pool %s: %w", pool.Name, err)
+		}
+	}
+
+	// 7. Tell the granted nodes (and any whose grant was not yet seen).
+	for _, s := range held {
+		bn := bns[s.Node]
+		if bn == nil || bn.Status.Phase != v1alpha1.PhaseStaged || bn.Status.Rollout.TargetImage != s.Image {
+			continue
+		}
+		b := bn.DeepCopy()
+		b.Status.Phase = v1alpha1.PhaseDraining
+		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
+		b.Status.Rollout.DrainStartedAt = nil
+		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
+		if err := r.client.Status().Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				wake(time.Second)
+				continue
+			}
+			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
+		}
+		r.event(b, corev1.EventTypeNormal, "SlotGranted", "reboot slot granted for %s", s.Image)
+		log.V(1).Info("slot granted", "node", s.Node, "image", s.Image)
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// resolveTarget sets status.targetImage from spec.image. A digest is used
+// as is; a tag is resolved when the spec changed or ResolveInterval passed.
+// A failure keeps the previous target and is reported as a condition.
+func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNodePool, now time.Time) error {
+	st := &pool.Status
+	img := string(pool.Spec.Image)
+	if resolve.IsDigest(img) {
+		st.TargetImage, st.TargetDigest, st.ResolvedAt = img, resolve.Digest(img), nil
+		return nil
+	}
+	fresh := st.ObservedGeneration == pool.Generation && st.ResolvedAt != nil && now.Sub(st.ResolvedAt.Time) < ResolveInterval
+	if fresh && st.TargetImage != "" {
+		return nil
+	}
+	if r.resolver == nil {
+		return fmt.Errorf("spec.image %q is a tag and no resolver is configured", img)
+	}
+	var secret []byte
+	if pool.Spec.ImagePullSecret != "" {
+		var s corev1.Secret
+		key := types.NamespacedName{Namespace: r.opts.SecretNamespace, Name: pool.Spec.ImagePullSecret}
+		if err := r.client.Get(ctx, key, &s); err != nil {
+			return fmt.Errorf("read spec.imagePullSecret %s: %w", key, err)
+		}
+		secret = s.Data[corev1.DockerConfigJsonKey]
+	}
+	ref, err := r.resolver.Resolve(ctx, img, secret)
+	if err != nil {
+		return err
+	}
+	if ref != st.TargetImage {
+		r.event(pool, corev1.EventTypeNormal, "Resolved", "%s resolved to %s", img, ref)
+	}
+	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, resolve.Digest(ref), &metav1.Time{Time: now}
+	return nil
+}
+
+// members lists the Nodes the pool selects and, for each that another
+// pool also selects, the name of that pool.
+func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool) ([]*corev1.Node, map[string]string, error) {
+	var nodes corev1.NodeList
+	sel := labels.SelectorFromSet(pool.Spec.NodeSelector)
+	if err := r.client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, nil, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
+	}
+	var pools v1alpha1.BootcNodePoolList
+	if err := r.client.List(ctx, &pools); err != nil {
+		return nil, nil, fmt.Errorf("list pools: %w", err)
+	}
+	conflicts := map[string]string{}
+	out := make([]*corev1.Node, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, n)
+		for j := range pools.Items {
+			o := &pools.Items[j]
+			if o.Name != pool.Name && selects(o, n) {
+				conflicts[n.Name] = o.Name
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, conflicts, nil
+}
+
+func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node) (*v1alpha1.BootcNode, error) {
+	bn := &v1alpha1.BootcNode{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{v1alpha1.LabelPool: pool.Name}},
+		Spec:       v1alpha1.BootcNodeSpec{Pool: pool.Name},
+	}
+	if err := controllerutil.SetControllerReference(pool, bn, r.client.Scheme()); err != nil {
+		return nil, fmt.Errorf("own BootcNode %s: %w", n.Name, err)
+	}
+	if err := r.client.Create(ctx, bn); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // another pool's, or our cache is behind
+		}
+		return nil, fmt.Errorf("create BootcNode %s for pool %s: %w", n.Name, pool.Name, err)
+	}
+	return bn, nil
+}
+
+// direct writes spec.desiredImage for nodes that should stage the target,
+// keeping at most maxStaging nodes staging at once. Nodes that already run
+// the target, or that failed this very target, are not counted.
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string) error {
+	limit := -1
+	if ms := pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
+		limit = int(*ms)
+	}
+	staging := 0
+	var todo []*v1alpha1.BootcNode
+	for _, name := range sortedKeys(bns) {
+		bn := bns[name]
+		if conflicts[name] != "" {
+			continue
+		}
+		if bn.Spec.DesiredImage == target {
+			if digestOfHost(bn.Status.Booted) != DigestOf(target) && digestOfHost(bn.Status.Staged) != DigestOf(target) {
+				staging++
+			}
+			continue
+		}
+		if bn.Status.Rollout.FailedImage == target {
+			continue
+		}
+		todo = append(todo, bn)
+	}
+	for _, bn := range todo {
+		onIt := digestOfHost(bn.Status.Booted) == DigestOf(target)
+		if !onIt && limit >= 0 && staging >= limit {
+			continue
+		}
+		b := bn.DeepCopy()
+		b.Spec.DesiredImage = target
+		b.Spec.Rollback = false
+		if !holdsSlot(bn.Status.Phase) {
+			b.Spec.DesiredState = v1alpha1.DesiredStaged
+		}
+		if err := r.client.Patch(ctx, b, client.MergeFrom(bn)); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
+		}
+		bns[bn.Name] = b
+		if !onIt {
+			staging++
+		}
+	}
+	return nil
+}
+
+func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, bns map[string]*v1alpha1.BootcNode, members int, target string) {
+	st := &pool.Status
+	counts := map[v1alpha1.NodePhase]int32{}
+	digests := map[string]int32{}
+	var updated int32
+	for _, bn := range bns {
+		p := bn.Status.Phase
+		if p == "" {
+			p = v1alpha1.PhasePending
+		}
+		counts[p]++
+		if d := digestOfHost(bn.Status.Booted); d != "" {
+			digests[d]++
+			if target != "" && d == DigestOf(target) && !holdsSlot(p) {
+				updated++
+			}
+		}
+	}
+	st.Phases = nil
+	for _, p := range v1alpha1.AllPhases {
+		if counts[p] > 0 {
+			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: p, Nodes: counts[p]})
+		}
+	}
+	st.DeployedDigests = nil
+	for _, d := range sortedKeys(digests) {
+		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d, Nodes: digests[d]})
+	}
+	st.Nodes = int32(members)
+	st.UpdatedNodes = updated
+	st.Summary = Summary(updated, st.Nodes, st.Phases)
+}
+
+func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts map[string]string, failed []string, halted, open bool, now time.Time) {
+	st := &pool.Status
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	switch {
+	case resolveErr != nil:
+		kind := resolve.KindOf(resolveErr)
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonResolveFailed, fmt.Sprintf("%s: %v; keeping target %q", kind, resolveErr, st.TargetImage))
+	case len(conflicts) > 0:
+		var parts []string
+		for _, n := range sortedKeys(conflicts) {
+			parts = append(parts, fmt.Sprintf("%s (also selected by pool %s)", n, conflicts[n]))
+		}
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+truncateList(parts))
+	case len(failed) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+truncateList(failed))
+	default:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
+	}
+	if halted {
+		set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonMaxFailures,
+			fmt.Sprintf("%d node(s) failed %s (maxFailures reached); set a new spec.image to recover: %s", len(failed), st.TargetImage, truncateList(failed)))
+	} else {
+		set(v1alpha1.ConditionHalted, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "")
+	}
+	switch {
+	case st.TargetImage == "":
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonResolveFailed, "no target digest yet")
+	case st.Nodes == 0:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonNoNodes, "the pool selects no nodes")
+	case st.UpdatedNodes == st.Nodes:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonAllUpdated, st.Summary)
+	case pool.Spec.Paused:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonPaused, st.Summary)
+	case !open:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonOutsideWindow, st.Summary)
+	default:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, st.Summary)
+	}
+}
+
+func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ...any) {
+	if r.recorder != nil {
+		r.recorder.Eventf(obj, typ, reason, f, args...)
+	}
+}
+
+// slotInUse reports whether a slot table entry is still needed by its node.
+// Nodes enter a slot only from Staged, and the cache never goes back in
+// time, so a node seen Updated, Failed or Pending and not cordoned has left
+// its slot (the node reconciler normally removes the entry itself; this
+// also drops an entry granted from a stale read of a node that had just
+// finished).
+func slotInUse(bn *v1alpha1.BootcNode) bool {
+	return bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) || bn.Status.Phase == v1alpha1.PhaseStaged
+}
+
+// slotSafe reports whether a Node may be disrupted now: it is Ready and
+// not being deleted.
+func slotSafe(n *corev1.Node) bool {
+	return n.DeletionTimestamp == nil && nodeReady(n)
+}
+
+func truncateList(items []string) string {
+	const max = 10
+	if len(items) > max {
+		return strings.Join(items[:max], "; ") + fmt.Sprintf("; and %d more", len(items)-max)
+	}
+	return strings.Join(items, "; ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// equalStatus compares two pool statuses ignoring condition transition
+// times, so an unchanged pool is not written.
+func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
+	ac, bc := a.DeepCopy(), b.DeepCopy()
+	for _, s := range []*v1alpha1.BootcNodePoolStatus{ac, bc} {
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality(ac, bc)
+}
+
+var errNoPool = errors.New("pool not found")

@@ -1,0 +1,64 @@
+// Package resolve pins container image references to digests.
+//
+// The controller always rolls a pool to a digest so that every node boots
+// exactly the same bytes; a tag in BootcNodePool.spec.image is resolved here,
+// once per reconcile, and the digest is what lands in status and in each
+// BootcNode's desiredImage.
+//
+// Resolver is the seam the twin fills with its own model; Registry is the
+// production implementation and the only part of this package that touches
+// the network.
+package resolve
+
+import (
+	"context"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Resolver turns an image reference into a digest reference.
+type Resolver interface {
+	// Resolve returns ref pinned by digest ("registry/repo@sha256:...").
+	// A ref that already has a digest is returned normalised without
+	// contacting the registry. dockerConfigJSON is the content of a
+	// kubernetes.io/dockerconfigjson Secret's .dockerconfigjson key, or nil
+	// for anonymous access. Failures are *Error values; use KindOf to
+	// classify them.
+	Resolve(ctx context.Context, ref string, dockerConfigJSON []byte) (string, error)
+}
+
+// dockerHub is the registry name go-containerregistry uses for Docker Hub;
+// dockerHubCanonical is the spelling bootc, podman and containers/image use,
+// so that a resolved ref reads the same as the one bootc reports.
+const (
+	dockerHub          = name.DefaultRegistry
+	dockerHubCanonical = "docker.io"
+)
+
+// IsDigest reports whether ref is a valid digest reference
+// ("repo@sha256:<64 hex>", optionally with a registry and a tag before the
+// "@"). A malformed ref is not a digest reference.
+func IsDigest(ref string) bool {
+	_, err := name.NewDigest(ref)
+	return err == nil
+}
+
+// Digest returns the digest part of a digest reference ("sha256:..."), or ""
+// when ref is not a valid digest reference.
+func Digest(ref string) string {
+	d, err := name.NewDigest(ref)
+	if err != nil {
+		return ""
+	}
+	return d.DigestStr()
+}
+
+// pinned formats repo@digest the way the controller stores it: registry
+// always explicit, Docker Hub spelled "docker.io", any tag dropped.
+func pinned(repo name.Repository, digest string) string {
+	registry := repo.RegistryStr()
+	if registry == dockerHub {
+		registry = dockerHubCanonical
+	}
+	return registry + "/" + repo.RepositoryStr() + "@" + digest
+}

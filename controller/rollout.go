@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// Defaults of the pool options, applied when a field is unset.
+const (
+	DefaultDrainTimeout  = 10 * time.Minute
+	DefaultHealthTimeout = 15 * time.Minute
+	DefaultMaxFailures   = 1
+	// ResolveInterval is how often a tag is re-resolved to a digest.
+	ResolveInterval = 5 * time.Minute
+	// DrainPoll is how often a drain in progress is re-checked.
+	DrainPoll = 5 * time.Second
+	// VerifyPoll is how often a rebooting node is re-checked.
+	VerifyPoll = 10 * time.Second
+	// PoolStatusDebounce batches node events into one pool reconcile, so a
+	// pool's O(nodes) status aggregation runs at most about once per period
+	// however many nodes change.
+	PoolStatusDebounce = time.Second
+	// BackoffBase and BackoffCap bound the retry backoff of drains and
+	// staging; cordon/uncordon never flaps faster than this.
+	BackoffBase = 30 * time.Second
+	BackoffCap  = 30 * time.Minute
+)
+
+// MaxUnavailable returns the number of reboot slots of a pool with the
+// given number of nodes. A percentage is rounded down but gives at least
+// one slot when it is above zero and the pool is not empty.
+func MaxUnavailable(v *intstr.IntOrString, nodes int) (int, error) {
+	if v == nil {
+		return 1, nil
+	}
+	if v.Type == intstr.Int {
+		if v.IntVal < 0 {
+			return 0, fmt.Errorf("spec.rollout.maxUnavailable: %d is negative", v.IntVal)
+		}
+		return int(v.IntVal), nil
+	}
+	s := v.StrVal
+	if !strings.HasSuffix(s, "%") {
+		return 0, fmt.Errorf("spec.rollout.maxUnavailable: %q is neither an integer nor a percentage", s)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, nodes, false)
+	if err != nil {
+		return 0, fmt.Errorf("spec.rollout.maxUnavailable: %w", err)
+	}
+	if n == 0 && nodes > 0 && s != "0%" {
+		n = 1
+	}
+	return n, nil
+}
+
+// Backoff is the delay before retry number failures (1-based) of a drain
+// or staging: BackoffBase doubled each time, capped at BackoffCap.
+func Backoff(failures int32) time.Duration {
+	d := BackoffBase
+	for i := int32(1); i < failures && d < BackoffCap; i++ {
+		d *= 2
+	}
+	if d > BackoffCap {
+		d = BackoffCap
+	}
+	return d
+}
+
+var weekdays = map[v1alpha1.Weekday]time.Weekday{
+	"Sun": time.Sunday, "Mon": time.Monday, "Tue": time.Tuesday, "Wed": time.Wednesday,
+	"Thu": time.Thursday, "Fri": time.Friday, "Sat": time.Saturday,
+}
+
+// InWindow reports whether t falls in one of the maintenance windows (all
+// in UTC), and when not, how long until the next one opens. No windows
+// means always open.
+func InWindow(windows []v1alpha1.MaintenanceWindow, t time.Time) (bool, time.Duration) {
+	if len(windows) == 0 {
+		return true, 0
+	}
+	t = t.UTC()
+	next := time.Duration(-1)
+	for _, w := range windows {
+		var hh, mm int
+		if _, err := fmt.Sscanf(w.Start, "%d:%d", &hh, &mm); err != nil {
+			continue
+		}
+		// A window may have opened yesterday and still be open.
+		for day := -1; day <= 7; day++ {
+			d := t.AddDate(0, 0, day)
+			open := time.Date(d.Year(), d.Month(), d.Day(), hh, mm, 0, 0, time.UTC)
+			if !windowDay(w.Days, open.Weekday()) {
+				continue
+			}
+			end := open.Add(w.Duration.Duration)
+			if !t.Before(open) && t.Before(end) {
+				return true, 0
+			}
+			if open.After(t) {
+				if wait := open.Sub(t); next < 0 || wait < next {
+					next = wait
+				}
+				break
+			}
+		}
+	}
+	if next < 0 {
+		next = 24 * time.Hour
+	}
+	return false, next
+}
+
+func windowDay(days []v1alpha1.Weekday, wd time.Weekday) bool {
+	if len(days) == 0 {
+		return true
+	}
+	for _, d := range days {
+		if weekdays[d] == wd {
+			return true
+		}
+	}
+	return false
+}
+
+// DigestOf returns the "sha256:..." part of a digest reference, or "".
+func DigestOf(ref string) string {
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		return ref[i+1:]
+	}
+	return ""
+}
+
+// holdsSlot reports whether a node in phase p is inside its reboot slot.
+func holdsSlot(p v1alpha1.NodePhase) bool {
+	return p == v1alpha1.PhaseDraining || p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying
+}
+
+// Candidate is a node that may be given a reboot slot.
+type Candidate struct {
+	Name string
+	// StagedSince orders candidates: the longest-staged first, then by name.
+	StagedSince time.Time
+}
+
+// PickSlots chooses up to free candidates for reboot slots, in a stable
+// order (longest staged first, then name), so the choice is deterministic.
+func PickSlots(cands []Candidate, free int) []string {
+	if free <= 0 || len(cands) == 0 {
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if !cands[i].StagedSince.Equal(cands[j].StagedSince) {
+			return cands[i].StagedSince.Before(cands[j].StagedSince)
+		}
+		return cands[i].Name < cands[j].Name
+	})
+	if free > len(cands) {
+		free = len(cands)
+	}
+	out := make([]string, free)
+	for i := range out {
+		out[i] = cands[i].Name
+	}
+	return out
+}
+
+// Summary breaks a pool down for a person: "7/10 updated; 2 staging; 1 rebooting".
+func Summary(updated, total int32, phases []v1alpha1.PhaseCount) string {
+	parts := []string{fmt.Sprintf("%d/%d updated", updated, total)}
+	for _, pc := range phases {
+		if pc.Phase == v1alpha1.PhaseUpdated || pc.Nodes == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", pc.Nodes, strings.ToLower(string(pc.Phase))))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,85 @@
+package nodedaemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon/bootc"
+)
+
+// BootcHost is the Host of a real bootc system: it runs the bootc CLI
+// through Bootc and reads the boot ID from BootIDPath. Its Stage blocks for
+// the whole download; wrap it in an AsyncHost.
+type BootcHost struct {
+	Bootc *bootc.Client
+	// BootIDPath is the boot ID file; empty means bootc.DefaultBootIDPath.
+	BootIDPath string
+}
+
+var _ Host = BootcHost{}
+
+// errContainer is returned when bootc reports that it runs in a container
+// rather than on a booted bootc host.
+var errContainer = errors.New("bootc status reports a container, not a booted bootc host: run the daemon with the host's mount and PID namespaces")
+
+// Observe implements Host from bootc status and the boot ID file. Staging
+// and LastStage stay empty: the synchronous host has no background stage.
+func (h BootcHost) Observe(ctx context.Context) (Observation, error) {
+	st, err := h.Bootc.Status(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	if st.IsContainer {
+		return Observation{}, errContainer
+	}
+	bootID, err := bootc.ReadBootID(h.BootIDPath)
+	if err != nil {
+		return Observation{}, err
+	}
+	return Observation{
+		Booted:         hostImageOf(st.Booted),
+		Staged:         hostImageOf(st.Staged),
+		Rollback:       hostImageOf(st.Rollback),
+		RollbackQueued: st.RollbackQueued,
+		BootID:         bootID,
+	}, nil
+}
+
+// hostImageOf converts a bootc deployment; nil stays nil.
+func hostImageOf(d *bootc.Deployment) *v1alpha1.HostImage {
+	if d == nil {
+		return nil
+	}
+	h := &v1alpha1.HostImage{Image: d.Image, Digest: d.Digest, Version: d.Version}
+	if d.Timestamp != nil {
+		// The API keeps seconds; truncating here keeps reports stable.
+		t := metav1.NewTime(d.Timestamp.UTC().Truncate(time.Second))
+		h.Timestamp = &t
+	}
+	return h
+}
+
+// Stage implements Host; it returns when bootc has staged image
+// (download-only: no reboot boots it before Apply).
+func (h BootcHost) Stage(ctx context.Context, image string) error {
+	return h.Bootc.Stage(ctx, image)
+}
+
+// Apply implements Host.
+func (h BootcHost) Apply(ctx context.Context, image string) error {
+	return h.Bootc.Apply(ctx, image)
+}
+
+// Rollback implements Host.
+func (h BootcHost) Rollback(ctx context.Context) error {
+	return h.Bootc.Rollback(ctx)
+}
+
+// Reboot implements Host.
+func (h BootcHost) Reboot(ctx context.Context) error {
+	return h.Bootc.Reboot(ctx)
+}

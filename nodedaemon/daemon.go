@@ -1,0 +1,362 @@
+package nodedaemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// DefaultResync is how often the daemon looks at its host when nothing
+// else asks it to.
+const DefaultResync = 30 * time.Second
+
+// FieldOwner is the field manager the daemon writes under, apart from the
+// controller's, so managed fields show who wrote what.
+const FieldOwner = v1alpha1.FieldManager + "-daemon"
+
+// Host is the bootc host the daemon drives. Calls never overlap: the loop
+// makes one at a time.
+type Host interface {
+	// Observe reports the host's deployments and boot ID, and whether a
+	// stage runs (Staging) or how the last one ended (LastStage).
+	Observe(ctx context.Context) (Observation, error)
+	// Stage starts staging image, and may return before it ends. From the
+	// call on, Observe reports Staging until it ends, then LastStage for
+	// this call, never an earlier one. When Stage returns an error, that is
+	// how the attempt ended: Observe reports it as LastStage.
+	Stage(ctx context.Context, image string) error
+	// Apply makes the staged image the next boot and reboots. It is called
+	// again for the same image when a requested reboot did not happen.
+	Apply(ctx context.Context, image string) error
+	// Rollback queues the rollback deployment for the next boot.
+	Rollback(ctx context.Context) error
+	// Reboot reboots the host.
+	Reboot(ctx context.Context) error
+}
+
+// Daemon is the node daemon's loop for one node: it reconciles the node's
+// own BootcNode by observing the host, calling Step and performing the
+// actions in order. It spawns no goroutines and reads time only from its
+// clock, so the twin drives the same Daemon with a simulated Host.
+type Daemon struct {
+	// Resync is the requeue when Step asks for none: the host can change
+	// without an API event. 0 requeues only when Step asks.
+	Resync time.Duration
+
+	nodeName string
+	client   client.Client
+	host     Host
+	clock    clock.PassiveClock
+	log      logr.Logger
+
+	// reported is the status this process last wrote. The daemon is the
+	// only writer of those fields, so it is newer than a lagging cache.
+	reported *reported
+}
+
+type reported struct {
+	uid    types.UID
+	status v1alpha1.BootcNodeStatus
+}
+
+// New returns the daemon for node nodeName. c reads and writes only the
+// BootcNode of that name.
+func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, log logr.Logger) *Daemon {
+	return &Daemon{
+		Resync:   DefaultResync,
+		nodeName: nodeName,
+		client:   c,
+		host:     host,
+		clock:    clk,
+		log:      log,
+	}
+}
+
+// Reconcile implements reconcile.Reconciler for the node's own BootcNode.
+// Requests for other objects are ignored. When an action fails the rest are
+// skipped and the error returned, so the workqueue retries with backoff.
+func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req.Name != d.nodeName {
+		return reconcile.Result{}, nil
+	}
+	log := d.log.WithValues("bootcnode", d.nodeName)
+	var bn v1alpha1.BootcNode
+	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn); err != nil {
+		if apierrors.IsNotFound(err) {
+			d.reported = nil
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get BootcNode %s: %w", d.nodeName, err)
+	}
+	if !bn.DeletionTimestamp.IsZero() {
+		// The node is leaving bootroll: start nothing on the host.
+		return reconcile.Result{}, nil
+	}
+	obs, err := d.host.Observe(ctx)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("observe host of node %s: %w", d.nodeName, err)
+	}
+	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, d.current(&bn), obs)
+	for i, a := range actions {
+		log.Info("performing action", "action", a.Type, "image", a.Image, "phase", phaseOf(a))
+		if err := d.perform(ctx, &bn, a); err != nil {
+			return reconcile.Result{}, fmt.Errorf("node %s: %s (action %d of %d; the rest skipped): %w", d.nodeName, a, i+1, len(actions), err)
+		}
+	}
+	if requeue == 0 {
+		requeue = d.Resync
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// current is the status last reported: this process's own last write when
+// it made one for this object, else what the API returned.
+func (d *Daemon) current(bn *v1alpha1.BootcNode) v1alpha1.BootcNodeStatus {
+	s := *bn.Status.DeepCopy()
+	if r := d.reported; r != nil && r.uid == bn.UID {
+		mine := r.status.DeepCopy()
+		s.Booted, s.Staged, s.RollbackImage = mine.Booted, mine.Staged, mine.RollbackImage
+		pinned := s.Daemon.PinnedImages
+		s.Daemon = mine.Daemon
+		s.Daemon.PinnedImages = pinned
+	}
+	return s
+}
+
+func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) error {
+	switch a.Type {
+	case ReportStatus:
+		data, err := StatusPatch(*a.Status)
+		if err != nil {
+			return err
+		}
+		if err := d.client.Status().Patch(ctx, bn, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner)); err != nil {
+			return fmt.Errorf("patch BootcNode %s status: %w", d.nodeName, err)
+		}
+		d.reported = &reported{uid: bn.UID, status: *a.Status.DeepCopy()}
+		return nil
+	case Stage:
+		return d.host.Stage(ctx, a.Image)
+	case Apply:
+		return d.host.Apply(ctx, a.Image)
+	case Rollback:
+		return d.host.Rollback(ctx)
+	case Reboot:
+		return d.host.Reboot(ctx)
+	}
+	return fmt.Errorf("unknown action type %q", a.Type)
+}
+
+func phaseOf(a Action) v1alpha1.DaemonPhase {
+	if a.Status == nil {
+		return ""
+	}
+	return a.Status.Daemon.Phase
+}
+
+// The keys of the objects the daemon writes whole. A merge patch merges
+// objects key by key, so every key is sent, null when empty, to replace
+// the object rather than merge into the old one.
+var (
+	hostImageKeys = []string{"image", "digest", "version", "timestamp"}
+	rebootKeys    = []string{"image", "bootID", "rollback", "at"}
+	// daemonKeys leaves out pinnedImages: the prefetch manager owns it.
+	daemonKeys = []string{"phase", "bootID", "lastError", "stageAttempts", "lastAttempt", "lastReboot", "observedGeneration"}
+)
+
+// StatusPatch is the JSON merge patch that writes the daemon-owned status
+// fields of s (booted, staged, rollbackImage, daemon without pinnedImages)
+// and nothing else: never spec, status.phase or status.rollout.
+func StatusPatch(s v1alpha1.BootcNodeStatus) ([]byte, error) {
+	status := map[string]any{}
+	for _, f := range []struct {
+		key string
+		h   *v1alpha1.HostImage
+	}{{"booted", s.Booted}, {"staged", s.Staged}, {"rollbackImage", s.RollbackImage}} {
+		if f.h == nil {
+			status[f.key] = nil
+			continue
+		}
+		m, err := wholeObject(f.h, hostImageKeys)
+		if err != nil {
+			return nil, fmt.Errorf("status.%s: %w", f.key, err)
+		}
+		status[f.key] = m
+	}
+	daemon := s.Daemon
+	daemon.PinnedImages = nil
+	dm, err := wholeObject(daemon, daemonKeys)
+	if err != nil {
+		return nil, fmt.Errorf("status.daemon: %w", err)
+	}
+	if daemon.LastReboot != nil {
+		if dm["lastReboot"], err = wholeObject(daemon.LastReboot, rebootKeys); err != nil {
+			return nil, fmt.Errorf("status.daemon.lastReboot: %w", err)
+		}
+	}
+	status["daemon"] = dm
+	// encoding/json sorts map keys: the patch is byte-for-byte deterministic.
+	return json.Marshal(map[string]any{"status": status})
+}
+
+// wholeObject returns v as a JSON object with every key of keys present,
+// null where v omits it.
+func wholeObject(v any, keys []string) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	m := map[string]any{}
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			m[k] = nil
+		}
+	}
+	return m, nil
+}
+
+// AsyncHost wraps a Host so that Stage runs in the background: Stage starts
+// the wrapped Stage in a goroutine and returns at once, and Observe reports
+// Staging while it runs and its outcome as LastStage afterwards. It is the
+// production edge around the bootc CLI; the twin's simulated Host is
+// asynchronous by itself and does not use it.
+type AsyncHost struct {
+	// Host is the wrapped, synchronous host.
+	Host Host
+	// Context bounds background stages (cancel it on shutdown); nil lets a
+	// stage outlive the call that started it until it ends.
+	Context context.Context
+	// OnDone, when set, is called from the stage's goroutine after it ends,
+	// so the loop can observe the outcome without waiting for a requeue. It
+	// must not block.
+	OnDone func()
+
+	st stager
+}
+
+var _ Host = (*AsyncHost)(nil)
+
+// stager is AsyncHost's bookkeeping of the one background stage: whether
+// it runs, how the last one ended, and the observation taken before it
+// began.
+type stager struct {
+	mu      sync.Mutex
+	running bool
+	image   string
+	last    *StageResult
+	// before is the last observation of the wrapped host taken while no
+	// stage ran. While one runs it stands in for a fresh one: bootc status
+	// may wait on the sysroot lock that the running stage holds, and the
+	// deployments do not change before the stage ends.
+	before *Observation
+}
+
+// Observe implements Host.
+func (a *AsyncHost) Observe(ctx context.Context) (Observation, error) {
+	a.st.mu.Lock()
+	if a.st.running && a.st.before != nil {
+		obs := *a.st.before
+		a.st.mu.Unlock()
+		obs.Staging, obs.LastStage = true, nil
+		return obs, nil
+	}
+	a.st.mu.Unlock()
+
+	obs, err := a.Host.Observe(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	a.st.mu.Lock()
+	defer a.st.mu.Unlock()
+	if a.st.running {
+		obs.Staging, obs.LastStage = true, nil
+		return obs, nil
+	}
+	before := obs
+	a.st.before = &before
+	if a.st.last != nil {
+		last := *a.st.last
+		obs.LastStage = &last
+	}
+	return obs, nil
+}
+
+// Stage implements Host: it starts the wrapped Stage in the background.
+// It fails only when a stage already runs, which Step never asks for.
+func (a *AsyncHost) Stage(ctx context.Context, image string) error {
+	a.st.mu.Lock()
+	defer a.st.mu.Unlock()
+	if a.st.running {
+		return fmt.Errorf("stage %s: a stage of %s is already running", image, a.st.image)
+	}
+	a.st.running, a.st.image, a.st.last = true, image, nil
+	base := a.Context
+	if base == nil {
+		base = context.WithoutCancel(ctx)
+	}
+	go a.run(base, image) // edge: long-running bootc download runs beside the loop
+	return nil
+}
+
+func (a *AsyncHost) run(ctx context.Context, image string) {
+	err := a.Host.Stage(ctx, image)
+	r := &StageResult{Image: image}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	a.st.mu.Lock()
+	a.st.running, a.st.last, a.st.before = false, r, nil
+	a.st.mu.Unlock()
+	if a.OnDone != nil {
+		a.OnDone()
+	}
+}
+
+// errStaging refuses host changes while a stage runs: they would race the
+// stage for the sysroot.
+var errStaging = errors.New("a stage is running")
+
+// Apply implements Host.
+func (a *AsyncHost) Apply(ctx context.Context, image string) error {
+	if a.staging() {
+		return fmt.Errorf("apply %s: %w", image, errStaging)
+	}
+	return a.Host.Apply(ctx, image)
+}
+
+// Rollback implements Host.
+func (a *AsyncHost) Rollback(ctx context.Context) error {
+	if a.staging() {
+		return fmt.Errorf("rollback: %w", errStaging)
+	}
+	return a.Host.Rollback(ctx)
+}
+
+// Reboot implements Host.
+func (a *AsyncHost) Reboot(ctx context.Context) error {
+	return a.Host.Reboot(ctx)
+}
+
+func (a *AsyncHost) staging() bool {
+	a.st.mu.Lock()
+	defer a.st.mu.Unlock()
+	return a.st.running
+}

@@ -1,0 +1,561 @@
+package nodedaemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+const node = "node-1"
+
+// fakeHost is a synchronous Host that behaves as the Host contract asks:
+// Stage starts a stage that the test finishes, Apply reboots at once.
+type fakeHost struct {
+	t   *testing.T
+	obs Observation
+	// calls records the host-changing calls, "Stage <image>", "Apply <image>", ...
+	calls []string
+	// onApply runs inside Apply, before the simulated reboot.
+	onApply func(image string)
+	// rebootInto is the image the host comes up on after Apply; "" means the
+	// applied image.
+	rebootInto string
+}
+
+func (h *fakeHost) Observe(context.Context) (Observation, error) { return h.obs, nil }
+
+func (h *fakeHost) Stage(_ context.Context, image string) error {
+	h.calls = append(h.calls, "Stage "+image)
+	if h.obs.Staging {
+		h.t.Errorf("Stage %s while a stage runs", image)
+	}
+	h.obs.Staging, h.obs.LastStage = true, nil
+	return nil
+}
+
+// finishStage ends the running stage; err "" stages the image.
+func (h *fakeHost) finishStage(err string) {
+	h.t.Helper()
+	if !h.obs.Staging {
+		h.t.Fatal("finishStage: no stage runs")
+	}
+	image := strings.TrimPrefix(h.calls[len(h.calls)-1], "Stage ")
+	h.obs.Staging = false
+	h.obs.LastStage = &StageResult{Image: image, Err: err}
+	if err == "" {
+		h.obs.Staged = hi(image)
+	}
+}
+
+func (h *fakeHost) Apply(_ context.Context, image string) error {
+	h.calls = append(h.calls, "Apply "+image)
+	if h.onApply != nil {
+		h.onApply(image)
+	}
+	into := h.rebootInto
+	if into == "" {
+		into = image
+	}
+	// The reboot: a new boot, on the applied image (or not), nothing staged,
+	// and the in-memory stage state is gone.
+	h.obs = Observation{Booted: hi(into), Rollback: h.obs.Booted, BootID: h.obs.BootID + "+"}
+	return nil
+}
+
+func (h *fakeHost) Rollback(context.Context) error {
+	h.calls = append(h.calls, "Rollback")
+	h.obs.RollbackQueued = true
+	return nil
+}
+
+func (h *fakeHost) Reboot(context.Context) error {
+	h.calls = append(h.calls, "Reboot")
+	return nil
+}
+
+// harness is a fake API server holding one BootcNode, with every write the
+// daemon makes captured.
+type harness struct {
+	t *testing.T
+	// client is what the daemon uses; raw is the same store without the checks.
+	client  client.Client
+	raw     client.WithWatch
+	clock   *clocktesting.FakeClock
+	mu      sync.Mutex
+	patches []string
+}
+
+func newHarness(t *testing.T, spec v1alpha1.BootcNodeSpec) *harness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bn := &v1alpha1.BootcNode{
+		ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-1", Generation: 1},
+		Spec:       spec,
+		// The controller's part, which the daemon must leave alone.
+		Status: v1alpha1.BootcNodeStatus{
+			Phase:   v1alpha1.PhasePending,
+			Rollout: v1alpha1.RolloutStatus{TargetImage: spec.DesiredImage, Reason: "WaitingForStage"},
+			Daemon:  v1alpha1.DaemonStatus{PinnedImages: []v1alpha1.PinnedSetProgress{{Name: "set", Generation: 2}}},
+		},
+	}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(t0)}
+	notMine := func(verb string) error {
+		t.Errorf("the daemon must write only status, got a %s", verb)
+		return fmt.Errorf("%s not allowed", verb)
+	}
+	h.raw = fake.NewClientBuilder().
+		WithScheme(scheme).
+		WithObjects(bn).
+		WithStatusSubresource(&v1alpha1.BootcNode{}).
+		Build()
+	h.client = interceptor.NewClient(h.raw, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			h.mu.Lock()
+			h.patches = append(h.patches, string(data))
+			h.mu.Unlock()
+			if sub != "status" {
+				t.Errorf("patch of subresource %q, want status", sub)
+			}
+			if patch.Type() != "application/merge-patch+json" {
+				t.Errorf("patch type %q, want a JSON merge patch", patch.Type())
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return notMine("status update")
+		},
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return notMine("patch")
+		},
+		Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+			return notMine("update")
+		},
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return notMine("create")
+		},
+		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			return notMine("delete")
+		},
+	})
+	return h
+}
+
+func (h *harness) reconcile(d *Daemon) reconcile.Result {
+	h.t.Helper()
+	res, err := d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: node}})
+	if err != nil {
+		h.t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func (h *harness) get() *v1alpha1.BootcNode {
+	h.t.Helper()
+	var bn v1alpha1.BootcNode
+	if err := h.client.Get(context.Background(), client.ObjectKey{Name: node}, &bn); err != nil {
+		h.t.Fatal(err)
+	}
+	return &bn
+}
+
+// setSpec changes the spec as the controller would, bumping the
+// generation (the fake client does not). It writes around the interceptor:
+// this is the controller, not the daemon.
+func (h *harness) setSpec(f func(*v1alpha1.BootcNodeSpec)) {
+	h.t.Helper()
+	bn := h.get()
+	f(&bn.Spec)
+	bn.Generation++
+	if err := h.raw.Update(context.Background(), bn); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) phase() v1alpha1.DaemonPhase { return h.get().Status.Daemon.Phase }
+
+func (h *harness) patchCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.patches)
+}
+
+// checkPatches checks every status patch the daemon sent: only the
+// daemon-owned fields, never spec, phase, rollout or pinned images.
+func (h *harness) checkPatches() {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.patches) == 0 {
+		h.t.Fatal("no status patch was sent")
+	}
+	allowed := []string{"booted", "daemon", "rollbackImage", "staged"}
+	for _, p := range h.patches {
+		var top map[string]map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(p), &top); err != nil {
+			h.t.Fatalf("patch %s: %v", p, err)
+		}
+		if len(top) != 1 || top["status"] == nil {
+			h.t.Errorf("patch %s: want only the key status", p)
+		}
+		var keys []string
+		for k := range top["status"] {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, allowed) {
+			h.t.Errorf("patch %s: status keys %v, want %v", p, keys, allowed)
+		}
+		var daemon map[string]json.RawMessage
+		if err := json.Unmarshal(top["status"]["daemon"], &daemon); err != nil {
+			h.t.Fatalf("patch %s: status.daemon: %v", p, err)
+		}
+		if _, ok := daemon["pinnedImages"]; ok {
+			h.t.Errorf("patch %s: writes status.daemon.pinnedImages, which the prefetch manager owns", p)
+		}
+	}
+}
+
+// checkControllerFields checks that the controller's part of the status
+// and the pinned image progress survived the daemon's writes.
+func (h *harness) checkControllerFields() {
+	h.t.Helper()
+	bn := h.get()
+	if bn.Status.Phase != v1alpha1.PhasePending || bn.Status.Rollout.Reason != "WaitingForStage" {
+		h.t.Errorf("controller status changed: phase %q, rollout %+v", bn.Status.Phase, bn.Status.Rollout)
+	}
+	if len(bn.Status.Daemon.PinnedImages) != 1 {
+		h.t.Errorf("pinned image progress lost: %+v", bn.Status.Daemon.PinnedImages)
+	}
+}
+
+func TestDaemonFullPath(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	host := &fakeHost{t: t, obs: onOld()}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+
+	// Pending → Staging.
+	if res := h.reconcile(d); res.RequeueAfter != StagePoll {
+		t.Errorf("requeue while staging = %v, want %v", res.RequeueAfter, StagePoll)
+	}
+	if got, want := host.calls, []string{"Stage " + imgA}; !slices.Equal(got, want) {
+		t.Fatalf("calls = %v, want %v", got, want)
+	}
+	if got := h.phase(); got != v1alpha1.DaemonStaging {
+		t.Fatalf("phase = %q, want Staging", got)
+	}
+	// Nothing changed: no action, no write.
+	n := h.patchCount()
+	h.clock.Step(10 * time.Second)
+	h.reconcile(d)
+	if len(host.calls) != 1 || h.patchCount() != n {
+		t.Errorf("a Reconcile with nothing new acted: calls %v, patches %d → %d", host.calls, n, h.patchCount())
+	}
+
+	// The stage fails: Error, counted once, retried after the backoff.
+	host.finishStage("registry unreachable")
+	h.clock.Step(10 * time.Second)
+	if res := h.reconcile(d); res.RequeueAfter != 10*time.Second {
+		t.Errorf("requeue in backoff = %v, want 10s", res.RequeueAfter)
+	}
+	h.reconcile(d)
+	bn := h.get()
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonError || bn.Status.Daemon.StageAttempts != 1 ||
+		bn.Status.Daemon.LastError != "stage "+imgA+": registry unreachable" {
+		t.Fatalf("after a failed stage: %+v, want Error with 1 attempt", bn.Status.Daemon)
+	}
+	h.clock.Step(10 * time.Second)
+	h.reconcile(d)
+	if got, want := host.calls, []string{"Stage " + imgA, "Stage " + imgA}; !slices.Equal(got, want) {
+		t.Fatalf("calls after the backoff = %v, want %v", got, want)
+	}
+
+	// Staging → Staged: the error and the count are cleared on the server.
+	host.finishStage("")
+	h.reconcile(d)
+	bn = h.get()
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonStaged || bn.Status.Staged == nil || bn.Status.Staged.Digest != ImageDigest(imgA) {
+		t.Fatalf("after staging: daemon %+v staged %+v, want Staged with %s", bn.Status.Daemon, bn.Status.Staged, imgA)
+	}
+	if bn.Status.Daemon.LastError != "" || bn.Status.Daemon.StageAttempts != 0 {
+		t.Errorf("after a successful stage: lastError %q attempts %d, want both cleared", bn.Status.Daemon.LastError, bn.Status.Daemon.StageAttempts)
+	}
+
+	// Staged → Booted: the reboot is recorded before Apply runs.
+	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.DesiredState = v1alpha1.DesiredBooted })
+	host.onApply = func(image string) {
+		r := h.get().Status.Daemon.LastReboot
+		if r == nil || r.Image != image || r.BootID != boot1 || r.Rollback {
+			t.Errorf("at Apply the server's lastReboot is %+v, want {%s %s}", r, image, boot1)
+		}
+	}
+	h.clock.Step(time.Minute)
+	if res := h.reconcile(d); res.RequeueAfter != RebootRecheck {
+		t.Errorf("requeue after Apply = %v, want %v", res.RequeueAfter, RebootRecheck)
+	}
+
+	// The host rebooted (the fake did at Apply) and the daemon restarted.
+	d = New(node, h.client, host, h.clock, logr.Discard())
+	h.clock.Step(time.Minute)
+	h.reconcile(d)
+	h.reconcile(d)
+	if got, want := host.calls, []string{"Stage " + imgA, "Stage " + imgA, "Apply " + imgA}; !slices.Equal(got, want) {
+		t.Fatalf("calls = %v, want %v (Apply once)", got, want)
+	}
+	bn = h.get()
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonIdle || bn.Status.Booted.Digest != ImageDigest(imgA) || bn.Status.Staged != nil {
+		t.Errorf("after the reboot: daemon %+v booted %+v staged %+v, want Idle on %s, nothing staged", bn.Status.Daemon, bn.Status.Booted, bn.Status.Staged, imgA)
+	}
+	if bn.Status.Daemon.BootID != boot1+"+" || bn.Status.Daemon.ObservedGeneration != 2 {
+		t.Errorf("after the reboot: bootID %q observedGeneration %d, want %q and 2", bn.Status.Daemon.BootID, bn.Status.Daemon.ObservedGeneration, boot1+"+")
+	}
+	h.checkPatches()
+	h.checkControllerFields()
+}
+
+func TestDaemonRestartMidStaging(t *testing.T) {
+	tests := []struct {
+		name      string
+		after     Observation // the host as the restarted daemon finds it
+		wantCalls []string
+		wantPhase v1alpha1.DaemonPhase
+	}{
+		{
+			name:      "the stage finished while the daemon was down",
+			after:     stagedObs(),
+			wantCalls: []string{"Stage " + imgA},
+			wantPhase: v1alpha1.DaemonStaged,
+		},
+		{
+			name:      "the stage died with the daemon",
+			after:     onOld(),
+			wantCalls: []string{"Stage " + imgA, "Stage " + imgA},
+			wantPhase: v1alpha1.DaemonStaging,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+			host := &fakeHost{t: t, obs: onOld()}
+			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+
+			host.obs = tt.after
+			h.clock.Step(time.Minute)
+			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+			if !slices.Equal(host.calls, tt.wantCalls) {
+				t.Errorf("calls = %v, want %v", host.calls, tt.wantCalls)
+			}
+			bn := h.get()
+			if bn.Status.Daemon.Phase != tt.wantPhase || bn.Status.Daemon.StageAttempts != 0 {
+				t.Errorf("daemon status = %+v, want phase %s and no attempts counted", bn.Status.Daemon, tt.wantPhase)
+			}
+			if got, want := bn.Status.Staged, hostImage(tt.after.Staged); (got == nil) != (want == nil) || (got != nil && got.Digest != want.Digest) {
+				t.Errorf("status.staged = %+v, want %+v", got, want)
+			}
+			h.checkPatches()
+			h.checkControllerFields()
+		})
+	}
+}
+
+func stagedObs() Observation {
+	return with(onOld(), func(o *Observation) { o.Staged = hi(imgA) })
+}
+
+func TestDaemonNoSecondRebootAfterFailedBoot(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	// The new image does not come up: the host falls back to the old one.
+	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
+	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+
+	for range 3 {
+		h.clock.Step(5 * time.Minute)
+		h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+	}
+	if got, want := host.calls, []string{"Apply " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+	bn := h.get()
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonError || !strings.Contains(bn.Status.Daemon.LastError, "failed to boot") {
+		t.Errorf("daemon status = %+v, want Error naming the failed boot", bn.Status.Daemon)
+	}
+	h.checkPatches()
+}
+
+func TestDaemonReappliesWhenRebootDidNotHappen(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
+	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+	n := h.patchCount()
+	h.clock.Step(RebootRecheck)
+	// A restarted daemon, same boot: the reboot was asked for and did not come.
+	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+	if got, want := host.calls, []string{"Apply " + imgA, "Apply " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+	if h.patchCount() != n {
+		t.Errorf("the repeated Apply rewrote the status (%d → %d patches)", n, h.patchCount())
+	}
+}
+
+// noReboot is a host whose Apply returns without rebooting.
+type noReboot struct{ fakeHost }
+
+func (h *noReboot) Apply(_ context.Context, image string) error {
+	h.calls = append(h.calls, "Apply "+image)
+	return nil
+}
+
+// TestDaemonStopsAtFailedReport shows the loop stops at a failed action:
+// no Apply without the reboot record on the server.
+func TestDaemonStopsAtFailedReport(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	c := interceptor.NewClient(h.raw, interceptor.Funcs{
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+			return errors.New("etcd unavailable")
+		},
+	})
+	host := &fakeHost{t: t, obs: stagedObs()}
+	d := New(node, c, host, h.clock, logr.Discard())
+	_, err := d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: node}})
+	if err == nil || !strings.Contains(err.Error(), "etcd unavailable") {
+		t.Fatalf("Reconcile error = %v, want the patch error", err)
+	}
+	if len(host.calls) != 0 {
+		t.Errorf("calls = %v: Apply ran although the reboot record was not written", host.calls)
+	}
+}
+
+func TestDaemonIgnoresOthersAndMissing(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	host := &fakeHost{t: t, obs: onOld()}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	res, err := d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "node-2"}})
+	if err != nil || res != (reconcile.Result{}) || len(host.calls) != 0 {
+		t.Errorf("other node: result %+v err %v calls %v, want nothing", res, err, host.calls)
+	}
+	d = New("node-3", h.client, host, h.clock, logr.Discard())
+	res, err = d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "node-3"}})
+	if err != nil || res != (reconcile.Result{}) || len(host.calls) != 0 {
+		t.Errorf("missing BootcNode: result %+v err %v calls %v, want nothing", res, err, host.calls)
+	}
+}
+
+func TestStatusPatch(t *testing.T) {
+	s := v1alpha1.BootcNodeStatus{
+		Booted: hi(imgOld),
+		Daemon: v1alpha1.DaemonStatus{
+			Phase:              v1alpha1.DaemonRebooting,
+			BootID:             boot1,
+			LastReboot:         &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)},
+			ObservedGeneration: 3,
+			PinnedImages:       []v1alpha1.PinnedSetProgress{{Name: "ignored"}},
+		},
+		Phase: v1alpha1.PhaseFailed,
+	}
+	got, err := StatusPatch(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":{` +
+		`"booted":{"digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","image":"` + imgOld + `","timestamp":null,"version":null},` +
+		`"daemon":{"bootID":"` + boot1 + `","lastAttempt":null,"lastError":null,` +
+		`"lastReboot":{"at":"2026-03-01T12:00:00Z","bootID":"` + boot1 + `","image":"` + imgA + `","rollback":null},` +
+		`"observedGeneration":3,"phase":"Rebooting","stageAttempts":null},` +
+		`"rollbackImage":null,"staged":null}}`
+	if string(got) != want {
+		t.Errorf("StatusPatch =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// blockingHost is a Host whose Stage blocks until released.
+type blockingHost struct {
+	fakeHost
+	release  chan error
+	observes int
+}
+
+func (h *blockingHost) Observe(ctx context.Context) (Observation, error) {
+	h.observes++
+	return h.fakeHost.Observe(ctx)
+}
+
+func (h *blockingHost) Stage(_ context.Context, image string) error {
+	err := <-h.release
+	if err == nil {
+		h.obs.Staged = hi(image)
+	}
+	return err
+}
+
+func TestAsyncHost(t *testing.T) {
+	inner := &blockingHost{fakeHost: fakeHost{t: t, obs: onOld()}, release: make(chan error)}
+	done := make(chan struct{}, 1)
+	a := &AsyncHost{Host: inner, OnDone: func() { done <- struct{}{} }}
+	ctx := context.Background()
+
+	if _, err := a.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Stage(ctx, imgA); err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	// Stage returned while the download runs.
+	obs, err := a.Observe(ctx)
+	if err != nil || !obs.Staging || obs.LastStage != nil || obs.BootID != boot1 {
+		t.Errorf("while staging: %+v %v, want Staging with the earlier observation", obs, err)
+	}
+	if inner.observes != 1 {
+		t.Errorf("the wrapped host was observed %d times, want 1: not while a stage holds the sysroot", inner.observes)
+	}
+	if err := a.Stage(ctx, imgB); err == nil {
+		t.Error("a second Stage while one runs succeeded")
+	}
+	if err := a.Apply(ctx, imgA); !errors.Is(err, errStaging) {
+		t.Errorf("Apply while staging = %v, want errStaging", err)
+	}
+
+	inner.release <- errors.New("no space left on device")
+	<-done
+	obs, _ = a.Observe(ctx)
+	if obs.Staging || obs.LastStage == nil || *obs.LastStage != (StageResult{Image: imgA, Err: "no space left on device"}) {
+		t.Errorf("after a failed stage: %+v, want LastStage with the error", obs)
+	}
+
+	// A new stage forgets the last result.
+	if err := a.Stage(ctx, imgA); err != nil {
+		t.Fatal(err)
+	}
+	if obs, _ := a.Observe(ctx); !obs.Staging || obs.LastStage != nil {
+		t.Errorf("second stage running: %+v, want Staging and no LastStage", obs)
+	}
+	inner.release <- nil
+	<-done
+	obs, _ = a.Observe(ctx)
+	if obs.Staging || obs.LastStage == nil || obs.LastStage.Err != "" || obs.Staged == nil || obs.Staged.Digest != ImageDigest(imgA) {
+		t.Errorf("after a good stage: %+v, want LastStage ok and %s staged", obs, imgA)
+	}
+}

@@ -1,0 +1,364 @@
+// Package nodedaemon is the bootroll node daemon: it drives the node's bootc
+// host toward its BootcNode's spec and reports what the host runs in the
+// BootcNode's status.
+//
+// The decisions are in Step, a pure function of time, spec, the status last
+// reported and an Observation of the host; it returns Actions. Daemon is the
+// loop that observes the host, calls Step and performs the actions in order.
+// AsyncHost runs the long bootc download beside that loop in production.
+package nodedaemon
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// The daemon's waits. They bound how long a decision can go stale.
+const (
+	// StagePoll is how soon a running stage is observed again.
+	StagePoll = 30 * time.Second
+	// RebootRecheck is how long the daemon waits for a requested reboot to
+	// happen before it asks again; a node shutdown (kubelet graceful node
+	// shutdown, service stops) can take minutes.
+	RebootRecheck = 2 * time.Minute
+	// StageBackoffBase is the wait after the first failed stage; it doubles
+	// with every further consecutive failure.
+	StageBackoffBase = 30 * time.Second
+	// StageBackoffMax caps the wait between stage attempts.
+	StageBackoffMax = 10 * time.Minute
+	// retrySoon is the requeue when a retry is already due, so that the next
+	// attempt does not wait for the loop's resync.
+	retrySoon = time.Second
+)
+
+// Observation is what the daemon sees of its host.
+//
+// Staging and LastStage are known only to the process that runs the stage:
+// after a daemon restart Staging is false and LastStage nil.
+type Observation struct {
+	// Booted, Staged and Rollback are the host's deployments (nil when
+	// absent). Digest is "sha256:..."; Image is the reference.
+	Booted, Staged, Rollback *v1alpha1.HostImage
+	// RollbackQueued is true when a bootc rollback has been queued: the
+	// rollback deployment boots next.
+	RollbackQueued bool
+	// BootID identifies the running boot (/proc/sys/kernel/random/boot_id).
+	BootID string
+	// Staging is true while a stage action runs.
+	Staging bool
+	// LastStage is the outcome of the last stage action that finished,
+	// nil when none finished since the process started or a new one began.
+	LastStage *StageResult
+}
+
+// StageResult is the outcome of one finished stage action.
+type StageResult struct {
+	// Image is the reference the stage action was given.
+	Image string
+	// Err is the action's error, "" when it returned success.
+	Err string
+}
+
+// ActionType names what an Action does.
+type ActionType string
+
+// The actions Step asks for.
+const (
+	// ReportStatus writes Action.Status (the daemon-owned fields only).
+	ReportStatus ActionType = "ReportStatus"
+	// Stage downloads Action.Image and stages it for the next boot.
+	Stage ActionType = "Stage"
+	// Apply makes the staged Action.Image the next boot and reboots.
+	Apply ActionType = "Apply"
+	// Rollback queues the rollback deployment for the next boot (bootc
+	// rollback); a Reboot follows it.
+	Rollback ActionType = "Rollback"
+	// Reboot reboots the host.
+	Reboot ActionType = "Reboot"
+)
+
+// Action is one thing Step asks the loop to do.
+type Action struct {
+	Type ActionType
+	// Image is the reference for Stage and Apply.
+	Image string
+	// Status is the status to write for ReportStatus: only Booted, Staged,
+	// RollbackImage and Daemon are filled, and Daemon.PinnedImages is never
+	// set (the prefetch manager owns it).
+	Status *v1alpha1.BootcNodeStatus
+}
+
+// String names the action for logs and errors.
+func (a Action) String() string {
+	if a.Image != "" {
+		return string(a.Type) + " " + a.Image
+	}
+	return string(a.Type)
+}
+
+// Step decides what the daemon does next. It returns the actions in the
+// order they must run (the loop stops at the first that fails) and when to
+// be called again at the latest; 0 means only on change or resync.
+//
+// current is the status as last reported; Step reads only its daemon-owned
+// fields (Booted, Staged, RollbackImage, Daemon) and emits ReportStatus, always
+// first, only when the status to report differs from them.
+//
+// Step is pure and idempotent: called again with the same inputs it returns
+// the same answer, and called with the status it asked to report it does not
+// repeat a report. A failed stage is counted exactly once because it is
+// counted only while current says Staging (the attempt the last report
+// announced) and the counting report moves the phase to Error; see stage.
+func Step(now time.Time, spec v1alpha1.BootcNodeSpec, generation int64, current v1alpha1.BootcNodeStatus, obs Observation) (actions []Action, requeueAfter time.Duration) {
+	// The API server keeps times to the second; so does the daemon, so that
+	// a status read back compares equal to the one written.
+	now = now.UTC().Truncate(time.Second)
+	d := decide(now, spec, current.Daemon, obs)
+	d.status.BootID = obs.BootID
+	d.status.ObservedGeneration = generation
+	report := v1alpha1.BootcNodeStatus{
+		Booted:        hostImage(obs.Booted),
+		Staged:        hostImage(obs.Staged),
+		RollbackImage: hostImage(obs.Rollback),
+		Daemon:        d.status,
+	}
+	if !sameReport(current, report) {
+		actions = append(actions, Action{Type: ReportStatus, Status: &report})
+	}
+	return append(actions, d.host...), d.requeue
+}
+
+// decision is what decide settles on: the daemon status (without BootID
+// and ObservedGeneration), the host actions and the requeue.
+type decision struct {
+	status  v1alpha1.DaemonStatus
+	host    []Action
+	requeue time.Duration
+}
+
+func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatus, obs Observation) decision {
+	desired := spec.DesiredImage
+	// LastAttempt and LastReboot are history: kept unless a branch replaces
+	// them. Copies, so that the report shares no memory with current.
+	st := v1alpha1.DaemonStatus{LastAttempt: cur.LastAttempt.DeepCopy(), LastReboot: cur.LastReboot.DeepCopy()}
+	if desired == "" {
+		st.Phase = v1alpha1.DaemonIdle
+		return decision{status: st}
+	}
+	want := ImageDigest(desired)
+	if want == "" {
+		st.Phase = v1alpha1.DaemonError
+		st.LastError = fmt.Sprintf("spec.desiredImage %q is not a digest reference (want <name>@sha256:<hex>)", desired)
+		return decision{status: st}
+	}
+	if holds(obs.Booted, want) {
+		st.Phase = v1alpha1.DaemonIdle
+		return decision{status: st}
+	}
+	// Only an explicit Booted reboots; an empty state is treated as Staged.
+	boot := spec.DesiredState == v1alpha1.DesiredBooted
+	if boot {
+		if obs.BootID == "" {
+			st.Phase = v1alpha1.DaemonError
+			st.LastError = "boot ID unknown: cannot tell whether a reboot happened, so not rebooting"
+			return decision{status: st}
+		}
+		if r := cur.LastReboot; r != nil && ImageDigest(r.Image) == want && r.BootID != obs.BootID {
+			// No double reboot: the reboot for desired happened and the host
+			// is not on it. Rebooting again would repeat a failed boot.
+			kind := "reboot"
+			if r.Rollback {
+				kind = "rollback reboot"
+			}
+			st.Phase = v1alpha1.DaemonError
+			st.LastError = fmt.Sprintf("booted %s after %s for %s: image failed to boot or host rolled back", digestOf(obs.Booted), kind, desired)
+			return decision{status: st}
+		}
+	}
+	// A running stage (perhaps of an earlier desired image) is waited for:
+	// its end replaces the staged deployment, so nothing is decided on it.
+	if obs.Staging {
+		return stage(now, desired, cur, st, obs)
+	}
+	if !boot {
+		if holds(obs.Staged, want) {
+			st.Phase = v1alpha1.DaemonStaged
+			return decision{status: st}
+		}
+		return stage(now, desired, cur, st, obs)
+	}
+
+	// The host is to boot desired, does not run it, and no stage runs.
+	pending := requested(cur.LastReboot, want, obs.BootID)
+	if spec.Rollback && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback)) {
+		st.Phase = v1alpha1.DaemonRebooting
+		if pending == nil || !pending.Rollback {
+			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now)}
+		}
+		var host []Action
+		// bootc rollback flips the boot order: running it twice undoes it.
+		if !obs.RollbackQueued {
+			host = append(host, Action{Type: Rollback})
+		}
+		host = append(host, Action{Type: Reboot})
+		return decision{status: st, host: host, requeue: RebootRecheck}
+	}
+	if holds(obs.Staged, want) {
+		st.Phase = v1alpha1.DaemonRebooting
+		// A reboot requested in this same boot has not happened yet (the
+		// daemon stopped before it, or the host is slow to go down): ask
+		// again under the same record. Apply is idempotent.
+		if pending == nil || pending.Rollback {
+			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, At: metav1.NewTime(now)}
+		}
+		return decision{status: st, host: []Action{{Type: Apply, Image: desired}}, requeue: RebootRecheck}
+	}
+	return stage(now, desired, cur, st, obs)
+}
+
+// stage decides how to get desired staged. Counting failures once: the
+// report that starts an attempt says Staging (and is written before the
+// Stage action runs); a finished, failed attempt for desired is counted only
+// while the last report still says Staging, and the counting report says
+// Error, so a repeated Step with the same observation finds Error and does
+// not count again. A restart loses Staging and LastStage: with the last
+// report still saying Staging, the lost attempt is started again without
+// counting it.
+func stage(now time.Time, desired string, cur, st v1alpha1.DaemonStatus, obs Observation) decision {
+	failures := stageFailures(cur, desired)
+	st.StageAttempts = failures
+	if failures > 0 {
+		st.LastError = cur.LastError
+	}
+	if obs.Staging {
+		st.Phase = v1alpha1.DaemonStaging
+		return decision{status: st, requeue: StagePoll}
+	}
+	if r := obs.LastStage; r != nil && cur.Phase == v1alpha1.DaemonStaging && ImageDigest(r.Image) == ImageDigest(desired) {
+		msg := r.Err
+		if msg == "" {
+			// Success without the image staged would otherwise retry at once, forever.
+			msg = fmt.Sprintf("stage reported success but the staged deployment is %s, want %s", digestOf(obs.Staged), ImageDigest(desired))
+		}
+		st.Phase = v1alpha1.DaemonError
+		st.StageAttempts = failures + 1
+		st.LastError = stageErrorPrefix(desired) + msg
+		return decision{status: st, requeue: max(backoffLeft(now, st.LastAttempt, st.StageAttempts), retrySoon)}
+	}
+	if failures > 0 && cur.Phase == v1alpha1.DaemonError {
+		if left := backoffLeft(now, st.LastAttempt, failures); left > 0 {
+			st.Phase = v1alpha1.DaemonError
+			return decision{status: st, requeue: left}
+		}
+	}
+	st.Phase = v1alpha1.DaemonStaging
+	at := metav1.NewTime(now)
+	st.LastAttempt = &at
+	return decision{status: st, host: []Action{{Type: Stage, Image: desired}}, requeue: StagePoll}
+}
+
+// StageBackoff is the wait after the given number of consecutive failed
+// stages: 30s, 1m, 2m, 4m, 8m, then 10m.
+func StageBackoff(failures int32) time.Duration {
+	if failures <= 0 {
+		return 0
+	}
+	d := StageBackoffBase
+	for i := int32(1); i < failures; i++ {
+		d *= 2
+		if d >= StageBackoffMax {
+			return StageBackoffMax
+		}
+	}
+	return min(d, StageBackoffMax)
+}
+
+// backoffLeft is how much of the backoff after failures, counted from the
+// attempt's start, is still ahead of now.
+func backoffLeft(now time.Time, attempt *metav1.Time, failures int32) time.Duration {
+	if attempt == nil {
+		return 0
+	}
+	return max(attempt.Add(StageBackoff(failures)).Sub(now), 0)
+}
+
+// stageErrorPrefix starts the LastError of a failed stage of image. It also
+// tells which image StageAttempts counts for, since the status has no other
+// field for it: attempts for an earlier desired image do not carry over.
+func stageErrorPrefix(image string) string {
+	return "stage " + image + ": "
+}
+
+// stageFailures is the number of consecutive failed stages of desired
+// already recorded in cur.
+func stageFailures(cur v1alpha1.DaemonStatus, desired string) int32 {
+	if cur.StageAttempts > 0 && strings.HasPrefix(cur.LastError, stageErrorPrefix(desired)) {
+		return cur.StageAttempts
+	}
+	return 0
+}
+
+// requested returns the reboot record for the image with digest want
+// made in the boot bootID, that is a reboot asked for and not yet happened.
+func requested(r *v1alpha1.RebootRecord, want, bootID string) *v1alpha1.RebootRecord {
+	if r != nil && ImageDigest(r.Image) == want && r.BootID == bootID {
+		return r
+	}
+	return nil
+}
+
+// ImageDigest returns the digest ("sha256:...") of a digest reference
+// ("registry/repo@sha256:..."), or "" when ref has none.
+func ImageDigest(ref string) string {
+	i := strings.LastIndex(ref, "@")
+	if i < 0 || !strings.Contains(ref[i+1:], ":") {
+		return ""
+	}
+	return ref[i+1:]
+}
+
+// holds reports whether the deployment h has the digest want.
+func holds(h *v1alpha1.HostImage, want string) bool {
+	return h != nil && want != "" && h.Digest == want
+}
+
+// digestOf names a deployment's digest in messages.
+func digestOf(h *v1alpha1.HostImage) string {
+	switch {
+	case h == nil:
+		return "no deployment"
+	case h.Digest == "":
+		return "an image without digest (" + h.Image + ")"
+	}
+	return h.Digest
+}
+
+// hostImage copies h with its timestamp in UTC to the second, as the API
+// server stores it.
+func hostImage(h *v1alpha1.HostImage) *v1alpha1.HostImage {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	if h.Timestamp != nil {
+		t := metav1.NewTime(h.Timestamp.UTC().Truncate(time.Second))
+		c.Timestamp = &t
+	}
+	return &c
+}
+
+// sameReport reports whether a and b agree on every field the daemon
+// reports (Daemon.PinnedImages is not Step's).
+func sameReport(a, b v1alpha1.BootcNodeStatus) bool {
+	a.Daemon.PinnedImages, b.Daemon.PinnedImages = nil, nil
+	return equality.Semantic.DeepEqual(a.Booted, b.Booted) &&
+		equality.Semantic.DeepEqual(a.Staged, b.Staged) &&
+		equality.Semantic.DeepEqual(a.RollbackImage, b.RollbackImage) &&
+		equality.Semantic.DeepEqual(a.Daemon, b.Daemon)
+}

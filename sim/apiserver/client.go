@@ -1,0 +1,458 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// simClient is a client.Client of a Server. The admin client skips
+// counters and faults.
+type simClient struct {
+	s     *Server
+	admin bool
+}
+
+var _ client.Client = (*simClient)(nil)
+
+// begin starts a request: it counts it, resolves its kind, and consults the
+// fault hook. key is normalised for cluster-scoped kinds.
+func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, key client.ObjectKey) (*kind, client.ObjectKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, key, err
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.s.scheme)
+	if err != nil {
+		return nil, key, err
+	}
+	var k *kind
+	var kerr error
+	if _, isList := obj.(client.ObjectList); isList {
+		k, kerr = c.s.kindForList(gvk)
+		if kerr == nil {
+			gvk = k.gvk
+		}
+	} else {
+		k, kerr = c.s.kindFor(gvk)
+	}
+	if kerr == nil && !k.namespaced {
+		key.Namespace = ""
+	}
+	if !c.admin {
+		c.s.counts[verb]++
+		if c.s.fault != nil {
+			if err := c.s.fault(verb, gvk, key); err != nil {
+				return nil, key, err
+			}
+		}
+	}
+	return k, key, kerr
+}
+
+func notFound(k *kind, name string) error { return apierrors.NewNotFound(k.resource, name) }
+
+func dryRun(verb string, dry []string) error {
+	if len(dry) > 0 {
+		return apierrors.NewBadRequest("sim apiserver: dry run is not supported (" + verb + ")")
+	}
+	return nil
+}
+
+// Get copies the object named key into obj.
+func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	k, key, err := c.begin(ctx, VerbGet, obj, key)
+	if err != nil {
+		return err
+	}
+	e := k.store.get(objKey{key.Namespace, key.Name})
+	if e == nil {
+		return notFound(k, key.Name)
+	}
+	return k.out(e.obj, obj)
+}
+
+// List copies the matching objects into list, sorted by namespace and name.
+// Field selectors must be exact matches of indexed fields, or of
+// metadata.name and metadata.namespace.
+func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := client.ListOptions{}
+	o.ApplyOptions(opts)
+	k, key, err := c.begin(ctx, VerbList, list, client.ObjectKey{Namespace: o.Namespace})
+	if err != nil {
+		return err
+	}
+	entries, err := c.s.match(k, key.Namespace, o.LabelSelector, o.FieldSelector)
+	if err != nil {
+		return err
+	}
+	if u, ok := list.(*unstructured.UnstructuredList); ok {
+		u.Items = make([]unstructured.Unstructured, len(entries))
+		for i, e := range entries {
+			if err := k.out(e.obj, &u.Items[i]); err != nil {
+				return err
+			}
+		}
+		u.SetGroupVersionKind(k.listGVK)
+	} else {
+		if !k.typed() {
+			return fmt.Errorf("%s is served unstructured; list it into *unstructured.UnstructuredList, not %T", k.gvk, list)
+		}
+		items := make([]runtime.Object, len(entries))
+		for i, e := range entries {
+			items[i] = e.obj.DeepCopyObject()
+		}
+		if err := meta.SetList(list, items); err != nil {
+			return fmt.Errorf("listing %s: %w", k.gvk.Kind, err)
+		}
+	}
+	list.SetResourceVersion(strconv.FormatUint(c.s.rv, 10))
+	list.SetContinue("")
+	return nil
+}
+
+// match returns the entries of kind k in namespace ns (all when empty) that
+// match the selectors, sorted by namespace and name. With an indexed field
+// it reads only the objects the index names.
+func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selector) ([]*entry, error) {
+	var reqs fields.Requirements
+	if fs != nil && !fs.Empty() {
+		reqs = fs.Requirements()
+	}
+	var base map[objKey]*entry
+	for _, r := range reqs {
+		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s: field selector %q: only exact matches are supported", k.gvk.Kind, fs))
+		}
+		ix := k.indexes[r.Field]
+		switch {
+		case ix != nil:
+			if set := ix.lookup(ns, r.Value); base == nil || len(set) < len(base) {
+				base = set
+				if base == nil {
+					return nil, nil
+				}
+			}
+		case r.Field != "metadata.name" && r.Field != "metadata.namespace":
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s: field selector %q: field %q is not indexed", k.gvk.Kind, fs, r.Field))
+		}
+	}
+	var candidates []*entry
+	switch {
+	case base != nil:
+		candidates = make([]*entry, 0, len(base))
+		for _, e := range base {
+			candidates = append(candidates, e)
+		}
+		slices.SortFunc(candidates, func(a, b *entry) int { return a.key.compare(b.key) })
+	default:
+		candidates = s.unindexed(k, ns, reqs)
+	}
+	out := candidates[:0]
+	for _, e := range candidates {
+		if matchesFields(k, e, reqs) && (ls == nil || ls.Matches(labels.Set(e.obj.GetLabels()))) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// unindexed returns the candidates of a listing no index narrows: one
+// object for a name in a known namespace, else the namespace or the kind.
+func (s *Server) unindexed(k *kind, ns string, reqs fields.Requirements) []*entry {
+	for _, r := range reqs {
+		if r.Field == "metadata.namespace" && k.namespaced {
+			if ns != "" && ns != r.Value {
+				return nil
+			}
+			ns = r.Value
+		}
+	}
+	for _, r := range reqs {
+		if r.Field == "metadata.name" && (ns != "" || !k.namespaced) {
+			if e := k.store.get(objKey{ns, r.Value}); e != nil {
+				return []*entry{e}
+			}
+			return nil
+		}
+	}
+	return k.store.list(ns)
+}
+
+func matchesFields(k *kind, e *entry, reqs fields.Requirements) bool {
+	for _, r := range reqs {
+		if k.indexes[r.Field] != nil {
+			if !slices.Contains(e.vals[r.Field], r.Value) {
+				return false
+			}
+			continue
+		}
+		switch r.Field {
+		case "metadata.name":
+			if e.key.name != r.Value {
+				return false
+			}
+		case "metadata.namespace":
+			if e.key.ns != r.Value {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Create stores a new object and copies what was stored into obj.
+func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	k, _, err := c.begin(ctx, VerbCreate, obj, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return err
+	}
+	o := client.CreateOptions{}
+	if err := dryRun(VerbCreate, o.ApplyOptions(opts).DryRun); err != nil {
+		return err
+	}
+	in, err := k.in(obj)
+	if err != nil {
+		return err
+	}
+	if err := c.s.create(k, in); err != nil {
+		return err
+	}
+	return k.out(in, obj)
+}
+
+// Update replaces an object; with a status subresource, its status is kept.
+func (c *simClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	o := client.UpdateOptions{}
+	return c.update(ctx, VerbUpdate, obj, false, o.ApplyOptions(opts).DryRun)
+}
+
+func (c *simClient) update(ctx context.Context, verb string, obj client.Object, status bool, dry []string) error {
+	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return err
+	}
+	if err := c.checkWrite(k, verb, status, dry); err != nil {
+		return err
+	}
+	e := k.store.get(objKey{key.Namespace, key.Name})
+	if e == nil {
+		return notFound(k, key.Name)
+	}
+	in, err := k.in(obj)
+	if err != nil {
+		return err
+	}
+	stored, err := c.s.update(k, e, in, status)
+	if err != nil {
+		return err
+	}
+	return k.out(stored, obj)
+}
+
+func (c *simClient) checkWrite(k *kind, verb string, status bool, dry []string) error {
+	if status && !k.status {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: %s has no status subresource", verb, k.gvk.Kind))
+	}
+	return dryRun(verb, dry)
+}
+
+// Patch applies a JSON merge patch, a JSON patch or, for typed kinds, a
+// strategic merge patch. A patch carrying metadata.resourceVersion is an
+// optimistic lock.
+func (c *simClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	o := client.PatchOptions{}
+	return c.patch(ctx, VerbPatch, obj, patch, false, o.ApplyOptions(opts).DryRun)
+}
+
+func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, patch client.Patch, status bool, dry []string) error {
+	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return err
+	}
+	if patch.Type() == types.ApplyPatchType || patch.Type() == types.ApplyCBORPatchType {
+		return ErrApplyNotSupported
+	}
+	if err := c.checkWrite(k, verb, status, dry); err != nil {
+		return err
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return fmt.Errorf("computing the %s patch of %s %q: %w", patch.Type(), k.gvk.Kind, key.Name, err)
+	}
+	e := k.store.get(objKey{key.Namespace, key.Name})
+	if e == nil {
+		return notFound(k, key.Name)
+	}
+	in, err := c.s.applyPatch(k, e, patch.Type(), data)
+	if err != nil {
+		return err
+	}
+	stored, err := c.s.update(k, e, in, status)
+	if err != nil {
+		return err
+	}
+	return k.out(stored, obj)
+}
+
+// applyPatch returns the object of e with the patch applied.
+func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte) (client.Object, error) {
+	name := e.key.name
+	orig, err := json.Marshal(e.obj)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s %q: %w", k.gvk.Kind, name, err)
+	}
+	var patched []byte
+	switch pt {
+	case types.MergePatchType:
+		patched, err = jsonpatch.MergePatch(orig, data)
+	case types.JSONPatchType:
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(data); err == nil {
+			patched, err = p.Apply(orig)
+		}
+	case types.StrategicMergePatchType:
+		if !k.typed() {
+			return nil, apierrors.NewGenericServerResponse(415, "patch", k.resource, name,
+				"strategic merge patch is not supported for "+k.gvk.Kind+"; use a merge patch", 0, false)
+		}
+		patched, err = strategicpatch.StrategicMergePatch(orig, data, k.newObject())
+	default:
+		return nil, apierrors.NewGenericServerResponse(415, "patch", k.resource, name,
+			fmt.Sprintf("patch type %q is not supported", pt), 0, false)
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("applying the %s patch to %s %q: %v", pt, k.gvk.Kind, name, err))
+	}
+	in, err := k.decode(patched)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding %s %q after the patch: %v", k.gvk.Kind, name, err))
+	}
+	if in.GetName() != name || in.GetNamespace() != e.key.ns {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, name))
+	}
+	return in, nil
+}
+
+// Delete deletes an object: at once, or, when it has finalizers, by setting
+// its deletionTimestamp. Dependents are garbage-collected in the same call.
+func (c *simClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	k, key, err := c.begin(ctx, VerbDelete, obj, client.ObjectKeyFromObject(obj))
+	if err != nil {
+		return err
+	}
+	o := client.DeleteOptions{}
+	do := o.ApplyOptions(opts).AsDeleteOptions()
+	if err := checkDelete(do); err != nil {
+		return err
+	}
+	e := k.store.get(objKey{key.Namespace, key.Name})
+	if e == nil {
+		return notFound(k, key.Name)
+	}
+	return c.s.deleteChecked(k, e, do.Preconditions)
+}
+
+func checkDelete(do *metav1.DeleteOptions) error {
+	if do.PropagationPolicy != nil && *do.PropagationPolicy == metav1.DeletePropagationOrphan {
+		return apierrors.NewBadRequest("sim apiserver: propagationPolicy Orphan is not supported")
+	}
+	return dryRun(VerbDelete, do.DryRun)
+}
+
+// deleteChecked deletes the object of e if it meets the preconditions.
+func (s *Server) deleteChecked(k *kind, e *entry, pre *metav1.Preconditions) error {
+	if pre != nil {
+		if pre.UID != nil && *pre.UID != e.obj.GetUID() {
+			return conflict(k, e.key.name)
+		}
+		if pre.ResourceVersion != nil && *pre.ResourceVersion != e.obj.GetResourceVersion() {
+			return conflict(k, e.key.name)
+		}
+	}
+	s.delete(k, e)
+	return nil
+}
+
+// DeleteAllOf deletes every object of obj's kind that matches the options,
+// in namespace and name order.
+func (c *simClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	o := client.DeleteAllOfOptions{}
+	o.ApplyOptions(opts)
+	k, key, err := c.begin(ctx, VerbDeleteAllOf, obj, client.ObjectKey{Namespace: o.Namespace})
+	if err != nil {
+		return err
+	}
+	do := o.AsDeleteOptions()
+	if err := checkDelete(do); err != nil {
+		return err
+	}
+	entries, err := c.s.match(k, key.Namespace, o.LabelSelector, o.FieldSelector)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		// An earlier deletion may have collected this one.
+		if k.store.get(e.key) == e {
+			c.s.delete(k, e)
+		}
+	}
+	return nil
+}
+
+// Apply is not supported.
+func (c *simClient) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return ErrApplyNotSupported
+}
+
+// Status returns the client of the status subresource.
+func (c *simClient) Status() client.SubResourceWriter {
+	return &subResourceClient{c: c, name: "status"}
+}
+
+// SubResource returns the client of a subresource: "status", or "eviction"
+// of pods.
+func (c *simClient) SubResource(name string) client.SubResourceClient {
+	return &subResourceClient{c: c, name: name}
+}
+
+// Scheme returns the server's scheme.
+func (c *simClient) Scheme() *runtime.Scheme { return c.s.scheme }
+
+// RESTMapper returns a mapper of the kinds the server serves at the time of
+// each call.
+func (c *simClient) RESTMapper() meta.RESTMapper { return mapperView{c.s} }
+
+// GroupVersionKindFor returns the GVK of obj.
+func (c *simClient) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {
+	return apiutil.GVKForObject(obj, c.s.scheme)
+}
+
+// IsObjectNamespaced reports whether obj's kind is namespaced.
+func (c *simClient) IsObjectNamespaced(obj runtime.Object) (bool, error) {
+	gvk, err := apiutil.GVKForObject(obj, c.s.scheme)
+	if err != nil {
+		return false, err
+	}
+	k, err := c.s.kindFor(gvk)
+	if err != nil {
+		return false, err
+	}
+	return k.namespaced, nil
+}

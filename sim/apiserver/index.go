@@ -1,0 +1,40 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+var _ client.FieldIndexer = (*Server)(nil)
+
+// IndexField indexes the objects of obj's kind by field, with the values
+// extract returns for each, as controller-runtime's cache does: List with
+// client.MatchingFields{field: value} then reads only the matching objects.
+// Objects stored already are indexed now; every later write re-extracts.
+// extract must not modify the object it is given. The Server is a
+// client.FieldIndexer, so the indexes the manager registers can be
+// registered here by the same code.
+func (s *Server) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		return fmt.Errorf("indexing %q: %w", field, err)
+	}
+	k, err := s.kindFor(gvk)
+	if err != nil {
+		return fmt.Errorf("indexing %q of %s: %w", field, gvk, err)
+	}
+	if k.indexes[field] != nil {
+		return fmt.Errorf("indexing %q of %s: indexer conflict: the field is indexed already", field, gvk)
+	}
+	k.indexes[field] = &index{extract: extract, byKey: map[indexKey]map[objKey]*entry{}}
+	k.fields = append(k.fields, field)
+	slices.Sort(k.fields)
+	for _, e := range k.store.list("") {
+		k.reindexField(e, field, e.obj)
+	}
+	return nil
+}

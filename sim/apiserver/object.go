@@ -1,0 +1,182 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// in returns a server-owned copy of obj in the form kind k is stored in,
+// with its GVK set.
+func (k *kind) in(obj client.Object) (client.Object, error) {
+	u, isU := obj.(*unstructured.Unstructured)
+	var out client.Object
+	switch {
+	case isU && !k.typed():
+		out = u.DeepCopy()
+	case isU:
+		out = k.newObject()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+			return nil, fmt.Errorf("converting unstructured %s %q: %w", k.gvk.Kind, u.GetName(), err)
+		}
+	case !k.typed():
+		return nil, fmt.Errorf("%s is served unstructured; use *unstructured.Unstructured, not %T", k.gvk, obj)
+	case reflect.TypeOf(obj).Elem() != k.goType:
+		return nil, fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, obj)
+	default:
+		out = obj.DeepCopyObject().(client.Object)
+	}
+	out.GetObjectKind().SetGroupVersionKind(k.gvk)
+	return out, nil
+}
+
+// out copies the stored object obj into dst, which may be typed or
+// unstructured.
+func (k *kind) out(obj client.Object, dst client.Object) error {
+	u, isU := dst.(*unstructured.Unstructured)
+	switch {
+	case isU && !k.typed():
+		obj.(*unstructured.Unstructured).DeepCopyInto(u)
+	case isU:
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return fmt.Errorf("converting %s %q to unstructured: %w", k.gvk.Kind, obj.GetName(), err)
+		}
+		u.SetUnstructuredContent(m)
+		u.SetGroupVersionKind(k.gvk)
+	case !k.typed():
+		return fmt.Errorf("%s is served unstructured; use *unstructured.Unstructured, not %T", k.gvk, dst)
+	case reflect.TypeOf(dst).Elem() != k.goType:
+		return fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, dst)
+	default:
+		reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(obj.DeepCopyObject()).Elem())
+	}
+	return nil
+}
+
+// newObject returns a new empty object of typed kind k.
+func (k *kind) newObject() client.Object {
+	return reflect.New(k.goType).Interface().(client.Object)
+}
+
+// decode builds a server-owned object of kind k from JSON.
+func (k *kind) decode(data []byte) (client.Object, error) {
+	if !k.typed() {
+		var m map[string]any
+		if err := utiljson.Unmarshal(data, &m); err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(k.gvk)
+		return u, nil
+	}
+	obj := k.newObject()
+	if err := json.Unmarshal(data, obj); err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(k.gvk)
+	return obj, nil
+}
+
+// takeStatus sets the status of dst to the status of src, deep-copied when
+// deep is set because src stays in use.
+func (k *kind) takeStatus(dst, src client.Object, deep bool) {
+	if !k.typed() {
+		d, s := dst.(*unstructured.Unstructured).Object, src.(*unstructured.Unstructured).Object
+		st, ok := s["status"]
+		switch {
+		case !ok:
+			delete(d, "status")
+		case deep:
+			d["status"] = runtime.DeepCopyJSONValue(st)
+		default:
+			d["status"] = st
+		}
+		return
+	}
+	d := reflect.ValueOf(dst).Elem().Field(k.statusField)
+	s := reflect.ValueOf(src).Elem().Field(k.statusField)
+	if deep {
+		if m := s.Addr().MethodByName("DeepCopyInto"); m.IsValid() {
+			m.Call([]reflect.Value{d.Addr()})
+			return
+		}
+	}
+	d.Set(s)
+}
+
+// clearStatus drops the status of obj.
+func (k *kind) clearStatus(obj client.Object) {
+	if !k.typed() {
+		delete(obj.(*unstructured.Unstructured).Object, "status")
+		return
+	}
+	f := reflect.ValueOf(obj).Elem().Field(k.statusField)
+	f.Set(reflect.Zero(f.Type()))
+}
+
+// sameContent reports whether a and b agree outside metadata, and outside
+// status when k has a status subresource: whether a write from a to b
+// leaves metadata.generation alone.
+func (k *kind) sameContent(a, b client.Object) bool {
+	if !k.typed() {
+		am, bm := a.(*unstructured.Unstructured).Object, b.(*unstructured.Unstructured).Object
+		skip := func(key string) bool {
+			return key == "apiVersion" || key == "kind" || key == "metadata" || (k.status && key == "status")
+		}
+		for key, v := range am {
+			if !skip(key) && !serialEqual.DeepEqual(v, bm[key]) {
+				return false
+			}
+		}
+		for key := range bm {
+			if _, ok := am[key]; !ok && !skip(key) {
+				return false
+			}
+		}
+		return true
+	}
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	fields := k.contentFields
+	if !k.status && k.statusField >= 0 {
+		fields = append(fields[:len(fields):len(fields)], k.statusField)
+	}
+	for _, i := range fields {
+		if !serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface()) {
+			return false
+		}
+	}
+	return true
+}
+
+// serialEqual is apiequality.Semantic with times compared at the precision
+// they are serialised with. A patch round-trips the object through JSON,
+// which drops the sub-second part that an Update may have stored; that alone
+// must not make a write.
+var serialEqual = conversion.EqualitiesOrDie(
+	func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 },
+	func(a, b metav1.MicroTime) bool {
+		return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond))
+	},
+	func(a, b metav1.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) },
+	func(a, b metav1.FieldsV1) bool { return a.Equal(b) },
+	func(a, b labels.Selector) bool { return a.String() == b.String() },
+	func(a, b fields.Selector) bool { return a.String() == b.String() },
+)
+
+// equalObjects reports whether a and b are the same object, so that writing
+// b over a would change nothing.
+func equalObjects(a, b client.Object) bool {
+	return serialEqual.DeepEqual(a, b)
+}

@@ -1,0 +1,244 @@
+package apiserver
+
+import (
+	"cmp"
+	"maps"
+	"reflect"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// allNamespaces is the namespace part of the index key that spans every
+// namespace, as in controller-runtime's cache.
+const allNamespaces = "__all_namespaces"
+
+// kind is one served GroupVersionKind with its objects and field indexes.
+type kind struct {
+	gvk, listGVK schema.GroupVersionKind
+	resource     schema.GroupResource
+	namespaced   bool
+	present      bool
+	status       bool // has a status subresource
+
+	// goType is the struct type of a typed kind; nil when the kind is
+	// served unstructured.
+	goType reflect.Type
+	// statusField is the index of the Status field of goType, or -1;
+	// contentFields are the other fields but TypeMeta and ObjectMeta.
+	statusField   int
+	contentFields []int
+
+	store   store
+	indexes map[string]*index
+	fields  []string // keys of indexes, sorted
+}
+
+func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType reflect.Type) *kind {
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	k := &kind{
+		gvk:         gvk,
+		listGVK:     listGVK,
+		resource:    plural.GroupResource(),
+		namespaced:  namespaced,
+		present:     true,
+		goType:      goType,
+		statusField: -1,
+		store:       store{buckets: map[string]*bucket{}},
+		indexes:     map[string]*index{},
+	}
+	if goType != nil {
+		for i := range goType.NumField() {
+			switch goType.Field(i).Name {
+			case "TypeMeta", "ObjectMeta":
+			case "Status":
+				k.statusField = i
+			default:
+				k.contentFields = append(k.contentFields, i)
+			}
+		}
+		k.status = k.statusField >= 0
+	}
+	return k
+}
+
+func (k *kind) typed() bool { return k.goType != nil }
+
+// objKey is an object's namespace and name; namespace is empty for
+// cluster-scoped kinds.
+type objKey struct{ ns, name string }
+
+func (k objKey) compare(o objKey) int {
+	return cmp.Or(cmp.Compare(k.ns, o.ns), cmp.Compare(k.name, o.name))
+}
+
+// objRef names a stored object across kinds.
+type objRef struct {
+	k   *kind
+	key objKey
+}
+
+// entry is a stored object. obj is never modified once stored: a write
+// stores a new object.
+type entry struct {
+	key  objKey
+	obj  client.Object
+	vals map[string][]string // index field → the values indexed for obj
+}
+
+// store holds a kind's objects by namespace and name, and keeps the sorted
+// orders that listings use until a create or delete changes them.
+type store struct {
+	buckets    map[string]*bucket
+	namespaces []string // sorted keys of buckets; nil when stale
+	n          int
+}
+
+type bucket struct {
+	objs  map[string]*entry
+	names []string // sorted keys of objs; nil when stale
+}
+
+func (st *store) get(key objKey) *entry {
+	if b := st.buckets[key.ns]; b != nil {
+		return b.objs[key.name]
+	}
+	return nil
+}
+
+func (st *store) insert(e *entry) {
+	b := st.buckets[e.key.ns]
+	if b == nil {
+		b = &bucket{objs: map[string]*entry{}}
+		st.buckets[e.key.ns] = b
+		st.namespaces = nil
+	}
+	b.objs[e.key.name] = e
+	b.names = nil
+	st.n++
+}
+
+func (st *store) delete(key objKey) {
+	b := st.buckets[key.ns]
+	delete(b.objs, key.name)
+	b.names = nil
+	st.n--
+	if len(b.objs) == 0 {
+		delete(st.buckets, key.ns)
+		st.namespaces = nil
+	}
+}
+
+// list returns the entries of namespace ns, or of all namespaces when ns is
+// empty, sorted by namespace and name.
+func (st *store) list(ns string) []*entry {
+	if ns != "" {
+		b := st.buckets[ns]
+		if b == nil {
+			return nil
+		}
+		return b.sorted(nil)
+	}
+	if st.namespaces == nil {
+		st.namespaces = slices.Sorted(maps.Keys(st.buckets))
+	}
+	out := make([]*entry, 0, st.n)
+	for _, ns := range st.namespaces {
+		out = st.buckets[ns].sorted(out)
+	}
+	return out
+}
+
+func (b *bucket) sorted(out []*entry) []*entry {
+	if b.names == nil {
+		b.names = slices.Sorted(maps.Keys(b.objs))
+	}
+	for _, name := range b.names {
+		out = append(out, b.objs[name])
+	}
+	return out
+}
+
+// index is a field index: the objects of a kind by the values extract
+// returns for them, under "<namespace>/<value>" keys and, as controller-
+// runtime's cache does, under "__all_namespaces/<value>" keys.
+type index struct {
+	extract client.IndexerFunc
+	byKey   map[indexKey]map[objKey]*entry
+}
+
+type indexKey struct{ ns, val string }
+
+// lookup returns the entries whose field has val, in namespace ns (any
+// namespace when ns is empty). The result is unordered.
+func (ix *index) lookup(ns, val string) map[objKey]*entry {
+	if ns == "" {
+		ns = allNamespaces
+	}
+	return ix.byKey[indexKey{ns, val}]
+}
+
+// reindex updates the indexes of kind k for e, whose object is now obj, or
+// removes e from them when obj is nil.
+func (k *kind) reindex(e *entry, obj client.Object) {
+	for _, field := range k.fields {
+		k.reindexField(e, field, obj)
+	}
+}
+
+func (k *kind) reindexField(e *entry, field string, obj client.Object) {
+	ix := k.indexes[field]
+	var vals []string
+	if obj != nil {
+		vals = slices.Compact(slices.Sorted(slices.Values(ix.extract(obj))))
+	}
+	old := e.vals[field]
+	if slices.Equal(old, vals) {
+		return
+	}
+	for _, v := range old {
+		if !slices.Contains(vals, v) {
+			ix.remove(e, v)
+		}
+	}
+	for _, v := range vals {
+		if !slices.Contains(old, v) {
+			ix.add(e, v)
+		}
+	}
+	if e.vals == nil {
+		e.vals = map[string][]string{}
+	}
+	e.vals[field] = vals
+}
+
+func (ix *index) add(e *entry, val string) {
+	keys := []indexKey{{allNamespaces, val}}
+	if e.key.ns != "" {
+		keys = append(keys, indexKey{e.key.ns, val})
+	}
+	for _, key := range keys {
+		set := ix.byKey[key]
+		if set == nil {
+			set = map[objKey]*entry{}
+			ix.byKey[key] = set
+		}
+		set[e.key] = e
+	}
+}
+
+func (ix *index) remove(e *entry, val string) {
+	keys := []indexKey{{allNamespaces, val}}
+	if e.key.ns != "" {
+		keys = append(keys, indexKey{e.key.ns, val})
+	}
+	for _, key := range keys {
+		set := ix.byKey[key]
+		delete(set, e.key)
+		if len(set) == 0 {
+			delete(ix.byKey, key)
+		}
+	}
+}

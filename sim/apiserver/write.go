@@ -1,0 +1,252 @@
+package apiserver
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// now is the server's time for timestamps, in whole seconds as a real
+// server serialises them.
+func (s *Server) now() metav1.Time {
+	return metav1.NewTime(s.clock.Now().Truncate(time.Second))
+}
+
+func (s *Server) nextRV() string {
+	s.rv++
+	return strconv.FormatUint(s.rv, 10)
+}
+
+func conflict(k *kind, name string) error {
+	return apierrors.NewConflict(k.resource, name,
+		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// create stores obj, a server-owned object of kind k, as a new object.
+func (s *Server) create(k *kind, obj client.Object) error {
+	if !k.namespaced {
+		obj.SetNamespace("")
+	} else if obj.GetNamespace() == "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("creating %s %q: namespace is required", k.gvk.Kind, obj.GetName()))
+	}
+	if obj.GetResourceVersion() != "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("creating %s %q: resourceVersion must not be set", k.gvk.Kind, obj.GetName()))
+	}
+	if obj.GetName() == "" {
+		prefix := obj.GetGenerateName()
+		if prefix == "" {
+			return apierrors.NewInvalid(k.gvk.GroupKind(), "", field.ErrorList{
+				field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
+			})
+		}
+		for {
+			s.nameSeq++
+			name := fmt.Sprintf("%s%05d", prefix, s.nameSeq)
+			if k.store.get(objKey{obj.GetNamespace(), name}) == nil {
+				obj.SetName(name)
+				break
+			}
+		}
+	}
+	key := objKey{obj.GetNamespace(), obj.GetName()}
+	if k.store.get(key) != nil {
+		return apierrors.NewAlreadyExists(k.resource, obj.GetName())
+	}
+	s.uidSeq++
+	obj.SetUID(types.UID(fmt.Sprintf("uid-%08d", s.uidSeq)))
+	obj.SetCreationTimestamp(s.now())
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetGeneration(1)
+	// Like kube-apiserver for custom resources, Create does not set status
+	// behind a status subresource. Core kinds keep it: the twin's models
+	// create nodes and pods as their kubelet and controllers would leave them.
+	if k.status && k.gvk.Group != "" {
+		k.clearStatus(obj)
+	}
+	obj.SetResourceVersion(s.nextRV())
+	e := &entry{key: key, obj: obj}
+	k.store.insert(e)
+	k.reindex(e, obj)
+	s.live[obj.GetUID()] = objRef{k, key}
+	s.trackOwners(objRef{k, key}, nil, obj)
+	s.emit(Added, obj, nil)
+	return nil
+}
+
+// update replaces the object of e with in, a server-owned object carrying
+// the caller's intent: all of it but server-managed metadata, or only its
+// status when status is set. It returns the object stored, or the final
+// state of an object removed because its last finalizer went.
+func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (client.Object, error) {
+	cur := e.obj
+	if rv := in.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
+		return nil, conflict(k, cur.GetName())
+	}
+	if uid := in.GetUID(); uid != "" && uid != cur.GetUID() {
+		return nil, conflict(k, cur.GetName())
+	}
+	next := in
+	if status {
+		next = cur.DeepCopyObject().(client.Object)
+		k.takeStatus(next, in, false)
+	} else {
+		if k.status {
+			k.takeStatus(next, cur, true)
+		}
+		next.SetUID(cur.GetUID())
+		next.SetCreationTimestamp(cur.GetCreationTimestamp())
+		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+		next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+		next.SetGeneration(cur.GetGeneration())
+		if !k.sameContent(cur, next) {
+			next.SetGeneration(cur.GetGeneration() + 1)
+		}
+	}
+	next.SetNamespace(cur.GetNamespace())
+	next.SetName(cur.GetName())
+	next.SetResourceVersion(cur.GetResourceVersion())
+
+	deleting := cur.GetDeletionTimestamp() != nil
+	if deleting {
+		for _, f := range next.GetFinalizers() {
+			if !slices.Contains(cur.GetFinalizers(), f) {
+				return nil, apierrors.NewInvalid(k.gvk.GroupKind(), cur.GetName(), field.ErrorList{
+					field.Forbidden(field.NewPath("metadata", "finalizers"),
+						fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizer %q", f)),
+				})
+			}
+		}
+		if len(next.GetFinalizers()) == 0 {
+			s.remove(k, e, next)
+			return next, nil
+		}
+	}
+	if equalObjects(cur, next) {
+		// A write that changes nothing is not a write: no new
+		// resourceVersion, no event.
+		return cur, nil
+	}
+	s.replace(k, e, next)
+	return next, nil
+}
+
+// replace stores next, a server-owned object, as the new state of e.
+func (s *Server) replace(k *kind, e *entry, next client.Object) {
+	cur := e.obj
+	next.SetResourceVersion(s.nextRV())
+	e.obj = next
+	k.reindex(e, next)
+	s.trackOwners(objRef{k, e.key}, cur, next)
+	s.emit(Modified, next, cur)
+}
+
+// delete deletes the object of e: it is removed at once unless it has
+// finalizers, in which case it gets a deletionTimestamp and stays until
+// the last one is removed.
+func (s *Server) delete(k *kind, e *entry) {
+	cur := e.obj
+	if len(cur.GetFinalizers()) == 0 {
+		s.remove(k, e, cur.DeepCopyObject().(client.Object))
+		return
+	}
+	if cur.GetDeletionTimestamp() != nil {
+		return
+	}
+	next := cur.DeepCopyObject().(client.Object)
+	ts := s.now()
+	next.SetDeletionTimestamp(&ts)
+	next.SetDeletionGracePeriodSeconds(new(int64(0)))
+	next.SetGeneration(cur.GetGeneration() + 1)
+	s.replace(k, e, next)
+}
+
+// remove takes the object of e out of the store, final being its last
+// state, and collects the objects it owned.
+func (s *Server) remove(k *kind, e *entry, final client.Object) {
+	cur := e.obj
+	ref := objRef{k, e.key}
+	k.store.delete(e.key)
+	k.reindex(e, nil)
+	s.trackOwners(ref, cur, nil)
+	uid := cur.GetUID()
+	delete(s.live, uid)
+	final.SetResourceVersion(s.nextRV())
+	s.emit(Deleted, final, cur)
+	s.collect(uid)
+}
+
+// collect deletes the dependents of a removed owner that have no owner
+// left, as the garbage collector does in the background.
+func (s *Server) collect(owner types.UID) {
+	deps := make([]objRef, 0, len(s.dependents[owner]))
+	for ref := range s.dependents[owner] {
+		deps = append(deps, ref)
+	}
+	slices.SortFunc(deps, func(a, b objRef) int {
+		if a.k != b.k {
+			if a.k.gvk.String() < b.k.gvk.String() {
+				return -1
+			}
+			return 1
+		}
+		return a.key.compare(b.key)
+	})
+	for _, ref := range deps {
+		e := ref.k.store.get(ref.key)
+		if e == nil {
+			continue
+		}
+		orphaned := true
+		for _, o := range e.obj.GetOwnerReferences() {
+			if _, ok := s.live[o.UID]; ok {
+				orphaned = false
+				break
+			}
+		}
+		if orphaned {
+			s.delete(ref.k, e)
+		}
+	}
+}
+
+// trackOwners updates the dependents index for ref going from old to obj;
+// either may be nil.
+func (s *Server) trackOwners(ref objRef, old, obj client.Object) {
+	var was, is []metav1.OwnerReference
+	if old != nil {
+		was = old.GetOwnerReferences()
+	}
+	if obj != nil {
+		is = obj.GetOwnerReferences()
+	}
+	has := func(refs []metav1.OwnerReference, uid types.UID) bool {
+		return slices.ContainsFunc(refs, func(o metav1.OwnerReference) bool { return o.UID == uid })
+	}
+	for _, o := range was {
+		if !has(is, o.UID) {
+			deps := s.dependents[o.UID]
+			delete(deps, ref)
+			if len(deps) == 0 {
+				delete(s.dependents, o.UID)
+			}
+		}
+	}
+	for _, o := range is {
+		if !has(was, o.UID) {
+			deps := s.dependents[o.UID]
+			if deps == nil {
+				deps = map[objRef]struct{}{}
+				s.dependents[o.UID] = deps
+			}
+			deps[ref] = struct{}{}
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestEventOrder(t *testing.T) {
+	e := New(t0, 1)
+	var got []string
+	add := func(d time.Duration, name string) {
+		e.After(d, name, func() { got = append(got, name) })
+	}
+	add(2*time.Second, "c")
+	add(time.Second, "a")
+	add(2*time.Second, "d")
+	add(time.Second, "b")
+	add(0, "now")
+	cancelled := e.After(time.Second, "cancelled", func() { got = append(got, "cancelled") })
+	if !cancelled.Cancel() {
+		t.Fatal("Cancel of a pending event = false, want true")
+	}
+	if cancelled.Cancel() {
+		t.Fatal("second Cancel = true, want false")
+	}
+	e.Run()
+	want := []string{"now", "a", "b", "c", "d"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+	if e.EventsRun() != 5 {
+		t.Errorf("EventsRun = %d, want 5", e.EventsRun())
+	}
+	if !e.Now().Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("Now = %v, want %v", e.Now(), t0.Add(2*time.Second))
+	}
+}
+
+func TestEventScheduledFromEvent(t *testing.T) {
+	e := New(t0, 1)
+	var got []string
+	e.After(time.Second, "outer", func() {
+		got = append(got, "outer")
+		e.After(0, "same-time", func() { got = append(got, "same-time") })
+		e.At(t0, "past", func() { got = append(got, "past@"+e.Now().Sub(t0).String()) })
+	})
+	e.After(time.Second, "sibling", func() { got = append(got, "sibling") })
+	e.Run()
+	want := []string{"outer", "sibling", "same-time", "past@1s"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+}
+
+func TestRunUntilAndStop(t *testing.T) {
+	e := New(t0, 1)
+	var names []string
+	e.OnEvent(func(name string) {
+		names = append(names, name)
+		if name == "stop" {
+			e.Stop()
+		}
+	})
+	e.After(time.Second, "a", func() {})
+	e.After(3*time.Second, "stop", func() {})
+	e.After(4*time.Second, "never", func() {})
+
+	e.RunUntil(t0.Add(2 * time.Second))
+	if got, want := e.Now(), t0.Add(2*time.Second); !got.Equal(want) {
+		t.Errorf("after RunUntil, Now = %v, want %v", got, want)
+	}
+	if got, want := e.Pending(), 2; got != want {
+		t.Errorf("Pending = %d, want %d", got, want)
+	}
+	e.RunUntil(t0.Add(time.Hour))
+	if !e.Stopped() {
+		t.Fatal("Stopped = false after a hook called Stop")
+	}
+	if got, want := e.Now(), t0.Add(3*time.Second); !got.Equal(want) {
+		t.Errorf("after Stop, Now = %v, want %v", got, want)
+	}
+	if e.Step() {
+		t.Error("Step after Stop = true, want false")
+	}
+	if want := []string{"a", "stop"}; !slices.Equal(names, want) {
+		t.Errorf("hook saw %v, want %v", names, want)
+	}
+}
+
+func TestRandIsSeeded(t *testing.T) {
+	draw := func(seed uint64) []uint64 {
+		r := New(t0, seed).Rand()
+		var out []uint64
+		for range 8 {
+			out = append(out, r.Uint64())
+		}
+		return out
+	}
+	if a, b := draw(42), draw(42); !slices.Equal(a, b) {
+		t.Errorf("seed 42 drew %v then %v, want equal", a, b)
+	}
+	if a, b := draw(42), draw(43); slices.Equal(a, b) {
+		t.Errorf("seeds 42 and 43 drew the same %v", a)
+	}
+}
+
+func TestClock(t *testing.T) {
+	e := New(t0, 1)
+	c := e.Clock()
+	e.RunUntil(t0.Add(time.Minute))
+	if got := c.Now(); !got.Equal(t0.Add(time.Minute)) {
+		t.Errorf("Now = %v, want %v", got, t0.Add(time.Minute))
+	}
+	if got := c.Since(t0); got != time.Minute {
+		t.Errorf("Since = %v, want 1m", got)
+	}
+	for name, f := range map[string]func(){
+		"After":     func() { c.After(time.Second) },
+		"NewTimer":  func() { c.NewTimer(time.Second) },
+		"Sleep":     func() { c.Sleep(time.Second) },
+		"Tick":      func() { c.Tick(time.Second) },
+		"NewTicker": func() { c.NewTicker(time.Second) },
+		"AfterFunc": func() { c.AfterFunc(time.Second, func() {}) },
+	} {
+		func() {
+			defer func() {
+				if got := recover(); got != timersUnsupported {
+					t.Errorf("%s panicked with %v, want %q", name, got, timersUnsupported)
+				}
+			}()
+			f()
+		}()
+	}
+}

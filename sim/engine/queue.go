@@ -1,0 +1,329 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Default backoff of a failed reconcile: controller-runtime's default
+// per-item exponential limiter (5ms doubling, capped at 1000s).
+const (
+	DefaultBaseDelay = 5 * time.Millisecond
+	DefaultMaxDelay  = 1000 * time.Second
+)
+
+// QueueOptions configures a Queue. The zero value gives controller-runtime's
+// defaults.
+type QueueOptions struct {
+	// ReconcileLatency is the virtual time one reconcile occupies its worker.
+	// The reconcile itself runs, and writes, when it is dequeued; its result
+	// is acted on ReconcileLatency later, as when a real reconcile returns.
+	ReconcileLatency time.Duration
+
+	// MaxConcurrentReconciles is the number of workers; default 1. A key is
+	// never reconciled by two workers at once.
+	MaxConcurrentReconciles int
+
+	// RateLimiter computes the backoff of failed reconciles. The default is
+	// controller-runtime's: exponential from DefaultBaseDelay to
+	// DefaultMaxDelay. It must not read the wall clock (client-go's bucket
+	// limiter does), or runs stop being reproducible.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
+}
+
+// QueueStats counts what a queue has done.
+type QueueStats struct {
+	Reconciles uint64 // reconciles called
+	Errors     uint64 // reconciles that returned an error
+}
+
+// Queue is one reconciler's work queue on virtual time. Its rules are those
+// of controller-runtime v0.25's default priority queue:
+//   - a queued key is queued once; adding it again keeps the earlier ready
+//     time and the higher priority; a key handed to a worker whose reconcile
+//     has not started yet counts as queued;
+//   - a key added while it is being reconciled is reconciled again after the
+//     current reconcile ends;
+//   - ready keys are handed out by priority, then first-ready-first-out;
+//   - a result with RequeueAfter > 0 forgets the key's backoff and adds it
+//     after that duration; an error (except a TerminalError) or Requeue adds
+//     it after the rate limiter's backoff; success forgets the backoff.
+//
+// controller-runtime's priority queue uses no overall token bucket, so none
+// is modelled. Each reconcile runs in an engine event named
+// "reconcile/<queue>/<key>"; with ReconcileLatency > 0 its end is the event
+// "reconciled/<queue>/<key>". Panics in Reconcile are not recovered.
+type Queue struct {
+	eng      *Engine
+	name     string
+	r        reconcile.Reconciler
+	latency  time.Duration
+	workers  int
+	limiter  workqueue.TypedRateLimiter[reconcile.Request]
+	items    map[reconcile.Request]*queued // queued keys, ready or waiting
+	ready    readyHeap
+	inflight map[reconcile.Request]*flight // keys handed to a worker
+	counter  uint64
+	shutdown bool
+	stats    QueueStats
+}
+
+// queued is a key waiting in the queue.
+type queued struct {
+	req      reconcile.Request
+	priority int
+	counter  uint64    // FIFO order among equal priorities
+	readyAt  time.Time // zero once ready
+	wake     *Handle   // the event that makes it ready; nil once ready
+	index    int       // position in the ready heap; -1 while waiting
+}
+
+// flight is a key handed to a worker: its reconcile event, then, once the
+// reconcile has returned and ReconcileLatency > 0, its end event.
+type flight struct {
+	event   *Handle
+	started bool
+}
+
+// NewQueue returns the work queue of reconciler r, named name in event names.
+func NewQueue(eng *Engine, name string, r reconcile.Reconciler, opts QueueOptions) *Queue {
+	q := &Queue{
+		eng:      eng,
+		name:     name,
+		r:        r,
+		latency:  opts.ReconcileLatency,
+		workers:  opts.MaxConcurrentReconciles,
+		limiter:  opts.RateLimiter,
+		items:    map[reconcile.Request]*queued{},
+		inflight: map[reconcile.Request]*flight{},
+	}
+	if q.workers <= 0 {
+		q.workers = 1
+	}
+	if q.limiter == nil {
+		q.limiter = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](DefaultBaseDelay, DefaultMaxDelay)
+	}
+	return q
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Add queues req to be reconciled now.
+func (q *Queue) Add(req reconcile.Request) { q.add(req, 0, false, 0) }
+
+// AddAfter queues req to be reconciled d from now; d <= 0 means now.
+func (q *Queue) AddAfter(req reconcile.Request, d time.Duration) { q.add(req, d, false, 0) }
+
+// AddRateLimited queues req after its rate limiter backoff, as a failed
+// reconcile does.
+func (q *Queue) AddRateLimited(req reconcile.Request) { q.add(req, 0, true, 0) }
+
+// NumRequeues returns how many backoffs req has had since it was last
+// forgotten.
+func (q *Queue) NumRequeues(req reconcile.Request) int { return q.limiter.NumRequeues(req) }
+
+// Len returns how many keys are queued, ready or waiting, not counting
+// keys being reconciled.
+func (q *Queue) Len() int { return len(q.items) }
+
+// Stats returns the queue's counters.
+func (q *Queue) Stats() QueueStats { return q.stats }
+
+// ShutDown drops every queued key and pending reconcile and ignores later
+// adds, as when a controller process stops. A reconcile already running
+// finishes, but its result is dropped.
+func (q *Queue) ShutDown() {
+	q.shutdown = true
+	for _, it := range q.items {
+		it.wake.Cancel()
+	}
+	for _, f := range q.inflight {
+		f.event.Cancel()
+	}
+	q.items = map[reconcile.Request]*queued{}
+	q.inflight = map[reconcile.Request]*flight{}
+	q.ready = nil
+}
+
+func (q *Queue) add(req reconcile.Request, after time.Duration, rateLimited bool, priority int) {
+	if q.shutdown {
+		return
+	}
+	if rateLimited {
+		if d := q.limiter.When(req); after <= 0 || d < after {
+			after = d
+		}
+	}
+	if f, ok := q.inflight[req]; ok && !f.started {
+		// Handed to a worker but not started: that reconcile will see
+		// whatever this add is about.
+		return
+	}
+	it, ok := q.items[req]
+	if !ok {
+		it = &queued{req: req, priority: priority, counter: q.nextCounter(), index: -1}
+		q.items[req] = it
+		if after > 0 {
+			q.wait(it, q.eng.Now().Add(after))
+		} else {
+			heap.Push(&q.ready, it)
+		}
+		q.dispatch()
+		return
+	}
+	if priority > it.priority {
+		it.priority = priority
+		it.counter = q.nextCounter()
+	}
+	switch {
+	case it.wake == nil:
+		heap.Fix(&q.ready, it.index)
+	case after <= 0:
+		it.wake.Cancel()
+		it.wake, it.readyAt = nil, time.Time{}
+		heap.Push(&q.ready, it)
+	default:
+		if at := q.eng.Now().Add(after); at.Before(it.readyAt) {
+			it.wake.Cancel()
+			q.wait(it, at)
+		}
+	}
+	q.dispatch()
+}
+
+// wait schedules it to become ready at t.
+func (q *Queue) wait(it *queued, t time.Time) {
+	it.readyAt = t
+	it.wake = q.eng.At(t, "requeue/"+q.name+"/"+requestKey(it.req), func() {
+		it.wake, it.readyAt = nil, time.Time{}
+		// Ready keys are ordered by when they became ready, not added.
+		it.counter = q.nextCounter()
+		heap.Push(&q.ready, it)
+		q.dispatch()
+	})
+}
+
+// dispatch hands ready keys to idle workers. A ready key that is being
+// reconciled stays queued until that reconcile ends.
+func (q *Queue) dispatch() {
+	for !q.shutdown && len(q.inflight) < q.workers && q.ready.Len() > 0 {
+		var busy []*queued
+		var next *queued
+		for q.ready.Len() > 0 {
+			it := heap.Pop(&q.ready).(*queued)
+			if _, ok := q.inflight[it.req]; ok {
+				busy = append(busy, it)
+				continue
+			}
+			next = it
+			break
+		}
+		for _, it := range busy {
+			heap.Push(&q.ready, it)
+		}
+		if next == nil {
+			return
+		}
+		delete(q.items, next.req)
+		req, priority := next.req, next.priority
+		f := &flight{}
+		f.event = q.eng.After(0, "reconcile/"+q.name+"/"+requestKey(req), func() {
+			f.started = true
+			q.reconcile(f, req, priority)
+		})
+		q.inflight[req] = f
+	}
+}
+
+func (q *Queue) reconcile(f *flight, req reconcile.Request, priority int) {
+	res, err := q.r.Reconcile(context.Background(), req)
+	q.stats.Reconciles++
+	if q.shutdown {
+		return
+	}
+	if q.latency <= 0 {
+		q.finish(req, priority, res, err)
+		return
+	}
+	f.event = q.eng.After(q.latency, "reconciled/"+q.name+"/"+requestKey(req), func() {
+		q.finish(req, priority, res, err)
+	})
+}
+
+// finish acts on a reconcile's result the way controller-runtime's
+// reconcileHandler does, then frees the worker.
+func (q *Queue) finish(req reconcile.Request, priority int, res reconcile.Result, err error) {
+	delete(q.inflight, req)
+	if res.Priority != nil {
+		priority = *res.Priority
+	}
+	switch {
+	case err != nil:
+		q.stats.Errors++
+		if !errors.Is(err, reconcile.TerminalError(nil)) {
+			q.add(req, 0, true, priority)
+		}
+	case res.RequeueAfter > 0:
+		q.limiter.Forget(req)
+		q.add(req, res.RequeueAfter, false, priority)
+	case res.Requeue: //nolint:staticcheck // controller-runtime still honours Requeue.
+		q.add(req, 0, true, priority)
+	default:
+		q.limiter.Forget(req)
+	}
+	q.dispatch()
+}
+
+func (q *Queue) nextCounter() uint64 {
+	c := q.counter
+	q.counter++
+	return c
+}
+
+// requestKey is req as "namespace/name", or "name" when cluster-scoped.
+func requestKey(req reconcile.Request) string {
+	if req.Namespace == "" {
+		return req.Name
+	}
+	return req.Namespace + "/" + req.Name
+}
+
+// readyHeap orders ready keys by priority, highest first, then FIFO.
+type readyHeap []*queued
+
+func (h readyHeap) Len() int { return len(h) }
+
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].priority != h[j].priority {
+		return h[i].priority > h[j].priority
+	}
+	return h[i].counter < h[j].counter
+}
+
+func (h readyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *readyHeap) Push(x any) {
+	it := x.(*queued)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
+
+func (h *readyHeap) Pop() any {
+	old := *h
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = nil
+	it.index = -1
+	*h = old[:n-1]
+	return it
+}

@@ -1,0 +1,795 @@
+// Package scenario is the scenario file format of the twin: its Go types, a
+// strict loader that reports every error with file, line and field, --set
+// overrides for sweeps and negative controls, and the JSON Schema shipped in
+// scenarios/schema.json.
+//
+// The types carry their rules in struct tags that the decoder, the --set
+// path resolver and the schema generator all read:
+//
+//	json:"name,omitempty"  the YAML key (camelCase)
+//	required:"true"        the key must be present
+//	default:"<yaml>"       the value used when the key is absent
+//	pattern:"<name>"       a string must match the named pattern (patterns)
+//	minimum, maximum       bounds of a number
+//	minItems:"n"           a list needs at least n items
+//	oneOf:"<group>"        exactly one key of the group must be present
+//
+// Doc comments of the types and fields become the schema's descriptions
+// through the generated docs.go (go test ./sim/scenario -run TestDocs -update).
+package scenario
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Scenario is one scenario file: the cluster to build, the bootroll objects
+// to apply, what happens over virtual time, and what must hold.
+type Scenario struct {
+	// Name identifies the scenario in traces and reports; a DNS label.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Description says in prose what the scenario exercises.
+	Description string `json:"description,omitempty"`
+
+	// Seed seeds the run's PRNG when the command line gives none. Default 1.
+	Seed uint64 `json:"seed,omitempty" default:"1"`
+
+	// Limit is the virtual-time limit of a run, measured from start; every
+	// event, fault and expectation must fall before it.
+	Limit time.Duration `json:"limit" required:"true"`
+
+	// Start is the virtual wall-clock time at which the run begins (RFC 3339);
+	// maintenance windows and budget schedules are evaluated against it. It is
+	// converted to UTC. Default 2026-01-05T00:00:00Z, a Monday.
+	Start time.Time `json:"start,omitempty" default:"2026-01-05T00:00:00Z"`
+
+	// Images are the OS images the scenario refers to by short name.
+	Images []Image `json:"images" required:"true" minItems:"1"`
+
+	// Host sets the timing distributions of the simulated hosts.
+	Host Host `json:"host,omitempty"`
+
+	// NodeGroups are the nodes that exist at the start.
+	NodeGroups []NodeGroup `json:"nodeGroups,omitempty"`
+
+	// Workloads are the Deployments (with optional PDBs) that run on the nodes.
+	Workloads []Workload `json:"workloads,omitempty"`
+
+	// DaemonSets run one pod on every node they select; drains leave them.
+	DaemonSets []DaemonSet `json:"daemonSets,omitempty"`
+
+	// Bootroll holds the bootroll objects applied at the start.
+	Bootroll Bootroll `json:"bootroll,omitempty"`
+
+	// Karpenter, when present, runs the fake Karpenter with these NodePools.
+	Karpenter *Karpenter `json:"karpenter,omitempty"`
+
+	// PinnedImageSets are the PinnedImageSet objects applied at the start.
+	PinnedImageSets []PinnedImageSet `json:"pinnedImageSets,omitempty"`
+
+	// Events are changes made at fixed virtual times; events at the same time
+	// happen in file order.
+	Events []Event `json:"events,omitempty"`
+
+	// Faults are failures injected at a fixed time or at a time drawn from
+	// the seeded PRNG inside a window.
+	Faults []Fault `json:"faults,omitempty"`
+
+	// Expect says what must hold at and after the end of the run.
+	Expect Expect `json:"expect,omitempty"`
+
+	// NegativeControls are variants of this scenario, made with --set
+	// overrides, that must each be caught by the named invariant. A control
+	// runs as the scenario with its set applied after the command line's; at
+	// load time every control's overrides must give a valid scenario.
+	NegativeControls []NegativeControl `json:"negativeControls,omitempty"`
+
+	// File is the file the scenario was read from; it is not part of the
+	// format.
+	File string `json:"-"`
+}
+
+// Image is an OS image that pools and node groups refer to by Name.
+type Image struct {
+	// Name is the short name that pools, node groups, events and
+	// expectations use for the image.
+	Name string `json:"name" required:"true" pattern:"shortName"`
+
+	// Ref is the reference a pool's spec.image carries: a digest reference
+	// (registry/repo@sha256:<64 hex>) or a tag reference that the simulated
+	// registry resolves to digest.
+	Ref string `json:"ref" required:"true" pattern:"imageRef"`
+
+	// Digest is what ref resolves to, "sha256:<64 hex>". For a digest
+	// reference it must equal the reference's digest and defaults to it; for a
+	// tag reference the default is the SHA-256 of Ref.
+	Digest string `json:"digest,omitempty" pattern:"digest"`
+
+	// Size is the compressed image size; with host.pullBandwidth it sets how
+	// long staging takes, and it counts against the node's image filesystem.
+	Size resource.Quantity `json:"size" required:"true"`
+
+	// FailsToBoot makes every boot into this image fail in the way
+	// bootFailure says.
+	FailsToBoot bool `json:"failsToBoot,omitempty"`
+
+	// BootFailure is how a boot into the image fails when failsToBoot is set:
+	// FallBack (the bootloader returns to the previous deployment, so the node
+	// comes back Ready on the old digest) or NeverReady (the node stays
+	// NotReady until something else reboots it). Default FallBack.
+	BootFailure BootFailure `json:"bootFailure,omitempty" default:"FallBack"`
+}
+
+// BootFailure is how a failing boot shows itself: FallBack or NeverReady.
+type BootFailure string
+
+func (BootFailure) enumValues() []string { return []string{"FallBack", "NeverReady"} }
+
+// Host is the timing model of the simulated hosts.
+type Host struct {
+	// PullBandwidth is each node's download rate from the registry, in bytes
+	// per second. Default 100Mi.
+	PullBandwidth resource.Quantity `json:"pullBandwidth,omitempty" default:"100Mi"`
+
+	// StageOverhead is the staging time beyond the download (unpacking and
+	// writing the deployment). Default fixed 20s.
+	StageOverhead Distribution `json:"stageOverhead,omitempty" default:"20s"`
+
+	// Reboot is the time from the reboot request until the node is Ready
+	// again. Default uniform 60s to 180s.
+	Reboot Distribution `json:"reboot,omitempty" default:"{dist: uniform, min: 60s, max: 180s}"`
+
+	// DaemonStartup is the time the node daemon takes to run after a boot or a
+	// daemon crash. Default fixed 5s.
+	DaemonStartup Distribution `json:"daemonStartup,omitempty" default:"5s"`
+}
+
+// Distribution is a random duration drawn from the run's seeded PRNG. A bare
+// duration ("90s") is shorthand for {dist: fixed, value: 90s}.
+type Distribution struct {
+	// Dist is the family: fixed (value), uniform (min, max), normal (mean,
+	// stddev) or lognormal (median, sigma). Normal and lognormal samples are
+	// clamped to [min, max] when min or max is given.
+	Dist DistKind `json:"dist" required:"true"`
+
+	// Value is the duration of a fixed distribution.
+	Value time.Duration `json:"value,omitempty"`
+
+	// Min is the lower bound of a uniform distribution, or the lower clamp of
+	// a normal or lognormal one.
+	Min time.Duration `json:"min,omitempty"`
+
+	// Max is the upper bound of a uniform distribution, or the upper clamp of
+	// a normal or lognormal one (no clamp when absent).
+	Max time.Duration `json:"max,omitempty"`
+
+	// Mean is the mean of a normal distribution.
+	Mean time.Duration `json:"mean,omitempty"`
+
+	// Stddev is the standard deviation of a normal distribution.
+	Stddev time.Duration `json:"stddev,omitempty"`
+
+	// Median is the median of a lognormal distribution, e^mu.
+	Median time.Duration `json:"median,omitempty"`
+
+	// Sigma is the standard deviation of the logarithm of a lognormal
+	// distribution (dimensionless).
+	Sigma float64 `json:"sigma,omitempty" minimum:"0"`
+}
+
+// DistKind names a distribution family.
+type DistKind string
+
+// The distribution families.
+const (
+	DistFixed     DistKind = "fixed"
+	DistUniform   DistKind = "uniform"
+	DistNormal    DistKind = "normal"
+	DistLognormal DistKind = "lognormal"
+)
+
+func (DistKind) enumValues() []string {
+	return []string{string(DistFixed), string(DistUniform), string(DistNormal), string(DistLognormal)}
+}
+
+// NodeGroup is a set of like nodes that exist at the start.
+type NodeGroup struct {
+	// Name names the group; its nodes are <name>-<i> with i counted from 0,
+	// and nodes added later continue the numbering.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Count is how many nodes the group has at the start.
+	Count int `json:"count" required:"true" minimum:"0" maximum:"10000"`
+
+	// Labels are the labels of every node in the group.
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Taints are the taints every node of the group starts with.
+	Taints []Taint `json:"taints,omitempty"`
+
+	// Capacity is each node's allocatable resources; cpu and memory are
+	// required, pods defaults to 110.
+	Capacity map[string]resource.Quantity `json:"capacity" required:"true"`
+
+	// BootImage is the short name of the image the nodes boot at the start.
+	BootImage string `json:"bootImage" required:"true"`
+
+	// Cordoned is how many of the group's nodes (the lowest-numbered) start
+	// cordoned by the admin; bootroll must leave them cordoned.
+	Cordoned int `json:"cordoned,omitempty" minimum:"0"`
+
+	// ImageFsCapacity is the size of each node's image filesystem. Default
+	// 100Gi.
+	ImageFsCapacity resource.Quantity `json:"imageFsCapacity,omitempty" default:"100Gi"`
+
+	// ImageFsUsed is how much of the image filesystem is in use at the start.
+	// Default 0.
+	ImageFsUsed resource.Quantity `json:"imageFsUsed,omitempty" default:"0"`
+
+	// Karpenter, when present, makes the group's nodes Karpenter-managed:
+	// each has a NodeClaim of the named NodePool.
+	Karpenter *NodeGroupKarpenter `json:"karpenter,omitempty"`
+}
+
+// NodeGroupKarpenter ties a node group to a fake Karpenter NodePool.
+type NodeGroupKarpenter struct {
+	// NodePool is the name of an entry in karpenter.nodePools.
+	NodePool string `json:"nodePool" required:"true"`
+}
+
+// Taint is a node taint.
+type Taint struct {
+	// Key is the taint key.
+	Key string `json:"key" required:"true"`
+
+	// Value is the taint value.
+	Value string `json:"value,omitempty"`
+
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute.
+	Effect TaintEffect `json:"effect" required:"true"`
+}
+
+// TaintEffect is a taint's effect.
+type TaintEffect string
+
+func (TaintEffect) enumValues() []string { return []string{"NoSchedule", "PreferNoSchedule", "NoExecute"} }
+
+// Workload is a Deployment with an optional PodDisruptionBudget.
+type Workload struct {
+	// Name names the Deployment, its pods and its PDB.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Replicas is the number of pods at the start.
+	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"100000"`
+
+	// Requests are each pod's resource requests.
+	Requests map[string]resource.Quantity `json:"requests,omitempty"`
+
+	// NodeSelector restricts the pods to nodes with these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// PDB, when present, is the workload's PodDisruptionBudget.
+	PDB *PDB `json:"pdb,omitempty"`
+}
+
+// PDB is a PodDisruptionBudget over a workload's pods; exactly one of
+// maxUnavailable and minAvailable is given.
+type PDB struct {
+	// MaxUnavailable is how many pods may be unavailable: an integer or a
+	// percentage.
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty" oneOf:"budget"`
+
+	// MinAvailable is how many pods must stay available: an integer or a
+	// percentage.
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty" oneOf:"budget"`
+}
+
+// DaemonSet runs one pod on each node it selects.
+type DaemonSet struct {
+	// Name names the DaemonSet.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Requests are each pod's resource requests.
+	Requests map[string]resource.Quantity `json:"requests,omitempty"`
+
+	// NodeSelector restricts the DaemonSet to nodes with these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+}
+
+// Bootroll holds the bootroll objects of a scenario and the deliberately
+// broken controller settings of negative controls.
+type Bootroll struct {
+	// Pools are the BootcNodePool objects.
+	Pools []Pool `json:"pools,omitempty"`
+
+	// TestOnly breaks the controller on purpose, for negative controls; every
+	// setting must be caught by the invariant its description names.
+	TestOnly TestOnly `json:"testOnly,omitempty"`
+}
+
+// Pool is a BootcNodePool. Options left out are left out of the object too,
+// so the controller's own defaults apply (see api/v1alpha1).
+type Pool struct {
+	// Name names the BootcNodePool.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// NodeSelector selects the pool's nodes by label; it must not be empty.
+	NodeSelector map[string]string `json:"nodeSelector" required:"true"`
+
+	// Image is the short name of the image the pool rolls out; spec.image is
+	// set to that image's ref.
+	Image string `json:"image" required:"true"`
+
+	// MaxUnavailable is the number of reboot slots: an integer or a
+	// percentage of the pool's nodes (controller default 1).
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxStaging is how many nodes may stage at once (controller default 0,
+	// no limit).
+	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+
+	// Paused stops new staging and new reboot slots.
+	Paused bool `json:"paused,omitempty"`
+
+	// DrainTimeout bounds a drain (controller default 10m).
+	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+
+	// HealthTimeout bounds the time from the reboot request until the node
+	// is healthy on the desired digest (controller default 15m).
+	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+
+	// Windows are daily maintenance windows in UTC; when any is given,
+	// reboot slots are only handed out inside one.
+	Windows []MaintenanceWindow `json:"windows,omitempty"`
+
+	// FailurePolicy says what to do with nodes that fail their update.
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// Karpenter configures protection of Karpenter-managed nodes.
+	Karpenter PoolKarpenter `json:"karpenter,omitempty"`
+}
+
+// MaintenanceWindow is a recurring daily window in UTC.
+type MaintenanceWindow struct {
+	// Days are the weekdays the window opens on; empty means every day.
+	Days []Weekday `json:"days,omitempty"`
+
+	// Start is the UTC time of day the window opens, "HH:MM".
+	Start string `json:"start" required:"true" pattern:"timeOfDay"`
+
+	// Duration is how long the window stays open, more than 0 and at most
+	// 24h.
+	Duration time.Duration `json:"duration" required:"true"`
+}
+
+// Weekday is a day of the week, three letters.
+type Weekday string
+
+func (Weekday) enumValues() []string { return []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"} }
+
+// FailurePolicy says what to do with failed nodes.
+type FailurePolicy struct {
+	// Action is Halt or Rollback (controller default Halt).
+	Action FailureAction `json:"action,omitempty"`
+
+	// MaxFailures failed nodes halt the pool (controller default 1).
+	MaxFailures *int32 `json:"maxFailures,omitempty" minimum:"1"`
+}
+
+// FailureAction is what happens when nodes fail: Halt or Rollback.
+type FailureAction string
+
+func (FailureAction) enumValues() []string { return []string{"Halt", "Rollback"} }
+
+// PoolKarpenter configures a pool's protection of Karpenter-managed nodes.
+type PoolKarpenter struct {
+	// Protect sets do-not-disrupt and do-not-repair on nodes in a reboot slot
+	// (controller default true).
+	Protect *bool `json:"protect,omitempty"`
+
+	// PostUpdateProtection keeps the protection this long after the update
+	// (controller default off).
+	PostUpdateProtection *time.Duration `json:"postUpdateProtection,omitempty"`
+}
+
+// TestOnly holds deliberately broken controller settings. They exist only
+// so negative controls can show that each invariant catches the bug it is
+// meant to catch; the production controller has no such knobs.
+type TestOnly struct {
+	// IgnoreSlotLimit hands out reboot slots without counting them against
+	// maxUnavailable; caught by max-unavailable.
+	IgnoreSlotLimit bool `json:"ignoreSlotLimit,omitempty"`
+
+	// DeleteInsteadOfEvict drains by deleting pods instead of going through
+	// the Eviction API, so PDBs are not honoured; caught by pdb-respected.
+	DeleteInsteadOfEvict bool `json:"deleteInsteadOfEvict,omitempty"`
+
+	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair;
+	// caught by no-reap-while-updating.
+	SkipKarpenterProtection bool `json:"skipKarpenterProtection,omitempty"`
+
+	// SkipUncordon leaves updated nodes cordoned; caught by no-leaked-cordon.
+	SkipUncordon bool `json:"skipUncordon,omitempty"`
+
+	// KeepAnnotations leaves bootroll's annotations on updated nodes; caught
+	// by no-leaked-annotation.
+	KeepAnnotations bool `json:"keepAnnotations,omitempty"`
+
+	// ForgetSlotsOnRestart makes a restarted controller ignore the recorded
+	// slot ownership; caught by no-double-reboot.
+	ForgetSlotsOnRestart bool `json:"forgetSlotsOnRestart,omitempty"`
+
+	// NoHealthTimeout never fails a node that does not come back healthy, so
+	// a bad image stalls the rollout; caught by converges.
+	NoHealthTimeout bool `json:"noHealthTimeout,omitempty"`
+}
+
+// Karpenter configures the fake Karpenter.
+type Karpenter struct {
+	// Version is the behaviour profile of Karpenter's disruption and repair:
+	// v1.14 (no do-not-repair) or v1.15. Default v1.15.
+	Version KarpenterVersion `json:"version,omitempty" default:"v1.15"`
+
+	// NodeRepair turns on the NodeRepair feature gate (off by default, as in
+	// Karpenter).
+	NodeRepair bool `json:"nodeRepair,omitempty"`
+
+	// RepairToleration is how long a node may be NotReady before repair
+	// acts on it. Default 10m, the KWOK provider's policy.
+	RepairToleration time.Duration `json:"repairToleration,omitempty" default:"10m"`
+
+	// InstallCRDsAt is when Karpenter's CRDs are installed; absent means they
+	// are installed at the start.
+	InstallCRDsAt *time.Duration `json:"installCRDsAt,omitempty"`
+
+	// NodeClasses are the node classes NodePools launch nodes from.
+	NodeClasses []NodeClass `json:"nodeClasses,omitempty"`
+
+	// NodePools are the Karpenter NodePools.
+	NodePools []KarpenterNodePool `json:"nodePools,omitempty"`
+}
+
+// KarpenterVersion is a Karpenter behaviour profile: v1.14 or v1.15.
+type KarpenterVersion string
+
+func (KarpenterVersion) enumValues() []string { return []string{"v1.14", "v1.15"} }
+
+// NodeClass is a Karpenter node class; its boot image is what new nodes
+// boot, which can differ from a pool's image (boot-image skew).
+type NodeClass struct {
+	// Name names the node class.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// BootImage is the short name of the image nodes launched from this class
+	// boot first.
+	BootImage string `json:"bootImage" required:"true"`
+}
+
+// KarpenterNodePool is a Karpenter NodePool; defaults are Karpenter's own.
+type KarpenterNodePool struct {
+	// Name names the NodePool.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// NodeClass names the node class new nodes launch from; it may be left
+	// out when there is exactly one.
+	NodeClass string `json:"nodeClass,omitempty"`
+
+	// Labels are put on the nodes this NodePool launches.
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Capacity is the allocatable resources of the nodes this NodePool
+	// launches.
+	Capacity map[string]resource.Quantity `json:"capacity,omitempty"`
+
+	// StartupTaints are put on new nodes and must be removed by another agent
+	// before Karpenter considers the node initialized.
+	StartupTaints []Taint `json:"startupTaints,omitempty"`
+
+	// ConsolidationPolicy is WhenEmpty or WhenEmptyOrUnderutilized. Default
+	// WhenEmptyOrUnderutilized.
+	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty" default:"WhenEmptyOrUnderutilized"`
+
+	// ConsolidateAfter is how long a node must see no pod events before it
+	// can be consolidated, or Never. Default 0s.
+	ConsolidateAfter NeverDuration `json:"consolidateAfter,omitempty" default:"0s"`
+
+	// ExpireAfter is the age at which a node is deleted, or Never. Default
+	// 720h.
+	ExpireAfter NeverDuration `json:"expireAfter,omitempty" default:"720h"`
+
+	// Budgets are the disruption budgets; the most restrictive active one
+	// wins. Default one budget of 10% of the nodes.
+	Budgets []Budget `json:"budgets,omitempty" default:"[{nodes: 10%}]"`
+}
+
+// ConsolidationPolicy is WhenEmpty or WhenEmptyOrUnderutilized.
+type ConsolidationPolicy string
+
+func (ConsolidationPolicy) enumValues() []string {
+	return []string{"WhenEmpty", "WhenEmptyOrUnderutilized"}
+}
+
+// Budget is a Karpenter disruption budget.
+type Budget struct {
+	// Nodes is how many nodes may be disrupted at once: an integer or a
+	// percentage (rounded up).
+	Nodes intstr.IntOrString `json:"nodes" required:"true"`
+
+	// Schedule is a cron schedule (UTC) at which the budget becomes active;
+	// absent means always active. Requires duration.
+	Schedule string `json:"schedule,omitempty"`
+
+	// Duration is how long the budget stays active each time its schedule
+	// fires.
+	Duration *time.Duration `json:"duration,omitempty"`
+
+	// Reasons limits the budget to these disruption reasons; empty means all.
+	Reasons []DisruptionReason `json:"reasons,omitempty"`
+}
+
+// DisruptionReason is a Karpenter disruption reason: Underutilized, Empty,
+// Drifted, or (v1.15) Unhealthy.
+type DisruptionReason string
+
+func (DisruptionReason) enumValues() []string {
+	return []string{"Underutilized", "Empty", "Drifted", "Unhealthy"}
+}
+
+// NeverDuration is a duration or the word Never, as Karpenter's
+// consolidateAfter and expireAfter are.
+type NeverDuration struct {
+	// Duration is the duration when Never is false.
+	Duration time.Duration
+
+	// Never is true for the value "Never".
+	Never bool
+}
+
+// PinnedImageSet is a PinnedImageSet object: container images every selected
+// node must prefetch and keep.
+type PinnedImageSet struct {
+	// Name names the PinnedImageSet.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Pool selects the nodes of this bootroll pool.
+	Pool string `json:"pool,omitempty" oneOf:"selector"`
+
+	// NodeSelector selects nodes by label.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty" oneOf:"selector"`
+
+	// Images are the container images to pin.
+	Images []PinnedImage `json:"images" required:"true" minItems:"1"`
+}
+
+// PinnedImage is a container image to prefetch.
+type PinnedImage struct {
+	// Ref is a digest reference, registry/repo@sha256:<64 hex>.
+	Ref string `json:"ref" required:"true" pattern:"digestRef"`
+
+	// Size is the compressed image size.
+	Size resource.Quantity `json:"size" required:"true"`
+}
+
+// Event is a change made at a fixed virtual time; exactly one action is
+// given.
+type Event struct {
+	// At is the virtual time of the event, from the start of the run.
+	At time.Duration `json:"at" required:"true"`
+
+	// SetPoolImage changes a pool's image.
+	SetPoolImage *SetPoolImage `json:"setPoolImage,omitempty" oneOf:"action"`
+
+	// Pause pauses or resumes a pool.
+	Pause *Pause `json:"pause,omitempty" oneOf:"action"`
+
+	// ScaleWorkload changes a workload's replica count.
+	ScaleWorkload *ScaleWorkload `json:"scaleWorkload,omitempty" oneOf:"action"`
+
+	// AddNodes adds nodes to a node group.
+	AddNodes *AddNodes `json:"addNodes,omitempty" oneOf:"action"`
+
+	// RemoveNodes deletes nodes of a node group.
+	RemoveNodes *RemoveNodes `json:"removeNodes,omitempty" oneOf:"action"`
+}
+
+// SetPoolImage changes a pool's spec.image.
+type SetPoolImage struct {
+	// Pool is the pool's name.
+	Pool string `json:"pool" required:"true"`
+
+	// Image is the short name of the new image.
+	Image string `json:"image" required:"true"`
+}
+
+// Pause sets a pool's spec.paused.
+type Pause struct {
+	// Pool is the pool's name.
+	Pool string `json:"pool" required:"true"`
+
+	// Paused is the new value; false resumes the pool. Default true.
+	Paused bool `json:"paused,omitempty" default:"true"`
+}
+
+// ScaleWorkload sets a workload's replica count.
+type ScaleWorkload struct {
+	// Workload is the workload's name.
+	Workload string `json:"workload" required:"true"`
+
+	// Replicas is the new replica count.
+	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"100000"`
+}
+
+// AddNodes adds nodes to a group; they boot the group's boot image.
+type AddNodes struct {
+	// Group is the node group's name.
+	Group string `json:"group" required:"true"`
+
+	// Count is how many nodes to add.
+	Count int `json:"count" required:"true" minimum:"1" maximum:"10000"`
+}
+
+// RemoveNodes deletes nodes of a group, the highest-numbered first, as a
+// scale-down would.
+type RemoveNodes struct {
+	// Group is the node group's name.
+	Group string `json:"group" required:"true"`
+
+	// Count is how many nodes to delete.
+	Count int `json:"count" required:"true" minimum:"1" maximum:"10000"`
+}
+
+// Fault is a failure injected at a time; exactly one of at and window and
+// exactly one fault kind is given.
+type Fault struct {
+	// At is the virtual time of the fault.
+	At *time.Duration `json:"at,omitempty" oneOf:"time"`
+
+	// Window makes the fault time a uniform draw from the seeded PRNG.
+	Window *TimeRange `json:"window,omitempty" oneOf:"time"`
+
+	// ControllerRestart stops the controller and starts a new one with empty
+	// caches and queues.
+	ControllerRestart *ControllerRestart `json:"controllerRestart,omitempty" oneOf:"kind"`
+
+	// DaemonCrash kills node daemons; they start again after downFor.
+	DaemonCrash *DaemonCrash `json:"daemonCrash,omitempty" oneOf:"kind"`
+
+	// NodeCrash takes nodes down hard (NotReady, pods lost); they boot again
+	// after downFor on their current boot image.
+	NodeCrash *NodeCrash `json:"nodeCrash,omitempty" oneOf:"kind"`
+}
+
+// TimeRange is a span of virtual time [from, to).
+type TimeRange struct {
+	// From is the start of the span.
+	From time.Duration `json:"from" required:"true"`
+
+	// To is the end of the span; it must be after from.
+	To time.Duration `json:"to" required:"true"`
+}
+
+// ControllerRestart restarts the bootroll controller.
+type ControllerRestart struct {
+	// DownFor is how long no controller runs. Default 0s.
+	DownFor time.Duration `json:"downFor,omitempty" default:"0s"`
+}
+
+// Target picks the nodes a fault hits: one named node, or count nodes of a
+// group drawn from the seeded PRNG.
+type Target struct {
+	// Node is a node name, <group>-<i>.
+	Node string `json:"node,omitempty" oneOf:"target"`
+
+	// Group picks the nodes from this node group.
+	Group string `json:"group,omitempty" oneOf:"target"`
+
+	// Count is how many nodes of the group to hit; only with group. Default
+	// 1.
+	Count int `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1"`
+}
+
+// DaemonCrash kills the node daemon of the targeted nodes.
+type DaemonCrash struct {
+	Target `json:",inline"`
+
+	// DownFor is how long the daemon stays down before its pod restarts it.
+	// Default 10s.
+	DownFor time.Duration `json:"downFor,omitempty" default:"10s"`
+}
+
+// NodeCrash takes the targeted nodes down.
+type NodeCrash struct {
+	Target `json:",inline"`
+
+	// DownFor is how long a node stays down before it boots again. Default
+	// 5m.
+	DownFor time.Duration `json:"downFor,omitempty" default:"5m"`
+}
+
+// Expect is what a run must show.
+type Expect struct {
+	// Invariants are checked after every event. Default all of them.
+	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges]"`
+
+	// CompletesWithin is the virtual time, from the start, by which every
+	// pool must be up to date or halted.
+	CompletesWithin *time.Duration `json:"completesWithin,omitempty"`
+
+	// FinalImages maps a pool name to the short name of the image all its
+	// nodes must boot at the end.
+	FinalImages map[string]string `json:"finalImages,omitempty"`
+
+	// FailedNodes maps a pool name to how many of its nodes must be Failed at
+	// the end: an exact count or {min, max}.
+	FailedNodes map[string]CountRange `json:"failedNodes,omitempty"`
+
+	// Halted maps a pool name to whether it must end halted.
+	Halted map[string]bool `json:"halted,omitempty"`
+}
+
+// CountRange is an inclusive range of counts; a bare integer n is shorthand
+// for {min: n, max: n}.
+type CountRange struct {
+	// Min is the smallest count allowed.
+	Min int `json:"min,omitempty" minimum:"0"`
+
+	// Max is the largest count allowed; absent means no upper bound.
+	Max *int `json:"max,omitempty" minimum:"0"`
+}
+
+// Invariant names a property checked after every event:
+// max-unavailable (at most maxUnavailable nodes of a pool are unavailable
+// because of bootroll), pdb-respected (bootroll violates no PDB),
+// no-reap-while-updating (Karpenter deletes no node that holds a slot),
+// no-leaked-cordon (no node is left cordoned by bootroll after its update),
+// no-leaked-annotation (no annotation bootroll added is left behind),
+// no-double-reboot (no node is rebooted twice for one target),
+// no-churn (bootroll's updates make Karpenter delete or replace no node,
+// and cordons do not flap), and converges (every pool ends up to date or
+// halted with a reason).
+type Invariant string
+
+// The invariants.
+const (
+	InvMaxUnavailable      Invariant = "max-unavailable"
+	InvPDBRespected        Invariant = "pdb-respected"
+	InvNoReapWhileUpdating Invariant = "no-reap-while-updating"
+	InvNoLeakedCordon      Invariant = "no-leaked-cordon"
+	InvNoLeakedAnnotation  Invariant = "no-leaked-annotation"
+	InvNoDoubleReboot      Invariant = "no-double-reboot"
+	InvNoChurn             Invariant = "no-churn"
+	InvConverges           Invariant = "converges"
+)
+
+// AllInvariants lists every invariant, in the order they are reported.
+var AllInvariants = []Invariant{
+	InvMaxUnavailable, InvPDBRespected, InvNoReapWhileUpdating, InvNoLeakedCordon,
+	InvNoLeakedAnnotation, InvNoDoubleReboot, InvNoChurn, InvConverges,
+}
+
+func (Invariant) enumValues() []string {
+	out := make([]string, len(AllInvariants))
+	for i, v := range AllInvariants {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// NegativeControl is a variant of the scenario that must fail: the named
+// invariant must catch it.
+type NegativeControl struct {
+	// Name names the control.
+	Name string `json:"name" required:"true" pattern:"dnsLabel"`
+
+	// Description says what the control breaks.
+	Description string `json:"description,omitempty"`
+
+	// Set are --set overrides, "path=value", applied to the scenario.
+	Set []string `json:"set" required:"true" minItems:"1"`
+
+	// CaughtBy is the invariant that must report the variant.
+	CaughtBy Invariant `json:"caughtBy" required:"true"`
+}

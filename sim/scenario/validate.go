@@ -1,0 +1,602 @@
+package scenario
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// validator checks what the types and tags cannot: references between
+// sections, uniqueness, and values that depend on other values.
+type validator struct {
+	*positions
+	s *Scenario
+
+	images, pools, groups, workloads, nodeClasses, nodePools nameSet
+	// added counts the nodes events may add to each group, for node names.
+	added map[string]int
+	// decodeErrs are the errors found while decoding.
+	decodeErrs Errors
+}
+
+// nameSet is the names of a list's items.
+type nameSet struct {
+	names map[string]bool
+	// broken is set when an item failed to decode, so the names may be
+	// incomplete and references into the list are not checked.
+	broken bool
+}
+
+// validate reports every semantic error of a decoded scenario. It also runs
+// after decoding errors, to report as much as it can at once, but then it
+// drops what it finds at, above, below or beside a field that failed to
+// decode (which may hold a zero or out-of-range value), and it does not
+// check references into lists with an item that failed to decode.
+func validate(s *Scenario, pos *positions) {
+	decodeErrs := slices.Clone(pos.errs)
+	vpos := newPositions(pos.file, pos.origins)
+	vpos.lines, vpos.sets = pos.lines, pos.sets
+	v := &validator{positions: vpos, s: s, added: map[string]int{}, decodeErrs: decodeErrs}
+	v.check()
+	for _, e := range vpos.errs {
+		if !relatedToAny(e.Field, decodeErrs) {
+			pos.errs = append(pos.errs, e)
+		}
+	}
+}
+
+// relatedToAny reports whether path is, contains or is inside the field of
+// one of errs, or (below the top level) is a sibling of it, as checks
+// compare siblings.
+func relatedToAny(path string, errs Errors) bool {
+	for _, e := range errs {
+		if e.Field == "" || within(path, e.Field) || within(e.Field, path) {
+			return true
+		}
+		if parent := parentPath(e.Field); parent != "" && within(path, parent) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is inner or a field inside it.
+func within(path, inner string) bool {
+	return path == inner || strings.HasPrefix(path, inner+".") || strings.HasPrefix(path, inner+"[")
+}
+
+func (v *validator) check() {
+	s := v.s
+	if s.Limit <= 0 {
+		v.errorf("limit", "invalid value %s: must be more than 0s", s.Limit)
+	}
+	v.images = v.names("images", len(s.Images), func(i int) string { return s.Images[i].Name })
+	v.groups = v.names("nodeGroups", len(s.NodeGroups), func(i int) string { return s.NodeGroups[i].Name })
+	v.workloads = v.names("workloads", len(s.Workloads), func(i int) string { return s.Workloads[i].Name })
+	v.names("daemonSets", len(s.DaemonSets), func(i int) string { return s.DaemonSets[i].Name })
+	v.pools = v.names("bootroll.pools", len(s.Bootroll.Pools), func(i int) string { return s.Bootroll.Pools[i].Name })
+	v.names("pinnedImageSets", len(s.PinnedImageSets), func(i int) string { return s.PinnedImageSets[i].Name })
+	v.names("negativeControls", len(s.NegativeControls), func(i int) string { return s.NegativeControls[i].Name })
+	if k := s.Karpenter; k != nil {
+		v.nodeClasses = v.names("karpenter.nodeClasses", len(k.NodeClasses), func(i int) string { return k.NodeClasses[i].Name })
+		v.nodePools = v.names("karpenter.nodePools", len(k.NodePools), func(i int) string { return k.NodePools[i].Name })
+	}
+	for _, e := range s.Events {
+		if e.AddNodes != nil {
+			v.added[e.AddNodes.Group] += e.AddNodes.Count
+		}
+	}
+
+	for i, im := range s.Images {
+		v.image(joinIndex("images", i), im)
+	}
+	v.distribution("host.stageOverhead", s.Host.StageOverhead)
+	v.distribution("host.reboot", s.Host.Reboot)
+	v.distribution("host.daemonStartup", s.Host.DaemonStartup)
+	if s.Host.PullBandwidth.Sign() <= 0 {
+		v.errorf("host.pullBandwidth", "invalid value %s: must be more than 0", s.Host.PullBandwidth.String())
+	}
+	for i, g := range s.NodeGroups {
+		v.nodeGroup(joinIndex("nodeGroups", i), g)
+	}
+	for i, w := range s.Workloads {
+		p := joinIndex("workloads", i)
+		v.resources(joinKey(p, "requests"), w.Requests)
+		v.labels(joinKey(p, "nodeSelector"), w.NodeSelector)
+	}
+	for i, ds := range s.DaemonSets {
+		p := joinIndex("daemonSets", i)
+		v.resources(joinKey(p, "requests"), ds.Requests)
+		v.labels(joinKey(p, "nodeSelector"), ds.NodeSelector)
+	}
+	for i, pl := range s.Bootroll.Pools {
+		v.pool(joinIndex("bootroll.pools", i), pl)
+	}
+	if s.Karpenter != nil {
+		v.karpenter("karpenter", s.Karpenter)
+	}
+	for i, ps := range s.PinnedImageSets {
+		v.pinnedImageSet(joinIndex("pinnedImageSets", i), ps)
+	}
+	for i, e := range s.Events {
+		v.event(joinIndex("events", i), e)
+	}
+	for i, f := range s.Faults {
+		v.fault(joinIndex("faults", i), f)
+	}
+	v.expect("expect", s.Expect)
+}
+
+// names checks that the names of a list's items are unique and returns
+// the set of them.
+func (v *validator) names(list string, n int, name func(int) string) nameSet {
+	set := map[string]bool{}
+	first := map[string]string{}
+	broken := false
+	for _, e := range v.decodeErrs {
+		broken = broken || within(e.Field, list)
+	}
+	for i := range n {
+		p := joinKey(joinIndex(list, i), "name")
+		nm := name(i)
+		if f, dup := first[nm]; dup {
+			v.errorf(p, "duplicate name %q (also at line %d)", nm, v.lineOf(f))
+			continue
+		}
+		first[nm] = p
+		set[nm] = true
+	}
+	return nameSet{names: set, broken: broken}
+}
+
+// ref checks that name is one of a known set; what says what kind of name.
+func (v *validator) ref(path, what, name string, known nameSet) bool {
+	if known.names[name] {
+		return true
+	}
+	if known.broken {
+		return false
+	}
+	names := make([]string, 0, len(known.names))
+	for k := range known.names {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	list := "none are defined"
+	if len(names) > 0 {
+		list = "known: " + strings.Join(names, ", ")
+	}
+	v.errorf(path, "unknown %s %q (%s)%s", what, name, list, suggest(name, names))
+	return false
+}
+
+// before checks that a virtual time falls before the limit.
+func (v *validator) before(path string, d time.Duration) {
+	if d >= v.s.Limit && v.s.Limit > 0 {
+		v.errorf(path, "%s is not before limit %s", d, v.s.Limit)
+	}
+}
+
+func (v *validator) positive(path string, d time.Duration) {
+	if d <= 0 {
+		v.errorf(path, "invalid value %s: must be more than 0s", d)
+	}
+}
+
+func (v *validator) image(p string, im Image) {
+	if _, dig, ok := strings.Cut(im.Ref, "@"); ok && im.Digest != "" && im.Digest != dig {
+		v.errorf(joinKey(p, "digest"), "digest %q differs from the digest of ref %q", im.Digest, im.Ref)
+	}
+	if im.Size.Sign() <= 0 {
+		v.errorf(joinKey(p, "size"), "invalid value %s: must be more than 0", im.Size.String())
+	}
+	if v.has(joinKey(p, "bootFailure")) && !im.FailsToBoot {
+		v.errorf(joinKey(p, "bootFailure"), "bootFailure %s is given but failsToBoot is false", im.BootFailure)
+	}
+}
+
+func (v *validator) distribution(p string, d Distribution) {
+	params := map[DistKind][]string{
+		DistFixed:     {"value"},
+		DistUniform:   {"min", "max"},
+		DistNormal:    {"mean", "stddev", "min", "max"},
+		DistLognormal: {"median", "sigma", "min", "max"},
+	}
+	required := map[DistKind][]string{
+		DistFixed:     {"value"},
+		DistUniform:   {"min", "max"},
+		DistNormal:    {"mean", "stddev"},
+		DistLognormal: {"median", "sigma"},
+	}
+	if !v.has(p) || !v.has(joinKey(p, "dist")) {
+		return // defaulted, or the shorthand
+	}
+	for _, f := range fieldsOf(distributionType) {
+		fp := joinKey(p, f.name)
+		if f.name != "dist" && v.has(fp) && !slices.Contains(params[d.Dist], f.name) {
+			v.errorf(fp, "%s is not a parameter of a %s distribution (want %s)", f.name, d.Dist, strings.Join(params[d.Dist], ", "))
+		}
+	}
+	for _, name := range required[d.Dist] {
+		if !v.has(joinKey(p, name)) {
+			v.errorf(joinKey(p, name), "required for a %s distribution", d.Dist)
+		}
+	}
+	if v.has(joinKey(p, "min")) && v.has(joinKey(p, "max")) && d.Min > d.Max {
+		v.errorf(joinKey(p, "min"), "min %s is more than max %s", d.Min, d.Max)
+	}
+	switch d.Dist {
+	case DistNormal:
+		if (v.has(joinKey(p, "max")) && d.Mean > d.Max) || d.Mean < d.Min {
+			v.errorf(joinKey(p, "mean"), "mean %s is outside [min, max]", d.Mean)
+		}
+	case DistLognormal:
+		if v.has(joinKey(p, "median")) && d.Median <= 0 {
+			v.errorf(joinKey(p, "median"), "invalid value %s: must be more than 0s", d.Median)
+		}
+	}
+}
+
+func (v *validator) nodeGroup(p string, g NodeGroup) {
+	v.labels(joinKey(p, "labels"), g.Labels)
+	v.resources(joinKey(p, "capacity"), g.Capacity)
+	for _, r := range []string{"cpu", "memory"} {
+		if _, ok := g.Capacity[r]; !ok && v.has(joinKey(p, "capacity")) {
+			v.errorf(joinKey(p, "capacity"), "capacity.%s is required", r)
+		}
+	}
+	v.taints(joinKey(p, "taints"), g.Taints)
+	v.ref(joinKey(p, "bootImage"), "image", g.BootImage, v.images)
+	if g.Cordoned > g.Count {
+		v.errorf(joinKey(p, "cordoned"), "invalid value %d: more than count %d", g.Cordoned, g.Count)
+	}
+	if g.ImageFsUsed.Cmp(g.ImageFsCapacity) > 0 {
+		v.errorf(joinKey(p, "imageFsUsed"), "%s is more than imageFsCapacity %s", g.ImageFsUsed.String(), g.ImageFsCapacity.String())
+	}
+	if g.Karpenter != nil {
+		kp := joinKey(joinKey(p, "karpenter"), "nodePool")
+		if v.s.Karpenter == nil {
+			v.errorf(kp, "node pool %q needs a karpenter section", g.Karpenter.NodePool)
+		} else {
+			v.ref(kp, "Karpenter node pool", g.Karpenter.NodePool, v.nodePools)
+		}
+	}
+}
+
+func (v *validator) labels(p string, m map[string]string) {
+	for _, k := range sortedKeys(m) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			v.errorf(joinKey(p, k), "invalid label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(m[k]); len(errs) > 0 {
+			v.errorf(joinKey(p, k), "invalid label value %q: %s", m[k], strings.Join(errs, "; "))
+		}
+	}
+}
+
+func (v *validator) resources(p string, m map[string]resource.Quantity) {
+	for _, k := range sortedKeys(m) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			v.errorf(joinKey(p, k), "invalid resource name %q: %s", k, strings.Join(errs, "; "))
+		}
+	}
+}
+
+func (v *validator) taints(p string, ts []Taint) {
+	seen := map[string]bool{}
+	for i, t := range ts {
+		tp := joinIndex(p, i)
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			v.errorf(joinKey(tp, "key"), "invalid taint key %q: %s", t.Key, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+			v.errorf(joinKey(tp, "value"), "invalid taint value %q: %s", t.Value, strings.Join(errs, "; "))
+		}
+		id := t.Key + ":" + string(t.Effect)
+		if seen[id] {
+			v.errorf(tp, "duplicate taint %s", id)
+		}
+		seen[id] = true
+	}
+}
+
+func (v *validator) pool(p string, pl Pool) {
+	if len(pl.NodeSelector) == 0 {
+		v.errorf(joinKey(p, "nodeSelector"), "must not be empty")
+	}
+	v.labels(joinKey(p, "nodeSelector"), pl.NodeSelector)
+	v.ref(joinKey(p, "image"), "image", pl.Image, v.images)
+	if pl.DrainTimeout != nil {
+		v.positive(joinKey(p, "drainTimeout"), *pl.DrainTimeout)
+	}
+	if pl.HealthTimeout != nil {
+		v.positive(joinKey(p, "healthTimeout"), *pl.HealthTimeout)
+	}
+	for i, w := range pl.Windows {
+		wp := joinIndex(joinKey(p, "windows"), i)
+		if w.Duration <= 0 || w.Duration > 24*time.Hour {
+			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", w.Duration)
+		}
+		seen := map[Weekday]bool{}
+		for j, day := range w.Days {
+			if seen[day] {
+				v.errorf(joinIndex(joinKey(wp, "days"), j), "duplicate day %s", day)
+			}
+			seen[day] = true
+		}
+	}
+	if d := pl.Karpenter.PostUpdateProtection; d != nil {
+		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), *d)
+	}
+}
+
+func (v *validator) karpenter(p string, k *Karpenter) {
+	if k.InstallCRDsAt != nil {
+		v.before(joinKey(p, "installCRDsAt"), *k.InstallCRDsAt)
+	}
+	v.positive(joinKey(p, "repairToleration"), k.RepairToleration)
+	for i, nc := range k.NodeClasses {
+		v.ref(joinKey(joinIndex(joinKey(p, "nodeClasses"), i), "bootImage"), "image", nc.BootImage, v.images)
+	}
+	for i, np := range k.NodePools {
+		pp := joinIndex(joinKey(p, "nodePools"), i)
+		switch {
+		case np.NodeClass != "":
+			v.ref(joinKey(pp, "nodeClass"), "node class", np.NodeClass, v.nodeClasses)
+		case len(k.NodeClasses) != 1:
+			v.errorf(joinKey(pp, "nodeClass"), "required when there is not exactly one node class (there are %d)", len(k.NodeClasses))
+		}
+		v.labels(joinKey(pp, "labels"), np.Labels)
+		v.resources(joinKey(pp, "capacity"), np.Capacity)
+		v.taints(joinKey(pp, "startupTaints"), np.StartupTaints)
+		for j, b := range np.Budgets {
+			bp := joinIndex(joinKey(pp, "budgets"), j)
+			if (b.Schedule == "") != (b.Duration == nil) {
+				v.errorf(bp, "schedule and duration go together")
+			}
+			if b.Schedule != "" && !validCron(b.Schedule) {
+				v.errorf(joinKey(bp, "schedule"), "invalid value %q: want a cron schedule of 5 fields or @hourly, @daily, @weekly, @monthly, @yearly", b.Schedule)
+			}
+			if b.Duration != nil {
+				v.positive(joinKey(bp, "duration"), *b.Duration)
+			}
+			seen := map[DisruptionReason]bool{}
+			for r, reason := range b.Reasons {
+				rp := joinIndex(joinKey(bp, "reasons"), r)
+				if seen[reason] {
+					v.errorf(rp, "duplicate reason %s", reason)
+				}
+				seen[reason] = true
+				if reason == "Unhealthy" && k.Version == "v1.14" {
+					v.errorf(rp, "reason Unhealthy needs Karpenter v1.15 (version is %s)", k.Version)
+				}
+			}
+		}
+	}
+}
+
+var cronMacros = []string{"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
+func validCron(s string) bool {
+	if slices.Contains(cronMacros, s) {
+		return true
+	}
+	fields := strings.Fields(s)
+	if len(fields) != 5 {
+		return false
+	}
+	for _, f := range fields {
+		if strings.Trim(strings.ToLower(f), "0123456789abcdefghijklmnopqrstuvwxyz*/,-?") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) pinnedImageSet(p string, ps PinnedImageSet) {
+	if ps.Pool != "" {
+		v.ref(joinKey(p, "pool"), "pool", ps.Pool, v.pools)
+	}
+	if v.has(joinKey(p, "nodeSelector")) && len(ps.NodeSelector) == 0 {
+		v.errorf(joinKey(p, "nodeSelector"), "must not be empty")
+	}
+	v.labels(joinKey(p, "nodeSelector"), ps.NodeSelector)
+	seen := map[string]bool{}
+	for i, im := range ps.Images {
+		ip := joinIndex(joinKey(p, "images"), i)
+		if seen[im.Ref] {
+			v.errorf(joinKey(ip, "ref"), "duplicate image %q", im.Ref)
+		}
+		seen[im.Ref] = true
+		if im.Size.Sign() <= 0 {
+			v.errorf(joinKey(ip, "size"), "invalid value %s: must be more than 0", im.Size.String())
+		}
+	}
+}
+
+func (v *validator) event(p string, e Event) {
+	v.before(joinKey(p, "at"), e.At)
+	switch {
+	case e.SetPoolImage != nil:
+		ap := joinKey(p, "setPoolImage")
+		v.ref(joinKey(ap, "pool"), "pool", e.SetPoolImage.Pool, v.pools)
+		v.ref(joinKey(ap, "image"), "image", e.SetPoolImage.Image, v.images)
+	case e.Pause != nil:
+		v.ref(joinKey(joinKey(p, "pause"), "pool"), "pool", e.Pause.Pool, v.pools)
+	case e.ScaleWorkload != nil:
+		v.ref(joinKey(joinKey(p, "scaleWorkload"), "workload"), "workload", e.ScaleWorkload.Workload, v.workloads)
+	case e.AddNodes != nil:
+		v.ref(joinKey(joinKey(p, "addNodes"), "group"), "node group", e.AddNodes.Group, v.groups)
+	case e.RemoveNodes != nil:
+		v.ref(joinKey(joinKey(p, "removeNodes"), "group"), "node group", e.RemoveNodes.Group, v.groups)
+	}
+}
+
+func (v *validator) fault(p string, f Fault) {
+	if f.At != nil {
+		v.before(joinKey(p, "at"), *f.At)
+	}
+	if w := f.Window; w != nil {
+		wp := joinKey(p, "window")
+		if w.From >= w.To {
+			v.errorf(joinKey(wp, "to"), "to %s is not after from %s", w.To, w.From)
+		}
+		v.before(joinKey(wp, "from"), w.From)
+		if w.To > v.s.Limit {
+			v.errorf(joinKey(wp, "to"), "%s is beyond limit %s", w.To, v.s.Limit)
+		}
+	}
+	switch {
+	case f.DaemonCrash != nil:
+		v.target(joinKey(p, "daemonCrash"), f.DaemonCrash.Target)
+	case f.NodeCrash != nil:
+		v.target(joinKey(p, "nodeCrash"), f.NodeCrash.Target)
+	}
+}
+
+func (v *validator) target(p string, t Target) {
+	if t.Node != "" {
+		if v.has(joinKey(p, "count")) {
+			v.errorf(joinKey(p, "count"), "count goes with group, not with node")
+		}
+		if !v.nodeExists(t.Node) {
+			v.errorf(joinKey(p, "node"), "unknown node %q: node names are <group>-<i> for a group's nodes, counting nodes added by events", t.Node)
+		}
+		return
+	}
+	if v.ref(joinKey(p, "group"), "node group", t.Group, v.groups) {
+		for _, g := range v.s.NodeGroups {
+			if g.Name == t.Group && t.Count > g.Count+v.added[g.Name] {
+				v.errorf(joinKey(p, "count"), "invalid value %d: group %s has at most %d nodes", t.Count, g.Name, g.Count+v.added[g.Name])
+			}
+		}
+	}
+}
+
+// nodeExists reports whether name is <group>-<i> for some node that exists
+// at the start or may be added by an event.
+func (v *validator) nodeExists(name string) bool {
+	for _, g := range v.s.NodeGroups {
+		rest, ok := strings.CutPrefix(name, g.Name+"-")
+		if !ok {
+			continue
+		}
+		i, err := strconv.Atoi(rest)
+		if err == nil && strconv.Itoa(i) == rest && i >= 0 && i < g.Count+v.added[g.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) expect(p string, e Expect) {
+	seen := map[Invariant]bool{}
+	for i, inv := range e.Invariants {
+		if seen[inv] {
+			v.errorf(joinIndex(joinKey(p, "invariants"), i), "duplicate invariant %s", inv)
+		}
+		seen[inv] = true
+	}
+	if e.CompletesWithin != nil {
+		cp := joinKey(p, "completesWithin")
+		v.positive(cp, *e.CompletesWithin)
+		if *e.CompletesWithin > v.s.Limit {
+			v.errorf(cp, "%s is beyond limit %s", *e.CompletesWithin, v.s.Limit)
+		}
+	}
+	for _, pool := range sortedKeys(e.FinalImages) {
+		fp := joinKey(joinKey(p, "finalImages"), pool)
+		v.ref(fp, "pool", pool, v.pools)
+		v.ref(fp, "image", e.FinalImages[pool], v.images)
+	}
+	for _, pool := range sortedKeys(e.FailedNodes) {
+		fp := joinKey(joinKey(p, "failedNodes"), pool)
+		v.ref(fp, "pool", pool, v.pools)
+		if r := e.FailedNodes[pool]; r.Max != nil && r.Min > *r.Max {
+			v.errorf(fp, "min %d is more than max %d", r.Min, *r.Max)
+		}
+	}
+	for _, pool := range sortedKeys(e.Halted) {
+		v.ref(joinKey(joinKey(p, "halted"), pool), "pool", pool, v.pools)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// derive fills the defaults that depend on other values; it runs after
+// validation.
+func derive(s *Scenario) {
+	for i := range s.Images {
+		im := &s.Images[i]
+		if im.Digest != "" {
+			continue
+		}
+		if _, dig, ok := strings.Cut(im.Ref, "@"); ok {
+			im.Digest = dig
+		} else {
+			sum := sha256.Sum256([]byte(im.Ref))
+			im.Digest = "sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	for i := range s.NodeGroups {
+		if _, ok := s.NodeGroups[i].Capacity["pods"]; !ok {
+			s.NodeGroups[i].Capacity["pods"] = resource.MustParse("110")
+		}
+	}
+	if k := s.Karpenter; k != nil {
+		for i := range k.NodePools {
+			if k.NodePools[i].NodeClass == "" {
+				k.NodePools[i].NodeClass = k.NodeClasses[0].Name
+			}
+		}
+	}
+}
+
+// Image returns the image with short name name, or nil.
+func (s *Scenario) Image(name string) *Image {
+	for i := range s.Images {
+		if s.Images[i].Name == name {
+			return &s.Images[i]
+		}
+	}
+	return nil
+}
+
+// Pool returns the pool named name, or nil.
+func (s *Scenario) Pool(name string) *Pool {
+	for i := range s.Bootroll.Pools {
+		if s.Bootroll.Pools[i].Name == name {
+			return &s.Bootroll.Pools[i]
+		}
+	}
+	return nil
+}
+
+// NodeGroup returns the node group named name, or nil.
+func (s *Scenario) NodeGroup(name string) *NodeGroup {
+	for i := range s.NodeGroups {
+		if s.NodeGroups[i].Name == name {
+			return &s.NodeGroups[i]
+		}
+	}
+	return nil
+}
+
+// NodeName is the name of node i of a group.
+func NodeName(group string, i int) string {
+	return fmt.Sprintf("%s-%d", group, i)
+}
