@@ -422,6 +422,12 @@ func (h *harness) pods(node string, n int, app string) {
 		if err := k8s.Create(h.ctx, p); err != nil {
 			h.t.Fatalf("create pod: %v", err)
 		}
+		// No kubelet here: report the pod Running and Ready, as the
+		// Eviction API checks PDBs only for healthy running pods.
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if err := k8s.Status().Update(h.ctx, p); err != nil {
+			h.t.Fatalf("set pod status: %v", err)
+		}
 	}
 }
 

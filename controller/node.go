@@ -247,13 +247,10 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	if bn.Spec.DesiredState != v1alpha1.DesiredBooted {
-		b := bn.DeepCopy()
-		b.Spec.DesiredState = v1alpha1.DesiredBooted
-		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
 		}
-		*bn = *b
-		s.orig = b.DeepCopy()
+		bn, ro = s.bn, &s.bn.Status.Rollout
 		r.event(bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", bn.Spec.DesiredImage)
 	}
 	want := DigestOf(bn.Spec.DesiredImage)
@@ -297,13 +294,13 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 // and the new image booted, the daemon is asked to return to the rollback
 // deployment and the node keeps its slot until that has booted.
 func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
-	bn, ro := s.bn, &s.bn.Status.Rollout
+	bn := s.bn
 	if r.metrics != nil {
 		r.metrics.Failures.WithLabelValues(bn.Spec.Pool, reason).Inc()
-		r.metrics.RebootSeconds.WithLabelValues(bn.Spec.Pool, "failed").Observe(s.now.Sub(ro.RebootRequestedAt.Time).Seconds())
+		r.metrics.RebootSeconds.WithLabelValues(bn.Spec.Pool, "failed").Observe(s.now.Sub(bn.Status.Rollout.RebootRequestedAt.Time).Seconds())
 	}
 	r.event(bn, corev1.EventTypeWarning, reason, "%s", msg)
-	ro.FailedImage = bn.Spec.DesiredImage
+	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
 		digestOfHost(bn.Status.Booted) == DigestOf(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
 		prev := bn.Status.RollbackImage
@@ -311,34 +308,40 @@ func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg stri
 		if DigestOf(ref) == "" {
 			ref = refWithDigest(prev.Image, prev.Digest)
 		}
-		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+ref
-		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
-		if err := r.patchStatus(ctx, s); err != nil {
-			return err
-		}
-		b := bn.DeepCopy()
-		b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
-		ro2 := &b.Status.Rollout
-		ro2.TargetImage = ref
-		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) {
+			b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
+		}); err != nil {
 			return fmt.Errorf("ask BootcNode %s to roll back: %w", bn.Name, err)
 		}
-		*bn = *b
-		s.orig = b.DeepCopy()
-		bn.Status.Rollout.TargetImage = ref
+		ro := &s.bn.Status.Rollout
+		ro.FailedImage, ro.TargetImage = failedImage, ref
+		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+ref
+		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 		return r.patchStatus(ctx, s)
 	}
 	// Stop asking for the boot: an unplanned reboot must not retry it.
 	if bn.Spec.DesiredState == v1alpha1.DesiredBooted {
-		b := bn.DeepCopy()
-		b.Spec.DesiredState = v1alpha1.DesiredStaged
-		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredStaged }); err != nil {
 			return fmt.Errorf("stop boot of BootcNode %s: %w", bn.Name, err)
 		}
-		*bn = *b
-		s.orig = b.DeepCopy()
 	}
+	s.bn.Status.Rollout.FailedImage = failedImage
 	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
+}
+
+// patchSpec changes the BootcNode spec with an optimistic lock and keeps
+// the status edits of this reconcile that are not written yet.
+func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func(*v1alpha1.BootcNode)) error {
+	pending := s.bn.Status.DeepCopy()
+	b := s.bn.DeepCopy()
+	mutate(b)
+	if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(s.bn, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	s.orig = b.DeepCopy()
+	s.bn = b
+	s.bn.Status = *pending
+	return nil
 }
 
 // cordon makes sure the Node is cordoned with bootroll's slot marker, in

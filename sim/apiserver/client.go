@@ -90,7 +90,8 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 
 // List copies the matching objects into list, sorted by namespace and name.
 // Field selectors must be exact matches of indexed fields, or of
-// metadata.name and metadata.namespace.
+// metadata.name and metadata.namespace. client.UnsafeDisableDeepCopy is
+// honoured for typed lists.
 func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	o := client.ListOptions{}
 	o.ApplyOptions(opts)
@@ -114,9 +115,16 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 		if !k.typed() {
 			return fmt.Errorf("%s is served unstructured; list it into *unstructured.UnstructuredList, not %T", k.gvk, list)
 		}
+		// Stored objects are never modified, so, as with controller-runtime's
+		// cache, a caller that promises not to modify them may share them.
+		share := o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
 		items := make([]runtime.Object, len(entries))
 		for i, e := range entries {
-			items[i] = e.obj.DeepCopyObject()
+			if share {
+				items[i] = e.obj
+			} else {
+				items[i] = e.obj.DeepCopyObject()
+			}
 		}
 		if err := meta.SetList(list, items); err != nil {
 			return fmt.Errorf("listing %s: %w", k.gvk.Kind, err)

@@ -63,6 +63,7 @@ func TestList(t *testing.T) {
 		check func(error) bool
 	}{
 		{"all", nil, []string{"a/p1", "a/p2", "a/p3", "b/p1", "b/p2"}, nil},
+		{"all, shared", []client.ListOption{client.UnsafeDisableDeepCopy}, []string{"a/p1", "a/p2", "a/p3", "b/p1", "b/p2"}, nil},
 		{"namespace", []client.ListOption{client.InNamespace("b")}, []string{"b/p1", "b/p2"}, nil},
 		{"labels", []client.ListOption{client.MatchingLabels{"app": "x"}}, []string{"a/p1", "b/p1"}, nil},
 		{"index", []client.ListOption{client.MatchingFields{"spec.nodeName": "n1"}}, []string{"a/p1", "b/p2"}, nil},

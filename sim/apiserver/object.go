@@ -175,8 +175,20 @@ var serialEqual = conversion.EqualitiesOrDie(
 	func(a, b fields.Selector) bool { return a.String() == b.String() },
 )
 
-// equalObjects reports whether a and b are the same object, so that writing
-// b over a would change nothing.
-func equalObjects(a, b client.Object) bool {
-	return serialEqual.DeepEqual(a, b)
+// sameMeta reports whether a and b have the same metadata.
+func (k *kind) sameMeta(a, b client.Object) bool {
+	if !k.typed() {
+		return serialEqual.DeepEqual(a.(*unstructured.Unstructured).Object["metadata"], b.(*unstructured.Unstructured).Object["metadata"])
+	}
+	return serialEqual.DeepEqual(reflect.ValueOf(a).Elem().Field(k.metaField).Addr().Interface(),
+		reflect.ValueOf(b).Elem().Field(k.metaField).Addr().Interface())
+}
+
+// sameStatus reports whether a and b have the same status.
+func (k *kind) sameStatus(a, b client.Object) bool {
+	if !k.typed() {
+		return serialEqual.DeepEqual(a.(*unstructured.Unstructured).Object["status"], b.(*unstructured.Unstructured).Object["status"])
+	}
+	return serialEqual.DeepEqual(reflect.ValueOf(a).Elem().Field(k.statusField).Addr().Interface(),
+		reflect.ValueOf(b).Elem().Field(k.statusField).Addr().Interface())
 }

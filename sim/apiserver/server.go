@@ -20,6 +20,10 @@
 //     objects created with owners that never existed are not collected;
 //   - namespaces need not exist; there is no admission, defaulting or
 //     validation beyond what is listed here;
+//   - Create drops .status behind a status subresource, as for custom
+//     resources, except for core kinds (Node, Pod, ...), which keep it: the
+//     twin's models create them as their kubelet and controllers would
+//     leave them;
 //   - Update without a resourceVersion is unconditional for every kind;
 //   - Limit and Continue of List are ignored: a List returns every match;
 //   - times set by clients keep sub-second precision on Create and Update
@@ -111,9 +115,9 @@ type Server struct {
 
 	rv, uidSeq, nameSeq uint64
 
-	// live maps the UID of every stored object to it; dependents maps an
-	// owner UID to the objects whose ownerReferences name it.
-	live       map[types.UID]objRef
+	// live holds the UID of every stored object; dependents maps an owner
+	// UID to the objects whose ownerReferences name it.
+	live       map[types.UID]struct{}
 	dependents map[types.UID]map[objRef]struct{}
 
 	subs       []*subscriber
@@ -146,7 +150,7 @@ func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 		clock:       clk,
 		kinds:       map[schema.GroupVersionKind]*kind{},
 		lists:       map[schema.GroupVersionKind]*kind{},
-		live:        map[types.UID]objRef{},
+		live:        map[types.UID]struct{}{},
 		dependents:  map[types.UID]map[objRef]struct{}{},
 		counts:      map[string]uint64{},
 		mapperStale: true,

@@ -26,10 +26,11 @@ type kind struct {
 	// goType is the struct type of a typed kind; nil when the kind is
 	// served unstructured.
 	goType reflect.Type
-	// statusField is the index of the Status field of goType, or -1;
-	// contentFields are the other fields but TypeMeta and ObjectMeta.
-	statusField   int
-	contentFields []int
+	// metaField and statusField are the indexes of the ObjectMeta and
+	// Status fields of goType (-1 for none); contentFields are the others
+	// but TypeMeta.
+	metaField, statusField int
+	contentFields          []int
 
 	store   store
 	indexes map[string]*index
@@ -45,6 +46,7 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		namespaced:  namespaced,
 		present:     true,
 		goType:      goType,
+		metaField:   -1,
 		statusField: -1,
 		store:       store{buckets: map[string]*bucket{}},
 		indexes:     map[string]*index{},
@@ -52,7 +54,9 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 	if goType != nil {
 		for i := range goType.NumField() {
 			switch goType.Field(i).Name {
-			case "TypeMeta", "ObjectMeta":
+			case "TypeMeta":
+			case "ObjectMeta":
+				k.metaField = i
 			case "Status":
 				k.statusField = i
 			default:

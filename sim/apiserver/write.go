@@ -75,7 +75,7 @@ func (s *Server) create(k *kind, obj client.Object) error {
 	e := &entry{key: key, obj: obj}
 	k.store.insert(e)
 	k.reindex(e, obj)
-	s.live[obj.GetUID()] = objRef{k, key}
+	s.live[obj.GetUID()] = struct{}{}
 	s.trackOwners(objRef{k, key}, nil, obj)
 	s.emit(Added, obj, nil)
 	return nil
@@ -94,28 +94,33 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 		return nil, conflict(k, cur.GetName())
 	}
 	next := in
+	var unchanged bool
 	if status {
 		next = cur.DeepCopyObject().(client.Object)
 		k.takeStatus(next, in, false)
+		unchanged = k.sameStatus(cur, next)
 	} else {
 		if k.status {
 			k.takeStatus(next, cur, true)
 		}
+		next.SetNamespace(cur.GetNamespace())
+		next.SetName(cur.GetName())
+		next.SetResourceVersion(cur.GetResourceVersion())
 		next.SetUID(cur.GetUID())
 		next.SetCreationTimestamp(cur.GetCreationTimestamp())
 		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 		next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 		next.SetGeneration(cur.GetGeneration())
-		if !k.sameContent(cur, next) {
+		sameContent := k.sameContent(cur, next)
+		if !sameContent {
 			next.SetGeneration(cur.GetGeneration() + 1)
 		}
+		// With a status subresource the status is cur's; without one,
+		// sameContent covered it.
+		unchanged = sameContent && k.sameMeta(cur, next)
 	}
-	next.SetNamespace(cur.GetNamespace())
-	next.SetName(cur.GetName())
-	next.SetResourceVersion(cur.GetResourceVersion())
 
-	deleting := cur.GetDeletionTimestamp() != nil
-	if deleting {
+	if cur.GetDeletionTimestamp() != nil {
 		for _, f := range next.GetFinalizers() {
 			if !slices.Contains(cur.GetFinalizers(), f) {
 				return nil, apierrors.NewInvalid(k.gvk.GroupKind(), cur.GetName(), field.ErrorList{
@@ -129,7 +134,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 			return next, nil
 		}
 	}
-	if equalObjects(cur, next) {
+	if unchanged {
 		// A write that changes nothing is not a write: no new
 		// resourceVersion, no event.
 		return cur, nil

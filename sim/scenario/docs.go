@@ -68,7 +68,7 @@ var docs = map[string]string{
 	"Host.PullBandwidth":                    "PullBandwidth is each node's download rate from the registry, in bytes per second. Default 100Mi.",
 	"Host.Reboot":                           "Reboot is the time from the reboot request until the node is Ready again. Default uniform 60s to 180s.",
 	"Host.StageOverhead":                    "StageOverhead is the staging time beyond the download (unpacking and writing the deployment). Default fixed 20s.",
-	"Image":                                 "Image is an OS image that pools and node groups refer to by Name.",
+	"Image":                                 "Image is an OS image that pools and node groups refer to by name.",
 	"Image.BootFailure":                     "BootFailure is how a boot into the image fails when failsToBoot is set: FallBack (the bootloader returns to the previous deployment, so the node comes back Ready on the old digest) or NeverReady (the node stays NotReady until something else reboots it). Default FallBack.",
 	"Image.Digest":                          "Digest is what ref resolves to, \"sha256:<64 hex>\". For a digest reference it must equal the reference's digest and defaults to it; for a tag reference the default is the SHA-256 of Ref.",
 	"Image.FailsToBoot":                     "FailsToBoot makes every boot into this image fail in the way bootFailure says.",

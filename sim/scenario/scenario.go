@@ -15,7 +15,11 @@
 //	oneOf:"<group>"        exactly one key of the group must be present
 //
 // Doc comments of the types and fields become the schema's descriptions
-// through the generated docs.go (go test ./sim/scenario -run TestDocs -update).
+// through the generated docs.go; after changing them run
+//
+//	go test ./sim/scenario -run 'TestDocs|TestSchema' -update
+//
+// which rewrites docs.go and scenarios/schema.json.
 package scenario
 
 import (
@@ -92,7 +96,7 @@ type Scenario struct {
 	File string `json:"-"`
 }
 
-// Image is an OS image that pools and node groups refer to by Name.
+// Image is an OS image that pools and node groups refer to by name.
 type Image struct {
 	// Name is the short name that pools, node groups, events and
 	// expectations use for the image.
@@ -255,7 +259,9 @@ type Taint struct {
 // TaintEffect is a taint's effect.
 type TaintEffect string
 
-func (TaintEffect) enumValues() []string { return []string{"NoSchedule", "PreferNoSchedule", "NoExecute"} }
+func (TaintEffect) enumValues() []string {
+	return []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+}
 
 // Workload is a Deployment with an optional PodDisruptionBudget.
 type Workload struct {
@@ -368,7 +374,9 @@ type MaintenanceWindow struct {
 // Weekday is a day of the week, three letters.
 type Weekday string
 
-func (Weekday) enumValues() []string { return []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"} }
+func (Weekday) enumValues() []string {
+	return []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+}
 
 // FailurePolicy says what to do with failed nodes.
 type FailurePolicy struct {

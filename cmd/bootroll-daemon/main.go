@@ -1,0 +1,222 @@
+// Command bootroll-daemon is bootroll's node daemon: one runs on each node,
+// stages and boots the OS image the node's BootcNode asks for with the bootc
+// CLI, and reports what the host runs in that BootcNode's status.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/nodedaemon/bootc"
+)
+
+const usage = `bootroll-daemon is bootroll's node daemon. Run one on every node (a
+DaemonSet); it acts only for its own node.
+
+It watches the BootcNode named like its node. When the controller sets
+spec.desiredImage (a digest reference) with desiredState Staged it downloads
+and stages the image (bootc switch --download-only), which does not disturb
+workloads; with desiredState Booted it records the reboot in the BootcNode's
+status and then boots the staged image (bootc switch --from-downloaded;
+systemctl reboot). With spec.rollback it returns to the rollback deployment
+(bootc rollback; systemctl reboot). It never reboots twice for one image:
+after a reboot that did not bring the image up it reports an error instead.
+It reports the booted, staged and rollback deployments and its own state in
+status.booted, status.staged, status.rollbackImage and status.daemon, and
+writes nothing else.
+
+Permissions:
+  Kubernetes (its service account), on bootroll.dev bootcnodes:
+    get, list, watch            (the cache lists and watches only its own
+                                 object, with fieldSelector metadata.name)
+    patch on bootcnodes/status  (JSON merge patches of the fields above)
+  RBAC cannot name each node's object in one DaemonSet role; to keep a
+  daemon to its own BootcNode, add an admission policy that compares the
+  object's name with the service account token's node name
+  (user extra authentication.kubernetes.io/node-name).
+  Host: bootc and systemctl must act on the host, so the daemon runs as root
+  in the host's mount namespace with the host's /run (systemd's bus) and
+  /sysroot, e.g. a privileged pod with hostPID run through --host-exec
+  (nsenter into PID 1's mount namespace). It reads the kernel boot ID to
+  tell that a reboot happened.
+
+Usage:
+  bootroll-daemon --node-name NODE [flags]
+
+Flags:
+`
+
+// options are the daemon's flags.
+type options struct {
+	nodeName    string
+	kubeconfig  string
+	bootIDPath  string
+	resync      time.Duration
+	metricsAddr string
+	probeAddr   string
+	hostExec    bool
+	zap         zap.Options
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bootroll-daemon: %v\n", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	if err := run(ctrl.SetupSignalHandler(), opts); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "bootroll-daemon stopped")
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the flags without touching the process-wide flag set.
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bootroll-daemon", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node and of its BootcNode (default $NODE_NAME, set it from the pod's spec.nodeName).")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
+	fs.StringVar(&o.bootIDPath, "bootid-path", bootc.DefaultBootIDPath, "File holding the kernel's boot ID.")
+	fs.DurationVar(&o.resync, "resync", nodedaemon.DefaultResync, "How often to look at the host when nothing else asks (the host can change without an API event); 0 disables.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.BoolVar(&o.hostExec, "host-exec", false, "Run bootc and systemctl through nsenter in the mount namespace of PID 1 (a pod with hostPID); off when the daemon already runs in the host's mount namespace.")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q (run with --help)", fs.Args())
+	}
+	if o.nodeName == "" {
+		return o, errors.New("--node-name is required: pass it, or set $NODE_NAME (in a DaemonSet, from the downward API field spec.nodeName)")
+	}
+	if o.resync < 0 {
+		return o, fmt.Errorf("--resync %v: must not be negative", o.resync)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// The daemon sees one object: its own BootcNode.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.BootcNode{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	// A finished stage wakes the loop at once instead of at the next poll.
+	stageDone := make(chan event.GenericEvent, 1)
+	self := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: o.nodeName}}
+	var runner bootc.Runner = bootc.ExecRunner{}
+	if o.hostExec {
+		runner = nsenterRunner{bootc.ExecRunner{}}
+	}
+	host := &nodedaemon.AsyncHost{
+		Host:    nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: runner}, BootIDPath: o.bootIDPath},
+		Context: ctx,
+		OnDone: func() {
+			select {
+			case stageDone <- event.GenericEvent{Object: self}:
+			default: // a wake-up is already pending
+			}
+		},
+	}
+	daemon := nodedaemon.New(o.nodeName, mgr.GetClient(), host, clock.RealClock{}, ctrl.Log.WithName("daemon")) // edge: production time
+	daemon.Resync = o.resync
+
+	own := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == o.nodeName })
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("bootroll-daemon").
+		// Only spec changes matter; the daemon's own status writes would
+		// only wake it for nothing.
+		For(&v1alpha1.BootcNode{}, builder.WithPredicates(own, predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(stageDone, &handler.EnqueueRequestForObject{})).
+		// One host, one action at a time.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(daemon)
+	if err != nil {
+		return fmt.Errorf("create controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting", "node", o.nodeName, "resync", o.resync, "hostExec", o.hostExec)
+	return mgr.Start(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// nsenterRunner runs host commands in the mount namespace of PID 1, for a
+// daemon in a pod with hostPID.
+type nsenterRunner struct{ bootc.Runner }
+
+func (r nsenterRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return r.Runner.Run(ctx, "nsenter", append([]string{"--target", "1", "--mount", "--", name}, args...)...)
+}
