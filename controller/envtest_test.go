@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,9 +48,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		if testing.Short() {
-			os.Exit(0)
+			os.Exit(m.Run()) // unit tests only; envtest tests skip themselves
 		}
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd into bin/k8s")
 		os.Exit(1)
@@ -105,10 +110,36 @@ type harness struct {
 	clk      clock.PassiveClock
 	opts     controller.Options
 	stopWorld context.CancelFunc
+	events    *eventLog
+}
+
+// eventLog records the Events the controller emits, per object.
+type eventLog struct {
+	mu      sync.Mutex
+	reasons map[string][]string
+}
+
+func (e *eventLog) Eventf(obj runtime.Object, _, reason, _ string, _ ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reasons == nil {
+		e.reasons = map[string][]string{}
+	}
+	name := obj.(client.Object).GetName()
+	e.reasons[name] = append(e.reasons[name], reason)
+}
+
+func (e *eventLog) of(name string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.reasons[name]...)
 }
 
 func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) *harness {
 	t.Helper()
+	if cfg == nil {
+		t.Skip("needs a real API server (KUBEBUILDER_ASSETS); run make test")
+	}
 	h := &harness{t: t, prefix: prefix, label: map[string]string{"bootroll-test": prefix},
 		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, reboots: map[string]int{}, clk: clk}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +148,8 @@ func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) 
 	for i := 0; i < nodes; i++ {
 		h.addNode(fmt.Sprintf("%s-%d", prefix, i), false)
 	}
-	h.opts = controller.Options{Clock: clk, Resolver: &resolve.Registry{Insecure: true}, Metrics: controller.NewMetrics(nil), SecretNamespace: "default"}
+	h.events = &eventLog{}
+	h.opts = controller.Options{Clock: clk, Resolver: &resolve.Registry{Insecure: true}, Metrics: controller.NewMetrics(nil), Recorder: h.events, SecretNamespace: "default"}
 	h.startManager()
 	go h.world()
 	t.Cleanup(func() {
@@ -472,6 +504,28 @@ func TestRolloutRespectsMaxUnavailable(t *testing.T) {
 	}, 10*time.Second).Should(Equal("6/6 updated"))
 	g.Expect(meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionUpToDate)).To(BeTrue())
 	g.Expect(pool.Status.Slots).To(BeEmpty())
+	g.Expect(pool.Status.DeployedDigests).To(Equal([]v1alpha1.DigestCount{{Digest: controller.DigestOf(digestRef("v2")), Nodes: 6}}))
+
+	// Each node transition is an Event, in order.
+	for i := 0; i < 6; i++ {
+		g.Expect(h.events.of(fmt.Sprintf("mu-%d", i))).To(ContainElements("SlotGranted", "Cordoned", "Drained", "Rebooting", "Updated", "Uncordoned"))
+	}
+	// And the metrics saw the whole rollout.
+	m := h.opts.Metrics
+	g.Eventually(func() float64 { return testutil.ToFloat64(m.Nodes.WithLabelValues("mu", string(v1alpha1.PhaseUpdated))) }, 10*time.Second).Should(Equal(6.0))
+	g.Expect(testutil.ToFloat64(m.SlotsMax.WithLabelValues("mu"))).To(Equal(2.0))
+	g.Expect(testutil.CollectAndCount(m.RebootSeconds)).To(Equal(1))
+	g.Expect(histCount(t, m.RebootSeconds.WithLabelValues("mu", "ok"))).To(Equal(uint64(6)))
+	g.Expect(histCount(t, m.DrainSeconds.WithLabelValues("mu", "drained"))).To(Equal(uint64(6)))
+}
+
+func histCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
 
 func TestPDBBlocksDrainUntilTimeout(t *testing.T) {

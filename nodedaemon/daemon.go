@@ -111,7 +111,11 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, d.current(&bn), obs)
 	for i, a := range actions {
-		log.Info("performing action", "action", a.Type, "image", a.Image, "phase", phaseOf(a))
+		if a.Status != nil {
+			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
+		} else {
+			log.Info("performing action", "action", a.String())
+		}
 		if err := d.perform(ctx, &bn, a); err != nil {
 			return reconcile.Result{}, fmt.Errorf("node %s: %s (action %d of %d; the rest skipped): %w", d.nodeName, a, i+1, len(actions), err)
 		}
@@ -158,13 +162,6 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 		return d.host.Reboot(ctx)
 	}
 	return fmt.Errorf("unknown action type %q", a.Type)
-}
-
-func phaseOf(a Action) v1alpha1.DaemonPhase {
-	if a.Status == nil {
-		return ""
-	}
-	return a.Status.Daemon.Phase
 }
 
 // The keys of the objects the daemon writes whole. A merge patch merges

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -43,7 +43,6 @@ Flags:
 
 func main() {
 	var (
-		kubeconfig    string
 		metricsAddr   string
 		probeAddr     string
 		leaderElect   bool
@@ -55,7 +54,6 @@ func main() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica acts (use with more than one replica).")
@@ -67,13 +65,13 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
-	if err := run(kubeconfig, metricsAddr, probeAddr, leaderElect, namespace, insecureRegis); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, namespace, insecureRegis); err != nil {
 		log.Error(err, "bootroll-controller stopped")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, metricsAddr, probeAddr string, leaderElect bool, namespace string, insecure bool) error {
+func run(metricsAddr, probeAddr string, leaderElect bool, namespace string, insecure bool) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -81,12 +79,17 @@ func run(kubeconfig, metricsAddr, probeAddr string, leaderElect bool, namespace 
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cfg, err := restConfig(kubeconfig)
+	// --kubeconfig is registered by controller-runtime: a kubeconfig
+	// path, else $KUBECONFIG, else the in-cluster config.
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		return err
+		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
+		Scheme: scheme,
+		// Pull secrets are read one at a time from the API server: a
+		// cache would watch every Secret in the cluster.
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -114,17 +117,6 @@ func run(kubeconfig, metricsAddr, probeAddr string, leaderElect bool, namespace 
 	}
 	ctrl.Log.WithName("setup").Info("starting", "namespace", namespace, "leaderElect", leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return ctrl.GetConfig()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }
 
 func envOr(k, def string) string {

@@ -57,7 +57,9 @@ type QueueStats struct {
 // controller-runtime's priority queue uses no overall token bucket, so none
 // is modelled. Each reconcile runs in an engine event named
 // "reconcile/<queue>/<key>"; with ReconcileLatency > 0 its end is the event
-// "reconciled/<queue>/<key>". Panics in Reconcile are not recovered.
+// "reconciled/<queue>/<key>"; a waiting key becomes ready in the event
+// "requeue/<queue>/<key>". Reconcile gets context.Background(); panics in it
+// are not recovered, so that a bug stops the run.
 type Queue struct {
 	eng      *Engine
 	name     string

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+func TestMaxUnavailable(t *testing.T) {
+	ptr := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	tests := []struct {
+		name    string
+		v       *intstr.IntOrString
+		nodes   int
+		want    int
+		wantErr bool
+	}{
+		{"default is one", nil, 10, 1, false},
+		{"int", ptr(intstr.FromInt32(3)), 10, 3, false},
+		{"zero pauses reboots", ptr(intstr.FromInt32(0)), 10, 0, false},
+		{"percent rounds down", ptr(intstr.FromString("25%")), 10, 2, false},
+		{"10% of 100", ptr(intstr.FromString("10%")), 100, 10, false},
+		{"small percent gives one slot", ptr(intstr.FromString("1%")), 10, 1, false},
+		{"0% gives none", ptr(intstr.FromString("0%")), 10, 0, false},
+		{"100%", ptr(intstr.FromString("100%")), 7, 7, false},
+		{"empty pool", ptr(intstr.FromString("50%")), 0, 0, false},
+		{"negative", ptr(intstr.FromInt32(-1)), 10, 0, true},
+		{"not a percent", ptr(intstr.FromString("10")), 10, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MaxUnavailable(tt.v, tt.nodes)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		failures int32
+		want     time.Duration
+	}{{1, 30 * time.Second}, {2, time.Minute}, {3, 2 * time.Minute}, {7, 30 * time.Minute}, {50, 30 * time.Minute}}
+	for _, tt := range tests {
+		if got := Backoff(tt.failures); got != tt.want {
+			t.Errorf("Backoff(%d) = %s, want %s", tt.failures, got, tt.want)
+		}
+	}
+}
+
+func TestInWindow(t *testing.T) {
+	mon := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC) // a Monday
+	nightly := []v1alpha1.MaintenanceWindow{{Start: "22:00", Duration: metav1.Duration{Duration: 4 * time.Hour}}}
+	weekend := []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Sat", "Sun"}, Start: "02:00", Duration: metav1.Duration{Duration: time.Hour}}}
+	tests := []struct {
+		name     string
+		windows  []v1alpha1.MaintenanceWindow
+		at       time.Time
+		wantOpen bool
+		wantWait time.Duration
+	}{
+		{"no windows is always open", nil, mon.Add(13 * time.Hour), true, 0},
+		{"inside", nightly, mon.Add(23 * time.Hour), true, 0},
+		{"past midnight, opened yesterday", nightly, mon.Add(25 * time.Hour), true, 0},
+		{"at the end it is closed", nightly, mon.Add(26 * time.Hour), false, 20 * time.Hour},
+		{"before", nightly, mon.Add(12 * time.Hour), false, 10 * time.Hour},
+		{"weekend only, on monday", weekend, mon.Add(3 * time.Hour), false, 4*24*time.Hour + 23*time.Hour},
+		{"weekend only, on saturday", weekend, mon.AddDate(0, 0, 5).Add(2*time.Hour + 30*time.Minute), true, 0},
+		{"window on a day not listed does not open", weekend, mon.AddDate(0, 0, 4).Add(2*time.Hour + 30*time.Minute), false, 23*time.Hour + 30*time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			open, wait := InWindow(tt.windows, tt.at)
+			if open != tt.wantOpen || wait != tt.wantWait {
+				t.Errorf("InWindow = (%v, %s), want (%v, %s)", open, wait, tt.wantOpen, tt.wantWait)
+			}
+		})
+	}
+}
+
+func TestPickSlots(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	cands := func() []Candidate {
+		return []Candidate{{"c", t0}, {"a", t0.Add(time.Minute)}, {"b", t0}, {"d", t0.Add(-time.Minute)}}
+	}
+	tests := []struct {
+		name string
+		free int
+		want []string
+	}{
+		{"none free", 0, nil},
+		{"longest staged first, then name", 3, []string{"d", "b", "c"}},
+		{"more free than candidates", 10, []string{"d", "b", "c", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PickSlots(cands(), tt.free)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	got := Summary(7, 10, []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseStaging, Nodes: 2}, {Phase: v1alpha1.PhaseRebooting, Nodes: 1}, {Phase: v1alpha1.PhaseUpdated, Nodes: 7}})
+	if want := "7/10 updated; 2 staging; 1 rebooting"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestStagingPhase(t *testing.T) {
+	target := "registry.example/os@sha256:" + "b" + zeros(63)
+	old := "sha256:a" + zeros(63)
+	img := func(d string) *v1alpha1.HostImage { return &v1alpha1.HostImage{Digest: d} }
+	tests := []struct {
+		name       string
+		bn         v1alpha1.BootcNode
+		want       v1alpha1.NodePhase
+		wantReason string
+	}{
+		{"no target", v1alpha1.BootcNode{}, v1alpha1.PhasePending, ""},
+		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(DigestOf(target))}}, v1alpha1.PhaseUpdated, ""},
+		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhaseStaged, ""},
+		{"staging", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhaseStaging, ""},
+		{"stage failed is Degraded, not Failed", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, StageAttempts: 2, LastError: "manifest unknown"}}}, v1alpha1.PhaseDegraded, "StageFailed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason, _ := stagingPhase(&tt.bn)
+			if got != tt.want || reason != tt.wantReason {
+				t.Errorf("got (%s, %s), want (%s, %s)", got, reason, tt.want, tt.wantReason)
+			}
+		})
+	}
+}
+
+func zeros(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '0'
+	}
+	return string(b)
+}
