@@ -69,3 +69,6 @@ run-daemon: ## Run the daemon for $NODE_NAME against $KUBECONFIG (on a bootc hos
 
 clean: ## Remove bin/.
 	rm -rf $(BIN)
+
+# scenario and bench: the digital twin (hack/scenario.mk).
+-include hack/scenario.mk

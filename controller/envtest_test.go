@@ -98,17 +98,17 @@ type harness struct {
 	prefix string
 	label  map[string]string
 
-	mu       sync.Mutex
-	hosts    map[string]*fakeHost
-	daemons  map[string]*nodedaemon.Daemon
-	failing  map[string]bool // digests that fail to boot
-	reboots  map[string]int  // node -> reboots done
-	maxCord  int             // most nodes cordoned by bootroll at once
-	stopMgr  context.CancelFunc
-	mgrDone  chan struct{}
-	ctx      context.Context
-	clk      clock.PassiveClock
-	opts     controller.Options
+	mu        sync.Mutex
+	hosts     map[string]*fakeHost
+	daemons   map[string]*nodedaemon.Daemon
+	failing   map[string]bool // digests that fail to boot
+	reboots   map[string]int  // node -> reboots done
+	maxCord   int             // most nodes cordoned by bootroll at once
+	stopMgr   context.CancelFunc
+	mgrDone   chan struct{}
+	ctx       context.Context
+	clk       clock.PassiveClock
+	opts      controller.Options
 	stopWorld context.CancelFunc
 	events    *eventLog
 }
@@ -512,7 +512,9 @@ func TestRolloutRespectsMaxUnavailable(t *testing.T) {
 	}
 	// And the metrics saw the whole rollout.
 	m := h.opts.Metrics
-	g.Eventually(func() float64 { return testutil.ToFloat64(m.Nodes.WithLabelValues("mu", string(v1alpha1.PhaseUpdated))) }, 10*time.Second).Should(Equal(6.0))
+	g.Eventually(func() float64 {
+		return testutil.ToFloat64(m.Nodes.WithLabelValues("mu", string(v1alpha1.PhaseUpdated)))
+	}, 10*time.Second).Should(Equal(6.0))
 	g.Expect(testutil.ToFloat64(m.SlotsMax.WithLabelValues("mu"))).To(Equal(2.0))
 	g.Expect(testutil.CollectAndCount(m.RebootSeconds)).To(Equal(1))
 	g.Expect(histCount(t, m.RebootSeconds.WithLabelValues("mu", "ok"))).To(Equal(uint64(6)))
