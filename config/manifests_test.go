@@ -108,6 +108,9 @@ func yamlFiles(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() && d.Name() == "testdata" {
+			return filepath.SkipDir // test fixtures, not bootroll's manifests
+		}
 		if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
 			files = append(files, path)
 		}

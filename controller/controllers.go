@@ -53,8 +53,11 @@ type Options struct {
 	Metrics  *Metrics
 	// SecretNamespace is where pools' imagePullSecrets live.
 	SecretNamespace string
-	// InsecureRegistries allows plain-HTTP registries for tag resolution.
-	TestOnly TestOnly
+	// APIReader reads what must not be cached: pull Secrets (a cache would
+	// watch every Secret) and Karpenter NodeClaims (whose CRD may come and
+	// go). nil means the client.
+	APIReader client.Reader
+	TestOnly  TestOnly
 }
 
 // Index is a field index the reconcilers rely on.
@@ -91,6 +94,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		}
 	}
 	c := mgr.GetClient()
+	if opts.APIReader == nil {
+		opts.APIReader = mgr.GetAPIReader()
+	}
 	pool := NewPoolReconciler(c, opts)
 	node := NewNodeReconciler(c, opts)
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,12 +31,17 @@ type NodeReconciler struct {
 	recorder Recorder
 	metrics  *Metrics
 	drainer  *Drainer
+	reader   client.Reader
 	opts     Options
 }
 
 // NewNodeReconciler builds the node reconciler from its edges.
 func NewNodeReconciler(c client.Client, opts Options) *NodeReconciler {
-	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: &Drainer{Client: c}, opts: opts}
+	reader := opts.APIReader
+	if reader == nil {
+		reader = c
+	}
+	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: &Drainer{Client: c}, reader: reader, opts: opts}
 }
 
 // nodeStep is one reconcile's view of a node.
@@ -111,6 +117,17 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		// A crash between the node's last steps left the cordon: restore it.
 		return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
 	}
+	var res reconcile.Result
+	if ro.ProtectUntil != nil || (len(ro.AddedAnnotations) > 0 && ro.ProtectUntil == nil) || len(ro.AddedNodeClaimAnnotations) > 0 {
+		wait, err := r.postUpdate(ctx, s)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		res.RequeueAfter = wait
+	}
+	if hasTaint(s.node, v1alpha1.TaintOSNotReady) {
+		return r.osNotReady(ctx, s)
+	}
 	phase, reason, msg := stagingPhase(bn)
 	if reason == "" && phase == bn.Status.Phase {
 		// Keep the reason of the last wait or failure (e.g. DrainTimeout)
@@ -122,7 +139,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{}, nil
+	return res, nil
 }
 
 // stagingPhase derives the phase of a node outside a slot from the daemon's report.
@@ -180,6 +197,11 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours {
 			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 		}
+		if r.protects(s) {
+			_, added := protect(maps.Clone(s.node.Annotations))
+			ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
+		}
+		ro.ProtectUntil = nil
 		ro.Cordoned = true
 		ro.DrainStartedAt = &metav1.Time{Time: s.now}
 		if err := r.patchStatus(ctx, s); err != nil {
@@ -195,6 +217,11 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 	}
 	if err := r.cordon(ctx, s); err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.protects(s) {
+		if err := r.protectClaim(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	res, err := r.drainer.Drain(ctx, s.node.Name)
 	if err != nil {
@@ -243,8 +270,10 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 // healthTimeout, then finishes the update.
 func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if err := r.cordon(ctx, s); err != nil {
-		return reconcile.Result{}, err
+	if ro.Cordoned {
+		if err := r.cordon(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if bn.Spec.DesiredState != v1alpha1.DesiredBooted {
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
@@ -348,7 +377,13 @@ func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func
 // one patch.
 func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 	n := s.node
-	if n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == s.bn.Spec.Pool {
+	missing := false
+	for _, k := range s.bn.Status.Rollout.AddedAnnotations {
+		if _, ok := n.Annotations[k]; !ok {
+			missing = true
+		}
+	}
+	if n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == s.bn.Spec.Pool && !missing {
 		return nil
 	}
 	m := n.DeepCopy()
@@ -357,7 +392,12 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 		m.Annotations = map[string]string{}
 	}
 	m.Annotations[v1alpha1.AnnotationSlot] = s.bn.Spec.Pool
-	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+	for _, k := range s.bn.Status.Rollout.AddedAnnotations {
+		if _, ok := m.Annotations[k]; !ok {
+			m.Annotations[k] = "true"
+		}
+	}
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("cordon node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -370,11 +410,26 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 // them is repaired by the next reconcile.
 func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
 	bn, ro := s.bn, &s.bn.Status.Rollout
+	keep := false
+	if success && s.pool != nil && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
+		keep = true
+		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
+	}
 	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
-		if err := r.uncordon(ctx, s); err != nil {
+		if err := r.uncordon(ctx, s, keep); err != nil {
 			return err
 		}
 		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
+	}
+	if !keep {
+		if err := r.unprotectClaim(ctx, s); err != nil {
+			return err
+		}
+	}
+	if success && hasTaint(s.node, v1alpha1.TaintOSNotReady) {
+		if err := r.removeTaint(ctx, s); err != nil {
+			return err
+		}
 	}
 	if !r.opts.TestOnly.SkipUncordon {
 		ro.Cordoned = false
@@ -399,14 +454,14 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	return r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
 }
 
-func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep) error {
+// uncordon restores the node's prior cordon state and removes the slot
+// marker and, unless keepProtection, the annotations bootroll added.
+func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection bool) error {
 	n := s.node
-	prior := s.bn.Status.Rollout.PriorUnschedulable
+	ro := &s.bn.Status.Rollout
+	prior := ro.PriorUnschedulable
 	want := prior != nil && *prior
 	_, marked := n.Annotations[v1alpha1.AnnotationSlot]
-	if !marked && n.Spec.Unschedulable == want {
-		return nil
-	}
 	m := n.DeepCopy()
 	if marked {
 		// Only the cordon bootroll made is undone: a node that someone
@@ -414,10 +469,125 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep) error {
 		m.Spec.Unschedulable = want
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
-	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("uncordon node %s: %w", n.Name, err)
+	if !keepProtection {
+		unprotect(n, m.Annotations, ro.AddedAnnotations)
+	}
+	if !apiequality.Semantic.DeepEqual(n, m) {
+		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return fmt.Errorf("uncordon node %s: %w", n.Name, err)
+		}
+		s.node = m
+	}
+	if !keepProtection {
+		ro.AddedAnnotations = nil
+	}
+	return nil
+}
+
+// protects reports whether the pool protects its nodes from Karpenter
+// (karpenter.protect, default true).
+func (r *NodeReconciler) protects(s *nodeStep) bool {
+	p := s.pool.Spec.Karpenter.Protect
+	return p == nil || *p
+}
+
+// postUpdate ends the protection kept after an update once
+// postUpdateProtection has passed or the node runs workloads again. It
+// returns how soon to look again.
+func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration, error) {
+	ro := &s.bn.Status.Rollout
+	if until := ro.ProtectUntil; until != nil && s.now.Before(until.Time) {
+		pods, err := WorkloadPods(ctx, r.client, s.node.Name)
+		if err != nil {
+			return 0, err
+		}
+		if pods == 0 {
+			wait := until.Sub(s.now)
+			if wait > 15*time.Second {
+				wait = 15 * time.Second
+			}
+			return wait, nil
+		}
+	}
+	m := s.node.DeepCopy()
+	unprotect(s.node, m.Annotations, ro.AddedAnnotations)
+	if !apiequality.Semantic.DeepEqual(s.node, m) {
+		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(s.node, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			return 0, fmt.Errorf("end protection of node %s: %w", s.node.Name, err)
+		}
+		s.node = m
+	}
+	if err := r.unprotectClaim(ctx, s); err != nil {
+		return 0, err
+	}
+	ro.AddedAnnotations, ro.ProtectUntil = nil, nil
+	r.event(s.bn, corev1.EventTypeNormal, "ProtectionEnded", "removed the Karpenter protection bootroll added")
+	return 0, r.patchStatus(ctx, s)
+}
+
+// osNotReady updates a node that joined with an old boot image and the
+// startup taint: it holds no workloads, so it boots the target at once,
+// without drain or slot; the taint goes when the target has booted.
+func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	target := bn.Spec.DesiredImage
+	if target == "" {
+		return reconcile.Result{}, nil
+	}
+	if digestOfHost(bn.Status.Booted) == DigestOf(target) {
+		if err := r.removeTaint(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, r.setPhase(ctx, s, v1alpha1.PhaseUpdated, "OSReady", "runs the target; removed the "+v1alpha1.TaintOSNotReady+" taint")
+	}
+	pods, err := WorkloadPods(ctx, r.client, s.node.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pods > 0 {
+		msg := fmt.Sprintf("has the %s taint but runs %d workload pod(s); waiting for them to leave before the unslotted update", v1alpha1.TaintOSNotReady, pods)
+		if ro.Reason != "OSNotReadyWithWorkloads" {
+			if err := r.setPhase(ctx, s, bn.Status.Phase, "OSNotReadyWithWorkloads", msg); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	phase, reason, msg := stagingPhase(bn)
+	if phase != v1alpha1.PhaseStaged {
+		if phase != bn.Status.Phase || reason != ro.Reason {
+			return reconcile.Result{}, r.setPhase(ctx, s, phase, reason, msg)
+		}
+		return reconcile.Result{}, nil
+	}
+	bn.Status.Phase = v1alpha1.PhaseRebooting
+	ro.PhaseSince = &metav1.Time{Time: s.now}
+	ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+	ro.Reason, ro.Message = "OSNotReady", "joined with an old boot image and no workloads: booting "+target+" without drain or slot"
+	if err := r.patchStatus(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.event(bn, corev1.EventTypeNormal, "OSNotReady", "%s", ro.Message)
+	return r.verify(ctx, s)
+}
+
+func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
+	n := s.node
+	m := n.DeepCopy()
+	m.Spec.Taints = nil
+	for _, t := range n.Spec.Taints {
+		if t.Key != v1alpha1.TaintOSNotReady {
+			m.Spec.Taints = append(m.Spec.Taints, t)
+		}
+	}
+	if len(m.Spec.Taints) == len(n.Spec.Taints) {
+		return nil
+	}
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		return fmt.Errorf("remove the %s taint from node %s: %w", v1alpha1.TaintOSNotReady, n.Name, err)
 	}
 	s.node = m
+	r.event(s.bn, corev1.EventTypeNormal, "OSReady", "removed the %s taint", v1alpha1.TaintOSNotReady)
 	return nil
 }
 

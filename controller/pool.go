@@ -33,12 +33,17 @@ type PoolReconciler struct {
 	resolver resolve.Resolver
 	recorder Recorder
 	metrics  *Metrics
+	reader   client.Reader
 	opts     Options
 }
 
 // NewPoolReconciler builds the pool reconciler from its edges.
 func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
-	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts}
+	reader := opts.APIReader
+	if reader == nil {
+		reader = c
+	}
+	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: reader, opts: opts}
 }
 
 // Reconcile brings one pool one step closer to its spec.
@@ -138,7 +143,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 4. Staging directives, bounded by maxStaging.
 	if active {
-		if err := r.direct(ctx, &pool, target, bns, conflicts); err != nil {
+		if err := r.direct(ctx, &pool, target, bns, conflicts, memberSet); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -174,8 +179,8 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				wake(ra.Sub(now))
 				continue
 			}
-			if !slotSafe(memberSet[name]) {
-				continue
+			if hasTaint(memberSet[name], v1alpha1.TaintOSNotReady) {
+				continue // updated without a slot by the node reconciler
 			}
 			since := now
 			if bn.Status.Rollout.PhaseSince != nil {
@@ -187,8 +192,23 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if r.opts.TestOnly.IgnoreSlotLimit {
 			free = len(cands)
 		}
-		granted = PickSlots(cands, free)
-		for _, name := range granted {
+		// Candidates in order; each is checked for safety (Ready, not being
+		// disrupted by Karpenter) only when it is about to get a slot, so
+		// the NodeClaim reads are bounded by the free slots.
+		for _, name := range PickSlots(cands, len(cands)) {
+			if len(granted) >= free {
+				break
+			}
+			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), memberSet[name])
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if why != "" {
+				log.V(1).Info("slot deferred", "node", name, "why", why)
+				wake(DrainPoll)
+				continue
+			}
+			granted = append(granted, name)
 			held = append(held, v1alpha1.Slot{Node: name, Image: target, Since: metav1.NewTime(now)})
 		}
 	}
@@ -261,7 +281,7 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 	if pool.Spec.ImagePullSecret != "" {
 		var s corev1.Secret
 		key := types.NamespacedName{Namespace: r.opts.SecretNamespace, Name: pool.Spec.ImagePullSecret}
-		if err := r.client.Get(ctx, key, &s); err != nil {
+		if err := r.reader.Get(ctx, key, &s); err != nil {
 			return fmt.Errorf("read spec.imagePullSecret %s: %w", key, err)
 		}
 		secret = s.Data[corev1.DockerConfigJsonKey]
@@ -329,7 +349,7 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 // direct writes spec.desiredImage for nodes that should stage the target,
 // keeping at most maxStaging nodes staging at once. Nodes that already run
 // the target, or that failed this very target, are not counted.
-func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string) error {
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string, members map[string]*corev1.Node) error {
 	limit := -1
 	if ms := pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
 		limit = int(*ms)
@@ -353,7 +373,9 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		todo = append(todo, bn)
 	}
 	for _, bn := range todo {
-		onIt := digestOfHost(bn.Status.Booted) == DigestOf(target)
+		// A node that joined with an old boot image (startup taint) is
+		// updated at once: it is outside the staging bound.
+		onIt := digestOfHost(bn.Status.Booted) == DigestOf(target) || (members[bn.Name] != nil && hasTaint(members[bn.Name], v1alpha1.TaintOSNotReady))
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
@@ -466,12 +488,6 @@ func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ..
 // finished).
 func slotInUse(bn *v1alpha1.BootcNode) bool {
 	return bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) || bn.Status.Phase == v1alpha1.PhaseStaged
-}
-
-// slotSafe reports whether a Node may be disrupted now: it is Ready and
-// not being deleted.
-func slotSafe(n *corev1.Node) bool {
-	return n.DeletionTimestamp == nil && nodeReady(n)
 }
 
 func truncateList(items []string) string {

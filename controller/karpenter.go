@@ -1,0 +1,275 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// NodeClaimGVK is Karpenter's NodeClaim. It is read as unstructured so the
+// controller has no Karpenter Go dependency and runs with or without the CRD.
+var NodeClaimGVK = schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaim"}
+
+// CRDGVK is CustomResourceDefinition, read as unstructured so no scheme
+// needs the apiextensions types.
+var CRDGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// NodeClaimCRD is the name of the NodeClaim CustomResourceDefinition.
+const NodeClaimCRD = "nodeclaims.karpenter.sh"
+
+// protectAnnotations are put on Nodes and NodeClaims in a slot.
+var protectAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+
+// NodeClaim conditions under which Karpenter is disrupting the node.
+var disruptingConditions = []string{"DisruptionReason", "InstanceTerminating", "Rebooting"}
+
+// nodeClaimName returns the name of the NodeClaim that owns a Node, or "".
+func nodeClaimName(n *corev1.Node) string {
+	for _, o := range n.OwnerReferences {
+		if o.Kind == NodeClaimGVK.Kind && strings.HasPrefix(o.APIVersion, NodeClaimGVK.Group+"/") {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// claimLookup is what is known about a Node's NodeClaim.
+type claimLookup struct {
+	// Managed is true when the Node is owned by a NodeClaim.
+	Managed bool
+	// Absent is true when Karpenter is not installed (no NodeClaim CRD).
+	Absent bool
+	// Missing is true when the CRD exists but the NodeClaim does not: the
+	// node is then unsafe to touch.
+	Missing bool
+	Claim   *unstructured.Unstructured
+}
+
+// lookupClaim reads the Node's NodeClaim. A missing CRD is not an error; a
+// stale REST mapping (the CRD was removed and installed again) is refreshed.
+func (r *NodeReconciler) lookupClaim(ctx context.Context, n *corev1.Node) (claimLookup, error) {
+	return lookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
+}
+
+func lookupClaim(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, n *corev1.Node) (claimLookup, error) {
+	name := nodeClaimName(n)
+	if name == "" {
+		return claimLookup{}, nil
+	}
+	out := claimLookup{Managed: true}
+	get := func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(NodeClaimGVK)
+		if err := reader.Get(ctx, types.NamespacedName{Name: name}, u); err != nil {
+			return err
+		}
+		out.Claim = u
+		return nil
+	}
+	err := get()
+	if err == nil {
+		return out, nil
+	}
+	if !noKind(err) && !apierrors.IsNotFound(err) {
+		return out, fmt.Errorf("get NodeClaim %s of node %s: %w", name, n.Name, err)
+	}
+	// Is Karpenter installed at all?
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(CRDGVK)
+	if cerr := reader.Get(ctx, types.NamespacedName{Name: NodeClaimCRD}, crd); cerr != nil {
+		if apierrors.IsNotFound(cerr) || noKind(cerr) {
+			out.Absent = true
+			return out, nil
+		}
+		return out, fmt.Errorf("look for the NodeClaim CRD: %w", cerr)
+	}
+	if noKind(err) {
+		// The CRD is there but the mapping is not: refresh and retry once.
+		if rm, ok := mapper.(meta.ResettableRESTMapper); ok {
+			rm.Reset()
+		}
+		if err = get(); err == nil {
+			return out, nil
+		}
+		if !apierrors.IsNotFound(err) && !noKind(err) {
+			return out, fmt.Errorf("get NodeClaim %s of node %s: %w", name, n.Name, err)
+		}
+	}
+	out.Missing = true
+	return out, nil
+}
+
+func noKind(err error) bool {
+	if meta.IsNoMatchError(err) {
+		return true
+	}
+	var nrm *meta.NoResourceMatchError
+	var nkm *meta.NoKindMatchError
+	return errors.As(err, &nrm) || errors.As(err, &nkm)
+}
+
+// disruptedBy reports why Karpenter is disrupting a node ("" when it is not).
+func disruptedBy(n *corev1.Node, cl claimLookup) string {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.KarpenterDisruptedTaint {
+			return "the Node has the " + v1alpha1.KarpenterDisruptedTaint + " taint"
+		}
+	}
+	if cl.Claim == nil {
+		return ""
+	}
+	if cl.Claim.GetDeletionTimestamp() != nil {
+		return "its NodeClaim " + cl.Claim.GetName() + " is being deleted"
+	}
+	conds, _, _ := unstructured.NestedSlice(cl.Claim.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if t, _ := m["type"].(string); slices.Contains(disruptingConditions, t) && m["status"] == "True" {
+			return "its NodeClaim " + cl.Claim.GetName() + " has condition " + t
+		}
+	}
+	return ""
+}
+
+// SlotBlocker says why a node must not be given a reboot slot now, or "".
+// It is used by the pool reconciler for each candidate it is about to pick.
+func SlotBlocker(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, n *corev1.Node) (string, error) {
+	if n.DeletionTimestamp != nil {
+		return "the Node is being deleted", nil
+	}
+	if !nodeReady(n) {
+		return "the Node is not Ready", nil
+	}
+	cl, err := lookupClaim(ctx, reader, mapper, n)
+	if err != nil {
+		return "", err
+	}
+	if cl.Missing {
+		return "its NodeClaim " + nodeClaimName(n) + " cannot be found (unsafe: Karpenter may be replacing it)", nil
+	}
+	return disruptedBy(n, cl), nil
+}
+
+// protect adds the Karpenter protection annotations that are not there yet
+// to m (the Node about to be patched) and returns the keys bootroll added.
+func protect(annotations map[string]string) (map[string]string, []string) {
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	var added []string
+	for _, k := range protectAnnotations {
+		if _, ok := annotations[k]; !ok {
+			annotations[k] = "true"
+			added = append(added, k)
+		}
+	}
+	return annotations, added
+}
+
+// foreignOwned reports whether a field manager other than bootroll's has
+// written annotation key on obj: then someone else wants it and it stays.
+func foreignOwned(obj client.Object, key string) bool {
+	needle := `"f:` + key + `"`
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Manager == v1alpha1.FieldManager || mf.FieldsV1 == nil {
+			continue
+		}
+		if strings.Contains(string(mf.FieldsV1.Raw), needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// unprotect removes from annotations the keys bootroll added, except those
+// another party has written since.
+func unprotect(obj client.Object, annotations map[string]string, added []string) {
+	for _, k := range added {
+		if !foreignOwned(obj, k) {
+			delete(annotations, k)
+		}
+	}
+}
+
+// protectClaim adds the protection annotations to the NodeClaim and
+// records which ones bootroll added.
+func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
+	ro := &s.bn.Status.Rollout
+	cl, err := r.lookupClaim(ctx, s.node)
+	if err != nil || cl.Claim == nil {
+		return err
+	}
+	orig := cl.Claim.DeepCopy()
+	ann, added := protect(cl.Claim.GetAnnotations())
+	if len(added) == 0 {
+		return nil
+	}
+	// Record first: a crash after the patch must not forget what we added.
+	ro.AddedNodeClaimAnnotations = mergeKeys(ro.AddedNodeClaimAnnotations, added)
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	cl.Claim.SetAnnotations(ann)
+	if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		return fmt.Errorf("protect NodeClaim %s: %w", cl.Claim.GetName(), err)
+	}
+	return nil
+}
+
+// unprotectClaim removes the NodeClaim annotations bootroll added.
+func (r *NodeReconciler) unprotectClaim(ctx context.Context, s *nodeStep) error {
+	ro := &s.bn.Status.Rollout
+	if len(ro.AddedNodeClaimAnnotations) == 0 {
+		return nil
+	}
+	cl, err := r.lookupClaim(ctx, s.node)
+	if err != nil {
+		return err
+	}
+	if cl.Claim != nil {
+		orig := cl.Claim.DeepCopy()
+		ann := cl.Claim.GetAnnotations()
+		unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations)
+		cl.Claim.SetAnnotations(ann)
+		if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("unprotect NodeClaim %s: %w", cl.Claim.GetName(), err)
+		}
+	}
+	ro.AddedNodeClaimAnnotations = nil
+	return nil
+}
+
+func mergeKeys(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, k := range b {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
