@@ -4,13 +4,17 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,37 +45,58 @@ Usage:
 Flags:
 `
 
-func main() {
-	var (
-		metricsAddr   string
-		probeAddr     string
-		leaderElect   bool
-		namespace     string
-		insecureRegis bool
-	)
-	fs := flag.CommandLine
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
-	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
-	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica acts (use with more than one replica).")
-	fs.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "bootroll-system"), "Namespace of the pools' imagePullSecrets and of the leader lease.")
-	fs.BoolVar(&insecureRegis, "insecure-registry", false, "Allow plain-HTTP registries when resolving tags (test registries only).")
-	opts := zap.Options{}
-	opts.BindFlags(fs)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("setup")
+// options are the controller's flags.
+type options struct {
+	kubeconfig  string
+	metricsAddr string
+	probeAddr   string
+	leaderElect bool
+	namespace   string
+	insecure    bool
+	zap         zap.Options
+}
 
-	if err := run(metricsAddr, probeAddr, leaderElect, namespace, insecureRegis); err != nil {
-		log.Error(err, "bootroll-controller stopped")
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bootroll-controller:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(o); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "bootroll-controller stopped")
 		os.Exit(1)
 	}
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, namespace string, insecure bool) error {
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bootroll-controller", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, then the in-cluster config.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one replica acts (use with more than one replica).")
+	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "bootroll-system"), "Namespace of the pools' imagePullSecrets and of the leader lease.")
+	fs.BoolVar(&o.insecure, "insecure-registry", false, "Allow plain-HTTP registries when resolving tags (test registries only).")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q (run with --help)", fs.Args())
+	}
+	return o, nil
+}
+
+func run(o options) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -79,32 +104,30 @@ func run(metricsAddr, probeAddr string, leaderElect bool, namespace string, inse
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	// --kubeconfig is registered by controller-runtime: a kubeconfig
-	// path, else $KUBECONFIG, else the in-cluster config.
-	cfg, err := ctrl.GetConfig()
+	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// Pull secrets are read one at a time from the API server: a
 		// cache would watch every Secret in the cluster.
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "bootroll-controller.bootroll.dev",
-		LeaderElectionNamespace: namespace,
+		LeaderElectionNamespace: o.namespace,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	err = controller.Setup(mgr, controller.Options{
 		Clock:           clock.RealClock{}, // edge: production time
-		Resolver:        &resolve.Registry{Insecure: insecure},
+		Resolver:        &resolve.Registry{Insecure: o.insecure},
 		Recorder:        mgr.GetEventRecorderFor("bootroll-controller"), //nolint:staticcheck // the core/v1 Events API is what kubectl describe shows
 		Metrics:         controller.NewMetrics(metrics.Registry),
-		SecretNamespace: namespace,
+		SecretNamespace: o.namespace,
 	})
 	if err != nil {
 		return err
@@ -115,8 +138,23 @@ func run(metricsAddr, probeAddr string, leaderElect bool, namespace string, inse
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "namespace", namespace, "leaderElect", leaderElect)
+	ctrl.Log.WithName("setup").Info("starting", "namespace", o.namespace, "leaderElect", o.leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig ($KUBECONFIG or in-cluster): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
 }
 
 func envOr(k, def string) string {
