@@ -1,0 +1,415 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// hostState is what the machine is doing.
+type hostState int
+
+const (
+	hostUp           hostState = iota // running; the Node is Ready
+	hostShuttingDown                  // a reboot was requested; still Ready
+	hostDown                          // rebooting or crashed
+	hostHung                          // booted an image that never gets Ready
+	hostRemoved                       // the Node was deleted
+)
+
+// deployment is one bootc deployment on a host.
+type deployment struct {
+	im  *scenario.Image
+	ref string // the reference it was staged from
+	// downloadOnly is set from staging until Apply unlocks it; a reboot
+	// other than Apply's discards a download-only deployment.
+	downloadOnly bool
+}
+
+func (d *deployment) hostImage() *v1alpha1.HostImage {
+	if d == nil {
+		return nil
+	}
+	return &v1alpha1.HostImage{Image: d.ref, Digest: d.im.Digest}
+}
+
+func describe(d *deployment) string {
+	if d == nil {
+		return "none"
+	}
+	return d.ref
+}
+
+// host is the simulated bootc host of a node and its daemon process. It
+// implements nodedaemon.Host on virtual time: Stage returns at once and
+// the download ends in an engine event; Apply and Reboot go down after a
+// shutdown delay and come back after host.reboot.
+type host struct {
+	c *Cluster
+	n *node
+
+	booted, staged, rollback *deployment
+	rollbackQueued           bool
+	bootN                    int
+	state                    hostState
+	event                    *engine.Handle // the pending shutdown or boot
+	bootClean                bool           // the pending boot follows a clean shutdown
+	requested                bool           // a reboot was requested in this boot
+	badBoot                  bool           // this boot never gets Ready
+
+	daemonUp    bool
+	daemonStart *engine.Handle
+	stage       *stageRun
+	last        *nodedaemon.StageResult
+
+	reboots      int
+	requestedFor map[string]int // by digest
+}
+
+// stageRun is a stage in progress.
+type stageRun struct {
+	image string
+	im    *scenario.Image
+	done  *engine.Handle
+}
+
+var _ nodedaemon.Host = (*host)(nil)
+
+func newHost(c *Cluster, n *node) *host {
+	return &host{
+		c: c, n: n,
+		booted:       &deployment{im: n.g.boot, ref: digestRef(n.g.boot)},
+		bootN:        1,
+		requestedFor: map[string]int{},
+	}
+}
+
+func (h *host) bootID() string { return fmt.Sprintf("%s-boot-%d", h.n.name, h.bootN) }
+
+// kubeletRuns reports whether the machine is up and healthy enough to run
+// pods.
+func (h *host) kubeletRuns() bool { return h.state == hostUp || h.state == hostShuttingDown }
+
+func (h *host) object() string { return "node/" + h.n.name }
+
+// usable refuses calls while the daemon process is not running: a call
+// then can only come from a daemon the runner should have stopped.
+func (h *host) usable(op string) error {
+	if !h.daemonUp {
+		return fmt.Errorf("%s on node %s: %w", op, h.n.name, ErrNotRunning)
+	}
+	return nil
+}
+
+// Observe implements nodedaemon.Host.
+func (h *host) Observe(context.Context) (nodedaemon.Observation, error) {
+	if err := h.usable("observe"); err != nil {
+		return nodedaemon.Observation{}, err
+	}
+	obs := nodedaemon.Observation{
+		Booted:         h.booted.hostImage(),
+		Staged:         h.staged.hostImage(),
+		Rollback:       h.rollback.hostImage(),
+		RollbackQueued: h.rollbackQueued,
+		BootID:         h.bootID(),
+		Staging:        h.stage != nil,
+	}
+	if h.last != nil {
+		last := *h.last
+		obs.LastStage = &last
+	}
+	return obs, nil
+}
+
+// Stage implements nodedaemon.Host: it checks the image and starts the
+// download, which takes host.stageOverhead plus size/pullBandwidth and then
+// stages a download-only deployment. An unknown image, the booted image, a
+// pull fault or a full image filesystem fail at once.
+func (h *host) Stage(_ context.Context, image string) error {
+	if err := h.usable("stage " + image); err != nil {
+		return err
+	}
+	if h.stage != nil {
+		return fmt.Errorf("stage %s: a stage of %s is already running", image, h.stage.image)
+	}
+	h.last = nil
+	fail := func(msg string) error {
+		h.last = &nodedaemon.StageResult{Image: image, Err: msg}
+		h.c.trace("node/stage-fail", h.object(), map[string]any{"image": image, "error": msg})
+		return errors.New(msg)
+	}
+	im := h.c.imageFor(image)
+	switch {
+	case im == nil:
+		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest %s: manifest unknown",
+			image, image, h.c.digestOf(image)))
+	case im == h.booted.im:
+		return fail(fmt.Sprintf("staging %s: nothing was staged because it is already the booted image", image))
+	}
+	if f := h.c.pullFault; f != nil {
+		if err := f(h.n.name, image); err != nil {
+			return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %v", image, image, err))
+		}
+	}
+	g := h.n.g.spec
+	if fs := g.ImageFsCapacity.Value(); fs > 0 && im.Size.Value() > fs-g.ImageFsUsed.Value() {
+		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: writing blob: no space left on device", image, image))
+	}
+	d := h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.sc.Host.PullBandwidth.Value())
+	run := &stageRun{image: image, im: im}
+	run.done = h.c.eng.After(d, "node/stage/"+h.n.name, func() { h.stageDone(run) })
+	h.stage = run
+	h.c.trace("node/stage-start", h.object(), map[string]any{"image": image, "duration": d.String()})
+	return nil
+}
+
+// downloadTime is size bytes at bw bytes per second, exactly; a zero
+// bandwidth downloads at once.
+func downloadTime(size, bw int64) time.Duration {
+	if size <= 0 || bw <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(size), uint64(time.Second))
+	if hi >= uint64(bw) {
+		return time.Duration(1<<63 - 1)
+	}
+	q, _ := bits.Div64(hi, lo, uint64(bw))
+	if q > 1<<63-1 {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Duration(q)
+}
+
+func (h *host) stageDone(run *stageRun) {
+	h.stage = nil
+	h.staged = &deployment{im: run.im, ref: run.image, downloadOnly: true}
+	h.last = &nodedaemon.StageResult{Image: run.image}
+	h.c.trace("node/stage-done", h.object(), map[string]any{"image": run.image})
+	if h.c.hooks.HostChanged != nil && h.daemonUp {
+		h.c.hooks.HostChanged(h.n.name)
+	}
+}
+
+// abortStage kills a stage in progress: nothing is staged.
+func (h *host) abortStage(reason string) {
+	if h.stage == nil {
+		return
+	}
+	h.stage.done.Cancel()
+	h.c.trace("node/stage-abort", h.object(), map[string]any{"image": h.stage.image, "reason": reason})
+	h.stage = nil
+}
+
+// Apply implements nodedaemon.Host: it unlocks the staged deployment of
+// image and reboots into it. A reboot already requested in this boot makes
+// it a no-op.
+func (h *host) Apply(_ context.Context, image string) error {
+	if err := h.usable("apply " + image); err != nil {
+		return err
+	}
+	if h.stage != nil {
+		return fmt.Errorf("apply %s: a stage of %s is running", image, h.stage.image)
+	}
+	if h.requested {
+		return nil
+	}
+	if im := h.c.imageFor(image); h.staged == nil || im != h.staged.im {
+		return fmt.Errorf("applying %s: the image is not staged (staged: %s)", image, describe(h.staged))
+	}
+	h.staged.downloadOnly = false
+	h.requestReboot("apply")
+	return nil
+}
+
+// Rollback implements nodedaemon.Host: it queues the rollback deployment
+// for the next boot and discards a staged one; with a rollback queued
+// already it does nothing.
+func (h *host) Rollback(context.Context) error {
+	if err := h.usable("rollback"); err != nil {
+		return err
+	}
+	if h.stage != nil {
+		return fmt.Errorf("rollback: a stage of %s is running", h.stage.image)
+	}
+	if h.rollbackQueued {
+		return nil
+	}
+	if h.rollback == nil {
+		return errors.New("rolling back: no rollback deployment")
+	}
+	h.rollbackQueued = true
+	h.staged = nil
+	h.c.trace("node/rollback-queued", h.object(), map[string]any{"image": h.rollback.ref})
+	return nil
+}
+
+// Reboot implements nodedaemon.Host: the next boot is the queued
+// rollback, or else the booted deployment (a download-only staged one is
+// discarded). A reboot already requested in this boot makes it a no-op.
+func (h *host) Reboot(context.Context) error {
+	if err := h.usable("reboot"); err != nil {
+		return err
+	}
+	if !h.requested {
+		h.requestReboot("reboot")
+	}
+	return nil
+}
+
+// next is the deployment the next boot boots: a queued rollback, else an
+// unlocked staged deployment after a clean shutdown, else the booted one,
+// except that a boot that never got Ready falls back to the rollback
+// deployment (as greenboot does).
+func (h *host) next(clean bool) *deployment {
+	switch {
+	case h.rollbackQueued && h.rollback != nil:
+		return h.rollback
+	case clean && h.staged != nil && !h.staged.downloadOnly:
+		return h.staged
+	case h.badBoot && h.rollback != nil:
+		return h.rollback
+	}
+	return h.booted
+}
+
+// requestReboot starts a reboot: the host goes down after the shutdown
+// delay and is Ready again host.reboot after the request.
+func (h *host) requestReboot(reason string) {
+	to := h.next(true)
+	h.requested = true
+	h.requestedFor[to.im.Digest]++
+	h.state = hostShuttingDown
+	total := h.c.sc.Host.Reboot.Sample(h.c.eng.Rand())
+	down := min(ShutdownDelay, total/2)
+	h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
+	h.event = h.c.eng.After(down, "node/shutdown/"+h.n.name, func() { h.shutdown(total - down) })
+}
+
+// shutdown takes the host down for a requested reboot.
+func (h *host) shutdown(rest time.Duration) {
+	h.event = nil
+	h.c.trace("node/reboot-start", h.object(), map[string]any{"from": h.booted.ref, "to": h.next(true).ref})
+	h.abortStage("reboot")
+	h.daemonDown("reboot")
+	h.state, h.bootClean = hostDown, true
+	h.c.nodeDown(h.n, "Rebooting")
+	h.event = h.c.eng.After(rest, "node/boot/"+h.n.name, h.boot)
+}
+
+// crash takes the host down hard for downFor.
+func (h *host) crash(downFor time.Duration) {
+	switch h.state {
+	case hostRemoved:
+		return
+	case hostDown:
+		at := h.c.eng.Now().Add(downFor)
+		if w := h.event; w != nil && w.When().After(at) {
+			at = w.When()
+		}
+		h.event.Cancel()
+		h.event = h.c.eng.At(at, "node/boot/"+h.n.name, h.boot)
+		h.c.trace("node/crash", h.object(), map[string]any{"downFor": downFor.String(), "while": "down"})
+		return
+	}
+	wasReady := h.kubeletRuns()
+	h.c.trace("node/crash", h.object(), map[string]any{"downFor": downFor.String()})
+	h.event.Cancel()
+	h.abortStage("node crash")
+	h.daemonDown("node crash")
+	h.state, h.bootClean, h.requested = hostDown, false, false
+	if wasReady {
+		h.c.nodeDown(h.n, "NodeCrashed")
+	}
+	h.event = h.c.eng.After(downFor, "node/boot/"+h.n.name, h.boot)
+}
+
+// boot ends a reboot or a crash. Booting into an image that fails to boot
+// falls back to the deployment booted before (FallBack) or never gets
+// Ready (NeverReady). Any staged deployment is gone afterwards: booted,
+// or discarded as download-only or unfinalized.
+func (h *host) boot() {
+	h.event = nil
+	clean := h.bootClean
+	prev, to := h.booted, h.next(clean)
+	outcome := "booted"
+	h.badBoot = false
+	if to != prev {
+		switch {
+		case to.im.FailsToBoot && to.im.BootFailure == "NeverReady":
+			h.booted, h.rollback = to, prev
+			h.badBoot = true
+			outcome = "never-ready"
+		case to.im.FailsToBoot:
+			outcome = "fell-back"
+		default:
+			h.booted, h.rollback = to, prev
+		}
+	}
+	h.staged, h.rollbackQueued, h.requested = nil, false, false
+	h.bootN++
+	kind := "node/crash-boot"
+	if clean {
+		h.reboots++
+		kind = "node/reboot-done"
+	}
+	h.c.trace(kind, h.object(), map[string]any{"from": prev.ref, "booted": h.booted.ref, "bootID": h.bootID(), "outcome": outcome})
+	if h.badBoot {
+		h.state = hostHung
+		return
+	}
+	h.state = hostUp
+	h.c.nodeUp(h.n)
+	h.scheduleDaemon(0)
+}
+
+// scheduleDaemon starts the daemon after wait plus host.daemonStartup.
+func (h *host) scheduleDaemon(wait time.Duration) {
+	d := wait + h.c.sc.Host.DaemonStartup.Sample(h.c.eng.Rand())
+	h.daemonStart = h.c.eng.After(d, "node/daemon-start/"+h.n.name, func() {
+		h.daemonStart = nil
+		if !h.daemonUp && h.kubeletRuns() {
+			h.c.trace("node/daemon-start", h.object(), map[string]any{"bootID": h.bootID()})
+		}
+		h.startDaemon()
+	})
+}
+
+// startDaemon starts the daemon process: it knows of no stage.
+func (h *host) startDaemon() {
+	if h.daemonUp || !h.kubeletRuns() {
+		return
+	}
+	h.daemonUp, h.last = true, nil
+	if h.c.hooks.DaemonRestarted != nil {
+		h.c.hooks.DaemonRestarted(h.n.name)
+	}
+}
+
+// daemonDown stops the daemon process, or a pending start of it.
+func (h *host) daemonDown(reason string) {
+	h.daemonStart.Cancel()
+	h.daemonStart = nil
+	if !h.daemonUp {
+		return
+	}
+	h.daemonUp = false
+	h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
+	if h.c.hooks.DaemonDown != nil {
+		h.c.hooks.DaemonDown(h.n.name)
+	}
+}
+
+// remove ends the host with its Node.
+func (h *host) remove() {
+	h.event.Cancel()
+	h.abortStage("node removed")
+	h.daemonDown("node removed")
+	h.state = hostRemoved
+}
