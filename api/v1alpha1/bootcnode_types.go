@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DesiredState is what the controller asks the daemon to do with the
@@ -63,7 +64,9 @@ type BootcNodeSpec struct {
 	PinnedImageSets []NodePinnedImageSet `json:"pinnedImageSets,omitempty"`
 }
 
-// NodePinnedImageSet is one PinnedImageSet as it applies to one node.
+// NodePinnedImageSet is one PinnedImageSet as it applies to one node: the
+// controller copies the set's images and knobs here, so the daemon reads
+// only its own BootcNode.
 type NodePinnedImageSet struct {
 	Name string `json:"name"`
 	// Images are digest references.
@@ -71,6 +74,22 @@ type NodePinnedImageSet struct {
 	Images []string `json:"images"`
 	// Generation of the set these images come from.
 	Generation int64 `json:"generation"`
+	// Concurrency is the set's spec.concurrency; 0 means the default (2).
+	// The daemon pulls one image at a time on control-plane nodes.
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
+	// Throttle is the set's spec.throttle; nil means 0.
+	// +optional
+	Throttle *metav1.Duration `json:"throttle,omitempty"`
+	// MinFreeAfterPull is the set's spec.minFreeAfterPull; nil means 10%.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MinFreeAfterPull *intstr.IntOrString `json:"minFreeAfterPull,omitempty"`
+	// PullSecret is the dockerconfigjson Secret the daemon reads the set's
+	// pull credentials from; the controller decides which Secret that is,
+	// so the daemon needs no access to any other.
+	// +optional
+	PullSecret *SecretReference `json:"pullSecret,omitempty"`
 }
 
 // HostImage describes one bootc deployment (booted, staged or rollback).
@@ -150,6 +169,16 @@ type DaemonStatus struct {
 type PinnedSetProgress struct {
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+	// Present, Pulling, Pending and Failed count Images by state.
+	// +optional
+	Present int32 `json:"present,omitempty"`
+	// +optional
+	Pulling int32 `json:"pulling,omitempty"`
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Images are the set's images in the set's order.
 	// +listType=atomic
 	Images []PinnedImageProgress `json:"images,omitempty"`
 }
@@ -158,17 +187,42 @@ type PinnedSetProgress struct {
 // +kubebuilder:validation:Enum=Pending;Pulling;Present;Failed
 type PinnedImageState string
 
+// The pinned image states.
+const (
+	// PinnedPending: not present and not being pulled; waiting for a slot,
+	// the throttle, a retry (Reason says why it failed last) or space.
+	PinnedPending PinnedImageState = "Pending"
+	// PinnedPulling: a pull runs.
+	PinnedPulling PinnedImageState = "Pulling"
+	// PinnedPresent: the image is on the node.
+	PinnedPresent PinnedImageState = "Present"
+	// PinnedFailed: the daemon gave up for now; Reason says why.
+	PinnedFailed PinnedImageState = "Failed"
+)
+
 // PinnedImageProgress is the daemon's progress on one image.
 type PinnedImageProgress struct {
 	Image string           `json:"image"`
 	State PinnedImageState `json:"state"`
-	// Reason classifies a failure: OutOfSpace, NotFound, Auth, RegistryUnreachable, ...
+	// Reason classifies a failure or a wait (the PinnedReason* values):
+	// OutOfSpace, InsufficientSpace, NotFound, Unauthorized,
+	// RegistryUnreachable, ...
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Attempts counts the pulls started for the image. It starts again
+	// from 0 when a present image disappears and when a Failed image is
+	// tried afresh (its set changed, or RetryAfter passed). A Present image
+	// keeps the count its pull took.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+	// LastAttempt is when the last pull started.
+	// +optional
+	LastAttempt *metav1.Time `json:"lastAttempt,omitempty"`
+	// RetryAfter is when a failed pull is tried again.
+	// +optional
+	RetryAfter *metav1.Time `json:"retryAfter,omitempty"`
 }
 
 // RolloutStatus is the part of BootcNode status the controller owns: every
