@@ -11,7 +11,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GO_TEST_FLAGS ?=
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: containerd all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -55,7 +55,10 @@ lint: ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-test: tools ## Run every test: unit, envtest on a real kube-apiserver + etcd, CRI on a real containerd.
+containerd: ## Make sure containerd is installed (Debian's package; needs root to install).
+	bash hack/ensure-containerd.sh
+
+test: tools containerd ## Run every test: unit, envtest on a real kube-apiserver + etcd, CRI on a real containerd.
 	go test $(GO_TEST_FLAGS) ./...
 
 unit: ## Run the tests that need no API server (fast).
