@@ -268,19 +268,28 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
 	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
+// pullSecretNamespace holds only the mirrored pull secrets of
+// PinnedImageSets (controller.PinnedSecretNamespace) and the Roles that let
+// the controller write and the daemons read them.
+const pullSecretNamespace = "bootroll-pull-secrets"
+
 // TestManifestNamespaces: every namespaced object is in bootroll-system
-// (nothing sets it later, see config/default), no cluster-scoped one has a
-// namespace, and the Namespace itself is defined.
+// (nothing sets it later, see config/default), except the pull-secret
+// Roles in bootroll-pull-secrets; no cluster-scoped one has a namespace, and
+// both Namespaces are defined.
 func TestManifestNamespaces(t *testing.T) {
 	idx := byKey(t, loadAll(t))
-	if _, ok := idx["Namespace/"+namespace]; !ok {
-		t.Errorf("no Namespace %s in config/", namespace)
+	for _, ns := range []string{namespace, pullSecretNamespace} {
+		if _, ok := idx["Namespace/"+ns]; !ok {
+			t.Errorf("no Namespace %s in config/", ns)
+		}
 	}
 	for _, m := range idx {
 		kind := m.obj.GetObjectKind().GroupVersionKind().Kind
 		switch ns := m.obj.GetNamespace(); {
 		case slices.Contains(clusterScoped, kind) && ns != "":
 			t.Errorf("config/%s: %s is cluster-scoped but has namespace %q", m.file, m.key(), ns)
+		case ns == pullSecretNamespace && (kind == "Role" || kind == "RoleBinding"):
 		case !slices.Contains(clusterScoped, kind) && ns != namespace:
 			t.Errorf("config/%s: %s has namespace %q, want %q (add %s to clusterScoped if it has none)", m.file, m.key(), ns, namespace, kind)
 		}
@@ -572,6 +581,7 @@ func TestRBACWiring(t *testing.T) {
 	ds := get[*appsv1.DaemonSet](t, idx, "DaemonSet/"+namespace+"/"+daemonName)
 	daemonSA := ds.Spec.Template.Spec.ServiceAccountName
 	wantDaemon := []string{
+		pullSecretNamespace + ":/secrets:get",
 		"bootroll.dev/bootcnodes/status:patch",
 		"bootroll.dev/bootcnodes:get",
 		"bootroll.dev/bootcnodes:list",

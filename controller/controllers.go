@@ -82,6 +82,13 @@ func Indexes() []Index {
 		{Object: &v1alpha1.BootcNode{}, Field: IndexBootcNodePool, Extract: func(o client.Object) []string {
 			return []string{o.(*v1alpha1.BootcNode).Spec.Pool}
 		}},
+		{Object: &v1alpha1.BootcNode{}, Field: IndexBootcNodePinnedSet, Extract: func(o client.Object) []string {
+			var names []string
+			for _, e := range o.(*v1alpha1.BootcNode).Spec.PinnedImageSets {
+				names = append(names, e.Name)
+			}
+			return names
+		}},
 	}
 }
 
@@ -123,31 +130,75 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("set up node controller: %w", err)
 	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("pinnedimageset").
+		For(&v1alpha1.PinnedImageSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.BootcNode{}, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return BootcNodeToPinnedSets(ctx, c, o)
+		}, func(old, cur client.Object) bool {
+			return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
+		})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return NodeToPinnedSets(ctx, c, o.(*corev1.Node))
+		}), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+			}})).
+		Complete(NewPinnedSetReconciler(c, opts))
+	if err != nil {
+		return fmt.Errorf("set up PinnedImageSet controller: %w", err)
+	}
 	return nil
+}
+
+// NodeToPinnedSets maps a Node whose labels changed to the sets that
+// select nodes by label.
+func NodeToPinnedSets(ctx context.Context, c client.Reader, _ *corev1.Node) []reconcile.Request {
+	var sets v1alpha1.PinnedImageSetList
+	if err := c.List(ctx, &sets); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range sets.Items {
+		if len(s.Spec.NodeSelector) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+		}
+	}
+	return out
+}
+
+// debounced enqueues what m maps an object to PoolStatusDebounce after a
+// create, delete, or an update that changed reports true for.
+func debounced(m func(context.Context, client.Object) []reconcile.Request, changed func(old, cur client.Object) bool) handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, r := range m(ctx, o) {
+			q.AddAfter(r, PoolStatusDebounce)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if changed(e.ObjectOld, e.ObjectNew) {
+				enqueue(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 }
 
 // debouncedPoolHandler enqueues a BootcNode's pool PoolStatusDebounce
 // after a change that matters to the pool, so a burst of node changes
 // costs one pool reconcile.
 func debouncedPoolHandler() handler.EventHandler {
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, r := range BootcNodeToPool(o) {
-			q.AddAfter(r, PoolStatusDebounce)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if BootcNodeChangeMatters(e.ObjectOld.(*v1alpha1.BootcNode), e.ObjectNew.(*v1alpha1.BootcNode)) {
-				enqueue(e.ObjectNew, q)
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-	}
+	return debounced(func(_ context.Context, o client.Object) []reconcile.Request { return BootcNodeToPool(o) },
+		func(old, cur client.Object) bool {
+			return BootcNodeChangeMatters(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
+		})
 }
 
 // BootcNodeToPool maps a BootcNode to its pool.

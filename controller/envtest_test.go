@@ -102,6 +102,7 @@ type harness struct {
 	hosts     map[string]*fakeHost
 	daemons   map[string]*nodedaemon.Daemon
 	failing   map[string]bool // digests that fail to boot
+	noSpace   map[string]bool // pinned images that fit on no node
 	reboots   map[string]int  // node -> reboots done
 	maxCord   int             // most nodes cordoned by bootroll at once
 	stopMgr   context.CancelFunc
@@ -141,7 +142,7 @@ func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) 
 		t.Skip("needs a real API server (KUBEBUILDER_ASSETS); run make test")
 	}
 	h := &harness{t: t, prefix: prefix, label: map[string]string{"bootroll-test": prefix},
-		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, reboots: map[string]int{}, clk: clk}
+		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, noSpace: map[string]bool{}, reboots: map[string]int{}, clk: clk}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.ctx = ctx
 	h.stopWorld = cancel
@@ -172,7 +173,9 @@ func (h *harness) addNode(name string, cordoned bool) {
 	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: controller.DigestOf(digestRef("v1"))}, bootID: "boot-0"}
 	h.mu.Lock()
 	h.hosts[name] = host
-	h.daemons[name] = nodedaemon.New(name, k8s, host, clock.RealClock{}, logr.Discard())
+	d := nodedaemon.New(name, k8s, host, clock.RealClock{}, logr.Discard())
+	d.Prefetch = &fakePrefetch{h: h}
+	h.daemons[name] = d
 	h.mu.Unlock()
 }
 

@@ -14,6 +14,7 @@ type Metrics struct {
 	DrainSeconds  *prometheus.HistogramVec
 	RebootSeconds *prometheus.HistogramVec
 	Failures      *prometheus.CounterVec
+	PinnedNodes   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -38,9 +39,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bootroll_node_failures_total", Help: "Node update failures by reason.",
 		}, []string{"pool", "reason"}),
+		PinnedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bootroll_pinnedimageset_nodes", Help: "Nodes of a PinnedImageSet by state (done, pulling, failed).",
+		}, []string{"set", "state"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures)
+		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes)
 	}
 	return m
 }

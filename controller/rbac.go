@@ -35,3 +35,11 @@ package controller
 // (read one by one, never listed) and the leader election lease.
 // +kubebuilder:rbac:groups="",namespace=bootroll-system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=bootroll-system,resources=leases,verbs=get;create;update
+
+// PinnedImageSets: write the sets into BootcNode specs and their status.
+// +kubebuilder:rbac:groups=bootroll.dev,resources=pinnedimagesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootroll.dev,resources=pinnedimagesets/status,verbs=get;update;patch
+
+// The sets' pull secrets are mirrored into a namespace of their own, the
+// only one whose Secrets the daemons can read.
+// +kubebuilder:rbac:groups="",namespace=bootroll-pull-secrets,resources=secrets,verbs=get;create;update

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
 // DefaultResync is how often the daemon looks at its host when nothing
@@ -55,6 +56,14 @@ type Daemon struct {
 	// Resync is the requeue when Step asks for none: the host can change
 	// without an API event. 0 requeues only when Step asks.
 	Resync time.Duration
+	// Prefetch, when set, keeps the pinned images of spec.pinnedImageSets.
+	Prefetch Prefetcher
+	// StagingReserve is the image-filesystem space pinned-image pulls must
+	// leave for the next OS image staging.
+	StagingReserve int64
+	// ControlPlane makes the prefetch pull one image at a time.
+	ControlPlane bool
+	pinned       *pinnedReport
 
 	nodeName string
 	client   client.Client
@@ -120,10 +129,55 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, fmt.Errorf("node %s: %s (action %d of %d; the rest skipped): %w", d.nodeName, a, i+1, len(actions), err)
 		}
 	}
+	if d.Prefetch != nil {
+		wait, err := d.prefetch(ctx, &bn)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if wait > 0 && (requeue == 0 || wait < requeue) {
+			requeue = wait
+		}
+	}
 	if requeue == 0 {
 		requeue = d.Resync
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// Prefetcher keeps the node's pinned images (nodedaemon/prefetch): the
+// production prefetch.Runner over the CRI image service, or the twin's
+// host model running the same prefetch.Manager on virtual time.
+type Prefetcher interface {
+	Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error)
+}
+
+// prefetch runs one prefetch pass and writes the progress when it changed.
+func (d *Daemon) prefetch(ctx context.Context, bn *v1alpha1.BootcNode) (time.Duration, error) {
+	current := bn.Status.Daemon.PinnedImages
+	if d.pinned != nil && d.pinned.uid == bn.UID {
+		current = d.pinned.progress // our own last write: newer than a lagging cache
+	}
+	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane})
+	if err != nil {
+		return 0, fmt.Errorf("node %s: prefetch pinned images: %w", d.nodeName, err)
+	}
+	if prefetch.Equal(progress, current) {
+		return wait, nil
+	}
+	data, err := prefetch.StatusPatch(progress)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.client.Status().Patch(ctx, bn, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner)); err != nil {
+		return 0, fmt.Errorf("patch BootcNode %s pinned image progress: %w", d.nodeName, err)
+	}
+	d.pinned = &pinnedReport{uid: bn.UID, progress: progress}
+	return wait, nil
+}
+
+type pinnedReport struct {
+	uid      types.UID
+	progress []v1alpha1.PinnedSetProgress
 }
 
 // current is the status last reported: this process's own last write when

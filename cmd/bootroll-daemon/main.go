@@ -12,6 +12,8 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +37,8 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/nodedaemon/bootc"
+	"github.com/bootroll/bootroll/nodedaemon/cri"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
 const usage = `bootroll-daemon is bootroll's node daemon. Run one on every node (a
@@ -83,6 +87,10 @@ type options struct {
 	probeAddr   string
 	hostExec    bool
 	zap         zap.Options
+	// Pinned images.
+	criSocket      string
+	stagingReserve resource.Quantity
+	controlPlane   bool
 }
 
 func main() {
@@ -103,7 +111,7 @@ func main() {
 
 // parseFlags reads the flags without touching the process-wide flag set.
 func parseFlags(args []string, out io.Writer) (options, error) {
-	var o options
+	o := options{stagingReserve: resource.MustParse("8Gi")}
 	fs := flag.NewFlagSet("bootroll-daemon", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
@@ -116,6 +124,16 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.resync, "resync", nodedaemon.DefaultResync, "How often to look at the host when nothing else asks (the host can change without an API event); 0 disables.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.StringVar(&o.criSocket, "cri-socket", "/run/containerd/containerd.sock", "CRI socket of the container runtime, for pinned images (PinnedImageSets); empty disables prefetching.")
+	fs.Func("staging-reserve", "Image-filesystem space pinned-image pulls leave free for the next OS image staging, a quantity (default 8Gi).", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return fmt.Errorf("%q is not a non-negative quantity such as 8Gi", v)
+		}
+		o.stagingReserve = q
+		return nil
+	})
+	fs.BoolVar(&o.controlPlane, "control-plane", false, "This is a control-plane node: pull pinned images one at a time.")
 	fs.BoolVar(&o.hostExec, "host-exec", false, "Run bootc and systemctl through nsenter in the mount namespace of PID 1 (a pod with hostPID); off when the daemon already runs in the host's mount namespace.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -178,6 +196,37 @@ func run(ctx context.Context, o options) error {
 	}
 	daemon := nodedaemon.New(o.nodeName, mgr.GetClient(), host, clock.RealClock{}, ctrl.Log.WithName("daemon")) // edge: production time
 	daemon.Resync = o.resync
+	if o.criSocket != "" {
+		runtime, err := cri.Dial(ctx, o.criSocket)
+		if err != nil {
+			return fmt.Errorf("--cri-socket %s: %w", o.criSocket, err)
+		}
+		reader := mgr.GetAPIReader() // Secrets are read one by one, never cached or listed
+		daemon.Prefetch = &prefetch.Runner{
+			Images:  prefetch.CRIImages{Client: runtime},
+			Sizes:   prefetch.RegistrySizer{},
+			Context: ctx,
+			Credentials: func(ctx context.Context, set v1alpha1.NodePinnedImageSet, ref string) (*cri.Auth, error) {
+				if set.PullSecret == nil {
+					return nil, nil
+				}
+				var sec corev1.Secret
+				key := client.ObjectKey{Namespace: set.PullSecret.Namespace, Name: set.PullSecret.Name}
+				if err := reader.Get(ctx, key, &sec); err != nil {
+					return nil, fmt.Errorf("read pull secret %s of PinnedImageSet %s: %w", key, set.Name, err)
+				}
+				return cri.AuthFor(sec.Data[corev1.DockerConfigJsonKey], ref)
+			},
+			OnDone: func() {
+				select {
+				case stageDone <- event.GenericEvent{Object: self}:
+				default:
+				}
+			},
+		}
+		daemon.StagingReserve = o.stagingReserve.Value()
+		daemon.ControlPlane = o.controlPlane
+	}
 
 	own := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == o.nodeName })
 	err = ctrl.NewControllerManagedBy(mgr).
