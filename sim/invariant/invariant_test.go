@@ -1,0 +1,291 @@
+package invariant
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// fixture feeds a checker synthetic watch events.
+type fixture struct {
+	t       *testing.T
+	c       *Checker
+	nodes   map[string]*corev1.Node
+	bns     map[string]*v1alpha1.BootcNode
+	pool    *v1alpha1.BootcNodePool
+	reboots map[string]int
+	booted  map[string]string
+	pdbs    []cluster.PDBState
+	evicted uint64
+}
+
+func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, nodes ...string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, nodes: map[string]*corev1.Node{}, bns: map[string]*v1alpha1.BootcNode{}, reboots: map[string]int{}, booted: map[string]string{}}
+	if sc == nil {
+		sc = &scenario.Scenario{Name: "test", Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
+	}
+	c, err := New(sc, Sources{
+		RebootsFor: func(node, image string) int { return f.reboots[node+"/"+image] },
+		Booted:     func(node string) string { return f.booted[node] },
+		PDBs:       func() []cluster.PDBState { return f.pdbs },
+		Evictions:  func() uint64 { return f.evicted },
+	}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
+	f.pool = &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1},
+		Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "p"}, Rollout: v1alpha1.RolloutSpec{MaxUnavailable: &maxU}}}
+	c.Observe(apiserver.Event{Type: apiserver.Added, Object: f.pool.DeepCopy()})
+	for _, n := range nodes {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "p"}}}
+		f.nodes[n] = node
+		c.Observe(apiserver.Event{Type: apiserver.Added, Object: node.DeepCopy()})
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: v1alpha1.BootcNodeSpec{Pool: "p"}}
+		f.bns[n] = bn
+		c.Observe(apiserver.Event{Type: apiserver.Added, Object: bn.DeepCopy()})
+	}
+	c.Check(t0)
+	return f
+}
+
+func (f *fixture) node(name string, mutate func(*corev1.Node)) {
+	old := f.nodes[name]
+	n := old.DeepCopy()
+	mutate(n)
+	f.nodes[name] = n
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: old, Object: n.DeepCopy()})
+}
+
+func (f *fixture) bn(name string, mutate func(*v1alpha1.BootcNode)) {
+	old := f.bns[name]
+	b := old.DeepCopy()
+	mutate(b)
+	f.bns[name] = b
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: old, Object: b.DeepCopy()})
+}
+
+func (f *fixture) setPool(mutate func(*v1alpha1.BootcNodePool)) {
+	old := f.pool
+	p := old.DeepCopy()
+	mutate(p)
+	f.pool = p
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: old, Object: p.DeepCopy()})
+}
+
+func (f *fixture) check(at time.Duration) { f.c.Check(t0.Add(at)) }
+
+func mark(n *corev1.Node) {
+	n.Spec.Unschedulable = true
+	n.Annotations = map[string]string{v1alpha1.AnnotationSlot: "p"}
+}
+
+func unmark(n *corev1.Node) {
+	n.Spec.Unschedulable = false
+	n.Annotations = nil
+}
+
+func phase(p v1alpha1.NodePhase) func(*v1alpha1.BootcNode) {
+	return func(b *v1alpha1.BootcNode) { b.Status.Phase = p }
+}
+
+func (f *fixture) names() []string {
+	var out []string
+	for _, v := range f.c.Violations() {
+		out = append(out, v.Invariant)
+	}
+	return out
+}
+
+func TestMaxUnavailable(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+	f.node("a", mark)
+	f.check(time.Second)
+	if got := f.names(); len(got) != 0 {
+		t.Fatalf("one node in a slot of one: %v", got)
+	}
+	// A slot phase counts even before the cordon.
+	f.bn("b", phase(v1alpha1.PhaseDraining))
+	f.check(2 * time.Second)
+	vs := f.c.Violations()
+	if len(vs) != 1 || vs[0].Invariant != "max-unavailable" || vs[0].At != 2*time.Second {
+		t.Fatalf("violations %v; want one max-unavailable at 2s", vs)
+	}
+	if !strings.Contains(vs[0].Message, "2 nodes of pool p") || strings.Join(vs[0].Objects, ",") != "BootcNodePool/p,Node/a,Node/b" {
+		t.Errorf("violation %s", vs[0])
+	}
+	// Still over: the same episode is not reported again.
+	f.node("b", mark)
+	f.check(3 * time.Second)
+	if n := f.c.Count("max-unavailable"); n != 1 {
+		t.Errorf("%d violations during one episode", n)
+	}
+	f.node("a", unmark)
+	f.bn("b", phase(v1alpha1.PhaseUpdated))
+	f.node("b", unmark)
+	f.check(4 * time.Second)
+	f.node("c", mark)
+	f.bn("a", phase(v1alpha1.PhaseRebooting))
+	f.check(5 * time.Second)
+	if n := f.c.Count("max-unavailable"); n != 2 {
+		t.Errorf("%d violations after a second episode, want 2", n)
+	}
+}
+
+func TestMaxUnavailablePercentOfCurrentNodes(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromString("50%"), "a", "b", "c", "d")
+	f.node("a", mark)
+	f.node("b", mark)
+	f.check(time.Second)
+	if n := f.c.Count("max-unavailable"); n != 0 {
+		t.Fatalf("2 of 4 at 50%%: %v", f.c.Violations())
+	}
+	// Two nodes leave the pool: 50% of 2 is 1.
+	f.node("d", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+	f.node("c", func(n *corev1.Node) { n.Labels = nil })
+	f.check(2 * time.Second)
+	if n := f.c.Count("max-unavailable"); n != 1 {
+		t.Errorf("2 of 2 at 50%%: %d violations, want 1", n)
+	}
+}
+
+func TestLeakedCordon(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c", "d")
+	// d is cordoned by the admin from the start.
+	old := f.nodes["d"]
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: old})
+	d := old.DeepCopy()
+	d.Spec.Unschedulable = true
+	f.nodes["d"] = d
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: d.DeepCopy()})
+	f.node("a", mark)
+	f.bn("a", phase(v1alpha1.PhaseUpdated)) // left marked: a leak
+	f.node("b", mark)
+	f.bn("b", phase(v1alpha1.PhaseDraining)) // mid-drain at the end: not a leak
+	f.c.Finish(Outcome{End: time.Hour})
+	got := strings.Join(f.names(), ",")
+	if got != "no-leaked-cordon,no-leaked-annotation,converges" {
+		t.Fatalf("violations %s", got)
+	}
+	if vs := f.c.Violations(); strings.Join(vs[0].Objects, ",") != "Node/a" {
+		t.Errorf("leaked %v, want Node/a", vs[0].Objects)
+	}
+
+	// The admin's cordon removed: also a violation.
+	f = newFixture(t, nil, intstr.FromInt32(1), "a")
+	a := f.nodes["a"].DeepCopy()
+	a.Spec.Unschedulable = true
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.nodes["a"]})
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: a})
+	f.nodes["a"] = a
+	f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	f.c.Finish(Outcome{End: time.Hour, Converged: true})
+	if vs := f.c.Violations(); len(vs) != 1 || !strings.Contains(vs[0].Message, "cordoned before the rollout are uncordoned") {
+		t.Errorf("violations %v", vs)
+	}
+}
+
+func TestPDBRespected(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}}
+	podEvent := func() { f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: pod}) }
+	// Violated by something else (a crash): no eviction, no violation.
+	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", Healthy: 1, DesiredHealthy: 2, Violated: true}}
+	podEvent()
+	f.check(time.Second)
+	f.pdbs[0].Violated, f.pdbs[0].Healthy = false, 2
+	podEvent()
+	f.check(2 * time.Second)
+	if n := f.c.Count("pdb-respected"); n != 0 {
+		t.Fatalf("violations without evictions: %v", f.c.Violations())
+	}
+	// Violated in an event in which bootroll evicted.
+	f.evicted++
+	f.pdbs[0].Violated, f.pdbs[0].Healthy = true, 1
+	podEvent()
+	f.check(3 * time.Second)
+	vs := f.c.Violations()
+	if len(vs) != 1 || vs[0].Invariant != "pdb-respected" || vs[0].Objects[0] != "PodDisruptionBudget/default/web" {
+		t.Errorf("violations %v", vs)
+	}
+}
+
+func TestNoDoubleReboot(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	img := "r/os@sha256:2222"
+	f.bn("a", func(b *v1alpha1.BootcNode) { b.Spec.DesiredImage = img })
+	f.reboots["a/"+img] = 1
+	f.bn("a", func(b *v1alpha1.BootcNode) { b.Status.Daemon.BootID = "boot-2" })
+	f.check(time.Second)
+	f.reboots["a/"+img] = 2
+	f.bn("a", func(b *v1alpha1.BootcNode) { b.Status.Daemon.BootID = "boot-3" })
+	f.check(2 * time.Second)
+	f.c.Finish(Outcome{End: time.Hour, Converged: true})
+	vs := f.c.Violations()
+	if len(vs) != 1 || vs[0].Invariant != "no-double-reboot" || vs[0].At != 2*time.Second {
+		t.Errorf("violations %v; want one no-double-reboot at 2s", vs)
+	}
+}
+
+func TestConvergesAndExpectations(t *testing.T) {
+	within := 30 * time.Minute
+	two := 2
+	sc := &scenario.Scenario{
+		Name:   "test",
+		Images: []scenario.Image{{Name: "v2", Ref: "r/os:v2", Digest: "sha256:2222"}},
+		Expect: scenario.Expect{
+			Invariants:      []scenario.Invariant{scenario.InvConverges},
+			CompletesWithin: &within,
+			FinalImages:     map[string]string{"p": "v2"},
+			FailedNodes:     map[string]scenario.CountRange{"p": {Min: 2, Max: &two}},
+			Halted:          map[string]bool{"p": false},
+		},
+	}
+	f := newFixture(t, sc, intstr.FromInt32(1), "a", "b")
+	f.booted["a"] = "r/os@sha256:2222"
+	f.booted["b"] = "r/os@sha256:1111"
+	f.bn("b", phase(v1alpha1.PhaseFailed))
+	f.setPool(func(p *v1alpha1.BootcNodePool) {
+		p.Status.ObservedGeneration = 1
+		p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHalted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMaxFailures, ObservedGeneration: 1}}
+	})
+	if !f.c.World().AllConverged() {
+		t.Fatal("a halted pool with a reason is converged")
+	}
+	f.c.Finish(Outcome{End: time.Hour, Converged: true, ConvergedAt: 40 * time.Minute})
+	got := strings.Join(f.names(), ",")
+	if got != "completes-within,final-images,failed-nodes,halted" {
+		t.Errorf("violations %s", got)
+	}
+}
+
+func TestKarpenterInvariants(t *testing.T) {
+	sc := &scenario.Scenario{Name: "k", Expect: scenario.Expect{Invariants: []scenario.Invariant{scenario.InvNoChurn}}}
+	if _, err := New(sc, Sources{}, t0); err != nil {
+		t.Errorf("no-churn without a karpenter section: %v", err)
+	}
+	sc.Karpenter = &scenario.Karpenter{}
+	if _, err := New(sc, Sources{}, t0); err == nil || !strings.Contains(err.Error(), "not implemented yet") {
+		t.Errorf("no-churn with a karpenter section: err %v", err)
+	}
+}
+
+func TestRegistryCoversEveryInvariant(t *testing.T) {
+	for _, inv := range scenario.AllInvariants {
+		if lookup(inv) == nil {
+			t.Errorf("%s is not registered", inv)
+		}
+	}
+}

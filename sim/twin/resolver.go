@@ -1,0 +1,55 @@
+package twin
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// registry is the twin's image registry: it resolves the tag references of
+// a scenario's images to the digests the scenario gives them, pinned the
+// way the production resolver pins them (repository@digest, tag dropped).
+type registry struct {
+	pinned map[string]string // tag ref -> repo@digest
+}
+
+var _ resolve.Resolver = registry{}
+
+func newRegistry(sc *scenario.Scenario) registry {
+	r := registry{pinned: map[string]string{}}
+	for _, im := range sc.Images {
+		if resolve.IsDigest(im.Ref) {
+			continue
+		}
+		r.pinned[im.Ref] = repository(im.Ref) + "@" + im.Digest
+	}
+	return r
+}
+
+var errNoSuchTag = errors.New("the twin's registry has no image with this reference")
+
+// Resolve implements resolve.Resolver.
+func (r registry) Resolve(_ context.Context, ref string, _ []byte) (string, error) {
+	if resolve.IsDigest(ref) {
+		return ref, nil
+	}
+	if p, ok := r.pinned[ref]; ok {
+		return p, nil
+	}
+	return "", &resolve.Error{Kind: resolve.KindNotFound, Ref: ref, Err: errNoSuchTag}
+}
+
+// repository is ref without its tag or digest.
+func repository(ref string) string {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	slash := strings.LastIndexByte(ref, '/')
+	if i := strings.LastIndexByte(ref, ':'); i > slash {
+		ref = ref[:i]
+	}
+	return ref
+}

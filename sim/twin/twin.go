@@ -1,0 +1,657 @@
+// Package twin runs a scenario in the digital twin: it wires the engine,
+// the simulated API server, the cluster model, the real reconcilers of
+// controller/ and the real node daemon of nodedaemon/ the way the binaries
+// wire them, drives the scenario's events and faults, checks the
+// invariants after every engine event and returns what happened.
+//
+// A run is single-threaded and reads time and randomness only from the
+// engine, so the same scenario and seed give a byte-identical trace.
+//
+// The watches are controller.Setup's, built from its exported mapping
+// functions and controller-runtime's own handlers and predicates (see
+// controllerWatches). Known differences from a manager, kept on purpose:
+//   - the reconcilers read the API server itself, not an informer cache,
+//     so reads are never stale;
+//   - a reconcile takes no virtual time, so events do not pile up while
+//     one runs;
+//   - controller-runtime's priority queue gives initial-list events low
+//     priority; the engine's queue adds everything at normal priority;
+//   - a controller restart drops both queues and builds new reconcilers
+//     with the same constructors; the daemons keep running.
+package twin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/invariant"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Options change how a scenario runs.
+type Options struct {
+	// Seed seeds the run's PRNG; 0 means the scenario's seed.
+	Seed uint64
+	// Trace receives the JSONL trace; nil writes none.
+	Trace io.Writer
+	// Bench samples the Go heap every BenchSampleEvery events into
+	// Result.PeakHeap. The sampling reads no simulated state and changes
+	// nothing in the run.
+	Bench bool
+}
+
+// BenchSampleEvery is how many engine events pass between heap samples
+// of a bench run.
+const BenchSampleEvery = 4096
+
+// Settle is how long a converged run goes on before it stops, so that
+// what follows convergence (a late flap, a leaked cordon) is seen.
+const Settle = time.Minute
+
+// SecretNamespace is the controller's namespace in the twin.
+const SecretNamespace = "bootroll-system"
+
+// Result is what one run did.
+type Result struct {
+	// Scenario is the scenario's name, File the file it came from.
+	Scenario string
+	File     string
+	Seed     uint64
+	Start    time.Time
+	// End is the virtual time since Start when the run stopped; Limit is
+	// the scenario's limit.
+	End   time.Duration
+	Limit time.Duration
+	// Events is how many engine events ran.
+	Events uint64
+	// Converged reports whether every pool was UpToDate or Halted with a
+	// reason when the run stopped; ConvergedAt is since when.
+	Converged   bool
+	ConvergedAt time.Duration
+	// Violations are the failed invariants and expectations, in the
+	// order they happened; Counts counts them per name, including those
+	// past the recording bound.
+	Violations []invariant.Violation
+	Counts     map[string]int
+	// Pools are the pools at the end, sorted by name.
+	Pools []PoolResult
+	// FirstSlot is when the first node entered a reboot slot
+	// (HasFirstSlot false: none did); LastUpdate when the last node
+	// finished its update.
+	HasFirstSlot bool
+	FirstSlot    time.Duration
+	LastUpdate   time.Duration
+	// NodeUpdates are the durations from slot grant to Updated of every
+	// node update, sorted.
+	NodeUpdates []time.Duration
+	// Timeline samples the cluster at phase, readiness and cordon changes.
+	Timeline []Sample
+	// Phases names the columns of Sample.Phases.
+	Phases []v1alpha1.NodePhase
+	// Reconciles counts reconciles per queue kind (pool, node, daemon).
+	Reconciles map[string]uint64
+	// Enqueued counts the requests each controller watch handed its
+	// queue ("<controller>/<kind>"), before the queue's dedup.
+	Enqueued map[string]uint64
+	// Requests counts the API requests of the controller and daemons.
+	Requests []apiserver.VerbCount
+	// Recorded counts the controller's Kubernetes events by type/reason.
+	Recorded map[string]int
+	// Reboots is the number of reboots of all nodes.
+	Reboots int
+	// PeakHeap is the largest heap seen in a bench run, in bytes.
+	PeakHeap uint64
+}
+
+// PoolResult is a pool at the end of a run.
+type PoolResult struct {
+	Name         string
+	Nodes        int
+	Updated      int
+	Failed       int
+	Phases       map[v1alpha1.NodePhase]int
+	UpToDate     bool
+	Halted       bool
+	HaltedReason string
+	Summary      string
+	TargetImage  string
+}
+
+// Sample is the cluster at one moment of the timeline.
+type Sample struct {
+	At time.Duration
+	// Phases counts BootcNodes per phase, in Result.Phases order.
+	Phases []int
+	// InSlot counts nodes unavailable because of bootroll.
+	InSlot int
+	// SchedulableCPU (millicores) and SchedulableNodes are the capacity
+	// pods can be scheduled on.
+	SchedulableCPU   int64
+	SchedulableNodes int
+}
+
+// Passed reports whether every invariant and expectation held.
+func (r *Result) Passed() bool { return len(r.Violations) == 0 }
+
+// Caught reports whether the invariant or expectation name was violated.
+func (r *Result) Caught(name string) bool { return r.Counts[name] > 0 }
+
+// runner is one run's wiring.
+type runner struct {
+	sc   *scenario.Scenario
+	opts Options
+	eng  *engine.Engine
+	api  *apiserver.Server
+	cl   *cluster.Cluster
+	chk  *invariant.Checker
+	w    *invariant.World
+	tr   *tracer
+	rec  *recorder
+	// ctx carries a discarding logger into every reconcile, as the
+	// manager's context carries its logger.
+	ctx context.Context
+
+	ctrlOpts     controller.Options
+	poolQ, nodeQ *engine.Queue
+	watches      []watch
+	controllerUp bool
+	daemons      map[string]*engine.Queue
+
+	reconciles map[string]uint64
+	// quietAfter is the virtual time after which no scenario event or
+	// fault is still to come or still in effect.
+	quietAfter time.Time
+
+	convergedSince time.Time
+	settle         *engine.Handle
+	violationsSeen int
+
+	slotStart    map[string]time.Time
+	firstSlot    time.Time
+	lastUpdate   time.Time
+	nodeUpdates  []time.Duration
+	timeline     []Sample
+	sampleDirty  bool
+	sampleSpace  time.Duration
+	peakHeap     uint64
+	eventCounter uint64
+
+	err error
+}
+
+// Run runs the scenario and returns what happened. An error means the run
+// could not be made (a setting the twin does not support, a failure of
+// the model); violated invariants are in the Result.
+func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
+	seed := opts.Seed
+	if seed == 0 {
+		seed = sc.Seed
+	}
+	to, err := testOnly(sc.Bootroll.TestOnly)
+	if err != nil {
+		return nil, err
+	}
+	eng := engine.New(sc.Start, seed)
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	api := apiserver.New(scheme, eng.Clock())
+	ctx := logf.IntoContext(context.Background(), logr.Discard())
+	for _, ix := range controller.Indexes() {
+		if err := api.IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			return nil, fmt.Errorf("registering index %s: %w", ix.Field, err)
+		}
+	}
+	r := &runner{
+		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx,
+		tr:          newTracer(opts.Trace, eng),
+		daemons:     map[string]*engine.Queue{},
+		reconciles:  map[string]uint64{},
+		slotStart:   map[string]time.Time{},
+		sampleSpace: max(time.Second, sc.Limit/3000),
+	}
+	r.rec = &recorder{t: r.tr, counts: map[string]int{}}
+	r.ctrlOpts = controller.Options{
+		Clock:           eng.Clock(),
+		Resolver:        newRegistry(sc),
+		Recorder:        r.rec,
+		Metrics:         controller.NewMetrics(nil),
+		SecretNamespace: SecretNamespace,
+		TestOnly:        to,
+	}
+	var cl *cluster.Cluster
+	chk, err := invariant.New(sc, invariant.Sources{
+		RebootsFor: func(node, image string) int { return cl.RebootsFor(node, image) },
+		Booted:     func(node string) string { return cl.Booted(node) },
+		PDBs:       func() []cluster.PDBState { return cl.PDBStatus() },
+		Evictions:  func() uint64 { return api.Count(apiserver.VerbEvict) },
+	}, eng.Now())
+	if err != nil {
+		return nil, err
+	}
+	r.chk, r.w = chk, chk.World()
+	r.w.OnPhase = r.onPhase
+
+	// Subscribers, in this order: the invariants' view, the trace, the
+	// watches that enqueue reconciles.
+	api.Subscribe(chk.Observe)
+	if r.tr != nil {
+		api.Subscribe(r.tr.traceWrite)
+	}
+	api.Subscribe(r.dispatch)
+	r.watches = controllerWatches(api.AdminClient(), queueRef{&r.poolQ}, queueRef{&r.nodeQ})
+
+	hooks := cluster.Hooks{
+		DaemonRestarted: r.daemonStarted,
+		DaemonDown:      r.daemonDown,
+		HostChanged:     r.hostChanged,
+	}
+	if r.tr != nil {
+		hooks.Trace = r.tr.emit
+	}
+	cl, err = cluster.New(eng, api, sc, hooks)
+	if err != nil {
+		return nil, fmt.Errorf("building the cluster model: %w", err)
+	}
+	r.cl = cl
+	if err := cl.Start(ctx); err != nil {
+		return nil, fmt.Errorf("starting the cluster model: %w", err)
+	}
+	for _, p := range sc.Bootroll.Pools {
+		pool := &v1alpha1.BootcNodePool{Spec: sc.PoolSpec(p)}
+		pool.Name = p.Name
+		if err := api.AdminClient().Create(ctx, pool); err != nil {
+			return nil, fmt.Errorf("creating pool %s: %w", p.Name, err)
+		}
+	}
+	r.startController()
+	r.schedule()
+	eng.OnEvent(r.afterEvent)
+	eng.RunUntil(sc.Start.Add(sc.Limit))
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.finish()
+}
+
+// testOnly maps the scenario's deliberately broken settings to the
+// controller's; a setting the controller does not have is refused rather
+// than silently ignored, so a negative control cannot pass vacuously.
+func testOnly(t scenario.TestOnly) (controller.TestOnly, error) {
+	var missing []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{t.DeleteInsteadOfEvict, "deleteInsteadOfEvict"},
+		{t.SkipKarpenterProtection, "skipKarpenterProtection"},
+		{t.KeepAnnotations, "keepAnnotations"},
+		{t.ForgetSlotsOnRestart, "forgetSlotsOnRestart"},
+		{t.NoHealthTimeout, "noHealthTimeout"},
+	} {
+		if f.set {
+			missing = append(missing, "bootroll.testOnly."+f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return controller.TestOnly{}, fmt.Errorf("%s: not supported yet: controller.TestOnly has no such setting", strings.Join(missing, ", "))
+	}
+	return controller.TestOnly{IgnoreSlotLimit: t.IgnoreSlotLimit, SkipUncordon: t.SkipUncordon}, nil
+}
+
+func request(name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+}
+
+// withLogger runs a reconciler with the run's context, so that the
+// controller's logf.FromContext finds a discarding logger.
+func (r *runner) withLogger(rec reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+		return rec.Reconcile(r.ctx, req)
+	})
+}
+
+// startController starts a controller process: new reconcilers built by
+// the controller's constructors, empty queues, and the informers' initial
+// list delivered as create events.
+func (r *runner) startController() {
+	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
+	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
+	r.controllerUp = true
+	r.tr.emit("controller.start", "", nil)
+	c := r.api.AdminClient()
+	var pools v1alpha1.BootcNodePoolList
+	var nodes corev1.NodeList
+	var bns v1alpha1.BootcNodeList
+	if err := c.List(r.ctx, &pools); err != nil {
+		r.fail(fmt.Errorf("controller start: list pools: %w", err))
+		return
+	}
+	if err := c.List(r.ctx, &nodes); err != nil {
+		r.fail(fmt.Errorf("controller start: list nodes: %w", err))
+		return
+	}
+	if err := c.List(r.ctx, &bns); err != nil {
+		r.fail(fmt.Errorf("controller start: list BootcNodes: %w", err))
+		return
+	}
+	for i := range pools.Items {
+		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &pools.Items[i]})
+	}
+	for i := range nodes.Items {
+		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &nodes.Items[i]})
+	}
+	for i := range bns.Items {
+		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &bns.Items[i]})
+	}
+}
+
+// stopController stops the controller process: its queues drop every
+// pending key, and watch events are lost until the next start.
+func (r *runner) stopController() {
+	for _, q := range []*engine.Queue{r.poolQ, r.nodeQ} {
+		if q != nil {
+			r.reconciles[q.Name()] += q.Stats().Reconciles
+			q.ShutDown()
+		}
+	}
+	r.poolQ, r.nodeQ = nil, nil
+	r.controllerUp = false
+	r.tr.emit("controller.stop", "", nil)
+}
+
+// dispatch routes a watch event to the controller's watches and to the
+// daemon of the node it concerns.
+func (r *runner) dispatch(ev apiserver.Event) {
+	r.dispatchController(ev)
+	switch o := ev.Object.(type) {
+	case *v1alpha1.BootcNode:
+		// The daemon watches its own BootcNode only.
+		if q := r.daemons[o.Name]; q != nil {
+			q.Add(request(o.Name))
+		}
+	case *corev1.Node:
+		switch ev.Type {
+		case apiserver.Deleted:
+			r.daemonDown(o.Name)
+			r.sampleDirty = true
+		case apiserver.Added:
+			r.sampleDirty = true
+		case apiserver.Modified:
+			// Schedulable capacity changes with readiness and cordons.
+			old := ev.Old.(*corev1.Node)
+			if old.Spec.Unschedulable != o.Spec.Unschedulable || ready(old) != ready(o) {
+				r.sampleDirty = true
+			}
+		}
+	}
+}
+
+func (r *runner) dispatchController(ev apiserver.Event) {
+	if !r.controllerUp {
+		return
+	}
+	for i := range r.watches {
+		r.watches[i].deliver(r.ctx, ev)
+	}
+}
+
+// daemonStarted starts the node daemon of node: a new process, so a new
+// Daemon (nothing remembered) and an empty queue with its own BootcNode
+// queued, as its informer's initial list would.
+func (r *runner) daemonStarted(node string) {
+	r.daemonDown(node)
+	d := nodedaemon.New(node, r.api.Client(), r.cl.Host(node), r.eng.Clock(), logr.Discard())
+	q := engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})
+	r.daemons[node] = q
+	q.Add(request(node))
+}
+
+// daemonDown stops the daemon of node, dropping what its queue held.
+func (r *runner) daemonDown(node string) {
+	if q := r.daemons[node]; q != nil {
+		r.reconciles["daemon"] += q.Stats().Reconciles
+		q.ShutDown()
+		delete(r.daemons, node)
+	}
+}
+
+// hostChanged wakes the daemon of node: the host finished a stage or
+// booted, which the real daemon learns from its next look at the host.
+func (r *runner) hostChanged(node string) {
+	if q := r.daemons[node]; q != nil {
+		q.Add(request(node))
+	}
+}
+
+func (r *runner) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.eng.Stop()
+}
+
+// afterEvent runs after every engine event: invariants, timeline,
+// convergence.
+func (r *runner) afterEvent(string) {
+	now := r.eng.Now()
+	r.chk.Check(now)
+	if vs := r.chk.Violations(); len(vs) > r.violationsSeen {
+		for _, v := range vs[r.violationsSeen:] {
+			r.tr.traceViolation(v)
+		}
+		r.violationsSeen = len(vs)
+	}
+	if r.sampleDirty {
+		r.sample(now)
+	}
+	r.watchConvergence(now)
+	if r.opts.Bench {
+		r.eventCounter++
+		if r.eventCounter%BenchSampleEvery == 0 {
+			r.sampleHeap()
+		}
+	}
+}
+
+// sampleHeap records the heap size. It reads no simulated state.
+func (r *runner) sampleHeap() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.peakHeap = max(r.peakHeap, ms.HeapAlloc)
+}
+
+// converged reports whether the run is done: every pool converged, no
+// scenario event or fault to come or in effect, the controller up and no
+// node unavailable because of bootroll.
+func (r *runner) converged(now time.Time) bool {
+	return r.w.AllConverged() && !now.Before(r.quietAfter) && r.controllerUp && r.w.InSlot() == 0
+}
+
+// watchConvergence stops the run Settle after it converged, unless it
+// stops being converged in between.
+func (r *runner) watchConvergence(now time.Time) {
+	if !r.converged(now) {
+		if !r.convergedSince.IsZero() {
+			r.convergedSince = time.Time{}
+			r.settle.Cancel()
+			r.settle = nil
+		}
+		return
+	}
+	if !r.convergedSince.IsZero() {
+		return
+	}
+	r.convergedSince = now
+	r.tr.emit("twin.converged", "", nil)
+	r.settle = r.eng.After(Settle, "twin/settle", func() {
+		if r.converged(r.eng.Now()) {
+			r.eng.Stop()
+		}
+	})
+}
+
+// onPhase follows BootcNode phase changes for the timeline and timings.
+func (r *runner) onPhase(node string, from, to v1alpha1.NodePhase) {
+	r.sampleDirty = true
+	now := r.eng.Now()
+	switch to {
+	case v1alpha1.PhaseDraining:
+		if r.firstSlot.IsZero() {
+			r.firstSlot = now
+		}
+		if _, ok := r.slotStart[node]; !ok {
+			r.slotStart[node] = now
+		}
+	case v1alpha1.PhaseUpdated:
+		if t, ok := r.slotStart[node]; ok {
+			r.nodeUpdates = append(r.nodeUpdates, now.Sub(t))
+			delete(r.slotStart, node)
+		}
+		r.lastUpdate = now
+	case v1alpha1.PhaseFailed, "":
+		delete(r.slotStart, node)
+	}
+}
+
+// sample records the state after the phase changes of this event. Changes
+// less than sampleSpace after the last sample update that sample in place,
+// which bounds the timeline to limit/sampleSpace samples while every change
+// shows, at most sampleSpace early.
+func (r *runner) sample(now time.Time) {
+	cpu, nodes := r.cl.SchedulableCapacity()
+	s := Sample{
+		At:               now.Sub(r.sc.Start),
+		Phases:           r.w.PhaseCounts(),
+		InSlot:           r.w.InSlot(),
+		SchedulableCPU:   cpu,
+		SchedulableNodes: nodes,
+	}
+	if n := len(r.timeline); n > 0 && s.At-r.timeline[n-1].At < r.sampleSpace {
+		s.At = r.timeline[n-1].At
+		r.timeline[n-1] = s
+	} else {
+		r.timeline = append(r.timeline, s)
+	}
+	r.sampleDirty = false
+}
+
+// finish runs the end-of-run checks and assembles the result.
+func (r *runner) finish() (*Result, error) {
+	now := r.eng.Now()
+	start := r.sc.Start
+	if r.opts.Bench {
+		r.sampleHeap()
+	}
+	out := invariant.Outcome{End: now.Sub(start)}
+	if !r.convergedSince.IsZero() && r.converged(now) {
+		out.Converged, out.ConvergedAt = true, r.convergedSince.Sub(start)
+	}
+	r.chk.Finish(out)
+	for _, v := range r.chk.Violations()[r.violationsSeen:] {
+		r.tr.traceViolation(v)
+	}
+	r.tr.emit("twin.end", "", map[string]any{"converged": out.Converged, "events": r.eng.EventsRun()})
+	if err := r.tr.flush(); err != nil {
+		return nil, err
+	}
+	r.sample(now)
+	if r.poolQ != nil {
+		r.reconciles["pool"] += r.poolQ.Stats().Reconciles
+		r.reconciles["node"] += r.nodeQ.Stats().Reconciles
+	}
+	for _, name := range sortedKeys(r.daemons) {
+		r.reconciles["daemon"] += r.daemons[name].Stats().Reconciles
+	}
+	res := &Result{
+		Scenario:    r.sc.Name,
+		File:        r.sc.File,
+		Seed:        r.eng.Seed(),
+		Start:       start,
+		End:         out.End,
+		Limit:       r.sc.Limit,
+		Events:      r.eng.EventsRun(),
+		Converged:   out.Converged,
+		ConvergedAt: out.ConvergedAt,
+		Violations:  r.chk.Violations(),
+		Counts:      map[string]int{},
+		Timeline:    r.timeline,
+		Phases:      v1alpha1.AllPhases,
+		Reconciles:  r.reconciles,
+		Enqueued:    map[string]uint64{},
+		Requests:    r.api.Counts(),
+		Recorded:    r.rec.counts,
+		NodeUpdates: slices.Clone(r.nodeUpdates),
+		PeakHeap:    r.peakHeap,
+	}
+	slices.Sort(res.NodeUpdates)
+	for _, w := range r.watches {
+		if w.counted != nil {
+			res.Enqueued[w.name] = w.counted.n
+		}
+	}
+	for _, v := range res.Violations {
+		res.Counts[v.Invariant] = r.chk.Count(v.Invariant)
+	}
+	if !r.firstSlot.IsZero() {
+		res.HasFirstSlot, res.FirstSlot = true, r.firstSlot.Sub(start)
+	}
+	if !r.lastUpdate.IsZero() {
+		res.LastUpdate = r.lastUpdate.Sub(start)
+	}
+	for _, node := range r.cl.Nodes() {
+		res.Reboots += r.cl.Reboots(node)
+	}
+	for _, p := range r.w.Pools() {
+		pr := PoolResult{Name: p.Name, Phases: map[v1alpha1.NodePhase]int{}, UpToDate: p.UpToDate, Halted: p.Halted,
+			HaltedReason: p.HaltedReason, Summary: p.Summary, TargetImage: p.TargetImage}
+		for _, name := range r.w.Members(p.Name) {
+			pr.Nodes++
+			n := r.w.Node(name)
+			if !n.HasBootcNode {
+				continue
+			}
+			pr.Phases[n.Phase]++
+			switch n.Phase {
+			case v1alpha1.PhaseUpdated:
+				pr.Updated++
+			case v1alpha1.PhaseFailed:
+				pr.Failed++
+			}
+		}
+		res.Pools = append(res.Pools, pr)
+	}
+	return res, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,127 @@
+package twin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/engine"
+)
+
+// recorder is a workqueue that records what it is handed.
+type recordQueue struct {
+	queueRef
+	name string
+	got  *[]string
+}
+
+func (q recordQueue) Add(r reconcile.Request) { *q.got = append(*q.got, q.name+" "+r.Name) }
+func (q recordQueue) AddAfter(r reconcile.Request, d time.Duration) {
+	*q.got = append(*q.got, fmt.Sprintf("%s %s after %s", q.name, r.Name, d))
+}
+
+// TestWatchMappings holds the twin's watches to controller.Setup's: each
+// event must enqueue what the manager's watches enqueue.
+func TestWatchMappings(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), 1)
+	api := apiserver.New(scheme, eng.Clock())
+	ctx := context.Background()
+	c := api.AdminClient()
+	mustCreate := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1},
+		Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "p"}, Image: "r/os:v1"}}
+	mustCreate(pool)
+	other := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "q"}, Image: "r/os:v1"}}
+	mustCreate(other)
+	mustCreate(&v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1alpha1.BootcNodeSpec{Pool: "p"}})
+
+	node := func(name, pool string, ready bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": pool}}}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		return n
+	}
+	bn := func(phase v1alpha1.NodePhase, mutate ...func(*v1alpha1.BootcNode)) *v1alpha1.BootcNode {
+		b := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1alpha1.BootcNodeSpec{Pool: "p"}}
+		b.Status.Phase = phase
+		for _, m := range mutate {
+			m(b)
+		}
+		return b
+	}
+	withGen := func(p *v1alpha1.BootcNodePool, gen int64, summary string) *v1alpha1.BootcNodePool {
+		p = p.DeepCopy()
+		p.Generation = gen
+		p.Status.Summary = summary
+		return p
+	}
+	debounce := controller.PoolStatusDebounce.String()
+	for _, tc := range []struct {
+		name string
+		ev   apiserver.Event
+		want []string
+	}{
+		{"pool created", apiserver.Event{Type: apiserver.Added, Object: pool}, []string{"pool p"}},
+		{"pool status only", apiserver.Event{Type: apiserver.Modified, Old: withGen(pool, 1, ""), Object: withGen(pool, 1, "1/2")}, nil},
+		{"pool spec", apiserver.Event{Type: apiserver.Modified, Old: withGen(pool, 1, ""), Object: withGen(pool, 2, "")}, []string{"pool p"}},
+		{"pool deleted", apiserver.Event{Type: apiserver.Deleted, Object: pool}, []string{"pool p"}},
+		// NodeToPools: the selecting pools, plus the pool of the BootcNode.
+		{"node created", apiserver.Event{Type: apiserver.Added, Object: node("n1", "p", true)}, []string{"pool p", "node n1"}},
+		{"node readiness", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "p", false)}, []string{"pool p", "node n1"}},
+		{"node cordon only", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: func() client.Object {
+			n := node("n1", "p", true)
+			n.Spec.Unschedulable = true
+			return n
+		}()}, []string{"node n1"}},
+		{"node moves pools", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "q", true)}, []string{"pool p", "pool q", "node n1"}},
+		{"node of no pool", apiserver.Event{Type: apiserver.Added, Object: node("n9", "none", true)}, []string{"node n9"}},
+		{"bootcnode created", apiserver.Event{Type: apiserver.Added, Object: bn("")}, []string{"pool p after " + debounce, "node n1"}},
+		{"bootcnode phase", apiserver.Event{Type: apiserver.Modified, Old: bn(v1alpha1.PhaseStaging), Object: bn(v1alpha1.PhaseStaged)}, []string{"pool p after " + debounce, "node n1"}},
+		{"bootcnode daemon detail", apiserver.Event{Type: apiserver.Modified, Old: bn(v1alpha1.PhaseStaging), Object: bn(v1alpha1.PhaseStaging, func(b *v1alpha1.BootcNode) {
+			b.Status.Daemon.LastAttempt = &metav1.Time{Time: eng.Now()}
+		})}, []string{"node n1"}},
+		{"bootcnode deleted", apiserver.Event{Type: apiserver.Deleted, Object: bn(v1alpha1.PhaseUpdated)}, []string{"pool p after " + debounce, "node n1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var nilQ *engine.Queue
+			ws := controllerWatches(c,
+				recordQueue{queueRef{&nilQ}, "pool", &got},
+				recordQueue{queueRef{&nilQ}, "node", &got})
+			for i := range ws {
+				ws[i].deliver(ctx, tc.ev)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("enqueued %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
