@@ -92,7 +92,83 @@ func Indexes() []Index {
 	}
 }
 
-// Setup registers the indexes and both reconcilers with a manager.
+// The controllers, by name.
+const (
+	PoolController      = "bootcnodepool"
+	NodeController      = "bootcnode"
+	PinnedSetController = "pinnedimageset"
+)
+
+// WatchSpec is one watch of one controller. WatchTable is the single list
+// that Setup registers with a manager and the twin delivers its API
+// server's events through, so both map events to requests the same way.
+type WatchSpec struct {
+	// Controller is the controller whose queue gets the requests.
+	Controller string
+	// Object is the watched type.
+	Object client.Object
+	// For marks the controller's primary type (its Handler enqueues the
+	// object itself).
+	For        bool
+	Predicates []predicate.Predicate
+	Handler    handler.EventHandler
+}
+
+// WatchTable lists every watch of the three controllers, in order. reader
+// is what the map functions read (the manager's cache, or the twin's API).
+func WatchTable(reader client.Reader) []WatchSpec {
+	self := &handler.EnqueueRequestForObject{}
+	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+	})
+	return []WatchSpec{
+		{Controller: PoolController, Object: &v1alpha1.BootcNodePool{}, For: true, Handler: self,
+			Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+		// Node events that can change membership or eligibility reach the
+		// pools that select the node, debounced like BootcNode events: a
+		// reboot flips readiness twice per node.
+		{Controller: PoolController, Object: &corev1.Node{},
+			Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+				return NodeToPools(ctx, reader, o.(*corev1.Node))
+			}, func(old, cur client.Object) bool {
+				return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
+			})},
+		{Controller: PoolController, Object: &v1alpha1.BootcNode{}, Handler: debouncedPoolHandler()},
+
+		{Controller: NodeController, Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
+		{Controller: NodeController, Object: &corev1.Node{}, Handler: sameName},
+
+		{Controller: PinnedSetController, Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
+			Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+		{Controller: PinnedSetController, Object: &v1alpha1.BootcNode{},
+			Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+				return BootcNodeToPinnedSets(ctx, reader, o)
+			}, func(old, cur client.Object) bool {
+				return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
+			})},
+		{Controller: PinnedSetController, Object: &corev1.Node{},
+			Handler: handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+				return NodeToPinnedSets(ctx, reader, o.(*corev1.Node))
+			}),
+			Predicates: []predicate.Predicate{predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+				}}}},
+	}
+}
+
+// Reconcilers builds the three reconcilers, by controller name.
+func Reconcilers(c client.Client, opts Options) map[string]reconcile.Reconciler {
+	return map[string]reconcile.Reconciler{
+		PoolController:      NewPoolReconciler(c, opts),
+		NodeController:      NewNodeReconciler(c, opts),
+		PinnedSetController: NewPinnedSetReconciler(c, opts),
+	}
+}
+
+// Setup registers the indexes and the reconcilers with a manager, wired by
+// WatchTable.
 func Setup(mgr manager.Manager, opts Options) error {
 	ctx := context.Background()
 	for _, ix := range Indexes() {
@@ -104,50 +180,23 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.APIReader == nil {
 		opts.APIReader = mgr.GetAPIReader()
 	}
-	pool := NewPoolReconciler(c, opts)
-	node := NewNodeReconciler(c, opts)
-
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named("bootcnodepool").
-		For(&v1alpha1.BootcNodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return NodeToPools(ctx, c, o.(*corev1.Node))
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return NodeMembershipChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
-		}})).
-		Watches(&v1alpha1.BootcNode{}, debouncedPoolHandler()).
-		Complete(pool)
-	if err != nil {
-		return fmt.Errorf("set up pool controller: %w", err)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named("bootcnode").
-		For(&v1alpha1.BootcNode{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-		})).
-		Complete(node)
-	if err != nil {
-		return fmt.Errorf("set up node controller: %w", err)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named("pinnedimageset").
-		For(&v1alpha1.PinnedImageSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&v1alpha1.BootcNode{}, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return BootcNodeToPinnedSets(ctx, c, o)
-		}, func(old, cur client.Object) bool {
-			return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
-		})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return NodeToPinnedSets(ctx, c, o.(*corev1.Node))
-		}), builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
-			}})).
-		Complete(NewPinnedSetReconciler(c, opts))
-	if err != nil {
-		return fmt.Errorf("set up PinnedImageSet controller: %w", err)
+	recs := Reconcilers(c, opts)
+	table := WatchTable(c)
+	for _, name := range []string{PoolController, NodeController, PinnedSetController} {
+		b := ctrl.NewControllerManagedBy(mgr).Named(name)
+		for _, w := range table {
+			if w.Controller != name {
+				continue
+			}
+			if w.For {
+				b = b.For(w.Object, builder.WithPredicates(w.Predicates...))
+			} else {
+				b = b.Watches(w.Object, w.Handler, builder.WithPredicates(w.Predicates...))
+			}
+		}
+		if err := b.Complete(recs[name]); err != nil {
+			return fmt.Errorf("set up %s controller: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -79,7 +79,10 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	var bnList v1alpha1.BootcNodeList
-	if err := r.client.List(ctx, &bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}); err != nil {
+	// The listed objects are shared with the cache (no deep copy: this
+	// list is O(pool nodes) per reconcile): never change them in place;
+	// every write below works on a DeepCopy.
+	if err := r.client.List(ctx, &bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
 	}
 	bns := map[string]*v1alpha1.BootcNode{}
@@ -115,7 +118,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if conflicts[name] != "" && memberSet[name] != nil {
 			continue // left alone while in conflict
 		}
-		if err := r.client.Delete(ctx, bn); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", name, pool.Name, err)
 		}
 		delete(bns, name)
@@ -302,7 +305,7 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool) ([]*corev1.Node, map[string]string, error) {
 	var nodes corev1.NodeList
 	sel := labels.SelectorFromSet(pool.Spec.NodeSelector)
-	if err := r.client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
 	}
 	var pools v1alpha1.BootcNodePoolList

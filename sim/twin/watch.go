@@ -2,10 +2,9 @@ package twin
 
 import (
 	"context"
+	"reflect"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -13,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -141,80 +139,28 @@ func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
 	}
 }
 
-func isPool(o client.Object) bool      { _, ok := o.(*v1alpha1.BootcNodePool); return ok }
-func isBootcNode(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok }
-func isNode(o client.Object) bool      { _, ok := o.(*corev1.Node); return ok }
-
-// controllerWatches are the watches controller.Setup registers, in its
-// order, built from the same exported mapping functions and
-// controller-runtime's own handlers and predicates. reader is what the map
-// functions read (the manager's cache in production, the API server here).
-// When controller.Setup changes, this must follow; TestWatchMappings holds
-// the two together.
+// controllerWatches are controller.WatchTable's watches, delivered to the
+// twin's queues by controller name; a controller without a queue here is
+// skipped. reader is what the map functions read.
 func controllerWatches(reader client.Reader, pool, node workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
-	return []watch{
-		// Pool controller: For(BootcNodePool) with GenerationChangedPredicate.
-		{
-			name: "bootcnodepool/BootcNodePool", accepts: isPool,
-			predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}},
-			handler:    &handler.EnqueueRequestForObject{},
-			queue:      pool,
-		},
-		// Pool controller: Node → the pools that select it, updates only
-		// when membership or slot eligibility may have changed.
-		{
-			name: "bootcnodepool/Node", accepts: isNode,
-			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				return controller.NodeMembershipChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
-			}}},
-			handler: handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-				return controller.NodeToPools(ctx, reader, o.(*corev1.Node))
-			}),
-			queue: pool,
-		},
-		// Pool controller: BootcNode → its pool, debounced.
-		{
-			name: "bootcnodepool/BootcNode", accepts: isBootcNode,
-			handler: debouncedPoolHandler(),
-			queue:   pool,
-		},
-		// Node controller: For(BootcNode), every event.
-		{
-			name: "bootcnode/BootcNode", accepts: isBootcNode,
-			handler: &handler.EnqueueRequestForObject{},
-			queue:   node,
-		},
-		// Node controller: Node → the BootcNode of the same name.
-		{
-			name: "bootcnode/Node", accepts: isNode,
-			handler: handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-			}),
-			queue: node,
-		},
+	queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+		controller.PoolController: pool,
+		controller.NodeController: node,
 	}
-}
-
-// debouncedPoolHandler is controller.Setup's handler of BootcNode events
-// for the pool controller (unexported there): the pool is enqueued
-// PoolStatusDebounce after a change that matters to it.
-func debouncedPoolHandler() handler.EventHandler {
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, r := range controller.BootcNodeToPool(o) {
-			q.AddAfter(r, controller.PoolStatusDebounce)
+	var out []watch
+	for _, w := range controller.WatchTable(reader) {
+		q := queues[w.Controller]
+		if q == nil {
+			continue
 		}
+		typ := reflect.TypeOf(w.Object)
+		out = append(out, watch{
+			name:       w.Controller + "/" + typ.Elem().Name(),
+			accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
+			predicates: w.Predicates,
+			handler:    w.Handler,
+			queue:      q,
+		})
 	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if controller.BootcNodeChangeMatters(e.ObjectOld.(*v1alpha1.BootcNode), e.ObjectNew.(*v1alpha1.BootcNode)) {
-				enqueue(e.ObjectNew, q)
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-	}
+	return out
 }
