@@ -9,6 +9,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -297,7 +298,10 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 	// A Node that left a pool must reach that pool too.
 	var bn v1alpha1.BootcNode
 	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn); err == nil && bn.Spec.Pool != "" {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}})
+		r := reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -93,15 +93,15 @@ func TestWatchMappings(t *testing.T) {
 		{"pool status only", apiserver.Event{Type: apiserver.Modified, Old: withGen(pool, 1, ""), Object: withGen(pool, 1, "1/2")}, nil},
 		{"pool spec", apiserver.Event{Type: apiserver.Modified, Old: withGen(pool, 1, ""), Object: withGen(pool, 2, "")}, []string{"pool p"}},
 		{"pool deleted", apiserver.Event{Type: apiserver.Deleted, Object: pool}, []string{"pool p"}},
-		// NodeToPools: the selecting pools, plus the pool of the BootcNode.
-		{"node created", apiserver.Event{Type: apiserver.Added, Object: node("n1", "p", true)}, []string{"pool p", "node n1"}},
-		{"node readiness", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "p", false)}, []string{"pool p", "node n1"}},
+		// NodeToPools (debounced): the selecting pools, plus the pool of the BootcNode.
+		{"node created", apiserver.Event{Type: apiserver.Added, Object: node("n1", "p", true)}, []string{"pool p after " + debounce, "node n1"}},
+		{"node readiness", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "p", false)}, []string{"pool p after " + debounce, "node n1"}},
 		{"node cordon only", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: func() client.Object {
 			n := node("n1", "p", true)
 			n.Spec.Unschedulable = true
 			return n
 		}()}, []string{"node n1"}},
-		{"node moves pools", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "q", true)}, []string{"pool p", "pool q", "node n1"}},
+		{"node moves pools", apiserver.Event{Type: apiserver.Modified, Old: node("n1", "p", true), Object: node("n1", "q", true)}, []string{"pool q after " + debounce, "pool p after " + debounce, "node n1"}},
 		{"node of no pool", apiserver.Event{Type: apiserver.Added, Object: node("n9", "none", true)}, []string{"node n9"}},
 		{"bootcnode created", apiserver.Event{Type: apiserver.Added, Object: bn("")}, []string{"pool p after " + debounce, "node n1"}},
 		{"bootcnode phase", apiserver.Event{Type: apiserver.Modified, Old: bn(v1alpha1.PhaseStaging), Object: bn(v1alpha1.PhaseStaged)}, []string{"pool p after " + debounce, "node n1"}},
