@@ -74,7 +74,11 @@ func TestPinnedImageSetDistributedAndAggregated(t *testing.T) {
 
 	// Every node of the pool gets the set in its spec, secret mirrored.
 	g.Eventually(func() error {
-		for name, bn := range h.bootcNodes() {
+		bns := h.bootcNodes()
+		if len(bns) != 3 {
+			return fmt.Errorf("%d BootcNodes, want 3", len(bns))
+		}
+		for name, bn := range bns {
 			if len(bn.Spec.PinnedImageSets) != 1 || len(bn.Spec.PinnedImageSets[0].Images) != 3 {
 				return fmt.Errorf("%s: %+v", name, bn.Spec.PinnedImageSets)
 			}
