@@ -716,4 +716,3 @@ func lastRepoColon(ref string) int {
 	return -1
 }
 
-func equality(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }

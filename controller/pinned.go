@@ -315,13 +315,7 @@ func topReason(reasons map[string]int) string {
 }
 
 func equalPinnedStatus(a, b *v1alpha1.PinnedImageSetStatus) bool {
-	ac, bc := a.DeepCopy(), b.DeepCopy()
-	for _, s := range []*v1alpha1.PinnedImageSetStatus{ac, bc} {
-		for i := range s.Conditions {
-			s.Conditions[i].LastTransitionTime = metav1.Time{}
-		}
-	}
-	return apiequality.Semantic.DeepEqual(ac, bc)
+	return equalIgnoringTransitions(a, b, func(s *v1alpha1.PinnedImageSetStatus) []metav1.Condition { return s.Conditions })
 }
 
 // BootcNodeToPinnedSets maps a BootcNode to the sets in its spec, and, for

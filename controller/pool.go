@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -510,16 +510,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// equalStatus compares two pool statuses ignoring condition transition
-// times, so an unchanged pool is not written.
-func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
+// equalIgnoringTransitions compares two statuses (of any type with a
+// Conditions field, reached by conds) ignoring condition transition times,
+// so an unchanged object is not written.
+func equalIgnoringTransitions[S interface{ DeepCopy() S }](a, b S, conds func(S) []metav1.Condition) bool {
 	ac, bc := a.DeepCopy(), b.DeepCopy()
-	for _, s := range []*v1alpha1.BootcNodePoolStatus{ac, bc} {
-		for i := range s.Conditions {
-			s.Conditions[i].LastTransitionTime = metav1.Time{}
+	for _, s := range []S{ac, bc} {
+		c := conds(s)
+		for i := range c {
+			c[i].LastTransitionTime = metav1.Time{}
 		}
 	}
-	return equality(ac, bc)
+	return apiequality.Semantic.DeepEqual(ac, bc)
 }
 
-var errNoPool = errors.New("pool not found")
+func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
+	return equalIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) []metav1.Condition { return s.Conditions })
+}
+
