@@ -715,4 +715,3 @@ func lastRepoColon(ref string) int {
 	}
 	return -1
 }
-

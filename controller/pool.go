@@ -8,8 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -527,4 +527,3 @@ func equalIgnoringTransitions[S interface{ DeepCopy() S }](a, b S, conds func(S)
 func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
 	return equalIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) []metav1.Condition { return s.Conditions })
 }
-
