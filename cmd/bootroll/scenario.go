@@ -148,6 +148,9 @@ func runOne(stdout, stderr io.Writer, l loaded, f runFlags, several bool) int {
 	}
 	code := exitOK
 	printLine(stdout, res, wall)
+	for _, v := range res.Exceptions {
+		fmt.Fprintf(stdout, "  exception %s\n", v)
+	}
 	if !res.Passed() {
 		code = exitViolated
 		printViolations(stdout, res)

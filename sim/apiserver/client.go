@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -118,6 +117,11 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 		// Stored objects are never modified, so, as with controller-runtime's
 		// cache, a caller that promises not to modify them may share them.
 		share := o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
+		if k.copier != nil && k.copier.fill(list, entries, share) {
+			list.SetResourceVersion(strconv.FormatUint(c.s.rv, 10))
+			list.SetContinue("")
+			return nil
+		}
 		items := make([]runtime.Object, len(entries))
 		for i, e := range entries {
 			if share {
@@ -143,7 +147,7 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 	if fs != nil && !fs.Empty() {
 		reqs = fs.Requirements()
 	}
-	var base map[objKey]*entry
+	var base *entrySet
 	for _, r := range reqs {
 		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s: field selector %q: only exact matches are supported", k.gvk.Kind, fs))
@@ -151,7 +155,7 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 		ix := k.indexes[r.Field]
 		switch {
 		case ix != nil:
-			if set := ix.lookup(ns, r.Value); base == nil || len(set) < len(base) {
+			if set := ix.lookup(ns, r.Value); base == nil || set == nil || len(set.m) < len(base.m) {
 				base = set
 				if base == nil {
 					return nil, nil
@@ -162,17 +166,49 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 		}
 	}
 	var candidates []*entry
+	shared := false // candidates belongs to an index
 	switch {
 	case base != nil:
-		candidates = make([]*entry, 0, len(base))
-		for _, e := range base {
-			candidates = append(candidates, e)
+		candidates, shared = base.list(), true
+	case len(reqs) == 0 && ls != nil:
+		// The label index narrows a selector with an equality.
+		lreqs, selectable := ls.Requirements()
+		var best *entrySet
+		found := false
+		for _, r := range lreqs {
+			vals := r.ValuesUnsorted()
+			switch r.Operator() {
+			case selection.Equals, selection.DoubleEquals, selection.In:
+			default:
+				continue
+			}
+			if len(vals) != 1 {
+				continue
+			}
+			set := k.lookupLabel(ns, r.Key(), vals[0])
+			if set == nil {
+				return nil, nil
+			}
+			if !found || len(set.m) < len(best.m) {
+				best, found = set, true
+			}
 		}
-		slices.SortFunc(candidates, func(a, b *entry) int { return a.key.compare(b.key) })
+		switch {
+		case !selectable || !found:
+			candidates = k.store.list(ns)
+		case len(lreqs) == 1:
+			// Every entry of the set matches the one requirement.
+			return slices.Clone(best.list()), nil
+		default:
+			candidates, shared = best.list(), true
+		}
 	default:
 		candidates = s.unindexed(k, ns, reqs)
 	}
 	out := candidates[:0]
+	if shared {
+		out = make([]*entry, 0, len(candidates))
+	}
 	for _, e := range candidates {
 		if matchesFields(k, e, reqs) && (ls == nil || ls.Matches(labels.Set(e.obj.GetLabels()))) {
 			out = append(out, e)
@@ -308,7 +344,7 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 	if e == nil {
 		return notFound(k, key.Name)
 	}
-	in, err := c.s.applyPatch(k, e, patch.Type(), data)
+	in, err := c.s.applyPatch(k, e, patch.Type(), data, status)
 	if err != nil {
 		return err
 	}
@@ -319,17 +355,26 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 	return k.out(stored, obj)
 }
 
-// applyPatch returns the object of e with the patch applied.
-func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte) (client.Object, error) {
+// applyPatch returns the object of e with the patch applied. For a patch of
+// the status subresource of a typed kind, only the metadata, the status and
+// the fields the patch names are decoded: update reads no others.
+func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, error) {
 	name := e.key.name
-	orig, err := json.Marshal(e.obj)
+	orig, err := e.encoded()
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %q: %w", k.gvk.Kind, name, err)
 	}
 	var patched []byte
 	switch pt {
 	case types.MergePatchType:
-		patched, err = jsonpatch.MergePatch(orig, data)
+		var keep func(string) bool
+		if status && k.typed() {
+			keep = statusPatchKeep
+		}
+		var ok bool
+		if patched, ok = mergePatch(orig, data, keep); !ok {
+			patched, err = jsonpatch.MergePatch(orig, data)
+		}
 	case types.JSONPatchType:
 		var p jsonpatch.Patch
 		if p, err = jsonpatch.DecodePatch(data); err == nil {
@@ -357,6 +402,10 @@ func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte) 
 	}
 	return in, nil
 }
+
+// statusPatchKeep names the top-level fields a status patch must decode
+// besides those it names.
+func statusPatchKeep(key string) bool { return key == "metadata" || key == "status" }
 
 // Delete deletes an object: at once, or, when it has finalizers, by setting
 // its deletionTimestamp. Dependents are garbage-collected in the same call.

@@ -30,7 +30,7 @@ func (s *Server) IndexField(_ context.Context, obj client.Object, field string, 
 	if k.indexes[field] != nil {
 		return fmt.Errorf("indexing %q of %s: indexer conflict: the field is indexed already", field, gvk)
 	}
-	k.indexes[field] = &index{extract: extract, byKey: map[indexKey]map[objKey]*entry{}}
+	k.indexes[field] = &index{extract: extract, byKey: map[indexKey]*entrySet{}}
 	k.fields = append(k.fields, field)
 	slices.Sort(k.fields)
 	for _, e := range k.store.list("") {

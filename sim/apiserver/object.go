@@ -59,6 +59,8 @@ func (k *kind) out(obj client.Object, dst client.Object) error {
 		return fmt.Errorf("%s is served unstructured; use *unstructured.Unstructured, not %T", k.gvk, dst)
 	case reflect.TypeOf(dst).Elem() != k.goType:
 		return fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, dst)
+	case k.copier != nil:
+		k.copier.into(obj, dst)
 	default:
 		reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(obj.DeepCopyObject()).Elem())
 	}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"cmp"
+	"encoding/json"
 	"maps"
 	"reflect"
 	"slices"
@@ -31,10 +32,15 @@ type kind struct {
 	// but TypeMeta.
 	metaField, statusField int
 	contentFields          []int
+	// copier copies objects of goType without reflection; nil for most
+	// kinds.
+	copier *copier
 
 	store   store
 	indexes map[string]*index
 	fields  []string // keys of indexes, sorted
+	// byLabel indexes the objects by each of their labels.
+	byLabel map[labelKey]*entrySet
 }
 
 func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType reflect.Type) *kind {
@@ -50,6 +56,7 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		statusField: -1,
 		store:       store{buckets: map[string]*bucket{}},
 		indexes:     map[string]*index{},
+		byLabel:     map[labelKey]*entrySet{},
 	}
 	if goType != nil {
 		for i := range goType.NumField() {
@@ -64,6 +71,9 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 			}
 		}
 		k.status = k.statusField >= 0
+		if c, ok := copiers[goType]; ok {
+			k.copier = &c
+		}
 	}
 	return k
 }
@@ -90,6 +100,26 @@ type entry struct {
 	key  objKey
 	obj  client.Object
 	vals map[string][]string // index field → the values indexed for obj
+	// labels are the labels indexed for obj, which shares them.
+	labels map[string]string
+
+	// json is the JSON encoding of obj, or nil until encoded asks for it;
+	// jsonOf is the object it encodes.
+	json   []byte
+	jsonOf client.Object
+}
+
+// encoded returns the JSON encoding of e.obj, which the caller must not
+// modify.
+func (e *entry) encoded() ([]byte, error) {
+	if e.jsonOf != e.obj || e.json == nil {
+		b, err := json.Marshal(e.obj)
+		if err != nil {
+			return nil, err
+		}
+		e.json, e.jsonOf = b, e.obj
+	}
+	return e.json, nil
 }
 
 // store holds a kind's objects by namespace and name, and keeps the sorted
@@ -165,23 +195,79 @@ func (b *bucket) sorted(out []*entry) []*entry {
 	return out
 }
 
+// entrySet is a set of entries with, until it changes, their sorted order.
+type entrySet struct {
+	m      map[objKey]*entry
+	sorted []*entry // nil when stale
+}
+
+// list returns the entries of set sorted by namespace and name. The slice is
+// shared: the caller must not modify it.
+func (set *entrySet) list() []*entry {
+	if set.sorted == nil {
+		set.sorted = make([]*entry, 0, len(set.m))
+		for _, e := range set.m {
+			set.sorted = append(set.sorted, e)
+		}
+		slices.SortFunc(set.sorted, func(a, b *entry) int { return a.key.compare(b.key) })
+	}
+	return set.sorted
+}
+
+// addTo adds e to the set of key in sets.
+func addTo[K comparable](sets map[K]*entrySet, key K, e *entry) {
+	set := sets[key]
+	if set == nil {
+		set = &entrySet{m: map[objKey]*entry{}}
+		sets[key] = set
+	}
+	set.m[e.key] = e
+	set.sorted = nil
+}
+
+// removeFrom removes e from the set of key in sets.
+func removeFrom[K comparable](sets map[K]*entrySet, key K, e *entry) {
+	set := sets[key]
+	if set == nil {
+		return
+	}
+	delete(set.m, e.key)
+	set.sorted = nil
+	if len(set.m) == 0 {
+		delete(sets, key)
+	}
+}
+
 // index is a field index: the objects of a kind by the values extract
 // returns for them, under "<namespace>/<value>" keys and, as controller-
 // runtime's cache does, under "__all_namespaces/<value>" keys.
 type index struct {
 	extract client.IndexerFunc
-	byKey   map[indexKey]map[objKey]*entry
+	byKey   map[indexKey]*entrySet
 }
 
 type indexKey struct{ ns, val string }
 
 // lookup returns the entries whose field has val, in namespace ns (any
-// namespace when ns is empty). The result is unordered.
-func (ix *index) lookup(ns, val string) map[objKey]*entry {
+// namespace when ns is empty), or nil.
+func (ix *index) lookup(ns, val string) *entrySet {
 	if ns == "" {
 		ns = allNamespaces
 	}
 	return ix.byKey[indexKey{ns, val}]
+}
+
+// labelKey names the objects of a kind with one label value, in one
+// namespace or, under allNamespaces, in all.
+type labelKey struct{ ns, key, val string }
+
+// lookupLabel returns the entries whose label key has val, in namespace ns
+// (any namespace when ns is empty), or nil.
+func (k *kind) lookupLabel(ns, key, val string) *entrySet {
+	if ns == "" {
+		ns = allNamespaces
+	}
+	return k.byLabel[labelKey{ns, key, val}]
 }
 
 // reindex updates the indexes of kind k for e, whose object is now obj, or
@@ -189,6 +275,28 @@ func (ix *index) lookup(ns, val string) map[objKey]*entry {
 func (k *kind) reindex(e *entry, obj client.Object) {
 	for _, field := range k.fields {
 		k.reindexField(e, field, obj)
+	}
+	var labels map[string]string
+	if obj != nil {
+		labels = obj.GetLabels()
+	}
+	for key, val := range e.labels {
+		if v, ok := labels[key]; !ok || v != val {
+			k.labelChange(removeFrom, e, key, val)
+		}
+	}
+	for key, val := range labels {
+		if v, ok := e.labels[key]; !ok || v != val {
+			k.labelChange(addTo, e, key, val)
+		}
+	}
+	e.labels = labels
+}
+
+func (k *kind) labelChange(op func(map[labelKey]*entrySet, labelKey, *entry), e *entry, key, val string) {
+	op(k.byLabel, labelKey{allNamespaces, key, val}, e)
+	if e.key.ns != "" {
+		op(k.byLabel, labelKey{e.key.ns, key, val}, e)
 	}
 }
 
@@ -219,30 +327,15 @@ func (k *kind) reindexField(e *entry, field string, obj client.Object) {
 }
 
 func (ix *index) add(e *entry, val string) {
-	keys := []indexKey{{allNamespaces, val}}
+	addTo(ix.byKey, indexKey{allNamespaces, val}, e)
 	if e.key.ns != "" {
-		keys = append(keys, indexKey{e.key.ns, val})
-	}
-	for _, key := range keys {
-		set := ix.byKey[key]
-		if set == nil {
-			set = map[objKey]*entry{}
-			ix.byKey[key] = set
-		}
-		set[e.key] = e
+		addTo(ix.byKey, indexKey{e.key.ns, val}, e)
 	}
 }
 
 func (ix *index) remove(e *entry, val string) {
-	keys := []indexKey{{allNamespaces, val}}
+	removeFrom(ix.byKey, indexKey{allNamespaces, val}, e)
 	if e.key.ns != "" {
-		keys = append(keys, indexKey{e.key.ns, val})
-	}
-	for _, key := range keys {
-		set := ix.byKey[key]
-		delete(set, e.key)
-		if len(set) == 0 {
-			delete(ix.byKey, key)
-		}
+		removeFrom(ix.byKey, indexKey{e.key.ns, val}, e)
 	}
 }

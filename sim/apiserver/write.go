@@ -148,6 +148,7 @@ func (s *Server) replace(k *kind, e *entry, next client.Object) {
 	cur := e.obj
 	next.SetResourceVersion(s.nextRV())
 	e.obj = next
+	e.json, e.jsonOf = nil, nil
 	k.reindex(e, next)
 	s.trackOwners(objRef{k, e.key}, cur, next)
 	s.emit(Modified, next, cur)

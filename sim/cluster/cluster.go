@@ -133,6 +133,9 @@ type Cluster struct {
 
 	pullFault func(node, image string) error
 	started   bool
+
+	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
+	starved []StageStarvation       // stagings that failed for lack of space
 }
 
 // New builds the cluster model for sc on the engine and API server, and

@@ -71,6 +71,9 @@ type host struct {
 
 	reboots      int
 	requestedFor map[string]int // by digest
+
+	imgfs *imageFs    // the image filesystem (imagefs.go)
+	pf    *prefetcher // the running daemon's prefetch executor (prefetch.go)
 }
 
 // stageRun is a stage in progress.
@@ -158,8 +161,8 @@ func (h *host) Stage(_ context.Context, image string) error {
 			return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %v", image, image, err))
 		}
 	}
-	g := h.n.g.spec
-	if fs := g.ImageFsCapacity.Value(); fs > 0 && im.Size.Value() > fs-g.ImageFsUsed.Value() {
+	if ok, need := h.fs().stageStart(im.Size.Value()); !ok {
+		h.c.starved = append(h.c.starved, StageStarvation{Node: h.n.name, Image: image, Need: need, Available: h.fs().available(), PinnedHeld: h.fs().pinnedHeld})
 		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: writing blob: no space left on device", image, image))
 	}
 	d := h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.sc.Host.PullBandwidth.Value())
@@ -189,6 +192,7 @@ func downloadTime(size, bw int64) time.Duration {
 
 func (h *host) stageDone(run *stageRun) {
 	h.stage = nil
+	h.fs().stageEnd(true, run.im.Size.Value())
 	h.staged = &deployment{im: run.im, ref: run.image, downloadOnly: true}
 	h.last = &nodedaemon.StageResult{Image: run.image}
 	h.c.trace("node/stage-done", h.object(), map[string]any{"image": run.image})
@@ -203,6 +207,7 @@ func (h *host) abortStage(reason string) {
 		return
 	}
 	h.stage.done.Cancel()
+	h.fs().stageEnd(false, 0)
 	h.c.trace("node/stage-abort", h.object(), map[string]any{"image": h.stage.image, "reason": reason})
 	h.stage = nil
 }
@@ -353,6 +358,7 @@ func (h *host) boot() {
 		}
 	}
 	h.staged, h.rollbackQueued, h.requested = nil, false, false
+	h.fs().booted()
 	h.bootN++
 	kind := "node/crash-boot"
 	if clean {
@@ -400,6 +406,7 @@ func (h *host) daemonDown(reason string) {
 		return
 	}
 	h.daemonUp = false
+	h.stopPrefetch(reason)
 	h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
 	if h.c.hooks.DaemonDown != nil {
 		h.c.hooks.DaemonDown(h.n.name)

@@ -23,6 +23,9 @@ type group struct {
 	alloc res
 	next  int   // index of the next node added
 	live  []int // indices of the existing nodes, ascending
+	// decorate, when set, changes a Node object before it is created
+	// (karpenter.go: a launched node's labels and taints).
+	decorate func(*corev1.Node)
 }
 
 // node is one Node: what the API says of it, what runs on it, and its host.
@@ -83,6 +86,10 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 	}
 	for _, t := range g.spec.Taints {
 		obj.Spec.Taints = append(obj.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	if g.decorate != nil {
+		g.decorate(obj)
+		labels = obj.Labels
 	}
 	c.nodes[name] = n
 	c.sorted = nil

@@ -46,12 +46,14 @@ var Registry = []Info{
 	// Karpenter comes in a later issue: without a karpenter section there
 	// is nothing that could reap or churn a node, so the check passes; a
 	// scenario with one is refused until the fake Karpenter exists.
-	{scenario.InvNoReapWhileUpdating, "Karpenter deletes no node that holds a slot (not implemented yet: needs the fake Karpenter)", true},
+	{scenario.InvNoReapWhileUpdating, "Karpenter disrupts, taints, drains or repairs no node that holds a slot; an expiry is recorded as a forceful exception", true},
 	{scenario.InvNoLeakedCordon, "at the end no node outside a slot is cordoned by bootroll, and nodes cordoned before stay cordoned", false},
 	{scenario.InvNoLeakedAnnotation, "at the end no node outside a slot carries an annotation bootroll adds that it did not have at creation", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice for the same image", false},
-	{scenario.InvNoChurn, "bootroll's updates make Karpenter delete or replace no node (not implemented yet: needs the fake Karpenter)", true},
+	{scenario.InvNoChurn, "Karpenter replaces or deletes no node (expiry aside) during the run", true},
 	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit", false},
+	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
+	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and reports exactly their current images, and the images it reports present are on the host", false},
 }
 
 // Violation is one failed invariant or expectation.
@@ -111,6 +113,10 @@ type Checker struct {
 	doubleReboot  map[string]bool // node + "\x00" + image already reported
 	// pendingReboot are nodes whose boot changed in the current event.
 	pendingReboot []string
+	// karp follows the fake Karpenter (karpenter.go).
+	karp *karpenterState
+	// pinned follows PinnedImageSets and pinned-image progress (pinned.go).
+	pinned *pinnedState
 }
 
 // maxRecorded bounds the violations recorded per name; later ones are
@@ -133,9 +139,6 @@ func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) 
 		info := lookup(inv)
 		if info == nil {
 			return nil, fmt.Errorf("expect.invariants: unknown invariant %q", inv)
-		}
-		if info.Karpenter && sc.Karpenter != nil {
-			return nil, fmt.Errorf("expect.invariants: %s is not implemented yet: the twin has no fake Karpenter to check it against (remove it from expect.invariants or the karpenter section)", inv)
 		}
 		c.enabled[inv] = true
 	}
@@ -162,6 +165,7 @@ func (c *Checker) Enabled(inv scenario.Invariant) bool { return c.enabled[inv] }
 // anything that writes.
 func (c *Checker) Observe(ev apiserver.Event) {
 	c.world.Observe(ev)
+	c.observePinned(ev)
 	if bn, ok := ev.Object.(*v1alpha1.BootcNode); ok && ev.Type == apiserver.Modified && c.enabled[scenario.InvNoDoubleReboot] {
 		old := ev.Old.(*v1alpha1.BootcNode)
 		if old.Status.Daemon.BootID != bn.Status.Daemon.BootID || hostDigest(old.Status.Booted) != hostDigest(bn.Status.Booted) {
@@ -192,6 +196,7 @@ func (c *Checker) Check(now time.Time) {
 	if c.world.TakePodsChanged() && c.src.PDBs != nil {
 		c.checkPDBs(at)
 	}
+	c.checkPinned(at)
 	if len(c.pendingReboot) > 0 {
 		for _, name := range c.pendingReboot {
 			c.checkReboots(name, at)
@@ -318,7 +323,9 @@ func (c *Checker) Finish(out Outcome) {
 		c.record(Violation{Invariant: string(scenario.InvConverges), At: at, Objects: objs,
 			Message: fmt.Sprintf("not every pool is UpToDate or Halted with a reason at the end (%s): %s", at, strings.Join(parts, "; "))})
 	}
+	c.finishKarpenter(at)
 	c.expectations(out)
+	c.finishPinned(at)
 }
 
 func poolState(p *Pool) string {
@@ -368,7 +375,7 @@ func (c *Checker) leakedAnnotations(names []string, at time.Duration) {
 		}
 		var extra []string
 		for _, a := range n.Owned {
-			if !slices.Contains(n.InitialOwned, a) {
+			if !slices.Contains(n.InitialOwned, a) && !c.postUpdateProtected(n, a) {
 				extra = append(extra, a)
 			}
 		}

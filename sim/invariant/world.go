@@ -53,6 +53,10 @@ type Node struct {
 	Labels   map[string]string
 	// Unschedulable is spec.unschedulable.
 	Unschedulable bool
+	// OSNotReady is true while the Node has the bootroll.dev/os-not-ready
+	// startup taint: it joined on an old image and is updated without a
+	// drain or a reboot slot, so it is not unavailable because of bootroll.
+	OSNotReady bool
 	// Marked is true while the Node carries bootroll's slot annotation;
 	// MarkPool is its value.
 	Marked   bool
@@ -262,6 +266,12 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node) {
 	n.Exists = true
 	n.Deleting = o.DeletionTimestamp != nil
 	n.Unschedulable = o.Spec.Unschedulable
+	n.OSNotReady = false
+	for _, t := range o.Spec.Taints {
+		if t.Key == v1alpha1.TaintOSNotReady {
+			n.OSNotReady = true
+		}
+	}
 	n.Owned = owned
 	mark, marked := o.Annotations[v1alpha1.AnnotationSlot]
 	w.setMarked(n, marked, mark)
@@ -351,7 +361,7 @@ func holdsSlot(p v1alpha1.NodePhase) bool {
 // its BootcNode's pool.
 func (w *World) updateUnavailable(n *Node) {
 	var in *Pool
-	if n.Exists && (n.Marked || holdsSlot(n.Phase)) {
+	if n.Exists && (n.Marked || holdsSlot(n.Phase) && !n.OSNotReady) {
 		name := n.BootcPool
 		if n.Marked && n.MarkPool != "" {
 			name = n.MarkPool

@@ -38,6 +38,9 @@ type Summary struct {
 	ConvergedAtSeconds *float64    `json:"convergedAtSeconds"`
 	Pools              []Pool      `json:"pools"`
 	Violations         []Violation `json:"violations"`
+	// Exceptions are documented exceptions of the invariants (a forceful
+	// Karpenter expiry of a node in a slot): recorded, not violations.
+	Exceptions []Violation `json:"exceptions,omitempty"`
 	// ViolationCounts counts violations per name, including those past
 	// the number recorded.
 	ViolationCounts map[string]int    `json:"violationCounts"`
@@ -132,6 +135,9 @@ func Summarize(res *twin.Result, wall time.Duration) Summary {
 	}
 	for _, v := range res.Violations {
 		s.Violations = append(s.Violations, Violation{Invariant: v.Invariant, AtSeconds: v.At.Seconds(), At: v.At.String(), Objects: v.Objects, Message: v.Message})
+	}
+	for _, v := range res.Exceptions {
+		s.Exceptions = append(s.Exceptions, Violation{Invariant: v.Invariant, AtSeconds: v.At.Seconds(), At: v.At.String(), Objects: v.Objects, Message: v.Message})
 	}
 	for _, vc := range res.Requests {
 		s.Requests[vc.Verb] = vc.Count

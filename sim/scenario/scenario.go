@@ -433,6 +433,11 @@ type TestOnly struct {
 	// NoHealthTimeout never fails a node that does not come back healthy, so
 	// a bad image stalls the rollout; caught by converges.
 	NoHealthTimeout bool `json:"noHealthTimeout,omitempty"`
+
+	// NoStagingReserve runs the node daemons with no OS staging reserve, so
+	// pinned-image pulls may take the room the next OS image needs; caught
+	// by os-staging-not-starved.
+	NoStagingReserve bool `json:"noStagingReserve,omitempty"`
 }
 
 // Karpenter configures the fake Karpenter.
@@ -570,6 +575,13 @@ type PinnedImageSet struct {
 
 	// Images are the container images to pin.
 	Images []PinnedImage `json:"images" required:"true" minItems:"1"`
+
+	// Concurrency is the set's spec.concurrency (controller default 2).
+	Concurrency *int32 `json:"concurrency,omitempty" minimum:"1" maximum:"16"`
+
+	// At is when the set is created, from the start of the run; absent
+	// creates it at the start.
+	At *time.Duration `json:"at,omitempty"`
 }
 
 // PinnedImage is a container image to prefetch.
@@ -578,6 +590,28 @@ type PinnedImage struct {
 	Ref string `json:"ref" required:"true" pattern:"digestRef"`
 
 	// Size is the compressed image size.
+	Size resource.Quantity `json:"size" required:"true"`
+
+	// Layers are the image's layers, by name; a layer that another image
+	// already brought to the node is not downloaded again and is stored
+	// once. What size holds beyond the layers is the image's own. Absent:
+	// the image is one layer of its own.
+	Layers []Layer `json:"layers,omitempty"`
+
+	// SizeUnknown makes the daemon unable to read the image's size from its
+	// manifest (say the registry is reachable only through a containerd
+	// mirror), so the prefetch manager assumes its estimate (1Gi) and the
+	// space check before the pull can be wrong: the pull may then run out
+	// of space in containerd.
+	SizeUnknown bool `json:"sizeUnknown,omitempty"`
+}
+
+// Layer is one layer of a pinned image.
+type Layer struct {
+	// Name identifies the layer across images (its digest, or any name).
+	Name string `json:"name" required:"true"`
+
+	// Size is the layer's compressed size.
 	Size resource.Quantity `json:"size" required:"true"`
 }
 
@@ -601,6 +635,19 @@ type Event struct {
 
 	// RemoveNodes deletes nodes of a node group.
 	RemoveNodes *RemoveNodes `json:"removeNodes,omitempty" oneOf:"action"`
+
+	// SetPinnedImages replaces the images of a PinnedImageSet.
+	SetPinnedImages *SetPinnedImages `json:"setPinnedImages,omitempty" oneOf:"action"`
+}
+
+// SetPinnedImages replaces a PinnedImageSet's spec.images: images left out
+// are removed from the set, new ones added.
+type SetPinnedImages struct {
+	// Set is the PinnedImageSet's name.
+	Set string `json:"set" required:"true"`
+
+	// Images are the set's new images.
+	Images []PinnedImage `json:"images" required:"true" minItems:"1"`
 }
 
 // SetPoolImage changes a pool's spec.image.
@@ -720,7 +767,7 @@ type NodeCrash struct {
 // Expect is what a run must show.
 type Expect struct {
 	// Invariants are checked after every event. Default all of them.
-	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges]"`
+	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact]"`
 
 	// CompletesWithin is the virtual time, from the start, by which every
 	// pool must be up to date or halted.
@@ -736,7 +783,35 @@ type Expect struct {
 
 	// Halted maps a pool name to whether it must end halted.
 	Halted map[string]bool `json:"halted,omitempty"`
+
+	// PinnedSets maps a PinnedImageSet name to what its status must say at
+	// the end.
+	PinnedSets map[string]PinnedSetExpect `json:"pinnedSets,omitempty"`
 }
+
+// PinnedSetExpect is what a PinnedImageSet's status must say at the end.
+type PinnedSetExpect struct {
+	// Condition is the condition type that must be True: Complete,
+	// Progressing or Degraded.
+	Condition PinnedCondition `json:"condition" required:"true"`
+
+	// Reason, when given, is the reason that condition must carry (for
+	// Degraded: the most common failure, such as OutOfSpace or
+	// InsufficientSpace).
+	Reason string `json:"reason,omitempty"`
+
+	// Failed is how many nodes status.failed must count: an exact count or
+	// {min, max}. Absent: any.
+	Failed CountRange `json:"failed,omitempty"`
+
+	// Done is how many nodes status.done must count. Absent: any.
+	Done CountRange `json:"done,omitempty"`
+}
+
+// PinnedCondition is a PinnedImageSet condition type.
+type PinnedCondition string
+
+func (PinnedCondition) enumValues() []string { return []string{"Complete", "Progressing", "Degraded"} }
 
 // CountRange is an inclusive range of counts; a bare integer n is shorthand
 // for {min: n, max: n}.
@@ -756,8 +831,10 @@ type CountRange struct {
 // no-leaked-annotation (no annotation bootroll added is left behind),
 // no-double-reboot (no node is rebooted twice for one target),
 // no-churn (bootroll's updates make Karpenter delete or replace no node,
-// and cordons do not flap), and converges (every pool ends up to date or
-// halted with a reason).
+// and cordons do not flap), converges (every pool ends up to date or
+// halted with a reason), os-staging-not-starved (no OS staging fails for
+// lack of space that pinned images hold) and pinned-sets-exact (at the end
+// every node reports exactly the current images of its pinned sets).
 type Invariant string
 
 // The invariants.
@@ -770,12 +847,15 @@ const (
 	InvNoDoubleReboot      Invariant = "no-double-reboot"
 	InvNoChurn             Invariant = "no-churn"
 	InvConverges           Invariant = "converges"
+	InvOSStagingNotStarved Invariant = "os-staging-not-starved"
+	InvPinnedSetsExact     Invariant = "pinned-sets-exact"
 )
 
 // AllInvariants lists every invariant, in the order they are reported.
 var AllInvariants = []Invariant{
 	InvMaxUnavailable, InvPDBRespected, InvNoReapWhileUpdating, InvNoLeakedCordon,
 	InvNoLeakedAnnotation, InvNoDoubleReboot, InvNoChurn, InvConverges,
+	InvOSStagingNotStarved, InvPinnedSetsExact,
 }
 
 func (Invariant) enumValues() []string {

@@ -206,7 +206,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:18: faults[1].nodeCrash.node: unknown node "workers-3": node names are <group>-<i> for a group's nodes, counting nodes added by events`,
 		}},
 		{"invalid invariant", base + "expect:\n  invariants: [max-unavailable, no-leaks]\n", []string{
-			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges`,
+			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact`,
 		}},
 		{"expect refs", poolDoc + "expect:\n  finalImages: {workers: v2}\n  failedNodes: {workers: {min: 2, max: 1}, other: 0}\n  completesWithin: 3h\n", []string{
 			`t.yaml:15: expect.finalImages.workers: unknown image "v2" (known: v1) (did you mean "v1"?)`,
@@ -223,10 +223,10 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:6: nodeGroups[0].bootImage: required field is missing`,
 		}},
 		{"no event action", base + "events:\n  - at: 1m\n", []string{
-			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes is required`,
+			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages is required`,
 		}},
 		{"two event actions", poolDoc + "events:\n  - at: 1m\n    pause: {pool: workers}\n    addNodes: {group: workers, count: 1}\n", []string{
-			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes may be given, got pause and addNodes`,
+			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages may be given, got pause and addNodes`,
 		}},
 		{"fault time", poolDoc + "faults:\n  - daemonCrash: {node: workers-0}\n", []string{
 			`t.yaml:15: faults[0]: one of at, window is required`,

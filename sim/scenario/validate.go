@@ -20,6 +20,7 @@ type validator struct {
 	s *Scenario
 
 	images, pools, groups, workloads, nodeClasses, nodePools nameSet
+	pinnedSets                                               nameSet
 	// added counts the nodes events may add to each group, for node names.
 	added map[string]int
 	// decodeErrs are the errors found while decoding.
@@ -82,7 +83,7 @@ func (v *validator) check() {
 	v.workloads = v.names("workloads", len(s.Workloads), func(i int) string { return s.Workloads[i].Name })
 	v.names("daemonSets", len(s.DaemonSets), func(i int) string { return s.DaemonSets[i].Name })
 	v.pools = v.names("bootroll.pools", len(s.Bootroll.Pools), func(i int) string { return s.Bootroll.Pools[i].Name })
-	v.names("pinnedImageSets", len(s.PinnedImageSets), func(i int) string { return s.PinnedImageSets[i].Name })
+	v.pinnedSets = v.names("pinnedImageSets", len(s.PinnedImageSets), func(i int) string { return s.PinnedImageSets[i].Name })
 	v.names("negativeControls", len(s.NegativeControls), func(i int) string { return s.NegativeControls[i].Name })
 	if k := s.Karpenter; k != nil {
 		v.nodeClasses = v.names("karpenter.nodeClasses", len(k.NodeClasses), func(i int) string { return k.NodeClasses[i].Name })
@@ -408,15 +409,33 @@ func (v *validator) pinnedImageSet(p string, ps PinnedImageSet) {
 		v.errorf(joinKey(p, "nodeSelector"), "must not be empty")
 	}
 	v.labels(joinKey(p, "nodeSelector"), ps.NodeSelector)
+	if ps.At != nil {
+		v.before(joinKey(p, "at"), *ps.At)
+	}
+	v.pinnedImages(joinKey(p, "images"), ps.Images)
+}
+
+// pinnedImages checks the images of a PinnedImageSet.
+func (v *validator) pinnedImages(p string, images []PinnedImage) {
 	seen := map[string]bool{}
-	for i, im := range ps.Images {
-		ip := joinIndex(joinKey(p, "images"), i)
+	for i, im := range images {
+		ip := joinIndex(p, i)
 		if seen[im.Ref] {
 			v.errorf(joinKey(ip, "ref"), "duplicate image %q", im.Ref)
 		}
 		seen[im.Ref] = true
 		if im.Size.Sign() <= 0 {
 			v.errorf(joinKey(ip, "size"), "invalid value %s: must be more than 0", im.Size.String())
+		}
+		var layers int64
+		for j, l := range im.Layers {
+			if l.Size.Sign() <= 0 {
+				v.errorf(joinKey(joinIndex(joinKey(ip, "layers"), j), "size"), "invalid value %s: must be more than 0", l.Size.String())
+			}
+			layers += l.Size.Value()
+		}
+		if layers > im.Size.Value() {
+			v.errorf(joinKey(ip, "layers"), "the layers add up to more than size %s", im.Size.String())
 		}
 	}
 }
@@ -436,6 +455,10 @@ func (v *validator) event(p string, e Event) {
 		v.ref(joinKey(joinKey(p, "addNodes"), "group"), "node group", e.AddNodes.Group, v.groups)
 	case e.RemoveNodes != nil:
 		v.ref(joinKey(joinKey(p, "removeNodes"), "group"), "node group", e.RemoveNodes.Group, v.groups)
+	case e.SetPinnedImages != nil:
+		ap := joinKey(p, "setPinnedImages")
+		v.ref(joinKey(ap, "set"), "PinnedImageSet", e.SetPinnedImages.Set, v.pinnedSets)
+		v.pinnedImages(joinKey(ap, "images"), e.SetPinnedImages.Images)
 	}
 }
 
@@ -525,6 +548,18 @@ func (v *validator) expect(p string, e Expect) {
 	}
 	for _, pool := range sortedKeys(e.Halted) {
 		v.ref(joinKey(joinKey(p, "halted"), pool), "pool", pool, v.pools)
+	}
+	for _, set := range sortedKeys(e.PinnedSets) {
+		fp := joinKey(joinKey(p, "pinnedSets"), set)
+		v.ref(fp, "PinnedImageSet", set, v.pinnedSets)
+		for _, f := range []struct {
+			key string
+			r   CountRange
+		}{{"failed", e.PinnedSets[set].Failed}, {"done", e.PinnedSets[set].Done}} {
+			if f.r.Max != nil && f.r.Min > *f.r.Max {
+				v.errorf(joinKey(fp, f.key), "min %d is more than max %d", f.r.Min, *f.r.Max)
+			}
+		}
 	}
 }
 

@@ -91,6 +91,8 @@ func (r *runner) event(ev scenario.Event) error {
 		names, err := r.cl.RemoveNodes(r.ctx, e.Group, e.Count)
 		r.tr.emit("scenario.removeNodes", "NodeGroup/"+e.Group, map[string]any{"count": e.Count, "nodes": names})
 		return err
+	case ev.SetPinnedImages != nil:
+		return r.setPinnedImages(ev.SetPinnedImages)
 	}
 	return fmt.Errorf("event with no action")
 }

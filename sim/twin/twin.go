@@ -92,6 +92,9 @@ type Result struct {
 	// past the recording bound.
 	Violations []invariant.Violation
 	Counts     map[string]int
+	// Exceptions are the documented exceptions of the invariants seen
+	// (a forceful Karpenter expiry of a node in a slot); not violations.
+	Exceptions []invariant.Violation
 	// Pools are the pools at the end, sorted by name.
 	Pools []PoolResult
 	// FirstSlot is when the first node entered a reboot slot
@@ -172,9 +175,11 @@ type runner struct {
 
 	ctrlOpts     controller.Options
 	poolQ, nodeQ *engine.Queue
+	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
 	controllerUp bool
 	daemons      map[string]*engine.Queue
+	kp           *karpenterRun // karpenter.go; nil without a karpenter section
 
 	reconciles map[string]uint64
 	// quietAfter is the virtual time after which no scenario event or
@@ -263,7 +268,11 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	api.Subscribe(r.dispatch)
 	r.watches = controllerWatches(api.AdminClient(), queueRef{&r.poolQ}, queueRef{&r.nodeQ})
+	r.watches = append(r.watches, pinnedWatches(api.AdminClient(), queueRef{&r.pinnedQ})...)
 
+	if err := r.setupKarpenter(); err != nil {
+		return nil, fmt.Errorf("serving Karpenter's kinds: %w", err)
+	}
 	hooks := cluster.Hooks{
 		DaemonRestarted: r.daemonStarted,
 		DaemonDown:      r.daemonDown,
@@ -289,6 +298,10 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	r.startController()
 	r.schedule()
+	if err := r.setupPinned(); err != nil {
+		return nil, err
+	}
+	r.startKarpenter()
 	eng.OnEvent(r.afterEvent)
 	eng.RunUntil(sc.Start.Add(sc.Limit))
 	if r.err != nil {
@@ -340,6 +353,7 @@ func (r *runner) withLogger(rec reconcile.Reconciler) reconcile.Reconciler {
 func (r *runner) startController() {
 	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
+	r.startPinnedController()
 	r.controllerUp = true
 	r.tr.emit("controller.start", "", nil)
 	c := r.api.AdminClient()
@@ -367,6 +381,7 @@ func (r *runner) startController() {
 	for i := range bns.Items {
 		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &bns.Items[i]})
 	}
+	r.listPinnedSets()
 }
 
 // stopController stops the controller process: its queues drop every
@@ -379,6 +394,7 @@ func (r *runner) stopController() {
 		}
 	}
 	r.poolQ, r.nodeQ = nil, nil
+	r.stopPinnedController()
 	r.controllerUp = false
 	r.tr.emit("controller.stop", "", nil)
 }
@@ -425,6 +441,7 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 func (r *runner) daemonStarted(node string) {
 	r.daemonDown(node)
 	d := nodedaemon.New(node, r.api.Client(), r.cl.Host(node), r.eng.Clock(), logr.Discard())
+	r.configureDaemon(node, d)
 	q := engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})
 	r.daemons[node] = q
 	q.Add(request(node))
@@ -488,7 +505,7 @@ func (r *runner) sampleHeap() {
 // scenario event or fault to come or in effect, the controller up and no
 // node unavailable because of bootroll.
 func (r *runner) converged(now time.Time) bool {
-	return r.w.AllConverged() && !now.Before(r.quietAfter) && r.controllerUp && r.w.InSlot() == 0
+	return r.w.AllConverged() && !now.Before(r.quietAfter) && r.controllerUp && r.w.InSlot() == 0 && r.chk.PinnedSettled()
 }
 
 // watchConvergence stops the run Settle after it converged, unless it
@@ -583,6 +600,9 @@ func (r *runner) finish() (*Result, error) {
 		r.reconciles["pool"] += r.poolQ.Stats().Reconciles
 		r.reconciles["node"] += r.nodeQ.Stats().Reconciles
 	}
+	if r.pinnedQ != nil {
+		r.reconciles[r.pinnedQ.Name()] += r.pinnedQ.Stats().Reconciles
+	}
 	for _, name := range sortedKeys(r.daemons) {
 		r.reconciles["daemon"] += r.daemons[name].Stats().Reconciles
 	}
@@ -597,6 +617,7 @@ func (r *runner) finish() (*Result, error) {
 		Converged:   out.Converged,
 		ConvergedAt: out.ConvergedAt,
 		Violations:  r.chk.Violations(),
+		Exceptions:  r.chk.Exceptions(),
 		Counts:      map[string]int{},
 		Timeline:    r.timeline,
 		Phases:      v1alpha1.AllPhases,

@@ -1,0 +1,276 @@
+package twin
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/fakekarpenter"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// karpenterRun is the fake Karpenter of a run: its reconcilers, each on
+// its own engine queue, fed by the API server's watch.
+type karpenterRun struct {
+	k         *fakekarpenter.Karpenter
+	ctrls     []fakekarpenter.Controller
+	queues    []*engine.Queue
+	installed bool
+	prov      *cluster.KarpenterProvider
+}
+
+// The CRD objects installing Karpenter creates.
+var karpenterCRDs = []string{controller.NodeClaimCRD, "nodepools.karpenter.sh"}
+
+// setupKarpenter serves the Karpenter kinds and the CRD kind before the
+// cluster is built; until the CRDs are installed the Karpenter kinds are
+// absent.
+func (r *runner) setupKarpenter() error {
+	if r.sc.Karpenter == nil {
+		return nil
+	}
+	if err := r.api.RegisterUnstructured(controller.CRDGVK, schemaEmpty, false); err != nil {
+		return err
+	}
+	if err := fakekarpenter.Register(r.api); err != nil {
+		return err
+	}
+	for _, gvk := range karpenterGVKs {
+		if err := r.api.RemoveKind(gvk); err != nil {
+			return err
+		}
+	}
+	r.kp = &karpenterRun{}
+	return nil
+}
+
+// startKarpenter installs Karpenter now or schedules its installation at
+// karpenter.installCRDsAt. Call it after schedule.
+func (r *runner) startKarpenter() {
+	if r.kp == nil {
+		return
+	}
+	k := r.sc.Karpenter
+	if k.InstallCRDsAt == nil || *k.InstallCRDsAt <= 0 {
+		r.installKarpenter()
+		return
+	}
+	at := r.sc.Start.Add(*k.InstallCRDsAt)
+	if at.After(r.quietAfter) {
+		r.quietAfter = at
+	}
+	r.eng.At(at, "scenario/karpenter-install", r.installKarpenter)
+}
+
+// installKarpenter installs the CRDs, creates the NodePools and the
+// NodeClaims of the existing Karpenter-managed nodes, and starts
+// Karpenter's controllers.
+func (r *runner) installKarpenter() {
+	kp, sk := r.kp, r.sc.Karpenter
+	if kp.installed {
+		return
+	}
+	kp.installed = true
+	c := r.api.AdminClient()
+	for _, gvk := range karpenterGVKs {
+		if err := r.api.AddKind(gvk); err != nil {
+			r.fail(fmt.Errorf("installing Karpenter: %w", err))
+			return
+		}
+	}
+	for _, name := range karpenterCRDs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(controller.CRDGVK)
+		u.SetName(name)
+		if err := c.Create(r.ctx, u); err != nil {
+			r.fail(fmt.Errorf("installing Karpenter: creating CRD %s: %w", name, err))
+			return
+		}
+	}
+	r.tr.emit("karpenter.install", "", map[string]any{"version": string(sk.Version)})
+	kp.prov = r.cl.KarpenterProvider()
+	images := map[string]string{}
+	for _, nc := range sk.NodeClasses {
+		if im := r.sc.Image(nc.BootImage); im != nil {
+			images[nc.Name] = im.Ref
+		}
+	}
+	opts := fakekarpenter.Options{
+		Clock:            r.eng.Clock(),
+		Provider:         kp.prov,
+		Profile:          string(sk.Version),
+		NodeRepair:       sk.NodeRepair,
+		RepairToleration: sk.RepairToleration,
+		NodeClassImages:  func(nc string) string { return images[nc] },
+		Capacity:         kp.prov.Capacity,
+		Trace: func(kind, object string, details map[string]any) {
+			r.tr.emit(kind, object, details)
+			seen := len(r.chk.Exceptions())
+			r.chk.KarpenterTrace(kind, object, details, r.eng.Now())
+			for _, v := range r.chk.Exceptions()[seen:] {
+				r.tr.emit("invariant.exception", "", map[string]any{"invariant": v.Invariant, "objects": strings.Join(v.Objects, ","), "message": v.Message})
+			}
+		},
+	}
+	kp.k = fakekarpenter.New(c, opts)
+	r.chk.SetKarpenter(kp.k.Stats)
+	for _, np := range sk.NodePools {
+		if err := c.Create(r.ctx, nodePoolObject(np)); err != nil {
+			r.fail(fmt.Errorf("installing Karpenter: creating NodePool %s: %w", np.Name, err))
+			return
+		}
+	}
+	for _, m := range kp.prov.ExistingNodes() {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(fakekarpenter.NodeClaimGVK)
+		u.SetName(m.Node)
+		u.SetLabels(map[string]string{fakekarpenter.LabelNodePool: m.NodePool})
+		ann := map[string]string{cluster.AnnotationExistingNode: m.Node}
+		if im := r.sc.Image(r.groupBoot(m.Node)); im != nil {
+			ann[fakekarpenter.AnnotationBootImage] = im.Ref
+		}
+		u.SetAnnotations(ann)
+		u.SetFinalizers([]string{fakekarpenter.FinalizerTermination})
+		var ncName string
+		for _, np := range sk.NodePools {
+			if np.Name == m.NodePool {
+				ncName = np.NodeClass
+			}
+		}
+		spec := map[string]any{"nodeClassRef": map[string]any{"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": ncName}}
+		for _, np := range sk.NodePools {
+			if np.Name == m.NodePool && !np.ExpireAfter.Never {
+				spec["expireAfter"] = np.ExpireAfter.Duration.String()
+			}
+		}
+		u.Object["spec"] = spec
+		if err := c.Create(r.ctx, u); err != nil {
+			r.fail(fmt.Errorf("installing Karpenter: creating the NodeClaim of node %s: %w", m.Node, err))
+			return
+		}
+	}
+	kp.ctrls = kp.k.Controllers()
+	for _, ct := range kp.ctrls {
+		kp.queues = append(kp.queues, engine.NewQueue(r.eng, ct.Name, r.withLogger(ct.Reconciler), engine.QueueOptions{}))
+	}
+	r.api.Subscribe(r.dispatchKarpenter)
+	for i, ct := range kp.ctrls {
+		if ct.Start == nil {
+			continue
+		}
+		reqs, err := ct.Start(r.ctx)
+		if err != nil {
+			r.fail(fmt.Errorf("starting %s: %w", ct.Name, err))
+			return
+		}
+		for _, req := range reqs {
+			kp.queues[i].Add(req)
+		}
+	}
+}
+
+// groupBoot is the boot image of the node group of node at the start.
+func (r *runner) groupBoot(node string) string {
+	for _, g := range r.sc.NodeGroups {
+		for i := range g.Count {
+			if scenario.NodeName(g.Name, i) == node {
+				return g.BootImage
+			}
+		}
+	}
+	return ""
+}
+
+// dispatchKarpenter feeds a watch event to Karpenter's queues.
+func (r *runner) dispatchKarpenter(ev apiserver.Event) {
+	for i, ct := range r.kp.ctrls {
+		if ct.Map == nil {
+			continue
+		}
+		for _, req := range ct.Map(ev) {
+			r.kp.queues[i].Add(req)
+		}
+	}
+}
+
+// nodePoolObject is the NodePool of a scenario entry.
+func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(fakekarpenter.NodePoolGVK)
+	u.SetName(np.Name)
+	taints := func(ts []scenario.Taint) []any {
+		var out []any
+		for _, t := range ts {
+			m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+			if t.Value != "" {
+				m["value"] = t.Value
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	never := func(d scenario.NeverDuration) string {
+		if d.Never {
+			return "Never"
+		}
+		return d.Duration.String()
+	}
+	tspec := map[string]any{
+		"nodeClassRef": map[string]any{"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": np.NodeClass},
+		"expireAfter":  never(np.ExpireAfter),
+	}
+	if st := taints(np.StartupTaints); len(st) > 0 {
+		tspec["startupTaints"] = st
+	}
+	labels := map[string]any{}
+	for k, v := range np.Labels {
+		labels[k] = v
+	}
+	var budgets []any
+	for _, b := range np.Budgets {
+		m := map[string]any{"nodes": b.Nodes.String()}
+		if b.Schedule != "" {
+			m["schedule"] = b.Schedule
+		}
+		if b.Duration != nil {
+			m["duration"] = b.Duration.String()
+		}
+		if len(b.Reasons) > 0 {
+			var rs []any
+			for _, x := range b.Reasons {
+				rs = append(rs, string(x))
+			}
+			m["reasons"] = rs
+		}
+		budgets = append(budgets, m)
+	}
+	disruption := map[string]any{
+		"consolidationPolicy": string(np.ConsolidationPolicy),
+		"consolidateAfter":    never(np.ConsolidateAfter),
+	}
+	if len(budgets) > 0 {
+		disruption["budgets"] = budgets
+	}
+	u.Object["spec"] = map[string]any{
+		"disruption": disruption,
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": labels},
+			"spec":     tspec,
+		},
+	}
+	return u
+}
+
+var (
+	karpenterGVKs = []schemaGVK{fakekarpenter.NodePoolGVK, fakekarpenter.NodeClaimGVK}
+)
+
+type schemaGVK = schema.GroupVersionKind
+
+var schemaEmpty = schema.GroupVersionKind{}
