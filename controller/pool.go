@@ -105,7 +105,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	for _, n := range members {
 		memberSet[n.Name] = n
 	}
-	for _, name := range sortedKeys(bns) {
+	// Sorted once per reconcile; deleted entries are skipped below.
+	names := sortedKeys(bns)
+	for _, name := range names {
 		bn := bns[name]
 		if memberSet[name] != nil && conflicts[name] == "" {
 			continue
@@ -126,8 +128,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 3. Halt: failed nodes for the current target.
 	var failed []string
-	for _, name := range sortedKeys(bns) {
+	for _, name := range names {
 		bn := bns[name]
+		if bn == nil {
+			continue
+		}
 		if target != "" && bn.Status.Rollout.FailedImage == target &&
 			(bn.Status.Phase == v1alpha1.PhaseFailed || bn.Status.Phase == v1alpha1.PhaseRolledBack) {
 			failed = append(failed, fmt.Sprintf("%s (%s: %s)", name, bn.Status.Rollout.Reason, bn.Status.Rollout.Message))
@@ -146,7 +151,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 4. Staging directives, bounded by maxStaging.
 	if active {
-		if err := r.direct(ctx, &pool, target, bns, conflicts, memberSet); err != nil {
+		if err := r.direct(ctx, &pool, target, names, bns, conflicts, memberSet); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -169,9 +174,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			inSlot[s.Node] = true
 		}
 		var cands []Candidate
-		for _, name := range sortedKeys(bns) {
+		for _, name := range names {
 			bn := bns[name]
-			if inSlot[name] || conflicts[name] != "" || memberSet[name] == nil {
+			if bn == nil || inSlot[name] || conflicts[name] != "" || memberSet[name] == nil {
 				continue
 			}
 			if bn.Status.Phase != v1alpha1.PhaseStaged || bn.Spec.DesiredImage != target ||
@@ -352,16 +357,16 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 // direct writes spec.desiredImage for nodes that should stage the target,
 // keeping at most maxStaging nodes staging at once. Nodes that already run
 // the target, or that failed this very target, are not counted.
-func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string, members map[string]*corev1.Node) error {
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, names []string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string, members map[string]*corev1.Node) error {
 	limit := -1
 	if ms := pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
 		limit = int(*ms)
 	}
 	staging := 0
 	var todo []*v1alpha1.BootcNode
-	for _, name := range sortedKeys(bns) {
+	for _, name := range names {
 		bn := bns[name]
-		if conflicts[name] != "" {
+		if bn == nil || conflicts[name] != "" {
 			continue
 		}
 		if bn.Spec.DesiredImage == target {
