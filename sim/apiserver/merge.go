@@ -157,6 +157,19 @@ func pruneNulls(buf, v []byte) []byte {
 func isNull(v []byte) bool { return len(v) == 4 && string(v) == "null" }
 
 func appendKey(buf []byte, key string) []byte {
+	plain := true
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		buf = append(buf, '"')
+		buf = append(buf, key...)
+		buf = append(buf, '"', ':')
+		return buf
+	}
 	b, _ := json.Marshal(key)
 	buf = append(buf, b...)
 	return append(buf, ':')
