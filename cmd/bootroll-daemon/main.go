@@ -91,6 +91,7 @@ type options struct {
 	criSocket      string
 	stagingReserve resource.Quantity
 	controlPlane   bool
+	stageFS        string
 }
 
 func main() {
@@ -133,6 +134,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		o.stagingReserve = q
 		return nil
 	})
+	fs.StringVar(&o.stageFS, "stage-fs", "/sysroot", "A path on the filesystem bootc stages OS images to; staging is refused when the image does not fit there twice.")
 	fs.BoolVar(&o.controlPlane, "control-plane", false, "This is a control-plane node: pull pinned images one at a time.")
 	fs.BoolVar(&o.hostExec, "host-exec", false, "Run bootc and systemctl through nsenter in the mount namespace of PID 1 (a pod with hostPID); off when the daemon already runs in the host's mount namespace.")
 	o.zap.BindFlags(fs)
@@ -185,7 +187,16 @@ func run(ctx context.Context, o options) error {
 		runner = nsenterRunner{bootc.ExecRunner{}}
 	}
 	host := &nodedaemon.AsyncHost{
-		Host:    nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: runner}, BootIDPath: o.bootIDPath},
+		Host: nodedaemon.SpaceCheckedHost{
+			Host: nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: runner}, BootIDPath: o.bootIDPath},
+			Size: func(ctx context.Context, image string) (int64, error) {
+				return prefetch.RegistrySizer{}.Size(ctx, image, nil)
+			},
+			Available: func(context.Context) (int64, error) {
+				sp, err := cri.Statfs(o.stageFS)
+				return sp.Available, err
+			},
+		},
 		Context: ctx,
 		OnDone: func() {
 			select {
