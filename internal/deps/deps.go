@@ -1,3 +1,8 @@
+//go:build tools
+
+// Package deps pins modules the project depends on as a whole but that no
+// package imports yet (ginkgo, for suites that will need it), so go.mod
+// keeps them at the versions DEVELOPERS.md asks for. It is never built.
 package deps
 
 import (
