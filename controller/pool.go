@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,27 @@ type PoolReconciler struct {
 	metrics  *Metrics
 	reader   client.Reader
 	opts     Options
+
+	// mu guards last, the time and generation of each pool's last full
+	// pass. It only paces passes (see passInterval); nothing is decided
+	// from it, and a restarted controller starts with a full pass.
+	mu   sync.Mutex
+	last map[string]pass
+}
+
+type pass struct {
+	at  time.Time
+	gen int64
+}
+
+// passInterval is the least time between two full passes over a pool of n
+// nodes. A pass costs O(n), so a large pool is summarised less often: 1 s
+// (PoolStatusDebounce) up to 1,999 nodes, then 1 s more per 1,000 nodes, at
+// most 10 s. A spec change always gets a pass at once. Node-level work
+// (cordon, drain, verify) is not paced: it runs in the node reconciler.
+func passInterval(nodes int32) time.Duration {
+	d := time.Duration(nodes/1000) * time.Second
+	return min(max(d, PoolStatusDebounce), 10*time.Second)
 }
 
 // NewPoolReconciler builds the pool reconciler from its edges.
@@ -57,6 +79,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 	now := r.clock.Now()
+	r.mu.Lock()
+	last, seen := r.last[pool.Name]
+	r.mu.Unlock()
+	if every := passInterval(pool.Status.Nodes); seen && last.gen == pool.Generation && now.Sub(last.at) < every {
+		return reconcile.Result{RequeueAfter: every - now.Sub(last.at)}, nil
+	}
 	orig := pool.DeepCopy()
 	st := &pool.Status
 	var requeue time.Duration
@@ -243,6 +271,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			return reconcile.Result{}, fmt.Errorf("update status of pool %s: %w", pool.Name, err)
 		}
 	}
+
+	r.mu.Lock()
+	if r.last == nil {
+		r.last = map[string]pass{}
+	}
+	r.last[pool.Name] = pass{at: now, gen: pool.Generation}
+	r.mu.Unlock()
 
 	// 7. Tell the granted nodes (and any whose grant was not yet seen).
 	for _, s := range held {
