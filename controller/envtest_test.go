@@ -566,9 +566,12 @@ func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
 	n := h.node("pdb-0")
 	g.Expect(n.Spec.Unschedulable).To(BeFalse())
 	g.Expect(n.Annotations).NotTo(HaveKey(v1alpha1.AnnotationSlot))
-	var pool v1alpha1.BootcNodePool
-	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Name: "pdb"}, &pool)).To(Succeed())
-	g.Expect(pool.Status.Slots).To(BeEmpty())
+	// The pool drops the slot at its next pass (within PoolStatusDebounce).
+	g.Eventually(func() []v1alpha1.Slot {
+		var pool v1alpha1.BootcNodePool
+		_ = k8s.Get(h.ctx, client.ObjectKey{Name: "pdb"}, &pool)
+		return pool.Status.Slots
+	}, 10*time.Second, 100*time.Millisecond).Should(BeEmpty())
 	// The pod was never evicted, and no cordon flapping: the node stays
 	// uncordoned for the whole backoff.
 	var pod corev1.Pod

@@ -187,7 +187,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// 5. Slots. Drop entries whose node left; grant free slots.
 	var held []v1alpha1.Slot
 	for _, s := range st.Slots {
-		if bn := bns[s.Node]; bn != nil && slotInUse(bn) {
+		if bn := bns[s.Node]; bn != nil && slotInUse(bn, s) {
 			held = append(held, s)
 		}
 	}
@@ -282,7 +282,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// 7. Tell the granted nodes (and any whose grant was not yet seen).
 	for _, s := range held {
 		bn := bns[s.Node]
-		if bn == nil || bn.Status.Phase != v1alpha1.PhaseStaged || bn.Status.Rollout.TargetImage != s.Image {
+		if bn == nil || !grantPending(bn, s) {
 			continue
 		}
 		b := bn.DeepCopy()
@@ -524,13 +524,27 @@ func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ..
 }
 
 // slotInUse reports whether a slot table entry is still needed by its node.
+// This is how slots are given back: the node reconciler records that the
+// node left its slot (phase and cordon), and the pool drops the entry.
 // Nodes enter a slot only from Staged, and the cache never goes back in
 // time, so a node seen Updated, Failed or Pending and not cordoned has left
-// its slot (the node reconciler normally removes the entry itself; this
-// also drops an entry granted from a stale read of a node that had just
-// finished).
-func slotInUse(bn *v1alpha1.BootcNode) bool {
-	return bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) || bn.Status.Phase == v1alpha1.PhaseStaged
+// its slot (this also drops an entry granted from a stale read of a node
+// that had just finished).
+//
+// A node is Staged in its slot between the grant and the pool's write of
+// Draining; a Staged node whose drain timed out after the grant (retryAfter
+// set later than the grant) has given its slot back.
+func slotInUse(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
+	return bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) || grantPending(bn, s)
+}
+
+// grantPending reports whether a node was given slot s and has not yet
+// been told (it is still Staged for the slot's image, and no drain of it
+// timed out since the grant).
+func grantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
+	ro := &bn.Status.Rollout
+	return bn.Status.Phase == v1alpha1.PhaseStaged && ro.TargetImage == s.Image &&
+		(ro.RetryAfter == nil || !ro.RetryAfter.After(s.Since.Time))
 }
 
 func truncateList(items []string) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +40,7 @@ type runFlags struct {
 	report   string
 	sets     []string
 	bench    bool
+	cpuProf  string
 	controls bool
 }
 
@@ -76,6 +78,7 @@ negative control was not caught), 2 on bad input.`,
 	fl.StringVar(&f.report, "report", "", "write summary.json and report.html into this directory (with several scenarios: one subdirectory per scenario)")
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field, path=value, e.g. bootroll.pools[0].maxUnavailable=20% (repeatable; an unknown path is an error)")
 	fl.BoolVar(&f.bench, "bench", false, "print wall time, virtual time, events, events per second and peak heap")
+	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	fl.BoolVar(&f.controls, "negative-controls", false, "also run each scenario's negative controls and require the named invariant to catch each")
 	return cmd
 }
@@ -100,6 +103,19 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 	}
 	if bad {
 		return exitError{exitBadInput}
+	}
+	if f.cpuProf != "" {
+		pf, err := os.Create(f.cpuProf)
+		if err != nil {
+			fmt.Fprintln(stderr, "--cpuprofile:", err)
+			return exitError{exitBadInput}
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(stderr, "--cpuprofile:", err)
+			return exitError{exitBadInput}
+		}
+		defer pprof.StopCPUProfile()
 	}
 	code := exitOK
 	for _, l := range scs {
