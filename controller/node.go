@@ -269,12 +269,10 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 // verify waits for the node to boot the target digest and be Ready within
 // healthTimeout, then finishes the update.
 func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	// No cordon here: drain() cordoned the node before it asked for the
+	// reboot. Re-cordoning from a stale read of a node that has already
+	// finished would cordon it again after its uncordon.
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if ro.Cordoned {
-		if err := r.cordon(ctx, s); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
 	if bn.Spec.DesiredState != v1alpha1.DesiredBooted {
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
