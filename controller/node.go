@@ -384,6 +384,17 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 	if n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == s.bn.Spec.Pool && !missing {
 		return nil
 	}
+	// Writing the Node on a stale read of the record could cordon a node
+	// that has already been uncordoned and released: check first that the
+	// record this reconcile acts on is the current one.
+	var fresh v1alpha1.BootcNode
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
+		return fmt.Errorf("re-read BootcNode %s before cordoning: %w", s.bn.Name, err)
+	}
+	if fresh.ResourceVersion != s.bn.ResourceVersion {
+		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), s.bn.Name,
+			fmt.Errorf("the cached record is stale (%s, current %s)", s.bn.ResourceVersion, fresh.ResourceVersion))
+	}
 	m := n.DeepCopy()
 	m.Spec.Unschedulable = true
 	if m.Annotations == nil {
