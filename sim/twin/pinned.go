@@ -2,12 +2,9 @@ package twin
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
@@ -23,26 +20,6 @@ import (
 // watches, the scenario's sets and their changes, and each daemon's
 // prefetch executor (the cluster model's, running prefetch.Manager on
 // virtual time) with its OS staging reserve.
-
-// pinnedWatches are controller.WatchTable's watches of the PinnedImageSet
-// controller, delivered to q.
-func pinnedWatches(reader client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
-	var out []watch
-	for _, w := range controller.WatchTable(reader) {
-		if w.Controller != controller.PinnedSetController {
-			continue
-		}
-		typ := reflect.TypeOf(w.Object)
-		out = append(out, watch{
-			name:       w.Controller + "/" + typ.Elem().Name(),
-			accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
-			predicates: w.Predicates,
-			handler:    w.Handler,
-			queue:      q,
-		})
-	}
-	return out
-}
 
 // startPinnedController builds the PinnedImageSet controller's queue of a
 // new controller process.

@@ -34,6 +34,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -267,8 +268,11 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		api.Subscribe(r.tr.traceWrite)
 	}
 	api.Subscribe(r.dispatch)
-	r.watches = controllerWatches(api.AdminClient(), queueRef{&r.poolQ}, queueRef{&r.nodeQ})
-	r.watches = append(r.watches, pinnedWatches(api.AdminClient(), queueRef{&r.pinnedQ})...)
+	r.watches = controllerWatches(api.AdminClient(), map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+		controller.PoolController:      queueRef{&r.poolQ},
+		controller.NodeController:      queueRef{&r.nodeQ},
+		controller.PinnedSetController: queueRef{&r.pinnedQ},
+	})
 
 	if err := r.setupKarpenter(); err != nil {
 		return nil, fmt.Errorf("serving Karpenter's kinds: %w", err)

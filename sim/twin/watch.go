@@ -139,14 +139,10 @@ func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
 	}
 }
 
-// controllerWatches are controller.WatchTable's watches, delivered to the
-// twin's queues by controller name; a controller without a queue here is
-// skipped. reader is what the map functions read.
-func controllerWatches(reader client.Reader, pool, node workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
-	queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
-		controller.PoolController: pool,
-		controller.NodeController: node,
-	}
+// controllerWatches are controller.WatchTable's watches, in its order,
+// delivered to the twin's queues by controller name; a controller without a
+// queue in queues is skipped. reader is what the map functions read.
+func controllerWatches(reader client.Reader, queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
 	var out []watch
 	for _, w := range controller.WatchTable(reader) {
 		q := queues[w.Controller]

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -113,9 +114,10 @@ func TestWatchMappings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			var nilQ *engine.Queue
-			ws := controllerWatches(c,
-				recordQueue{queueRef{&nilQ}, "pool", &got},
-				recordQueue{queueRef{&nilQ}, "node", &got})
+			ws := controllerWatches(c, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+				controller.PoolController: recordQueue{queueRef{&nilQ}, "pool", &got},
+				controller.NodeController: recordQueue{queueRef{&nilQ}, "node", &got},
+			})
 			for i := range ws {
 				ws[i].deliver(ctx, tc.ev)
 			}
