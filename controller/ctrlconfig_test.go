@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 )
@@ -14,5 +13,3 @@ type zapLevelT = zapcore.Level
 func ctrlConfig() config.Controller {
 	return config.Controller{SkipNameValidation: ptr.To(true)}
 }
-
-type typesUIDT = types.UID

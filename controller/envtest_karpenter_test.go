@@ -1,20 +1,17 @@
 package controller_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -42,7 +39,7 @@ func (h *harness) addClaimedNode(name, claim, uid string, mutate func(*corev1.No
 	h.addNode(name, false)
 	NewWithT(h.t).Eventually(func() error {
 		n := h.node(name)
-		n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: claim, UID: typesUID(uid)}}
+		n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: claim, UID: types.UID(uid)}}
 		if mutate != nil {
 			mutate(&n)
 		}
@@ -238,10 +235,3 @@ func TestPostUpdateProtection(t *testing.T) {
 	g.Eventually(func() map[string]string { return h.node("pup-0").Annotations }, 20*time.Second, 100*time.Millisecond).ShouldNot(HaveKey(v1alpha1.KarpenterDoNotDisrupt))
 	g.Expect(h.node("pup-0").Annotations).NotTo(HaveKey(v1alpha1.KarpenterDoNotRepair))
 }
-
-func typesUID(s string) (u typesUIDT) { return typesUIDT(s) }
-
-var _ = apierrors.IsNotFound
-var _ = apiextensionsv1.SchemeGroupVersion
-var _ = ptr.To[int]
-var _ = fmt.Sprint

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -236,7 +237,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.observe(r.metricsDrain(), s, took, "drained")
+		r.observe(s, "drain", took, "drained")
 		r.event(s.bn, corev1.EventTypeNormal, "Drained", "%s", ro.Message)
 		return r.verify(ctx, s)
 	}
@@ -246,7 +247,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		ro.RetryAfter = &metav1.Time{Time: s.now.Add(Backoff(ro.Failures))}
 		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked by PDB: %s); retry after %s",
 			timeout, res.Remaining, blockedMessage(res.Blocked), Backoff(ro.Failures))
-		r.observe(r.metricsDrain(), s, took, "timeout")
+		r.observe(s, "drain", took, "timeout")
 		if r.metrics != nil {
 			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
 		}
@@ -289,7 +290,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		if bn.Spec.Rollback {
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
-		r.observe(r.metricsReboot(), s, took, "ok")
+		r.observe(s, "reboot", took, "ok")
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, took.Round(time.Second))
 		r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
 		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback)
@@ -672,24 +673,16 @@ func (r *NodeReconciler) event(obj client.Object, typ, reason, f string, args ..
 	}
 }
 
-func (r *NodeReconciler) metricsDrain() func(pool, result string, secs float64) {
-	return func(pool, result string, secs float64) {
-		if r.metrics != nil {
-			r.metrics.DrainSeconds.WithLabelValues(pool, result).Observe(secs)
-		}
+// observe records how long a drain or a reboot took.
+func (r *NodeReconciler) observe(s *nodeStep, what string, d time.Duration, result string) {
+	if r.metrics == nil {
+		return
 	}
-}
-
-func (r *NodeReconciler) metricsReboot() func(pool, result string, secs float64) {
-	return func(pool, result string, secs float64) {
-		if r.metrics != nil {
-			r.metrics.RebootSeconds.WithLabelValues(pool, result).Observe(secs)
-		}
+	h := r.metrics.DrainSeconds
+	if what == "reboot" {
+		h = r.metrics.RebootSeconds
 	}
-}
-
-func (r *NodeReconciler) observe(f func(pool, result string, secs float64), s *nodeStep, d time.Duration, result string) {
-	f(s.bn.Spec.Pool, result, d.Seconds())
+	h.WithLabelValues(s.bn.Spec.Pool, result).Observe(d.Seconds())
 }
 
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
@@ -702,25 +695,9 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 // refWithDigest pins an image reference (possibly with a tag) to a digest.
 func refWithDigest(ref, digest string) string {
 	repo := ref
-	if i := lastRepoColon(ref); i >= 0 {
+	// A tag is a ':' after the last '/' (a ':' before it is a registry port).
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 		repo = ref[:i]
 	}
 	return repo + "@" + digest
-}
-
-// lastRepoColon returns the index of a tag separator in ref, or -1.
-func lastRepoColon(ref string) int {
-	slash := -1
-	for i := len(ref) - 1; i >= 0; i-- {
-		switch ref[i] {
-		case '/':
-			slash = i
-			return -1
-		case ':':
-			if slash < 0 {
-				return i
-			}
-		}
-	}
-	return -1
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -353,5 +352,3 @@ func PinnedProgressChanged(old, cur *v1alpha1.BootcNode) bool {
 	return !apiequality.Semantic.DeepEqual(old.Status.Daemon.PinnedImages, cur.Status.Daemon.PinnedImages) ||
 		old.Spec.Pool != cur.Spec.Pool
 }
-
-var _ = time.Second

@@ -155,3 +155,18 @@ func zeros(n int) string {
 	}
 	return string(b)
 }
+
+func TestRefWithDigest(t *testing.T) {
+	const d = "sha256:abc"
+	tests := []struct{ ref, want string }{
+		{"quay.io/os:42", "quay.io/os@sha256:abc"},
+		{"registry:5000/os:42", "registry:5000/os@sha256:abc"},
+		{"registry:5000/os", "registry:5000/os@sha256:abc"},
+		{"quay.io/os", "quay.io/os@sha256:abc"},
+	}
+	for _, tt := range tests {
+		if got := refWithDigest(tt.ref, d); got != tt.want {
+			t.Errorf("refWithDigest(%q) = %q, want %q", tt.ref, got, tt.want)
+		}
+	}
+}
