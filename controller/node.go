@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -65,8 +64,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
-		// The Node is gone: nothing to uncordon; give the slot back.
-		return reconcile.Result{}, r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+		// The Node is gone: nothing to uncordon. Recording that the node
+		// left its slot gives the slot back (the pool drops the entry) and
+		// lets the pool delete the record.
+		return reconcile.Result{}, r.nodeGone(ctx, s)
 	}
 	s.node = &node
 	var pool v1alpha1.BootcNodePool
@@ -111,7 +112,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		if ro.Cordoned {
 			return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
 		}
-		return reconcile.Result{}, r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+		return reconcile.Result{}, nil
 	}
 	// Outside a slot: the phase follows what the daemon reports.
 	if ro.Cordoned {
@@ -290,10 +291,15 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		if bn.Spec.Rollback {
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
-		r.observe(s, "reboot", took, "ok")
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, took.Round(time.Second))
+		// Recorded only once the record is written: a write that
+		// conflicts is retried, and the retry must not count twice.
+		if err := r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.observe(s, "reboot", took, "ok")
 		r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
-		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback)
+		return reconcile.Result{}, nil
 	}
 	if d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want {
 		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, d.LastError))
@@ -323,11 +329,21 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 // deployment and the node keeps its slot until that has booted.
 func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
+	took := s.now.Sub(bn.Status.Rollout.RebootRequestedAt.Time)
+	// Counted only once written: a conflicting write is retried.
+	if err := r.recordFailure(ctx, s, reason, msg); err != nil {
+		return err
+	}
 	if r.metrics != nil {
 		r.metrics.Failures.WithLabelValues(bn.Spec.Pool, reason).Inc()
-		r.metrics.RebootSeconds.WithLabelValues(bn.Spec.Pool, "failed").Observe(s.now.Sub(bn.Status.Rollout.RebootRequestedAt.Time).Seconds())
+		r.metrics.RebootSeconds.WithLabelValues(bn.Spec.Pool, "failed").Observe(took.Seconds())
 	}
 	r.event(bn, corev1.EventTypeWarning, reason, "%s", msg)
+	return nil
+}
+
+func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg string) error {
+	bn := s.bn
 	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
 		digestOfHost(bn.Status.Booted) == DigestOf(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
@@ -458,10 +474,9 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
 		ro.RebootRequestedAt = nil
 	}
-	if err := r.patchStatus(ctx, s); err != nil {
-		return err
-	}
-	return r.releaseSlot(ctx, bn.Spec.Pool, bn.Name)
+	// The slot is given back by this record: the pool drops the entry of
+	// a node that is neither cordoned nor in a slot phase (slotInUse).
+	return r.patchStatus(ctx, s)
 }
 
 // uncordon restores the node's prior cordon state and removes the slot
@@ -601,28 +616,20 @@ func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 	return nil
 }
 
-// releaseSlot removes the node's entry from its pool's slot table.
-func (r *NodeReconciler) releaseSlot(ctx context.Context, poolName, node string) error {
-	var pool v1alpha1.BootcNodePool
-	if err := r.client.Get(ctx, types.NamespacedName{Name: poolName}, &pool); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	idx := -1
-	for i, sl := range pool.Status.Slots {
-		if sl.Node == node {
-			idx = i
-		}
-	}
-	if idx < 0 {
+// nodeGone records that the Node of a record in a slot was deleted: there
+// is nothing left to uncordon, and the record leaves its slot.
+func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
+	ro := &s.bn.Status.Rollout
+	if !ro.Cordoned && !holdsSlot(s.bn.Status.Phase) {
 		return nil
 	}
-	orig := pool.DeepCopy()
-	pool.Status.Slots = append(pool.Status.Slots[:idx:idx], pool.Status.Slots[idx+1:]...)
-	if err := r.client.Status().Patch(ctx, &pool, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("release slot of %s in pool %s: %w", node, poolName, err)
+	if s.bn.Status.Phase != v1alpha1.PhasePending {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
 	}
-	logf.FromContext(ctx).V(1).Info("slot released", "node", node, "pool", poolName)
-	return nil
+	s.bn.Status.Phase = v1alpha1.PhasePending
+	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt, ro.RebootRequestedAt = false, nil, nil, nil
+	ro.Reason, ro.Message = "NodeGone", "the Node was deleted during the update"
+	return r.patchStatus(ctx, s)
 }
 
 func (r *NodeReconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
@@ -660,7 +667,7 @@ func (r *NodeReconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, s.bn, client.MergeFromWithOptions(s.orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Status().Patch(ctx, s.bn, recordPatch{from: s.orig}); err != nil {
 		return fmt.Errorf("record %s on BootcNode %s: %w", s.bn.Status.Phase, s.bn.Name, err)
 	}
 	s.orig = s.bn.DeepCopy()

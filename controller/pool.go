@@ -100,6 +100,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		wake(ResolveInterval)
 	}
 	target := st.TargetImage
+	targetDigest := DigestOf(target)
 
 	// 2. Membership.
 	members, conflicts, err := r.members(ctx, &pool)
@@ -113,10 +114,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.client.List(ctx, &bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
 	}
-	bns := map[string]*v1alpha1.BootcNode{}
+	bns := make(map[string]*v1alpha1.BootcNode, len(bnList.Items))
 	for i := range bnList.Items {
 		bns[bnList.Items[i].Name] = &bnList.Items[i]
 	}
+	created := false
 	for _, n := range members {
 		if conflicts[n.Name] != "" || bns[n.Name] != nil {
 			continue
@@ -127,14 +129,15 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		if bn != nil {
 			bns[bn.Name] = bn
+			created = true
 		}
 	}
-	memberSet := map[string]*corev1.Node{}
+	memberSet := make(map[string]*corev1.Node, len(members))
 	for _, n := range members {
 		memberSet[n.Name] = n
 	}
 	// Sorted once per reconcile; deleted entries are skipped below.
-	names := sortedKeys(bns)
+	names := sortedNames(bnList.Items, bns, created)
 	for _, name := range names {
 		bn := bns[name]
 		if memberSet[name] != nil && conflicts[name] == "" {
@@ -208,7 +211,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				continue
 			}
 			if bn.Status.Phase != v1alpha1.PhaseStaged || bn.Spec.DesiredImage != target ||
-				digestOfHost(bn.Status.Staged) != DigestOf(target) || bn.Status.Rollout.TargetImage != target {
+				digestOfHost(bn.Status.Staged) != targetDigest || bn.Status.Rollout.TargetImage != target {
 				continue
 			}
 			if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
@@ -262,9 +265,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 	}
 	if !equalStatus(&orig.Status, st) {
-		// The optimistic lock makes the slot table safe: a reconcile that
+		// The controller is the only writer of a pool's status, so it is
+		// replaced whole. The update carries the resourceVersion read, an
+		// optimistic lock that makes the slot table safe: a reconcile that
 		// read a stale pool cannot hand out a slot twice.
-		if err := r.client.Status().Patch(ctx, &pool, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.client.Status().Update(ctx, &pool); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{Requeue: true}, nil
 			}
@@ -290,7 +295,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
 		b.Status.Rollout.DrainStartedAt = nil
 		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
-		if err := r.client.Status().Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.client.Status().Patch(ctx, b, recordPatch{from: bn}); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				wake(time.Second)
 				continue
@@ -352,6 +357,18 @@ func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePo
 	if err := r.client.List(ctx, &pools); err != nil {
 		return nil, nil, fmt.Errorf("list pools: %w", err)
 	}
+	// The other pools' selectors, built once (a deleted pool selects nothing).
+	type other struct {
+		name string
+		sel  labels.Selector
+	}
+	var others []other
+	for j := range pools.Items {
+		o := &pools.Items[j]
+		if o.Name != pool.Name && len(o.Spec.NodeSelector) > 0 && o.DeletionTimestamp == nil {
+			others = append(others, other{o.Name, labels.SelectorFromSet(o.Spec.NodeSelector)})
+		}
+	}
 	conflicts := map[string]string{}
 	out := make([]*corev1.Node, 0, len(nodes.Items))
 	for i := range nodes.Items {
@@ -360,15 +377,16 @@ func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePo
 			continue
 		}
 		out = append(out, n)
-		for j := range pools.Items {
-			o := &pools.Items[j]
-			if o.Name != pool.Name && selects(o, n) {
-				conflicts[n.Name] = o.Name
+		for _, o := range others {
+			if o.sel.Matches(labels.Set(n.Labels)) {
+				conflicts[n.Name] = o.name
 				break
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].Name < out[j].Name }) {
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	}
 	return out, conflicts, nil
 }
 
@@ -398,6 +416,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		limit = int(*ms)
 	}
 	staging := 0
+	targetDigest := DigestOf(target)
 	var todo []*v1alpha1.BootcNode
 	for _, name := range names {
 		bn := bns[name]
@@ -405,7 +424,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			continue
 		}
 		if bn.Spec.DesiredImage == target {
-			if digestOfHost(bn.Status.Booted) != DigestOf(target) && digestOfHost(bn.Status.Staged) != DigestOf(target) {
+			if digestOfHost(bn.Status.Booted) != targetDigest && digestOfHost(bn.Status.Staged) != targetDigest {
 				staging++
 			}
 			continue
@@ -418,7 +437,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 	for _, bn := range todo {
 		// A node that joined with an old boot image (startup taint) is
 		// updated at once: it is outside the staging bound.
-		onIt := digestOfHost(bn.Status.Booted) == DigestOf(target) || (members[bn.Name] != nil && hasTaint(members[bn.Name], v1alpha1.TaintOSNotReady))
+		onIt := digestOfHost(bn.Status.Booted) == targetDigest || (members[bn.Name] != nil && hasTaint(members[bn.Name], v1alpha1.TaintOSNotReady))
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
@@ -444,26 +463,29 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 
 func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, bns map[string]*v1alpha1.BootcNode, members int, target string) {
 	st := &pool.Status
-	counts := map[v1alpha1.NodePhase]int32{}
+	counts := make([]int32, len(v1alpha1.AllPhases))
 	digests := map[string]int32{}
+	targetDigest := DigestOf(target)
 	var updated int32
 	for _, bn := range bns {
 		p := bn.Status.Phase
 		if p == "" {
 			p = v1alpha1.PhasePending
 		}
-		counts[p]++
+		if i, ok := phaseIndex[p]; ok {
+			counts[i]++
+		}
 		if d := digestOfHost(bn.Status.Booted); d != "" {
 			digests[d]++
-			if target != "" && d == DigestOf(target) && !holdsSlot(p) {
+			if target != "" && d == targetDigest && !holdsSlot(p) {
 				updated++
 			}
 		}
 	}
 	st.Phases = nil
-	for _, p := range v1alpha1.AllPhases {
-		if counts[p] > 0 {
-			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: p, Nodes: counts[p]})
+	for i, p := range v1alpha1.AllPhases {
+		if counts[i] > 0 {
+			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: p, Nodes: counts[i]})
 		}
 	}
 	st.DeployedDigests = nil
@@ -474,6 +496,15 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, bns map[string]
 	st.UpdatedNodes = updated
 	st.Summary = Summary(updated, st.Nodes, st.Phases)
 }
+
+// phaseIndex is the position of each phase in v1alpha1.AllPhases.
+var phaseIndex = func() map[v1alpha1.NodePhase]int {
+	m := make(map[v1alpha1.NodePhase]int, len(v1alpha1.AllPhases))
+	for i, p := range v1alpha1.AllPhases {
+		m[p] = i
+	}
+	return m
+}()
 
 func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts map[string]string, failed []string, halted, open bool, now time.Time) {
 	st := &pool.Status
@@ -553,6 +584,27 @@ func truncateList(items []string) string {
 		return strings.Join(items[:max], "; ") + fmt.Sprintf("; and %d more", len(items)-max)
 	}
 	return strings.Join(items, "; ")
+}
+
+// sortedNames returns the names of bns in order. items is the listing bns
+// was built from, in the order the List returned; when nothing was added
+// and that order is already sorted (a cache may return any order) it is
+// used as it is.
+func sortedNames(items []v1alpha1.BootcNode, bns map[string]*v1alpha1.BootcNode, added bool) []string {
+	if !added && len(items) == len(bns) {
+		names := make([]string, len(items))
+		sorted := true
+		for i := range items {
+			names[i] = items[i].Name
+			if i > 0 && names[i-1] >= names[i] {
+				sorted = false
+			}
+		}
+		if sorted {
+			return names
+		}
+	}
+	return sortedKeys(bns)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
