@@ -44,6 +44,10 @@ type TestOnly struct {
 	IgnoreSlotLimit bool
 	// SkipUncordon leaves nodes cordoned after their update.
 	SkipUncordon bool
+	// DeleteInsteadOfEvict makes the Drainer delete pods directly instead
+	// of evicting them, so no PodDisruptionBudget is honoured (see
+	// NewDrainer).
+	DeleteInsteadOfEvict bool
 }
 
 // Options are the edges and settings shared by the reconcilers.
@@ -286,7 +290,7 @@ func NodeMembershipChanged(old, cur *corev1.Node) bool {
 // few; a Node event lists pools, never nodes.
 func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconcile.Request {
 	var pools v1alpha1.BootcNodePoolList
-	if err := c.List(ctx, &pools); err != nil {
+	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -304,6 +308,24 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 		}
 	}
 	return out
+}
+
+// sharedPool returns the pool named name, or nil when there is none. The
+// pool is shared with the cache, not copied: the caller must not change
+// it. A Get would deep-copy the pool's slot table (maxUnavailable entries)
+// on every node event; listing the few pools without copies does not grow
+// with the pool.
+func sharedPool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNodePool, error) {
+	var pools v1alpha1.BootcNodePoolList
+	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list pools to read pool %s: %w", name, err)
+	}
+	for i := range pools.Items {
+		if pools.Items[i].Name == name {
+			return &pools.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 func selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {

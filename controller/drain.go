@@ -27,11 +27,23 @@ type DrainResult struct {
 // Drainer evicts a node's pods through the Eviction API, so PDBs are honoured.
 type Drainer struct {
 	Client client.Client
+	// DeleteInsteadOfEvict deletes the pods directly, bypassing the
+	// Eviction API and so every PDB. It is TestOnly.DeleteInsteadOfEvict,
+	// a deliberately broken setting for the twin's negative controls;
+	// production never sets it.
+	DeleteInsteadOfEvict bool
+}
+
+// NewDrainer returns the drainer the node reconciler uses; to carries the
+// deliberately broken settings of the twin's negative controls.
+func NewDrainer(c client.Client, to TestOnly) *Drainer {
+	return &Drainer{Client: c, DeleteInsteadOfEvict: to.DeleteInsteadOfEvict}
 }
 
 // Drain runs one pass: it lists the node's pods through the index, evicts
 // every pod that must leave and is not already terminating, and reports
-// what remains. It never deletes a pod directly.
+// what remains. It never deletes a pod directly, unless the test-only
+// DeleteInsteadOfEvict is set.
 func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 	var pods corev1.PodList
 	if err := d.Client.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}); err != nil {
@@ -52,6 +64,13 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 		}
 		res.Remaining++
 		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if d.DeleteInsteadOfEvict {
+			// Deliberately broken (TestOnly): no PDB is consulted.
+			if err := d.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				return res, fmt.Errorf("delete pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)
+			}
 			continue
 		}
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}

@@ -41,15 +41,16 @@ func NewNodeReconciler(c client.Client, opts Options) *NodeReconciler {
 	if reader == nil {
 		reader = c
 	}
-	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: &Drainer{Client: c}, reader: reader, opts: opts}
+	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: NewDrainer(c, opts.TestOnly), reader: reader, opts: opts}
 }
 
 // nodeStep is one reconcile's view of a node.
 type nodeStep struct {
 	orig, bn *v1alpha1.BootcNode
 	node     *corev1.Node
-	pool     *v1alpha1.BootcNodePool
-	now      time.Time
+	// pool is shared with the cache (sharedPool): read it, never change it.
+	pool *v1alpha1.BootcNodePool
+	now  time.Time
 }
 
 // Reconcile advances one BootcNode.
@@ -70,14 +71,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, r.nodeGone(ctx, s)
 	}
 	s.node = &node
-	var pool v1alpha1.BootcNodePool
-	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Spec.Pool}, &pool); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("get pool %s: %w", bn.Spec.Pool, err)
-		}
-	} else {
-		s.pool = &pool
+	pool, err := sharedPool(ctx, r.client, bn.Spec.Pool)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	s.pool = pool
 	res, err := r.step(ctx, s)
 	if err != nil {
 		if apierrors.IsConflict(err) {

@@ -314,7 +314,7 @@ func topReason(reasons map[string]int) string {
 }
 
 func equalPinnedStatus(a, b *v1alpha1.PinnedImageSetStatus) bool {
-	return equalIgnoringTransitions(a, b, func(s *v1alpha1.PinnedImageSetStatus) []metav1.Condition { return s.Conditions })
+	return equalIgnoringTransitions(a, b, func(s *v1alpha1.PinnedImageSetStatus) *[]metav1.Condition { return &s.Conditions })
 }
 
 // BootcNodeToPinnedSets maps a BootcNode to the sets in its spec, and, for

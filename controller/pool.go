@@ -103,15 +103,18 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	targetDigest := DigestOf(target)
 
 	// 2. Membership.
-	members, conflicts, err := r.members(ctx, &pool)
+	nodes := nodeLists.Get().(*corev1.NodeList)
+	defer putList(&nodeLists, nodes, &nodes.Items)
+	members, conflicts, err := r.members(ctx, &pool, nodes)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var bnList v1alpha1.BootcNodeList
+	bnList := bootcNodeLists.Get().(*v1alpha1.BootcNodeList)
+	defer putList(&bootcNodeLists, bnList, &bnList.Items)
 	// The listed objects are shared with the cache (no deep copy: this
 	// list is O(pool nodes) per reconcile): never change them in place;
 	// every write below works on a DeepCopy.
-	if err := r.client.List(ctx, &bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(ctx, bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
 	}
 	bns := make(map[string]*v1alpha1.BootcNode, len(bnList.Items))
@@ -199,7 +202,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	var granted []string
-	if active && open {
+	maxFree := maxU - len(held)
+	if r.opts.TestOnly.IgnoreSlotLimit {
+		maxFree = len(bns)
+	}
+	// With no free slot there is nothing to choose: a slot that frees
+	// up is a BootcNode change, which brings the pool back.
+	if active && open && maxFree > 0 {
 		inSlot := map[string]bool{}
 		for _, s := range held {
 			inSlot[s.Node] = true
@@ -227,15 +236,17 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			}
 			cands = append(cands, Candidate{Name: name, StagedSince: since})
 		}
-		free := maxU - len(held)
+		free := maxFree
 		if r.opts.TestOnly.IgnoreSlotLimit {
 			free = len(cands)
 		}
 		// Candidates in order; each is checked for safety (Ready, not being
 		// disrupted by Karpenter) only when it is about to get a slot, so
 		// the NodeClaim reads are bounded by the free slots.
-		for _, name := range PickSlots(cands, len(cands)) {
-			if len(granted) >= free {
+		next := SlotOrder(cands)
+		for len(granted) < free {
+			name, ok := next()
+			if !ok {
 				break
 			}
 			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), memberSet[name])
@@ -254,7 +265,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	st.Slots = held
 
 	// 6. Aggregate.
-	r.aggregate(&pool, bns, len(members), target)
+	r.aggregate(&pool, names, bns, len(members), target)
 	r.conditions(&pool, resolveErr, conflicts, failed, halted, open, now)
 	st.ObservedGeneration = pool.Generation
 	if r.metrics != nil {
@@ -347,14 +358,13 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 
 // members lists the Nodes the pool selects and, for each that another
 // pool also selects, the name of that pool.
-func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool) ([]*corev1.Node, map[string]string, error) {
-	var nodes corev1.NodeList
+func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool, nodes *corev1.NodeList) ([]*corev1.Node, map[string]string, error) {
 	sel := labels.SelectorFromSet(pool.Spec.NodeSelector)
-	if err := r.client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(ctx, nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
 	}
 	var pools v1alpha1.BootcNodePoolList
-	if err := r.client.List(ctx, &pools); err != nil {
+	if err := r.client.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list pools: %w", err)
 	}
 	// The other pools' selectors, built once (a deleted pool selects nothing).
@@ -461,13 +471,17 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 	return nil
 }
 
-func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, bns map[string]*v1alpha1.BootcNode, members int, target string) {
+func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, names []string, bns map[string]*v1alpha1.BootcNode, members int, target string) {
 	st := &pool.Status
 	counts := make([]int32, len(v1alpha1.AllPhases))
 	digests := map[string]int32{}
 	targetDigest := DigestOf(target)
 	var updated int32
-	for _, bn := range bns {
+	for _, name := range names {
+		bn := bns[name]
+		if bn == nil {
+			continue // deleted above
+		}
 		p := bn.Status.Phase
 		if p == "" {
 			p = v1alpha1.PhasePending
@@ -586,6 +600,22 @@ func truncateList(items []string) string {
 	return strings.Join(items, "; ")
 }
 
+// Scratch lists for the pool pass, which lists every node of the pool.
+// A client that fills a list in place (the twin's) then makes no garbage
+// per pass; controller-runtime's cache allocates anyway. Nothing listed
+// is kept past the reconcile.
+var (
+	bootcNodeLists = sync.Pool{New: func() any { return new(v1alpha1.BootcNodeList) }}
+	nodeLists      = sync.Pool{New: func() any { return new(corev1.NodeList) }}
+)
+
+// putList gives a scratch list back, emptied (its array may still point
+// at objects of the last listing until the next one overwrites them).
+func putList[T any](p *sync.Pool, list any, items *[]T) {
+	*items = (*items)[:0]
+	p.Put(list)
+}
+
 // sortedNames returns the names of bns in order. items is the listing bns
 // was built from, in the order the List returned; when nothing was added
 // and that order is already sorted (a cache may return any order) it is
@@ -616,20 +646,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// equalIgnoringTransitions compares two statuses (of any type with a
-// Conditions field, reached by conds) ignoring condition transition times,
-// so an unchanged object is not written.
-func equalIgnoringTransitions[S interface{ DeepCopy() S }](a, b S, conds func(S) []metav1.Condition) bool {
-	ac, bc := a.DeepCopy(), b.DeepCopy()
-	for _, s := range []S{ac, bc} {
-		c := conds(s)
-		for i := range c {
-			c[i].LastTransitionTime = metav1.Time{}
+// equalIgnoringTransitions compares two statuses (of a struct type S
+// with a Conditions field, reached by conds) ignoring condition transition
+// times, so an unchanged object is not written. It copies the structs
+// shallowly: nothing is deep-copied.
+func equalIgnoringTransitions[S any](a, b *S, conds func(*S) *[]metav1.Condition) bool {
+	ca, cb := *conds(a), *conds(b)
+	if len(ca) != len(cb) {
+		return false
+	}
+	for i := range ca {
+		x, y := ca[i], cb[i]
+		x.LastTransitionTime, y.LastTransitionTime = metav1.Time{}, metav1.Time{}
+		if x != y {
+			return false
 		}
 	}
-	return apiequality.Semantic.DeepEqual(ac, bc)
+	sa, sb := *a, *b
+	*conds(&sa), *conds(&sb) = nil, nil
+	return apiequality.Semantic.DeepEqual(sa, sb)
 }
 
 func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
-	return equalIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) []metav1.Condition { return s.Conditions })
+	return equalIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) *[]metav1.Condition { return &s.Conditions })
 }

@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +172,81 @@ func TestRefWithDigest(t *testing.T) {
 		if got := refWithDigest(tt.ref, d); got != tt.want {
 			t.Errorf("refWithDigest(%q) = %q, want %q", tt.ref, got, tt.want)
 		}
+	}
+}
+
+// SlotOrder must give exactly the order of a full sort (longest staged
+// first, then name), however the candidates come in, including ties.
+func TestSlotOrderMatchesSort(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		n := rng.IntN(60)
+		cands := make([]Candidate, n)
+		for i := range cands {
+			// Few distinct times, so many ties fall back to the name.
+			cands[i] = Candidate{Name: fmt.Sprintf("n-%03d", rng.IntN(1000)), StagedSince: t0.Add(time.Duration(rng.IntN(5)) * time.Second)}
+		}
+		want := slices.Clone(cands)
+		slices.SortStableFunc(want, func(a, b Candidate) int {
+			if c := a.StagedSince.Compare(b.StagedSince); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		next := SlotOrder(slices.Clone(cands))
+		for i := range want {
+			got, ok := next()
+			if !ok || got != want[i].Name {
+				t.Fatalf("round %d: item %d = %q (%v), want %q", round, i, got, ok, want[i].Name)
+			}
+		}
+		if got, ok := next(); ok {
+			t.Fatalf("round %d: extra item %q after %d", round, got, n)
+		}
+	}
+}
+
+// A status that differs only in condition transition times is not written
+// again; any other difference is.
+func TestEqualStatusIgnoresOnlyTransitionTimes(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	base := func() *v1alpha1.BootcNodePoolStatus {
+		return &v1alpha1.BootcNodePoolStatus{
+			Nodes: 3, Summary: "1/3 updated",
+			Slots:      []v1alpha1.Slot{{Node: "a", Image: "img", Since: t0}},
+			Conditions: []metav1.Condition{{Type: "UpToDate", Status: metav1.ConditionFalse, Reason: "RollingOut", Message: "1/3 updated", LastTransitionTime: t0}},
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*v1alpha1.BootcNodePoolStatus)
+		equal  bool
+	}{
+		{"identical", func(*v1alpha1.BootcNodePoolStatus) {}, true},
+		{"transition time only", func(s *v1alpha1.BootcNodePoolStatus) {
+			s.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(time.Hour))
+		}, true},
+		{"slot removed", func(s *v1alpha1.BootcNodePoolStatus) { s.Slots = nil }, false},
+		{"conditions removed", func(s *v1alpha1.BootcNodePoolStatus) { s.Conditions = nil }, false},
+		{"condition message", func(s *v1alpha1.BootcNodePoolStatus) { s.Conditions[0].Message = "2/3 updated" }, false},
+		{"condition added", func(s *v1alpha1.BootcNodePoolStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Halted"})
+		}, false},
+		{"slot since", func(s *v1alpha1.BootcNodePoolStatus) { s.Slots[0].Since = metav1.NewTime(t0.Add(time.Second)) }, false},
+		{"summary", func(s *v1alpha1.BootcNodePoolStatus) { s.Summary = "2/3 updated" }, false},
+		{"nil and empty lists", func(s *v1alpha1.BootcNodePoolStatus) { s.Phases = []v1alpha1.PhaseCount{} }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := base(), base()
+			tt.change(b)
+			if got := equalStatus(a, b); got != tt.equal {
+				t.Errorf("equalStatus = %v, want %v", got, tt.equal)
+			}
+			if a.Conditions[0].LastTransitionTime != t0 {
+				t.Errorf("equalStatus changed its argument")
+			}
+		})
 	}
 }

@@ -56,6 +56,9 @@ func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, 
 	}
 	if !c.admin {
 		c.s.counts[verb]++
+		if kerr == nil {
+			c.s.kindCounts[verbKind{verb, k.gvk.Kind}]++
+		}
 		if c.s.fault != nil {
 			if err := c.s.fault(verb, gvk, key); err != nil {
 				return nil, key, err

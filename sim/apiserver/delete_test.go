@@ -241,3 +241,33 @@ func TestEviction(t *testing.T) {
 		}
 	})
 }
+
+// CountOf counts requests of Client() per verb and kind; the admin
+// client (the twin's own models) is not counted.
+func TestCountOfByKind(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.Client()
+	mustCreate(t, c, pod("ns", "a", "n1"), pod("ns", "b", "n1"), cm("x"))
+	if err := c.Delete(ctx, pod("ns", "a", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, cm("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdminClient().Delete(ctx, pod("ns", "b", "")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CountOf(apiserver.VerbDelete, "Pod"); got != 1 {
+		t.Errorf("CountOf(delete, Pod) = %d, want 1 (the admin delete does not count)", got)
+	}
+	if got := s.CountOf(apiserver.VerbDelete, "ConfigMap"); got != 1 {
+		t.Errorf("CountOf(delete, ConfigMap) = %d, want 1", got)
+	}
+	if got := s.Count(apiserver.VerbDelete); got != 2 {
+		t.Errorf("Count(delete) = %d, want 2", got)
+	}
+	s.ResetCounts()
+	if got := s.CountOf(apiserver.VerbDelete, "Pod"); got != 0 {
+		t.Errorf("after ResetCounts CountOf = %d, want 0", got)
+	}
+}

@@ -13,7 +13,8 @@ import (
 
 // copier copies stored objects of one Go type without reflection: into
 // deep-copies src into dst, both of the type; fill sets the Items of a list
-// of the type to the objects of entries, deep-copied unless share is set.
+// of the type to the objects of entries, deep-copied unless share is set,
+// reusing the array of the Items it had when it is large enough.
 type copier struct {
 	into func(src, dst client.Object)
 	fill func(list client.ObjectList, entries []*entry, share bool) bool
@@ -37,7 +38,15 @@ func copierFor[T any, P deepCopyable[T], L any, LP interface {
 			if !ok {
 				return false
 			}
-			out := make([]T, len(entries))
+			// A list passed in again keeps its array (controller-runtime's
+			// cache makes a new one): callers that reuse a list object
+			// must not hold on to its items between calls.
+			out := *items(l)
+			if cap(out) >= len(entries) {
+				out = out[:len(entries)]
+			} else {
+				out = make([]T, len(entries))
+			}
 			for i, e := range entries {
 				if share {
 					out[i] = *e.obj.(P)

@@ -127,6 +127,8 @@ type Server struct {
 	fault  FaultFunc
 	evict  EvictionHandler
 	counts map[string]uint64
+	// kindCounts counts requests of Client() per verb and kind.
+	kindCounts map[verbKind]uint64
 
 	mapper      meta.RESTMapper
 	mapperStale bool
@@ -153,6 +155,7 @@ func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 		live:        map[types.UID]struct{}{},
 		dependents:  map[types.UID]map[objRef]struct{}{},
 		counts:      map[string]uint64{},
+		kindCounts:  map[verbKind]uint64{},
 		mapperStale: true,
 	}
 	s.client = &simClient{s: s}
@@ -206,8 +209,17 @@ func (s *Server) Counts() []VerbCount {
 // Count returns the number of requests of Client() with verb.
 func (s *Server) Count(verb string) uint64 { return s.counts[verb] }
 
+// CountOf returns the number of requests of Client() with verb on objects
+// (or lists) of kind, e.g. CountOf(VerbDelete, "Pod").
+func (s *Server) CountOf(verb, kind string) uint64 { return s.kindCounts[verbKind{verb, kind}] }
+
+type verbKind struct{ verb, kind string }
+
 // ResetCounts zeroes the request counters.
-func (s *Server) ResetCounts() { clear(s.counts) }
+func (s *Server) ResetCounts() {
+	clear(s.counts)
+	clear(s.kindCounts)
+}
 
 // ResourceVersion returns the server's current resourceVersion.
 func (s *Server) ResourceVersion() uint64 { return s.rv }

@@ -42,7 +42,7 @@ type Info struct {
 // order.
 var Registry = []Info{
 	{scenario.InvMaxUnavailable, "never more nodes of a pool unavailable because of bootroll (slot marker or slot phase) than maxUnavailable of its current node count", false},
-	{scenario.InvPDBRespected, "no PodDisruptionBudget becomes violated in an event in which bootroll evicted pods", false},
+	{scenario.InvPDBRespected, "no PodDisruptionBudget becomes violated in an event in which bootroll evicted (or deleted) pods", false},
 	// Karpenter comes in a later issue: without a karpenter section there
 	// is nothing that could reap or churn a node, so the check passes; a
 	// scenario with one is refused until the fake Karpenter exists.
@@ -81,7 +81,10 @@ type Sources struct {
 	Booted func(node string) string
 	// PDBs returns the PodDisruptionBudgets' state.
 	PDBs func() []cluster.PDBState
-	// Evictions returns how many evictions bootroll has asked for.
+	// Evictions returns how many requests bootroll has made that remove
+	// pods: evictions, plus direct deletions (only the deliberately broken
+	// bootroll.testOnly.deleteInsteadOfEvict deletes pods, and a PDB
+	// violated by such a deletion must count as bootroll's).
 	Evictions func() uint64
 }
 
@@ -236,8 +239,9 @@ func intOrString(p *Pool) string {
 }
 
 // checkPDBs refreshes the PDBs' state after pods changed. A PDB that turns
-// violated in an event in which bootroll asked for evictions is a
-// violation; one violated by a node crash or a scale-down is not.
+// violated in an event in which bootroll asked for evictions (or deleted
+// pods) is a violation; one violated by a node crash or a scale-down is
+// not.
 func (c *Checker) checkPDBs(at time.Duration) {
 	var ev uint64
 	if c.src.Evictions != nil {
@@ -250,7 +254,7 @@ func (c *Checker) checkPDBs(at time.Duration) {
 		was := c.pdbViolated[key]
 		if st.Violated && !was && evicted && c.enabled[scenario.InvPDBRespected] {
 			c.record(Violation{Invariant: string(scenario.InvPDBRespected), At: at, Objects: []string{"PodDisruptionBudget/" + key},
-				Message: fmt.Sprintf("PodDisruptionBudget %s became violated by a bootroll eviction: %s", key, pdbCounts(st))})
+				Message: fmt.Sprintf("PodDisruptionBudget %s became violated by a bootroll eviction or pod deletion: %s", key, pdbCounts(st))})
 		}
 		c.pdbViolated[key] = st.Violated
 	}

@@ -306,13 +306,14 @@ type DaemonSet struct {
 }
 
 // Bootroll holds the bootroll objects of a scenario and the deliberately
-// broken controller settings of negative controls.
+// broken controller and daemon settings of negative controls.
 type Bootroll struct {
 	// Pools are the BootcNodePool objects.
 	Pools []Pool `json:"pools,omitempty"`
 
-	// TestOnly breaks the controller on purpose, for negative controls; every
-	// setting must be caught by the invariant its description names.
+	// TestOnly breaks the controller or the node daemons on purpose, for
+	// negative controls; every setting must be caught by the invariant its
+	// description names.
 	TestOnly TestOnly `json:"testOnly,omitempty"`
 }
 
@@ -403,9 +404,9 @@ type PoolKarpenter struct {
 	PostUpdateProtection *time.Duration `json:"postUpdateProtection,omitempty"`
 }
 
-// TestOnly holds deliberately broken controller settings. They exist only
-// so negative controls can show that each invariant catches the bug it is
-// meant to catch; the production controller has no such knobs.
+// TestOnly holds deliberately broken controller and node daemon settings.
+// They exist only so negative controls can show that each invariant
+// catches the bug it is meant to catch; production never sets them.
 type TestOnly struct {
 	// IgnoreSlotLimit hands out reboot slots without counting them against
 	// maxUnavailable; caught by max-unavailable.
@@ -438,6 +439,12 @@ type TestOnly struct {
 	// pinned-image pulls may take the room the next OS image needs; caught
 	// by os-staging-not-starved.
 	NoStagingReserve bool `json:"noStagingReserve,omitempty"`
+
+	// ForgetLastReboot makes a (re)started node daemon disregard the reboot
+	// it recorded in status.daemon.lastReboot, so a node whose new image
+	// failed to boot is staged and rebooted into it again; caught by
+	// no-double-reboot.
+	ForgetLastReboot bool `json:"forgetLastReboot,omitempty"`
 }
 
 // Karpenter configures the fake Karpenter.

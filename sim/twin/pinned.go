@@ -63,13 +63,14 @@ func stagingReserve(sc *scenario.Scenario) int64 {
 	return prefetch.StagingNeed(largest)
 }
 
-// configureDaemon gives a new daemon process its prefetch executor and
-// staging reserve.
+// configureDaemon gives a new daemon process its prefetch executor,
+// staging reserve and the scenario's deliberately broken daemon settings.
 func (r *runner) configureDaemon(node string, d *nodedaemon.Daemon) {
 	if pf := r.cl.Prefetcher(node); pf != nil {
 		d.Prefetch = pf
 	}
 	d.StagingReserve = stagingReserve(r.sc)
+	d.SetTestOnly(nodedaemon.TestOnly{ForgetLastReboot: r.sc.Bootroll.TestOnly.ForgetLastReboot})
 }
 
 // setupPinned gives the invariants the model's answers and creates the

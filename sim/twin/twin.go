@@ -253,7 +253,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		RebootsFor: func(node, image string) int { return cl.RebootsFor(node, image) },
 		Booted:     func(node string) string { return cl.Booted(node) },
 		PDBs:       func() []cluster.PDBState { return cl.PDBStatus() },
-		Evictions:  func() uint64 { return api.Count(apiserver.VerbEvict) },
+		// Pod deletes count too: a drain that deletes instead of evicting
+		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
+		Evictions: func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
 	}, eng.Now())
 	if err != nil {
 		return nil, err
@@ -316,14 +318,15 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 
 // testOnly maps the scenario's deliberately broken settings to the
 // controller's; a setting the controller does not have is refused rather
-// than silently ignored, so a negative control cannot pass vacuously.
+// than silently ignored, so a negative control cannot pass vacuously. The
+// daemons' settings (noStagingReserve, forgetLastReboot) are applied by
+// configureDaemon.
 func testOnly(t scenario.TestOnly) (controller.TestOnly, error) {
 	var missing []string
 	for _, f := range []struct {
 		set  bool
 		name string
 	}{
-		{t.DeleteInsteadOfEvict, "deleteInsteadOfEvict"},
 		{t.SkipKarpenterProtection, "skipKarpenterProtection"},
 		{t.KeepAnnotations, "keepAnnotations"},
 		{t.ForgetSlotsOnRestart, "forgetSlotsOnRestart"},
@@ -336,7 +339,7 @@ func testOnly(t scenario.TestOnly) (controller.TestOnly, error) {
 	if len(missing) > 0 {
 		return controller.TestOnly{}, fmt.Errorf("%s: not supported yet: controller.TestOnly has no such setting", strings.Join(missing, ", "))
 	}
-	return controller.TestOnly{IgnoreSlotLimit: t.IgnoreSlotLimit, SkipUncordon: t.SkipUncordon}, nil
+	return controller.TestOnly{IgnoreSlotLimit: t.IgnoreSlotLimit, SkipUncordon: t.SkipUncordon, DeleteInsteadOfEvict: t.DeleteInsteadOfEvict}, nil
 }
 
 func request(name string) reconcile.Request {

@@ -231,8 +231,8 @@ func TestResult(t *testing.T) {
 // TestUnsupportedTestOnly refuses broken settings the controller lacks, so
 // a negative control cannot pass vacuously.
 func TestUnsupportedTestOnly(t *testing.T) {
-	sc := load(t, "plain-rollout-10.yaml", "bootroll.testOnly.deleteInsteadOfEvict=true")
-	if _, err := twin.Run(sc, twin.Options{}); err == nil || !strings.Contains(err.Error(), "deleteInsteadOfEvict") {
-		t.Errorf("err = %v; want deleteInsteadOfEvict not supported", err)
+	sc := load(t, "plain-rollout-10.yaml", "bootroll.testOnly.skipKarpenterProtection=true")
+	if _, err := twin.Run(sc, twin.Options{}); err == nil || !strings.Contains(err.Error(), "skipKarpenterProtection") {
+		t.Errorf("err = %v; want skipKarpenterProtection not supported", err)
 	}
 }
