@@ -79,10 +79,12 @@ const (
 	Deleted  EventType = "DELETED"
 )
 
-// Event is one successful write, as a watch would see it. Object is a copy of
-// the object after the write (for Deleted, its last state); Old is the object
-// before it, nil for Added. Both are shared by all subscribers, which must
-// not modify them.
+// Event is one successful write, as a watch would see it. Object is the
+// object after the write (for Deleted, its last state): the stored object
+// itself, not a copy, as an informer hands its cached object to handlers.
+// Old is the object before it, nil for Added. Both are shared with the
+// store and by all subscribers, which must not modify them (the server
+// never changes a stored object in place: a write stores a new one).
 type Event struct {
 	Type   EventType
 	Object client.Object
@@ -449,13 +451,13 @@ func (v mapperView) ResourceSingularizer(resource string) (string, error) {
 
 // emit queues the event of a write for the subscribers and, unless a
 // delivery is under way further up the stack, delivers everything queued.
-// obj is the stored object, copied here; old is no longer stored and is
-// handed over as it is.
+// obj is the stored object and old the one it replaced; both are handed
+// over as they are, never to be modified.
 func (s *Server) emit(t EventType, obj, old client.Object) {
 	if len(s.subs) == 0 {
 		return
 	}
-	s.pending = append(s.pending, Event{Type: t, Object: obj.DeepCopyObject().(client.Object), Old: old})
+	s.pending = append(s.pending, Event{Type: t, Object: obj, Old: old})
 	if s.delivering {
 		return
 	}
