@@ -377,7 +377,7 @@ func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func
 	pending := s.bn.Status.DeepCopy()
 	b := s.bn.DeepCopy()
 	mutate(b)
-	if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(s.bn, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Patch(ctx, b, specPatch(s.bn, true)); err != nil {
 		return err
 	}
 	s.orig = b.DeepCopy()
@@ -665,7 +665,7 @@ func (r *NodeReconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, s.bn, recordPatch{from: s.orig}); err != nil {
+	if err := r.client.Status().Patch(ctx, s.bn, recordPatch(s.orig)); err != nil {
 		return fmt.Errorf("record %s on BootcNode %s: %w", s.bn.Status.Phase, s.bn.Name, err)
 	}
 	s.orig = s.bn.DeepCopy()

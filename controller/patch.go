@@ -11,17 +11,42 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// recordPatch is a JSON merge patch of the controller's part of a
-// BootcNode status (status.phase and status.rollout) from the object read
-// (from) to the object passed to Patch, locked to the resourceVersion read.
+// bnPart names the part of a BootcNode a bootcNodePatch writes.
+type bnPart int
+
+const (
+	// partRecord is the controller's part of the status: status.phase and
+	// status.rollout. The daemon's part is never in the patch, so a daemon
+	// newer than the controller keeps fields the controller does not know.
+	partRecord bnPart = iota
+	// partSpec is the spec, which only the controller writes.
+	partSpec
+)
+
+// bootcNodePatch is a JSON merge patch of one part of a BootcNode, from
+// the object read (from) to the object passed to Patch; with lock it
+// carries from's resourceVersion as an optimistic lock.
 //
-// It sends what client.MergeFromWithOptions(from, MergeFromWithOptimisticLock)
-// would send for a change of those fields, but diffs only them: that diff
-// marshals and compares the whole object twice, which made it the largest
-// cost of a node transition. The daemon's part of the status is never in
-// the patch, so a daemon newer than the controller keeps fields the
-// controller does not know.
-type recordPatch struct{ from *v1alpha1.BootcNode }
+// It sends what client.MergeFrom(from) would send for a change of that
+// part, but diffs only the part: MergeFrom marshals and compares the whole
+// object twice, which made it the largest cost of a node transition.
+// Changes outside the part are not sent.
+type bootcNodePatch struct {
+	from *v1alpha1.BootcNode
+	part bnPart
+	lock bool
+}
+
+// recordPatch writes the controller's record (status.phase and
+// status.rollout) under an optimistic lock.
+func recordPatch(from *v1alpha1.BootcNode) bootcNodePatch {
+	return bootcNodePatch{from: from, part: partRecord, lock: true}
+}
+
+// specPatch writes the spec, under an optimistic lock when lock is set.
+func specPatch(from *v1alpha1.BootcNode, lock bool) bootcNodePatch {
+	return bootcNodePatch{from: from, part: partSpec, lock: lock}
+}
 
 // controllerPart is the part of a BootcNode status the controller writes.
 type controllerPart struct {
@@ -29,34 +54,42 @@ type controllerPart struct {
 	Rollout v1alpha1.RolloutStatus `json:"rollout"`
 }
 
-func (p recordPatch) Type() types.PatchType { return types.MergePatchType }
+func (p bootcNodePatch) Type() types.PatchType { return types.MergePatchType }
 
-func (p recordPatch) Data(obj client.Object) ([]byte, error) {
+func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	bn, ok := obj.(*v1alpha1.BootcNode)
 	if !ok {
-		return nil, fmt.Errorf("recordPatch: %T is not a *BootcNode", obj)
+		return nil, fmt.Errorf("BootcNode patch of a %T", obj)
 	}
-	if p.from.ResourceVersion == "" {
-		return nil, fmt.Errorf("recordPatch: BootcNode %s was read without a resourceVersion to lock on", bn.Name)
+	if p.lock && p.from.ResourceVersion == "" {
+		return nil, fmt.Errorf("BootcNode %s was read without a resourceVersion to lock on", bn.Name)
 	}
-	before, err := json.Marshal(controllerPart{p.from.Status.Phase, p.from.Status.Rollout})
+	var before, after any
+	key := "status"
+	switch p.part {
+	case partRecord:
+		before = controllerPart{p.from.Status.Phase, p.from.Status.Rollout}
+		after = controllerPart{bn.Status.Phase, bn.Status.Rollout}
+	case partSpec:
+		before, after, key = p.from.Spec, bn.Spec, "spec"
+	default:
+		return nil, fmt.Errorf("BootcNode patch of unknown part %d", p.part)
+	}
+	a, err := json.Marshal(before)
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(controllerPart{bn.Status.Phase, bn.Status.Rollout})
+	b, err := json.Marshal(after)
 	if err != nil {
 		return nil, err
 	}
-	diff, err := jsonpatch.CreateMergePatch(before, after)
+	diff, err := jsonpatch.CreateMergePatch(a, b)
 	if err != nil {
-		return nil, fmt.Errorf("diff the status of BootcNode %s: %w", bn.Name, err)
+		return nil, fmt.Errorf("diff the %s of BootcNode %s: %w", key, bn.Name, err)
 	}
-	return json.Marshal(struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-		Status json.RawMessage `json:"status"`
-	}{Metadata: struct {
-		ResourceVersion string `json:"resourceVersion"`
-	}{p.from.ResourceVersion}, Status: diff})
+	doc := map[string]any{key: json.RawMessage(diff)}
+	if p.lock {
+		doc["metadata"] = map[string]string{"resourceVersion": p.from.ResourceVersion}
+	}
+	return json.Marshal(doc)
 }

@@ -181,7 +181,7 @@ func (r *PinnedSetReconciler) attach(ctx context.Context, bn *v1alpha1.BootcNode
 	if apiequality.Semantic.DeepEqual(bn.Spec.PinnedImageSets, b.Spec.PinnedImageSets) {
 		return nil
 	}
-	if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
 		return fmt.Errorf("write PinnedImageSet %s into BootcNode %s: %w", e.Name, bn.Name, err)
 	}
 	*bn = *b
@@ -206,7 +206,7 @@ func (r *PinnedSetReconciler) detach(ctx context.Context, set string, keep map[s
 				b.Spec.PinnedImageSets = append(b.Spec.PinnedImageSets, e)
 			}
 		}
-		if err := r.client.Patch(ctx, b, client.MergeFromWithOptions(bn, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Patch(ctx, b, specPatch(bn, true)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("remove PinnedImageSet %s from BootcNode %s: %w", set, bn.Name, err)
 		}
 	}

@@ -306,7 +306,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
 		b.Status.Rollout.DrainStartedAt = nil
 		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
-		if err := r.client.Status().Patch(ctx, b, recordPatch{from: bn}); err != nil {
+		if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				wake(time.Second)
 				continue
@@ -457,7 +457,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		if !holdsSlot(bn.Status.Phase) {
 			b.Spec.DesiredState = v1alpha1.DesiredStaged
 		}
-		if err := r.client.Patch(ctx, b, client.MergeFrom(bn)); err != nil {
+		if err := r.client.Patch(ctx, b, specPatch(bn, false)); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
