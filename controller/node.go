@@ -421,7 +421,7 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 			m.Annotations[k] = "true"
 		}
 	}
-	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("cordon node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -496,7 +496,7 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 		unprotect(n, m.Annotations, ro.AddedAnnotations)
 	}
 	if !apiequality.Semantic.DeepEqual(n, m) {
-		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", n.Name, err)
 		}
 		s.node = m
@@ -535,7 +535,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 	m := s.node.DeepCopy()
 	unprotect(s.node, m.Annotations, ro.AddedAnnotations)
 	if !apiequality.Semantic.DeepEqual(s.node, m) {
-		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(s.node, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.client.Patch(ctx, m, nodePatch{from: s.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return 0, fmt.Errorf("end protection of node %s: %w", s.node.Name, err)
 		}
 		s.node = m
@@ -606,7 +606,7 @@ func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 	if len(m.Spec.Taints) == len(n.Spec.Taints) {
 		return nil
 	}
-	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("remove the %s taint from node %s: %w", v1alpha1.TaintOSNotReady, n.Name, err)
 	}
 	s.node = m

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,5 +92,74 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.lock {
 		doc["metadata"] = map[string]string{"resourceVersion": p.from.ResourceVersion}
 	}
+	return json.Marshal(doc)
+}
+
+// nodePatch is a JSON merge patch of what bootroll changes on a Node (its
+// annotations, spec.unschedulable and spec.taints) from the Node read
+// (from) to the Node passed to Patch, locked on from's resourceVersion. It
+// sends what client.MergeFromWithOptions(from, MergeFromWithOptimisticLock)
+// would for a change of those fields, without marshalling and diffing the
+// whole Node twice. Changes to other fields are not sent: extend nodePart
+// before changing any other field of a Node.
+type nodePatch struct{ from *corev1.Node }
+
+type nodePart struct {
+	Metadata struct {
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Unschedulable bool           `json:"unschedulable"`
+		Taints        []corev1.Taint `json:"taints"`
+	} `json:"spec"`
+}
+
+func nodePartOf(n *corev1.Node) nodePart {
+	var p nodePart
+	p.Metadata.Annotations = n.Annotations
+	p.Spec.Unschedulable = n.Spec.Unschedulable
+	p.Spec.Taints = n.Spec.Taints
+	return p
+}
+
+func (p nodePatch) Type() types.PatchType { return types.MergePatchType }
+
+func (p nodePatch) Data(obj client.Object) ([]byte, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, fmt.Errorf("Node patch of a %T", obj)
+	}
+	if p.from.ResourceVersion == "" {
+		return nil, fmt.Errorf("node %s was read without a resourceVersion to lock on", n.Name)
+	}
+	a, err := json.Marshal(nodePartOf(p.from))
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(nodePartOf(n))
+	if err != nil {
+		return nil, err
+	}
+	diff, err := jsonpatch.CreateMergePatch(a, b)
+	if err != nil {
+		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
+	}
+	// The lock goes into the diff's metadata.
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(diff, &doc); err != nil {
+		return nil, err
+	}
+	meta := map[string]any{}
+	if raw, ok := doc["metadata"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, err
+		}
+	}
+	meta["resourceVersion"] = p.from.ResourceVersion
+	mb, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	doc["metadata"] = mb
 	return json.Marshal(doc)
 }

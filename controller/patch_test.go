@@ -2,11 +2,15 @@ package controller
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -108,4 +112,68 @@ func TestBootcNodePatch(t *testing.T) {
 			t.Error("no error for a lock without a resourceVersion")
 		}
 	})
+}
+
+// A Node patch must change the Node exactly as the MergeFrom patch with an
+// optimistic lock it replaces, for every kind of Node write bootroll makes.
+func TestNodePatchMatchesMergeFrom(t *testing.T) {
+	base := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
+			Annotations: map[string]string{"other": "x", v1alpha1.AnnotationSlot: "a", "karpenter.sh/do-not-disrupt": "true"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}, {Key: "keep", Effect: corev1.TaintEffectNoExecute}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	tests := []struct {
+		name   string
+		change func(*corev1.Node)
+	}{
+		{"uncordon and remove bootroll's annotations", func(n *corev1.Node) {
+			n.Spec.Unschedulable = false
+			delete(n.Annotations, v1alpha1.AnnotationSlot)
+			delete(n.Annotations, "karpenter.sh/do-not-disrupt")
+		}},
+		{"remove every annotation", func(n *corev1.Node) { n.Annotations = nil }},
+		{"cordon a node without annotations", func(n *corev1.Node) {
+			n.Annotations, n.Spec.Unschedulable = map[string]string{v1alpha1.AnnotationSlot: "a"}, true
+		}},
+		{"remove the startup taint", func(n *corev1.Node) { n.Spec.Taints = n.Spec.Taints[1:] }},
+		{"remove the last taint", func(n *corev1.Node) { n.Spec.Taints = nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from := base.DeepCopy()
+			if tt.name == "cordon a node without annotations" {
+				from.Annotations, from.Spec.Unschedulable = nil, false
+			}
+			mod := from.DeepCopy()
+			tt.change(mod)
+			orig, _ := json.Marshal(from)
+			mine, err := nodePatch{from: from}.Data(mod.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}).Data(mod.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := jsonpatch.MergePatch(orig, mine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := jsonpatch.MergePatch(orig, theirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var na, nb corev1.Node
+			_ = json.Unmarshal(a, &na)
+			_ = json.Unmarshal(b, &nb)
+			if !apiequality.Semantic.DeepEqual(na, nb) {
+				t.Errorf("patch %s gives\n%s\nMergeFrom's %s gives\n%s", mine, a, theirs, b)
+			}
+			if na.ResourceVersion != "7" || !strings.Contains(string(mine), `"resourceVersion":"7"`) {
+				t.Errorf("patch %s does not lock on resourceVersion 7", mine)
+			}
+		})
+	}
 }

@@ -20,8 +20,11 @@ const (
 	ResolveInterval = 5 * time.Minute
 	// DrainPoll is how often a drain in progress is re-checked.
 	DrainPoll = 5 * time.Second
-	// VerifyPoll is how often a rebooting node is re-checked.
-	VerifyPoll = 10 * time.Second
+	// VerifyPoll is how often a rebooting node is re-checked when no event
+	// comes. Verification is driven by events (the daemon's BootcNode
+	// status, the Node's readiness) and by the healthTimeout deadline; the
+	// poll is only a safety net, so it is long.
+	VerifyPoll = time.Minute
 	// PoolStatusDebounce batches node events into one pool reconcile, so a
 	// pool's O(nodes) status aggregation runs at most about once per period
 	// however many nodes change.

@@ -20,9 +20,12 @@ import (
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
-// DefaultResync is how often the daemon looks at its host when nothing
-// else asks it to.
-const DefaultResync = 30 * time.Second
+// DefaultResync is how often an idle daemon looks at its host when nothing
+// else asks it to: it only catches changes made to the host out of band
+// (every running stage, requested reboot and retry has a shorter wait of
+// its own, and spec changes arrive as events). Each look runs
+// `bootc status` on the host.
+const DefaultResync = 2 * time.Minute
 
 // FieldOwner is the field manager the daemon writes under, apart from the
 // controller's, so managed fields show who wrote what.

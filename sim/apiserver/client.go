@@ -371,8 +371,14 @@ func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, 
 	switch pt {
 	case types.MergePatchType:
 		var keep func(string) bool
-		if status && k.typed() {
+		switch {
+		case status && k.typed():
 			keep = statusPatchKeep
+		case k.status && k.typed():
+			// The main resource of a kind with a status subresource
+			// keeps the stored status (update takes it from the stored
+			// object): it need not be merged or decoded.
+			keep = mainPatchKeep
 		}
 		var ok bool
 		if patched, ok = mergePatch(orig, data, keep); !ok {
@@ -409,6 +415,10 @@ func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, 
 // statusPatchKeep names the top-level fields a status patch must decode
 // besides those it names.
 func statusPatchKeep(key string) bool { return key == "metadata" || key == "status" }
+
+// mainPatchKeep names the top-level fields a patch of the main resource of
+// a kind with a status subresource must decode besides those it names.
+func mainPatchKeep(key string) bool { return key != "status" }
 
 // Delete deletes an object: at once, or, when it has finalizers, by setting
 // its deletionTimestamp. Dependents are garbage-collected in the same call.

@@ -67,6 +67,19 @@ func (k *kind) out(obj client.Object, dst client.Object) error {
 	return nil
 }
 
+// shallowCopy returns a new object with the fields of obj: for a typed
+// kind the struct is copied and its maps, slices and pointers are shared;
+// an unstructured object is deep-copied. Only for objects that are never
+// changed in place.
+func (k *kind) shallowCopy(obj client.Object) client.Object {
+	if !k.typed() {
+		return obj.DeepCopyObject().(client.Object)
+	}
+	out := k.newObject()
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(obj).Elem())
+	return out
+}
+
 // newObject returns a new empty object of typed kind k.
 func (k *kind) newObject() client.Object {
 	return reflect.New(k.goType).Interface().(client.Object)

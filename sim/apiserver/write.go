@@ -93,15 +93,17 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 	if uid := in.GetUID(); uid != "" && uid != cur.GetUID() {
 		return nil, conflict(k, cur.GetName())
 	}
+	// Stored objects are never changed in place (a write stores a new
+	// one), so the new object may share the parts it keeps with cur.
 	next := in
 	var unchanged bool
 	if status {
-		next = cur.DeepCopyObject().(client.Object)
+		next = k.shallowCopy(cur)
 		k.takeStatus(next, in, false)
 		unchanged = k.sameStatus(cur, next)
 	} else {
 		if k.status {
-			k.takeStatus(next, cur, true)
+			k.takeStatus(next, cur, false)
 		}
 		next.SetNamespace(cur.GetNamespace())
 		next.SetName(cur.GetName())
