@@ -51,11 +51,13 @@ type pass struct {
 
 // passInterval is the least time between two full passes over a pool of n
 // nodes. A pass costs O(n), so a large pool is summarised less often: 1 s
-// (PoolStatusDebounce) up to 1,999 nodes, then 1 s more per 1,000 nodes, at
-// most 10 s. A spec change always gets a pass at once. Node-level work
-// (cordon, drain, verify) is not paced: it runs in the node reconciler.
+// (PoolStatusDebounce) up to 999 nodes, then 1 s per 500 nodes (2 s at
+// 1,000, 4 s at 2,000), at most 10 s. A spec change always gets a pass at
+// once. Node-level work (cordon, drain, verify) is not paced: it runs in the
+// node reconciler; only the grant of a freed slot can wait up to one
+// interval.
 func passInterval(nodes int32) time.Duration {
-	d := time.Duration(nodes/1000) * time.Second
+	d := time.Duration(nodes/500) * time.Second
 	return min(max(d, PoolStatusDebounce), 10*time.Second)
 }
 
@@ -71,19 +73,25 @@ func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
 // Reconcile brings one pool one step closer to its spec.
 func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("pool", req.Name)
+	now := r.clock.Now()
+	// Pacing is decided on the shared (uncopied) pool: most requests of a
+	// busy pool only learn when the next pass is due.
+	shared, err := sharedPool(ctx, r.client, req.Name)
+	if err != nil || shared == nil || shared.DeletionTimestamp != nil {
+		return reconcile.Result{}, err
+	}
+	r.mu.Lock()
+	last, seen := r.last[req.Name]
+	r.mu.Unlock()
+	if every := passInterval(shared.Status.Nodes); seen && last.gen == shared.Generation && now.Sub(last.at) < every {
+		return reconcile.Result{RequeueAfter: every - now.Sub(last.at)}, nil
+	}
 	var pool v1alpha1.BootcNodePool
 	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if pool.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
-	}
-	now := r.clock.Now()
-	r.mu.Lock()
-	last, seen := r.last[pool.Name]
-	r.mu.Unlock()
-	if every := passInterval(pool.Status.Nodes); seen && last.gen == pool.Generation && now.Sub(last.at) < every {
-		return reconcile.Result{RequeueAfter: every - now.Sub(last.at)}, nil
 	}
 	orig := pool.DeepCopy()
 	st := &pool.Status
@@ -117,33 +125,25 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.client.List(ctx, bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
 	}
-	bns := make(map[string]*v1alpha1.BootcNode, len(bnList.Items))
-	for i := range bnList.Items {
-		bns[bnList.Items[i].Name] = &bnList.Items[i]
-	}
-	created := false
-	for _, n := range members {
-		if conflicts[n.Name] != "" || bns[n.Name] != nil {
+	// One row per node name, sorted: the pool's records joined with its
+	// member Nodes. Rows are looked up by binary search, not maps: this
+	// table is rebuilt on every pass.
+	rows := joinRows(bnList.Items, members, conflicts)
+	for i := range rows {
+		row := &rows[i]
+		if row.bn != nil || row.node == nil || row.conflict != "" {
 			continue
 		}
-		bn, err := r.createBootcNode(ctx, &pool, n)
+		bn, err := r.createBootcNode(ctx, &pool, row.node)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if bn != nil {
-			bns[bn.Name] = bn
-			created = true
-		}
+		row.bn = bn
 	}
-	memberSet := make(map[string]*corev1.Node, len(members))
-	for _, n := range members {
-		memberSet[n.Name] = n
-	}
-	// Sorted once per reconcile; deleted entries are skipped below.
-	names := sortedNames(bnList.Items, bns, created)
-	for _, name := range names {
-		bn := bns[name]
-		if memberSet[name] != nil && conflicts[name] == "" {
+	for i := range rows {
+		row := &rows[i]
+		bn := row.bn
+		if bn == nil || (row.node != nil && row.conflict == "") {
 			continue
 		}
 		// No longer a member: the node reconciler restores a cordon
@@ -151,25 +151,25 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) {
 			continue
 		}
-		if conflicts[name] != "" && memberSet[name] != nil {
+		if row.conflict != "" && row.node != nil {
 			continue // left alone while in conflict
 		}
 		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", name, pool.Name, err)
+			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", row.name, pool.Name, err)
 		}
-		delete(bns, name)
+		row.bn = nil
 	}
 
 	// 3. Halt: failed nodes for the current target.
 	var failed []string
-	for _, name := range names {
-		bn := bns[name]
+	for _, row := range rows {
+		bn := row.bn
 		if bn == nil {
 			continue
 		}
 		if target != "" && bn.Status.Rollout.FailedImage == target &&
 			(bn.Status.Phase == v1alpha1.PhaseFailed || bn.Status.Phase == v1alpha1.PhaseRolledBack) {
-			failed = append(failed, fmt.Sprintf("%s (%s: %s)", name, bn.Status.Rollout.Reason, bn.Status.Rollout.Message))
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", row.name, bn.Status.Rollout.Reason, bn.Status.Rollout.Message))
 		}
 	}
 	maxFailures := int(DefaultMaxFailures)
@@ -185,7 +185,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 4. Staging directives, bounded by maxStaging.
 	if active {
-		if err := r.direct(ctx, &pool, target, names, bns, conflicts, memberSet); err != nil {
+		if err := r.direct(ctx, &pool, target, rows); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -193,7 +193,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// 5. Slots. Drop entries whose node left; grant free slots.
 	var held []v1alpha1.Slot
 	for _, s := range st.Slots {
-		if bn := bns[s.Node]; bn != nil && slotInUse(bn, s) {
+		if row := findRow(rows, s.Node); row != nil && row.bn != nil && slotInUse(row.bn, s) {
 			held = append(held, s)
 		}
 	}
@@ -204,7 +204,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	var granted []string
 	maxFree := maxU - len(held)
 	if r.opts.TestOnly.IgnoreSlotLimit {
-		maxFree = len(bns)
+		maxFree = len(rows)
 	}
 	// With no free slot there is nothing to choose: a slot that frees
 	// up is a BootcNode change, which brings the pool back.
@@ -214,9 +214,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			inSlot[s.Node] = true
 		}
 		var cands []Candidate
-		for _, name := range names {
-			bn := bns[name]
-			if bn == nil || inSlot[name] || conflicts[name] != "" || memberSet[name] == nil {
+		for _, row := range rows {
+			bn, name := row.bn, row.name
+			if bn == nil || inSlot[name] || row.conflict != "" || row.node == nil {
 				continue
 			}
 			if bn.Status.Phase != v1alpha1.PhaseStaged || bn.Spec.DesiredImage != target ||
@@ -227,7 +227,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				wake(ra.Sub(now))
 				continue
 			}
-			if hasTaint(memberSet[name], v1alpha1.TaintOSNotReady) {
+			if hasTaint(row.node, v1alpha1.TaintOSNotReady) {
 				continue // updated without a slot by the node reconciler
 			}
 			since := now
@@ -249,7 +249,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			if !ok {
 				break
 			}
-			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), memberSet[name])
+			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), findRow(rows, name).node)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
@@ -265,7 +265,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	st.Slots = held
 
 	// 6. Aggregate.
-	r.aggregate(&pool, names, bns, len(members), target)
+	r.aggregate(&pool, rows, len(members), target)
 	r.conditions(&pool, resolveErr, conflicts, failed, halted, open, now)
 	st.ObservedGeneration = pool.Generation
 	if r.metrics != nil {
@@ -297,10 +297,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 7. Tell the granted nodes (and any whose grant was not yet seen).
 	for _, s := range held {
-		bn := bns[s.Node]
-		if bn == nil || !grantPending(bn, s) {
+		row := findRow(rows, s.Node)
+		if row == nil || row.bn == nil || !grantPending(row.bn, s) {
 			continue
 		}
+		bn := row.bn
 		b := bn.DeepCopy()
 		b.Status.Phase = v1alpha1.PhaseDraining
 		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
@@ -420,17 +421,18 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 // direct writes spec.desiredImage for nodes that should stage the target,
 // keeping at most maxStaging nodes staging at once. Nodes that already run
 // the target, or that failed this very target, are not counted.
-func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, names []string, bns map[string]*v1alpha1.BootcNode, conflicts map[string]string, members map[string]*corev1.Node) error {
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, rows []poolRow) error {
 	limit := -1
 	if ms := pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
 		limit = int(*ms)
 	}
 	staging := 0
 	targetDigest := DigestOf(target)
-	var todo []*v1alpha1.BootcNode
-	for _, name := range names {
-		bn := bns[name]
-		if bn == nil || conflicts[name] != "" {
+	var todo []*poolRow
+	for i := range rows {
+		row := &rows[i]
+		bn := row.bn
+		if bn == nil || row.conflict != "" {
 			continue
 		}
 		if bn.Spec.DesiredImage == target {
@@ -442,12 +444,13 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		if bn.Status.Rollout.FailedImage == target {
 			continue
 		}
-		todo = append(todo, bn)
+		todo = append(todo, row)
 	}
-	for _, bn := range todo {
+	for _, row := range todo {
+		bn := row.bn
 		// A node that joined with an old boot image (startup taint) is
 		// updated at once: it is outside the staging bound.
-		onIt := digestOfHost(bn.Status.Booted) == targetDigest || (members[bn.Name] != nil && hasTaint(members[bn.Name], v1alpha1.TaintOSNotReady))
+		onIt := digestOfHost(bn.Status.Booted) == targetDigest || (row.node != nil && hasTaint(row.node, v1alpha1.TaintOSNotReady))
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
@@ -463,7 +466,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			}
 			return fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
 		}
-		bns[bn.Name] = b
+		row.bn = b
 		if !onIt {
 			staging++
 		}
@@ -471,16 +474,16 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 	return nil
 }
 
-func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, names []string, bns map[string]*v1alpha1.BootcNode, members int, target string) {
+func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow, members int, target string) {
 	st := &pool.Status
 	counts := make([]int32, len(v1alpha1.AllPhases))
 	digests := map[string]int32{}
 	targetDigest := DigestOf(target)
 	var updated int32
-	for _, name := range names {
-		bn := bns[name]
+	for _, row := range rows {
+		bn := row.bn
 		if bn == nil {
-			continue // deleted above
+			continue // deleted above, or not created
 		}
 		p := bn.Status.Phase
 		if p == "" {
@@ -616,25 +619,62 @@ func putList[T any](p *sync.Pool, list any, items *[]T) {
 	p.Put(list)
 }
 
-// sortedNames returns the names of bns in order. items is the listing bns
-// was built from, in the order the List returned; when nothing was added
-// and that order is already sorted (a cache may return any order) it is
-// used as it is.
-func sortedNames(items []v1alpha1.BootcNode, bns map[string]*v1alpha1.BootcNode, added bool) []string {
-	if !added && len(items) == len(bns) {
-		names := make([]string, len(items))
-		sorted := true
-		for i := range items {
-			names[i] = items[i].Name
-			if i > 0 && names[i-1] >= names[i] {
-				sorted = false
-			}
-		}
-		if sorted {
-			return names
+// poolRow is one node name of a pool pass: its record (nil when there is
+// none, or it was deleted in this pass), its Node when the Node is a member
+// (nil otherwise), and the other pool that also selects it.
+type poolRow struct {
+	name     string
+	bn       *v1alpha1.BootcNode
+	node     *corev1.Node
+	conflict string
+}
+
+// joinRows joins the pool's records (items, in any order) with its member
+// Nodes (sorted by name) into rows sorted by name. The rows point into
+// items and members, which are shared with the cache: never change them.
+func joinRows(items []v1alpha1.BootcNode, members []*corev1.Node, conflicts map[string]string) []poolRow {
+	bns := make([]*v1alpha1.BootcNode, len(items))
+	sorted := true
+	for i := range items {
+		bns[i] = &items[i]
+		if i > 0 && items[i-1].Name >= items[i].Name {
+			sorted = false
 		}
 	}
-	return sortedKeys(bns)
+	if !sorted {
+		sort.Slice(bns, func(i, j int) bool { return bns[i].Name < bns[j].Name })
+	}
+	rows := make([]poolRow, 0, max(len(bns), len(members)))
+	i, j := 0, 0
+	for i < len(bns) || j < len(members) {
+		switch {
+		case j >= len(members) || (i < len(bns) && bns[i].Name < members[j].Name):
+			rows = append(rows, poolRow{name: bns[i].Name, bn: bns[i]})
+			i++
+		case i >= len(bns) || members[j].Name < bns[i].Name:
+			rows = append(rows, poolRow{name: members[j].Name, node: members[j]})
+			j++
+		default:
+			rows = append(rows, poolRow{name: bns[i].Name, bn: bns[i], node: members[j]})
+			i++
+			j++
+		}
+	}
+	if len(conflicts) > 0 {
+		for k := range rows {
+			rows[k].conflict = conflicts[rows[k].name]
+		}
+	}
+	return rows
+}
+
+// findRow returns the row of name, or nil.
+func findRow(rows []poolRow, name string) *poolRow {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].name >= name })
+	if i < len(rows) && rows[i].name == name {
+		return &rows[i]
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
