@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,9 +28,10 @@ const (
 // carries from's resourceVersion as an optimistic lock.
 //
 // It sends what client.MergeFrom(from) would send for a change of that
-// part, but diffs only the part: MergeFrom marshals and compares the whole
-// object twice, which made it the largest cost of a node transition.
-// Changes outside the part are not sent.
+// part, but diffs only the part, field by field (mergeDiff): MergeFrom
+// marshals the whole object twice and decodes both encodings to diff them,
+// which made it the largest cost of a node transition. Changes outside the
+// part are not sent.
 type bootcNodePatch struct {
 	from *v1alpha1.BootcNode
 	part bnPart
@@ -65,30 +65,22 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.lock && p.from.ResourceVersion == "" {
 		return nil, fmt.Errorf("BootcNode %s was read without a resourceVersion to lock on", bn.Name)
 	}
-	var before, after any
+	var diff map[string]any
+	var err error
 	key := "status"
 	switch p.part {
 	case partRecord:
-		before = controllerPart{p.from.Status.Phase, p.from.Status.Rollout}
-		after = controllerPart{bn.Status.Phase, bn.Status.Rollout}
+		diff, err = mergeDiff(controllerPart{p.from.Status.Phase, p.from.Status.Rollout}, controllerPart{bn.Status.Phase, bn.Status.Rollout})
 	case partSpec:
-		before, after, key = p.from.Spec, bn.Spec, "spec"
+		key = "spec"
+		diff, err = mergeDiff(p.from.Spec, bn.Spec)
 	default:
 		return nil, fmt.Errorf("BootcNode patch of unknown part %d", p.part)
 	}
-	a, err := json.Marshal(before)
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(after)
-	if err != nil {
-		return nil, err
-	}
-	diff, err := jsonpatch.CreateMergePatch(a, b)
 	if err != nil {
 		return nil, fmt.Errorf("diff the %s of BootcNode %s: %w", key, bn.Name, err)
 	}
-	doc := map[string]any{key: json.RawMessage(diff)}
+	doc := map[string]any{key: diff}
 	if p.lock {
 		doc["metadata"] = map[string]string{"resourceVersion": p.from.ResourceVersion}
 	}
@@ -132,34 +124,16 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.from.ResourceVersion == "" {
 		return nil, fmt.Errorf("node %s was read without a resourceVersion to lock on", n.Name)
 	}
-	a, err := json.Marshal(nodePartOf(p.from))
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(nodePartOf(n))
-	if err != nil {
-		return nil, err
-	}
-	diff, err := jsonpatch.CreateMergePatch(a, b)
+	diff, err := mergeDiff(nodePartOf(p.from), nodePartOf(n))
 	if err != nil {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
 	// The lock goes into the diff's metadata.
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(diff, &doc); err != nil {
-		return nil, err
-	}
-	meta := map[string]any{}
-	if raw, ok := doc["metadata"]; ok {
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, err
-		}
+	meta, _ := diff["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
 	}
 	meta["resourceVersion"] = p.from.ResourceVersion
-	mb, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	doc["metadata"] = mb
-	return json.Marshal(doc)
+	diff["metadata"] = meta
+	return json.Marshal(diff)
 }

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// mergeDiff returns the JSON merge patch (RFC 7386) that turns the JSON of
+// a into the JSON of b, as a map to marshal; a and b are values of the same
+// struct type. It is what jsonpatch.CreateMergePatch gives for the two
+// encodings, computed field by field instead of decoding both documents:
+//   - a field whose JSON differs is sent whole, or null when b omits it
+//     (omitempty and empty);
+//   - a nested struct without a JSON encoding of its own is diffed field by
+//     field, and a map[string]string key by key (a merge patch merges
+//     objects: a removed key must be sent as null);
+//   - everything else (scalars, pointers, slices, types with MarshalJSON
+//     such as metav1.Time) is a leaf compared by its encoding.
+func mergeDiff(a, b any) (map[string]any, error) {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Type() != vb.Type() || va.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("mergeDiff of %T and %T: want two values of one struct type", a, b)
+	}
+	return structDiff(va, vb)
+}
+
+var (
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+	stringMapType = reflect.TypeFor[map[string]string]()
+)
+
+func structDiff(a, b reflect.Value) (map[string]any, error) {
+	out := map[string]any{}
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, omitempty, ok := jsonField(f)
+		if !ok {
+			return nil, fmt.Errorf("mergeDiff: field %s.%s has no plain JSON name", t.Name(), f.Name)
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		aOmitted := omitempty && isEmptyValue(fa)
+		bOmitted := omitempty && isEmptyValue(fb)
+		switch {
+		case bOmitted && aOmitted:
+			continue
+		case bOmitted:
+			out[name] = nil
+			continue
+		}
+		switch {
+		case f.Type.Kind() == reflect.Struct && !isLeaf(f.Type):
+			if aOmitted {
+				out[name] = fb.Interface()
+				continue
+			}
+			sub, err := structDiff(fa, fb)
+			if err != nil {
+				return nil, err
+			}
+			if len(sub) > 0 {
+				out[name] = sub
+			}
+		case f.Type == stringMapType && !aOmitted && !fa.IsNil() && !fb.IsNil():
+			if sub := stringMapDiff(fa.Interface().(map[string]string), fb.Interface().(map[string]string)); len(sub) > 0 {
+				out[name] = sub
+			}
+		case f.Type.Kind() == reflect.Map && f.Type != stringMapType,
+			f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !isLeaf(f.Type.Elem()):
+			// Sent whole, such a value would be merged into the old one,
+			// keeping keys it dropped.
+			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.Name, f.Type)
+		default:
+			ja, err := json.Marshal(fa.Interface())
+			if err != nil {
+				return nil, err
+			}
+			jb, err := json.Marshal(fb.Interface())
+			if err != nil {
+				return nil, err
+			}
+			if aOmitted || !bytes.Equal(ja, jb) {
+				out[name] = json.RawMessage(jb)
+			}
+		}
+	}
+	return out, nil
+}
+
+func stringMapDiff(a, b map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range b {
+		if old, ok := a[k]; !ok || old != v {
+			out[k] = v
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+// isLeaf reports whether a struct type has its own JSON encoding.
+func isLeaf(t reflect.Type) bool {
+	return t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+}
+
+// jsonField returns a field's JSON name and whether it is omitempty; ok is
+// false for fields mergeDiff cannot name (inline, "-", or no tag).
+func jsonField(f reflect.StructField) (name string, omitempty, ok bool) {
+	tag, has := f.Tag.Lookup("json")
+	if !has {
+		return "", false, false
+	}
+	parts := strings.Split(tag, ",")
+	if parts[0] == "" || parts[0] == "-" {
+		return "", false, false
+	}
+	for _, p := range parts[1:] {
+		if p == "omitempty" {
+			omitempty = true
+		}
+		if p == "inline" {
+			return "", false, false
+		}
+	}
+	return parts[0], omitempty, true
+}
+
+// isEmptyValue is encoding/json's test for omitempty.
+func isEmptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Interface, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// mergeDiff must give a patch that, applied to the JSON of a, yields the
+// JSON of b, exactly like jsonpatch.CreateMergePatch, for the parts the
+// controller patches: the rollout record, the spec and the Node part.
+func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	full := controllerPart{Phase: v1alpha1.PhaseDraining, Rollout: v1alpha1.RolloutStatus{
+		TargetImage: "img@sha256:aa", PhaseSince: &t0, PriorUnschedulable: ptr.To(false), Cordoned: true,
+		AddedAnnotations: []string{"a", "b"}, AddedNodeClaimAnnotations: []string{"c"}, ProtectUntil: &t1,
+		DrainStartedAt: &t0, RebootRequestedAt: &t1, RetryAfter: &t1, Failures: 2, FailedImage: "img@sha256:ff",
+		Reason: "DrainBlocked", Message: "m",
+	}}
+	records := []struct {
+		name string
+		a, b controllerPart
+	}{
+		{"nothing changes", full, full},
+		{"everything cleared", full, controllerPart{}},
+		{"everything set", controllerPart{}, full},
+		{"some changed", full, func() controllerPart {
+			c := full
+			c.Phase, c.Rollout.Cordoned, c.Rollout.PriorUnschedulable = v1alpha1.PhaseUpdated, false, ptr.To(true)
+			c.Rollout.AddedAnnotations, c.Rollout.RetryAfter, c.Rollout.PhaseSince = []string{"a"}, nil, &t1
+			return c
+		}()},
+	}
+	for _, tt := range records {
+		t.Run("record/"+tt.name, func(t *testing.T) { checkMergeDiff(t, tt.a, tt.b) })
+	}
+	spec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa", DesiredState: v1alpha1.DesiredBooted, Rollback: true,
+		PinnedImageSets: []v1alpha1.NodePinnedImageSet{{Name: "s1"}, {Name: "s2"}}}
+	specs := []struct {
+		name string
+		a, b v1alpha1.BootcNodeSpec
+	}{
+		{"cleared", spec, v1alpha1.BootcNodeSpec{Pool: "p"}},
+		{"set", v1alpha1.BootcNodeSpec{Pool: "p"}, spec},
+		{"set shrinks", spec, func() v1alpha1.BootcNodeSpec { s := spec; s.PinnedImageSets = s.PinnedImageSets[:1]; return s }()},
+	}
+	for _, tt := range specs {
+		t.Run("spec/"+tt.name, func(t *testing.T) { checkMergeDiff(t, tt.a, tt.b) })
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x": "1", "y": "2"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
+	changed := node.DeepCopy()
+	changed.Annotations = map[string]string{"y": "3", "z": "4"}
+	changed.Spec.Unschedulable, changed.Spec.Taints = false, nil
+	nodes := []struct {
+		name string
+		a, b *corev1.Node
+	}{
+		{"annotations changed, added and removed", node, changed},
+		{"annotations from none", &corev1.Node{}, node},
+		{"annotations to none", node, &corev1.Node{}},
+		{"annotations to empty", node, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}},
+	}
+	for _, tt := range nodes {
+		t.Run("node/"+tt.name, func(t *testing.T) { checkMergeDiff(t, nodePartOf(tt.a), nodePartOf(tt.b)) })
+	}
+}
+
+func checkMergeDiff(t *testing.T, a, b any) {
+	t.Helper()
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	d, err := mergeDiff(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, _ := json.Marshal(d)
+	got, err := jsonpatch.MergePatch(ja, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := jsonpatch.CreateMergePatch(ja, jb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := jsonpatch.MergePatch(ja, ref)
+	var g, w any
+	_ = json.Unmarshal(got, &g)
+	_ = json.Unmarshal(want, &w)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("patch %s gives\n%s\nCreateMergePatch's %s gives\n%s", patch, got, ref, want)
+	}
+}
+
+// Fields a merge patch cannot replace whole are refused, not mis-sent.
+func TestMergeDiffRefusesNestedPointers(t *testing.T) {
+	type part struct {
+		Reboot *v1alpha1.RebootRecord `json:"reboot"`
+	}
+	if _, err := mergeDiff(part{}, part{Reboot: &v1alpha1.RebootRecord{Image: "i"}}); err == nil {
+		t.Error("no error for a pointer to a struct")
+	}
+}
