@@ -1,7 +1,6 @@
 package nodedaemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -221,70 +221,85 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 	return fmt.Errorf("unknown action type %q", a.Type)
 }
 
-// The keys of the objects the daemon writes whole. A merge patch merges
-// objects key by key, so every key is sent, null when empty, to replace
-// the object rather than merge into the old one.
-var (
-	hostImageKeys = []string{"image", "digest", "version", "timestamp"}
-	rebootKeys    = []string{"image", "bootID", "rollback", "at"}
-	// daemonKeys leaves out pinnedImages: the prefetch manager owns it.
-	daemonKeys = []string{"phase", "bootID", "lastError", "stageAttempts", "lastAttempt", "lastReboot", "observedGeneration"}
-)
-
 // StatusPatch is the JSON merge patch that writes the daemon-owned status
 // fields of s (booted, staged, rollbackImage, daemon without pinnedImages)
-// and nothing else: never spec, status.phase or status.rollout.
+// and nothing else: never spec, status.phase or status.rollout. A merge
+// patch merges objects key by key, so each object the daemon owns is sent
+// with every key, null when empty, to replace the object rather than merge
+// into the old one. Keys are in sorted order, as encoding/json writes a map,
+// so the patch is byte-for-byte deterministic.
 func StatusPatch(s v1alpha1.BootcNodeStatus) ([]byte, error) {
-	status := map[string]any{}
-	for _, f := range []struct {
-		key string
-		h   *v1alpha1.HostImage
-	}{{"booted", s.Booted}, {"staged", s.Staged}, {"rollbackImage", s.RollbackImage}} {
-		if f.h == nil {
-			status[f.key] = nil
-			continue
-		}
-		m, err := wholeObject(f.h, hostImageKeys)
-		if err != nil {
-			return nil, fmt.Errorf("status.%s: %w", f.key, err)
-		}
-		status[f.key] = m
+	d := s.Daemon
+	dp := &daemonPatch{
+		BootID: nonEmpty(d.BootID), LastAttempt: d.LastAttempt, LastError: nonEmpty(d.LastError),
+		ObservedGeneration: nonZero(d.ObservedGeneration), Phase: nonEmpty(d.Phase), StageAttempts: nonZero(d.StageAttempts),
 	}
-	daemon := s.Daemon
-	daemon.PinnedImages = nil
-	dm, err := wholeObject(daemon, daemonKeys)
-	if err != nil {
-		return nil, fmt.Errorf("status.daemon: %w", err)
-	}
-	if daemon.LastReboot != nil {
-		if dm["lastReboot"], err = wholeObject(daemon.LastReboot, rebootKeys); err != nil {
-			return nil, fmt.Errorf("status.daemon.lastReboot: %w", err)
+	if r := d.LastReboot; r != nil {
+		rp := &rebootPatch{At: r.At, BootID: r.BootID, Image: r.Image}
+		if r.Rollback {
+			rp.Rollback = &r.Rollback
 		}
+		dp.LastReboot = rp
 	}
-	status["daemon"] = dm
-	// encoding/json sorts map keys: the patch is byte-for-byte deterministic.
-	return json.Marshal(map[string]any{"status": status})
+	var doc struct {
+		Status struct {
+			Booted        *hostImagePatch `json:"booted"`
+			Daemon        *daemonPatch    `json:"daemon"`
+			RollbackImage *hostImagePatch `json:"rollbackImage"`
+			Staged        *hostImagePatch `json:"staged"`
+		} `json:"status"`
+	}
+	doc.Status.Booted, doc.Status.Daemon = hostPatch(s.Booted), dp
+	doc.Status.RollbackImage, doc.Status.Staged = hostPatch(s.RollbackImage), hostPatch(s.Staged)
+	return json.Marshal(doc)
 }
 
-// wholeObject returns v as a JSON object with every key of keys present,
-// null where v omits it.
-func wholeObject(v any, keys []string) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+// The objects of StatusPatch: every key present (no omitempty), in sorted
+// order; a nil pointer is sent as null.
+type (
+	hostImagePatch struct {
+		Digest    *string      `json:"digest"`
+		Image     *string      `json:"image"`
+		Timestamp *metav1.Time `json:"timestamp"`
+		Version   *string      `json:"version"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	m := map[string]any{}
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
+	rebootPatch struct {
+		At       metav1.Time `json:"at"`
+		BootID   string      `json:"bootID"`
+		Image    string      `json:"image"`
+		Rollback *bool       `json:"rollback"`
 	}
-	for _, k := range keys {
-		if _, ok := m[k]; !ok {
-			m[k] = nil
-		}
+	daemonPatch struct {
+		BootID             *string               `json:"bootID"`
+		LastAttempt        *metav1.Time          `json:"lastAttempt"`
+		LastError          *string               `json:"lastError"`
+		LastReboot         *rebootPatch          `json:"lastReboot"`
+		ObservedGeneration *int64                `json:"observedGeneration"`
+		Phase              *v1alpha1.DaemonPhase `json:"phase"`
+		StageAttempts      *int32                `json:"stageAttempts"`
 	}
-	return m, nil
+)
+
+func hostPatch(h *v1alpha1.HostImage) *hostImagePatch {
+	if h == nil {
+		return nil
+	}
+	return &hostImagePatch{Digest: nonEmpty(h.Digest), Image: nonEmpty(h.Image), Timestamp: h.Timestamp, Version: nonEmpty(h.Version)}
+}
+
+// nonEmpty and nonZero return nil for what omitempty would leave out.
+func nonEmpty[T ~string](v T) *T {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func nonZero[T int32 | int64](v T) *T {
+	if v == 0 {
+		return nil
+	}
+	return &v
 }
 
 // AsyncHost wraps a Host so that Stage runs in the background: Stage starts

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -356,9 +355,31 @@ func hostImage(h *v1alpha1.HostImage) *v1alpha1.HostImage {
 // sameReport reports whether a and b agree on every field the daemon
 // reports (Daemon.PinnedImages is not Step's).
 func sameReport(a, b v1alpha1.BootcNodeStatus) bool {
-	a.Daemon.PinnedImages, b.Daemon.PinnedImages = nil, nil
-	return equality.Semantic.DeepEqual(a.Booted, b.Booted) &&
-		equality.Semantic.DeepEqual(a.Staged, b.Staged) &&
-		equality.Semantic.DeepEqual(a.RollbackImage, b.RollbackImage) &&
-		equality.Semantic.DeepEqual(a.Daemon, b.Daemon)
+	return sameHost(a.Booted, b.Booted) && sameHost(a.Staged, b.Staged) &&
+		sameHost(a.RollbackImage, b.RollbackImage) && sameDaemon(&a.Daemon, &b.Daemon)
+}
+
+// sameHost, sameDaemon and sameReboot compare field by field (times as
+// instants), as equality.Semantic.DeepEqual would, without reflection: the
+// daemon compares its report on every look at the host.
+// TestSameReportCoversEveryField fails when a field is added and not here.
+func sameHost(a, b *v1alpha1.HostImage) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Image == b.Image && a.Digest == b.Digest && a.Version == b.Version && a.Timestamp.Equal(b.Timestamp)
+}
+
+// sameDaemon leaves out PinnedImages: the prefetch manager reports those.
+func sameDaemon(a, b *v1alpha1.DaemonStatus) bool {
+	return a.Phase == b.Phase && a.BootID == b.BootID && a.LastError == b.LastError &&
+		a.StageAttempts == b.StageAttempts && a.LastAttempt.Equal(b.LastAttempt) &&
+		sameReboot(a.LastReboot, b.LastReboot) && a.ObservedGeneration == b.ObservedGeneration
+}
+
+func sameReboot(a, b *v1alpha1.RebootRecord) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Image == b.Image && a.BootID == b.BootID && a.Rollback == b.Rollback && a.At.Equal(&b.At)
 }
