@@ -77,6 +77,9 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			// keeping keys it dropped.
 			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.Name, f.Type)
 		default:
+			if !aOmitted && fa.Comparable() && fa.Equal(fb) {
+				continue // same value, same encoding: nothing to send
+			}
 			ja, err := json.Marshal(fa.Interface())
 			if err != nil {
 				return nil, err
