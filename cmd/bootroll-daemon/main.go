@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -239,12 +238,11 @@ func run(ctx context.Context, o options) error {
 		daemon.ControlPlane = o.controlPlane
 	}
 
-	own := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == o.nodeName })
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("bootroll-daemon").
-		// Only spec changes matter; the daemon's own status writes would
-		// only wake it for nothing.
-		For(&v1alpha1.BootcNode{}, builder.WithPredicates(own, predicate.GenerationChangedPredicate{})).
+		// Only spec changes of its own BootcNode matter (the twin uses the
+		// same predicates).
+		For(&v1alpha1.BootcNode{}, builder.WithPredicates(nodedaemon.WatchPredicates(o.nodeName)...)).
 		WatchesRawSource(source.Channel(stageDone, &handler.EnqueueRequestForObject{})).
 		// One host, one action at a time.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).

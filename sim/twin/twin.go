@@ -35,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -180,7 +182,8 @@ type runner struct {
 	watches      []watch
 	controllerUp bool
 	daemons      map[string]*engine.Queue
-	kp           *karpenterRun // karpenter.go; nil without a karpenter section
+	daemonWatch  map[string]*watch // the watch of each daemon's BootcNode
+	kp           *karpenterRun     // karpenter.go; nil without a karpenter section
 
 	reconciles map[string]uint64
 	// quietAfter is the virtual time after which no scenario event or
@@ -235,6 +238,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx,
 		tr:          newTracer(opts.Trace, eng),
 		daemons:     map[string]*engine.Queue{},
+		daemonWatch: map[string]*watch{},
 		reconciles:  map[string]uint64{},
 		slotStart:   map[string]time.Time{},
 		sampleSpace: max(time.Second, sc.Limit/3000),
@@ -412,9 +416,10 @@ func (r *runner) dispatch(ev apiserver.Event) {
 	r.dispatchController(ev)
 	switch o := ev.Object.(type) {
 	case *v1alpha1.BootcNode:
-		// The daemon watches its own BootcNode only.
-		if q := r.daemons[o.Name]; q != nil {
-			q.Add(request(o.Name))
+		// The daemon watches its own BootcNode only, through the same
+		// predicates as the daemon binary (spec changes).
+		if w := r.daemonWatch[o.Name]; w != nil {
+			w.deliver(r.ctx, ev)
 		}
 	case *corev1.Node:
 		switch ev.Type {
@@ -451,6 +456,14 @@ func (r *runner) daemonStarted(node string) {
 	r.configureDaemon(node, d)
 	q := engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})
 	r.daemons[node] = q
+	qp := &q
+	r.daemonWatch[node] = &watch{
+		name:       "daemon/" + node,
+		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
+		predicates: nodedaemon.WatchPredicates(node),
+		handler:    &handler.EnqueueRequestForObject{},
+		queue:      queueRef{qp},
+	}
 	q.Add(request(node))
 }
 
@@ -460,6 +473,7 @@ func (r *runner) daemonDown(node string) {
 		r.reconciles["daemon"] += q.Stats().Reconciles
 		q.ShutDown()
 		delete(r.daemons, node)
+		delete(r.daemonWatch, node)
 	}
 }
 
