@@ -1,19 +1,16 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -41,19 +38,7 @@ func TestDeletedNodeInSlotReleasesSlot(t *testing.T) {
 	// holder is known, so that node can drain when its turn comes.
 	h.pods("gone-0", 1, "db")
 	h.pods("gone-1", 1, "db")
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "gone-db", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db", "bootroll-test": "gone"}}}}
-	g.Expect(k8s.Create(h.ctx, pdb)).To(Succeed())
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pdb) })
-	// No PDB controller in envtest: write the status it would.
-	g.Eventually(func() error {
-		var p policyv1.PodDisruptionBudget
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(pdb), &p); err != nil {
-			return err
-		}
-		p.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: p.Generation, DisruptionsAllowed: 0, CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 2}
-		return k8s.Status().Update(h.ctx, &p)
-	}, 10*time.Second).Should(Succeed())
+	h.blockingPDB("db", 2)
 
 	h.pool("gone", digestRef("v2"), intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
 		p.Spec.DrainTimeout = &metav1.Duration{Duration: 10 * time.Minute} // never times out here

@@ -524,6 +524,26 @@ func TestRolloutRespectsMaxUnavailable(t *testing.T) {
 	g.Expect(histCount(t, m.DrainSeconds.WithLabelValues("mu", "drained"))).To(Equal(uint64(6)))
 }
 
+// blockingPDB creates a PDB with maxUnavailable 0 over the harness's pods
+// of app, healthy of them, and writes the status the PDB controller (not
+// running in envtest) would: no disruption allowed.
+func (h *harness) blockingPDB(app string, healthy int32) {
+	h.t.Helper()
+	g := NewWithT(h.t)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: h.prefix + "-" + app, Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app, "bootroll-test": h.prefix}}}}
+	g.Expect(k8s.Create(h.ctx, pdb)).To(Succeed())
+	h.t.Cleanup(func() { _ = k8s.Delete(context.Background(), pdb) })
+	g.Eventually(func() error {
+		var p policyv1.PodDisruptionBudget
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(pdb), &p); err != nil {
+			return err
+		}
+		p.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: p.Generation, DisruptionsAllowed: 0, CurrentHealthy: healthy, DesiredHealthy: healthy, ExpectedPods: healthy}
+		return k8s.Status().Update(h.ctx, &p)
+	}, 10*time.Second).Should(Succeed())
+}
+
 func histCount(t *testing.T, o prometheus.Observer) uint64 {
 	t.Helper()
 	var m dto.Metric
@@ -537,19 +557,7 @@ func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t, "pdb", 1, clock.RealClock{})
 	h.pods("pdb-0", 1, "db")
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "pdb-db", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db", "bootroll-test": "pdb"}}}}
-	g.Expect(k8s.Create(h.ctx, pdb)).To(Succeed())
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pdb) })
-	// The PDB controller is not running in envtest: write the status it would.
-	g.Eventually(func() error {
-		var p policyv1.PodDisruptionBudget
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(pdb), &p); err != nil {
-			return err
-		}
-		p.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: p.Generation, DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
-		return k8s.Status().Update(h.ctx, &p)
-	}, 10*time.Second).Should(Succeed())
+	h.blockingPDB("db", 1)
 
 	h.pool("pdb", digestRef("v2"), intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
 		p.Spec.DrainTimeout = &metav1.Duration{Duration: 3 * time.Second}
