@@ -289,14 +289,14 @@ func NodeMembershipChanged(old, cur *corev1.Node) bool {
 // NodeToPools maps a Node to the pools whose selector matches it. Pools are
 // few; a Node event lists pools, never nodes.
 func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconcile.Request {
-	var pools v1alpha1.BootcNodePoolList
-	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
+	pools, err := sharedPools(ctx, c)
+	if err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range pools.Items {
-		if selects(&pools.Items[i], n) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools.Items[i].Name}})
+	for i := range pools {
+		if selects(&pools[i], n) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}})
 		}
 	}
 	// A Node that left a pool must reach that pool too.
@@ -310,29 +310,49 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 	return out
 }
 
-// sharedPool returns the pool named name, or nil when there is none. The
-// pool is shared with the cache, not copied: the caller must not change
-// it. A Get would deep-copy the pool's slot table (maxUnavailable entries)
-// on every node event; listing the few pools without copies does not grow
-// with the pool.
-func sharedPool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNodePool, error) {
+// sharedPools lists the pools as the cache holds them, not copied: the
+// caller must not change them. A Get would deep-copy a pool's slot table
+// (maxUnavailable entries) on every node event; listing the few pools
+// without copies does not grow with the pool.
+func sharedPools(ctx context.Context, c client.Reader) ([]v1alpha1.BootcNodePool, error) {
 	var pools v1alpha1.BootcNodePoolList
 	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list pools to read pool %s: %w", name, err)
+		return nil, fmt.Errorf("list pools: %w", err)
 	}
-	for i := range pools.Items {
-		if pools.Items[i].Name == name {
-			return &pools.Items[i], nil
+	return pools.Items, nil
+}
+
+// sharedPool returns the pool named name from sharedPools, or nil when
+// there is none. The caller must not change it.
+func sharedPool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNodePool, error) {
+	pools, err := sharedPools(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return findPool(pools, name), nil
+}
+
+func findPool(pools []v1alpha1.BootcNodePool, name string) *v1alpha1.BootcNodePool {
+	for i := range pools {
+		if pools[i].Name == name {
+			return &pools[i]
 		}
 	}
-	return nil, nil
+	return nil
+}
+
+// poolSelector is the selector of the nodes pool p selects, or nil when it
+// selects none (an empty nodeSelector, or a pool being deleted).
+func poolSelector(p *v1alpha1.BootcNodePool) labels.Selector {
+	if len(p.Spec.NodeSelector) == 0 || p.DeletionTimestamp != nil {
+		return nil
+	}
+	return labels.SelectorFromSet(p.Spec.NodeSelector)
 }
 
 func selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {
-	if len(p.Spec.NodeSelector) == 0 || p.DeletionTimestamp != nil {
-		return false
-	}
-	return labels.SelectorFromSet(p.Spec.NodeSelector).Matches(labels.Set(n.Labels))
+	sel := poolSelector(p)
+	return sel != nil && sel.Matches(labels.Set(n.Labels))
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -82,9 +82,21 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	}
 	doc := map[string]any{key: diff}
 	if p.lock {
-		doc["metadata"] = map[string]string{"resourceVersion": p.from.ResourceVersion}
+		lockOn(doc, p.from.ResourceVersion)
 	}
 	return json.Marshal(doc)
+}
+
+// lockOn adds metadata.resourceVersion to the merge patch doc, which makes
+// the patch an optimistic lock: the server refuses it with a conflict when
+// the object changed since rv was read.
+func lockOn(doc map[string]any, rv string) {
+	meta, _ := doc["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["resourceVersion"] = rv
+	doc["metadata"] = meta
 }
 
 // nodePatch is a JSON merge patch of what bootroll changes on a Node (its
@@ -128,12 +140,6 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
-	// The lock goes into the diff's metadata.
-	meta, _ := diff["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["resourceVersion"] = p.from.ResourceVersion
-	diff["metadata"] = meta
+	lockOn(diff, p.from.ResourceVersion)
 	return json.Marshal(diff)
 }

@@ -74,26 +74,25 @@ func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
 func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("pool", req.Name)
 	now := r.clock.Now()
-	// Pacing is decided on the shared (uncopied) pool: most requests of a
-	// busy pool only learn when the next pass is due.
-	shared, err := sharedPool(ctx, r.client, req.Name)
-	if err != nil || shared == nil || shared.DeletionTimestamp != nil {
+	// The pools are read once, as the cache holds them (not copied): the
+	// pacing is decided on them (most requests of a busy pool only learn
+	// when the next pass is due), the pass works on a copy of its own pool
+	// and compares it with the original, and the others give the conflicts.
+	pools, err := sharedPools(ctx, r.client)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	orig := findPool(pools, req.Name)
+	if orig == nil || orig.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
 	}
 	r.mu.Lock()
 	last, seen := r.last[req.Name]
 	r.mu.Unlock()
-	if every := passInterval(shared.Status.Nodes); seen && last.gen == shared.Generation && now.Sub(last.at) < every {
+	if every := passInterval(orig.Status.Nodes); seen && last.gen == orig.Generation && now.Sub(last.at) < every {
 		return reconcile.Result{RequeueAfter: every - now.Sub(last.at)}, nil
 	}
-	var pool v1alpha1.BootcNodePool
-	if err := r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if pool.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil
-	}
-	orig := pool.DeepCopy()
+	pool := *orig.DeepCopy()
 	st := &pool.Status
 	var requeue time.Duration
 	wake := func(d time.Duration) {
@@ -113,7 +112,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// 2. Membership.
 	nodes := nodeLists.Get().(*corev1.NodeList)
 	defer putList(&nodeLists, nodes, &nodes.Items)
-	members, conflicts, err := r.members(ctx, &pool, nodes)
+	members, conflicts, err := r.members(ctx, &pool, pools, nodes)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -236,15 +235,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			}
 			cands = append(cands, Candidate{Name: name, StagedSince: since})
 		}
-		free := maxFree
-		if r.opts.TestOnly.IgnoreSlotLimit {
-			free = len(cands)
-		}
 		// Candidates in order; each is checked for safety (Ready, not being
 		// disrupted by Karpenter) only when it is about to get a slot, so
 		// the NodeClaim reads are bounded by the free slots.
 		next := SlotOrder(cands)
-		for len(granted) < free {
+		for len(granted) < maxFree {
 			name, ok := next()
 			if !ok {
 				break
@@ -359,25 +354,21 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 
 // members lists the Nodes the pool selects and, for each that another
 // pool also selects, the name of that pool.
-func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool, nodes *corev1.NodeList) ([]*corev1.Node, map[string]string, error) {
+func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, nodes *corev1.NodeList) ([]*corev1.Node, map[string]string, error) {
 	sel := labels.SelectorFromSet(pool.Spec.NodeSelector)
 	if err := r.client.List(ctx, nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
 	}
-	var pools v1alpha1.BootcNodePoolList
-	if err := r.client.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("list pools: %w", err)
-	}
-	// The other pools' selectors, built once (a deleted pool selects nothing).
+	// The other pools' selectors, built once.
 	type other struct {
 		name string
 		sel  labels.Selector
 	}
 	var others []other
-	for j := range pools.Items {
-		o := &pools.Items[j]
-		if o.Name != pool.Name && len(o.Spec.NodeSelector) > 0 && o.DeletionTimestamp == nil {
-			others = append(others, other{o.Name, labels.SelectorFromSet(o.Spec.NodeSelector)})
+	for j := range pools {
+		o := &pools[j]
+		if osel := poolSelector(o); o.Name != pool.Name && osel != nil {
+			others = append(others, other{o.Name, osel})
 		}
 	}
 	conflicts := map[string]string{}
@@ -489,7 +480,7 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 		if p == "" {
 			p = v1alpha1.PhasePending
 		}
-		if i, ok := phaseIndex[p]; ok {
+		if i, ok := v1alpha1.PhaseIndex(p); ok {
 			counts[i]++
 		}
 		if d := digestOfHost(bn.Status.Booted); d != "" {
@@ -513,15 +504,6 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 	st.UpdatedNodes = updated
 	st.Summary = Summary(updated, st.Nodes, st.Phases)
 }
-
-// phaseIndex is the position of each phase in v1alpha1.AllPhases.
-var phaseIndex = func() map[v1alpha1.NodePhase]int {
-	m := make(map[v1alpha1.NodePhase]int, len(v1alpha1.AllPhases))
-	for i, p := range v1alpha1.AllPhases {
-		m[p] = i
-	}
-	return m
-}()
 
 func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts map[string]string, failed []string, halted, open bool, now time.Time) {
 	st := &pool.Status

@@ -151,26 +151,9 @@ type Candidate struct {
 	StagedSince time.Time
 }
 
-// PickSlots chooses up to free candidates for reboot slots, in a stable
-// order (longest staged first, then name), so the choice is deterministic.
-func PickSlots(cands []Candidate, free int) []string {
-	if free <= 0 || len(cands) == 0 {
-		return nil
-	}
-	next := SlotOrder(cands)
-	var out []string
-	for len(out) < free {
-		name, ok := next()
-		if !ok {
-			break
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-// SlotOrder returns the candidates one at a time in PickSlots' order. It
-// heapifies instead of sorting, so taking k of n costs O(n + k log n): a
+// SlotOrder returns the candidates one at a time in the order reboot slots
+// go to them: longest staged first, then by name, so the choice is
+// deterministic. It heapifies instead of sorting, so taking k of n costs O(n + k log n): a
 // pool pass usually takes a few of hundreds. It reorders cands.
 func SlotOrder(cands []Candidate) func() (string, bool) {
 	h := candHeap(cands)

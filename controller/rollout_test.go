@@ -91,6 +91,20 @@ func TestInWindow(t *testing.T) {
 	}
 }
 
+// pickSlots takes up to free names from SlotOrder, as the pool does.
+func pickSlots(cands []Candidate, free int) []string {
+	next := SlotOrder(cands)
+	var out []string
+	for len(out) < free {
+		name, ok := next()
+		if !ok {
+			break
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 func TestPickSlots(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	cands := func() []Candidate {
@@ -107,7 +121,7 @@ func TestPickSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := PickSlots(cands(), tt.free)
+			got := pickSlots(cands(), tt.free)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}

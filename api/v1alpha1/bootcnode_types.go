@@ -38,6 +38,21 @@ const (
 // AllPhases lists every phase in a fixed order (for counts and metrics).
 var AllPhases = []NodePhase{PhasePending, PhaseStaging, PhaseStaged, PhaseDraining, PhaseRebooting, PhaseVerifying, PhaseUpdated, PhaseDegraded, PhaseFailed, PhaseRolledBack}
 
+var phaseIndex = func() map[NodePhase]int {
+	m := make(map[NodePhase]int, len(AllPhases))
+	for i, p := range AllPhases {
+		m[p] = i
+	}
+	return m
+}()
+
+// PhaseIndex returns the position of p in AllPhases, and false for a phase
+// that is not one of them (including the empty one).
+func PhaseIndex(p NodePhase) (int, bool) {
+	i, ok := phaseIndex[p]
+	return i, ok
+}
+
 // BootcNodeSpec is written by the controller and read by the daemon.
 type BootcNodeSpec struct {
 	// Pool is the BootcNodePool the node belongs to.
