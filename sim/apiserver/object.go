@@ -104,31 +104,19 @@ func (k *kind) decode(data []byte) (client.Object, error) {
 	return obj, nil
 }
 
-// takeStatus sets the status of dst to the status of src, deep-copied when
-// deep is set because src stays in use.
-func (k *kind) takeStatus(dst, src client.Object, deep bool) {
+// takeStatus sets the status of dst to the status of src, shared: stored
+// objects are never changed in place, so the two may share it.
+func (k *kind) takeStatus(dst, src client.Object) {
 	if !k.typed() {
 		d, s := dst.(*unstructured.Unstructured).Object, src.(*unstructured.Unstructured).Object
-		st, ok := s["status"]
-		switch {
-		case !ok:
-			delete(d, "status")
-		case deep:
-			d["status"] = runtime.DeepCopyJSONValue(st)
-		default:
+		if st, ok := s["status"]; ok {
 			d["status"] = st
+		} else {
+			delete(d, "status")
 		}
 		return
 	}
-	d := reflect.ValueOf(dst).Elem().Field(k.statusField)
-	s := reflect.ValueOf(src).Elem().Field(k.statusField)
-	if deep {
-		if m := s.Addr().MethodByName("DeepCopyInto"); m.IsValid() {
-			m.Call([]reflect.Value{d.Addr()})
-			return
-		}
-	}
-	d.Set(s)
+	reflect.ValueOf(dst).Elem().Field(k.statusField).Set(reflect.ValueOf(src).Elem().Field(k.statusField))
 }
 
 // clearStatus drops the status of obj.

@@ -99,11 +99,11 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 	var unchanged bool
 	if status {
 		next = k.shallowCopy(cur)
-		k.takeStatus(next, in, false)
+		k.takeStatus(next, in)
 		unchanged = k.sameStatus(cur, next)
 	} else {
 		if k.status {
-			k.takeStatus(next, cur, false)
+			k.takeStatus(next, cur)
 		}
 		next.SetNamespace(cur.GetNamespace())
 		next.SetName(cur.GetName())

@@ -81,11 +81,11 @@ type Sources struct {
 	Booted func(node string) string
 	// PDBs returns the PodDisruptionBudgets' state.
 	PDBs func() []cluster.PDBState
-	// Evictions returns how many requests bootroll has made that remove
+	// PodRemovals returns how many requests bootroll has made that remove
 	// pods: evictions, plus direct deletions (only the deliberately broken
 	// bootroll.testOnly.deleteInsteadOfEvict deletes pods, and a PDB
 	// violated by such a deletion must count as bootroll's).
-	Evictions func() uint64
+	PodRemovals func() uint64
 }
 
 // Outcome is how a run ended, for the end-of-run checks.
@@ -111,9 +111,9 @@ type Checker struct {
 	// not recorded.
 	caught map[string]int
 
-	pdbViolated   map[string]bool
-	lastEvictions uint64
-	doubleReboot  map[string]bool // node + "\x00" + image already reported
+	pdbViolated  map[string]bool
+	lastRemovals uint64
+	doubleReboot map[string]bool // node + "\x00" + image already reported
 	// pendingReboot are nodes whose boot changed in the current event.
 	pendingReboot []string
 	// karp follows the fake Karpenter (karpenter.go).
@@ -244,11 +244,11 @@ func intOrString(p *Pool) string {
 // not.
 func (c *Checker) checkPDBs(at time.Duration) {
 	var ev uint64
-	if c.src.Evictions != nil {
-		ev = c.src.Evictions()
+	if c.src.PodRemovals != nil {
+		ev = c.src.PodRemovals()
 	}
-	evicted := ev != c.lastEvictions
-	c.lastEvictions = ev
+	evicted := ev != c.lastRemovals
+	c.lastRemovals = ev
 	for _, st := range c.src.PDBs() {
 		key := st.Namespace + "/" + st.Name
 		was := c.pdbViolated[key]

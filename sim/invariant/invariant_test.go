@@ -37,10 +37,10 @@ func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, no
 		sc = &scenario.Scenario{Name: "test", Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
 	}
 	c, err := New(sc, Sources{
-		RebootsFor: func(node, image string) int { return f.reboots[node+"/"+image] },
-		Booted:     func(node string) string { return f.booted[node] },
-		PDBs:       func() []cluster.PDBState { return f.pdbs },
-		Evictions:  func() uint64 { return f.evicted },
+		RebootsFor:  func(node, image string) int { return f.reboots[node+"/"+image] },
+		Booted:      func(node string) string { return f.booted[node] },
+		PDBs:        func() []cluster.PDBState { return f.pdbs },
+		PodRemovals: func() uint64 { return f.evicted },
 	}, t0)
 	if err != nil {
 		t.Fatal(err)

@@ -125,17 +125,6 @@ func init() {
 	}
 }
 
-// phaseIndex maps a phase to its slot in phaseCounts, in the order of
-// v1alpha1.AllPhases; a BootcNode without a phase counts as Pending, as in
-// the pool status.
-var phaseIndex = func() map[v1alpha1.NodePhase]int {
-	m := map[v1alpha1.NodePhase]int{}
-	for i, p := range v1alpha1.AllPhases {
-		m[p] = i
-	}
-	return m
-}()
-
 // NewWorld returns an empty world.
 func NewWorld() *World {
 	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}}
@@ -431,11 +420,15 @@ func (w *World) countPhase(n *Node, from, to v1alpha1.NodePhase) {
 	if from == to {
 		return
 	}
+	// Counted at their place in v1alpha1.AllPhases; a phase this version
+	// does not know counts as the first (Pending), as before.
 	if from != "" {
-		w.phaseCounts[phaseIndex[from]]--
+		i, _ := v1alpha1.PhaseIndex(from)
+		w.phaseCounts[i]--
 	}
 	if to != "" {
-		w.phaseCounts[phaseIndex[to]]++
+		i, _ := v1alpha1.PhaseIndex(to)
+		w.phaseCounts[i]++
 	}
 	if w.OnPhase != nil {
 		w.OnPhase(n.Name, from, to)

@@ -181,9 +181,8 @@ type runner struct {
 	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
 	controllerUp bool
-	daemons      map[string]*engine.Queue
-	daemonWatch  map[string]*watch // the watch of each daemon's BootcNode
-	kp           *karpenterRun     // karpenter.go; nil without a karpenter section
+	daemons      map[string]*daemonProc
+	kp           *karpenterRun // karpenter.go; nil without a karpenter section
 
 	reconciles map[string]uint64
 	// quietAfter is the virtual time after which no scenario event or
@@ -237,8 +236,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	r := &runner{
 		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx,
 		tr:          newTracer(opts.Trace, eng),
-		daemons:     map[string]*engine.Queue{},
-		daemonWatch: map[string]*watch{},
+		daemons:     map[string]*daemonProc{},
 		reconciles:  map[string]uint64{},
 		slotStart:   map[string]time.Time{},
 		sampleSpace: max(time.Second, sc.Limit/3000),
@@ -259,7 +257,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		PDBs:       func() []cluster.PDBState { return cl.PDBStatus() },
 		// Pod deletes count too: a drain that deletes instead of evicting
 		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
-		Evictions: func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
+		PodRemovals: func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
 	}, eng.Now())
 	if err != nil {
 		return nil, err
@@ -418,8 +416,8 @@ func (r *runner) dispatch(ev apiserver.Event) {
 	case *v1alpha1.BootcNode:
 		// The daemon watches its own BootcNode only, through the same
 		// predicates as the daemon binary (spec changes).
-		if w := r.daemonWatch[o.Name]; w != nil {
-			w.deliver(r.ctx, ev)
+		if d := r.daemons[o.Name]; d != nil {
+			d.watch.deliver(r.ctx, ev)
 		}
 	case *corev1.Node:
 		switch ev.Type {
@@ -454,34 +452,39 @@ func (r *runner) daemonStarted(node string) {
 	r.daemonDown(node)
 	d := nodedaemon.New(node, r.api.Client(), r.cl.Host(node), r.eng.Clock(), logr.Discard())
 	r.configureDaemon(node, d)
-	q := engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})
-	r.daemons[node] = q
-	qp := &q
-	r.daemonWatch[node] = &watch{
+	p := &daemonProc{queue: engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})}
+	p.watch = watch{
 		name:       "daemon/" + node,
 		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
 		predicates: nodedaemon.WatchPredicates(node),
 		handler:    &handler.EnqueueRequestForObject{},
-		queue:      queueRef{qp},
+		queue:      queueRef{&p.queue},
 	}
-	q.Add(request(node))
+	r.daemons[node] = p
+	p.queue.Add(request(node))
+}
+
+// daemonProc is one running daemon process: its work queue and the watch
+// of its BootcNode that feeds it.
+type daemonProc struct {
+	queue *engine.Queue
+	watch watch
 }
 
 // daemonDown stops the daemon of node, dropping what its queue held.
 func (r *runner) daemonDown(node string) {
-	if q := r.daemons[node]; q != nil {
-		r.reconciles["daemon"] += q.Stats().Reconciles
-		q.ShutDown()
+	if p := r.daemons[node]; p != nil {
+		r.reconciles["daemon"] += p.queue.Stats().Reconciles
+		p.queue.ShutDown()
 		delete(r.daemons, node)
-		delete(r.daemonWatch, node)
 	}
 }
 
 // hostChanged wakes the daemon of node: the host finished a stage or
 // booted, which the real daemon learns from its next look at the host.
 func (r *runner) hostChanged(node string) {
-	if q := r.daemons[node]; q != nil {
-		q.Add(request(node))
+	if p := r.daemons[node]; p != nil {
+		p.queue.Add(request(node))
 	}
 }
 
@@ -625,7 +628,7 @@ func (r *runner) finish() (*Result, error) {
 		r.reconciles[r.pinnedQ.Name()] += r.pinnedQ.Stats().Reconciles
 	}
 	for _, name := range sortedKeys(r.daemons) {
-		r.reconciles["daemon"] += r.daemons[name].Stats().Reconciles
+		r.reconciles["daemon"] += r.daemons[name].queue.Stats().Reconciles
 	}
 	res := &Result{
 		Scenario:    r.sc.Name,
