@@ -62,7 +62,12 @@ type Options struct {
 	// watch every Secret) and Karpenter NodeClaims (whose CRD may come and
 	// go). nil means the client.
 	APIReader client.Reader
-	TestOnly  TestOnly
+	// Feed is how the pool reconciler learns of BootcNode and Node
+	// changes: WatchTable's handlers fill it. Setup makes one when nil;
+	// whoever wires the reconcilers and WatchTable by hand (the twin)
+	// must pass the same feed to both.
+	Feed     *PoolFeed
+	TestOnly TestOnly
 }
 
 // Index is a field index the reconcilers rely on.
@@ -120,8 +125,10 @@ type WatchSpec struct {
 }
 
 // WatchTable lists every watch of the three controllers, in order. reader
-// is what the map functions read (the manager's cache, or the twin's API).
-func WatchTable(reader client.Reader) []WatchSpec {
+// is what the map functions read (the manager's cache, or the twin's API);
+// the pool controller's BootcNode and Node handlers also record every event
+// into feed, the pool reconciler's Options.Feed.
+func WatchTable(reader client.Reader, feed *PoolFeed) []WatchSpec {
 	self := &handler.EnqueueRequestForObject{}
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -133,12 +140,12 @@ func WatchTable(reader client.Reader) []WatchSpec {
 		// pools that select the node, debounced like BootcNode events: a
 		// reboot flips readiness twice per node.
 		{Controller: PoolController, Object: &corev1.Node{},
-			Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+			Handler: feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
 				return NodeToPools(ctx, reader, o.(*corev1.Node))
 			}, func(old, cur client.Object) bool {
 				return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
-			})},
-		{Controller: PoolController, Object: &v1alpha1.BootcNode{}, Handler: debouncedPoolHandler()},
+			}))},
+		{Controller: PoolController, Object: &v1alpha1.BootcNode{}, Handler: feeding(feed, debouncedPoolHandler())},
 
 		{Controller: NodeController, Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
 		{Controller: NodeController, Object: &corev1.Node{}, Handler: sameName},
@@ -185,8 +192,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.APIReader == nil {
 		opts.APIReader = mgr.GetAPIReader()
 	}
+	if opts.Feed == nil {
+		opts.Feed = NewPoolFeed()
+	}
 	recs := Reconcilers(c, opts)
-	table := WatchTable(c)
+	table := WatchTable(c, opts.Feed)
 	for _, name := range []string{PoolController, NodeController, PinnedSetController} {
 		b := ctrl.NewControllerManagedBy(mgr).Named(name)
 		for _, w := range table {

@@ -15,6 +15,9 @@ type Metrics struct {
 	RebootSeconds *prometheus.HistogramVec
 	Failures      *prometheus.CounterVec
 	PinnedNodes   *prometheus.GaugeVec
+	// ViewMismatches counts rows where a pool's incrementally kept row
+	// table differed from a full rebuild: a bug, which the rebuild repairs.
+	ViewMismatches *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -42,9 +45,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PinnedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bootroll_pinnedimageset_nodes", Help: "Nodes of a PinnedImageSet by state (done, pulling, failed).",
 		}, []string{"set", "state"}),
+		ViewMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bootroll_pool_view_mismatches_total", Help: "Nodes whose row in a pool's incrementally kept table differed from a full rebuild (a controller bug; the rebuild repairs it).",
+		}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes)
+		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.ViewMismatches)
 	}
 	return m
 }

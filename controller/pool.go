@@ -3,11 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,13 +38,31 @@ type PoolReconciler struct {
 	metrics  *Metrics
 	reader   client.Reader
 	opts     Options
+	feed     *PoolFeed
 
-	// mu guards last, the time and generation of each pool's last full
-	// pass. It only paces passes (see passInterval); nothing is decided
-	// from it, and a restarted controller starts with a full pass.
-	mu   sync.Mutex
-	last map[string]pass
+	// mu guards last, the time and generation of each pool's last pass,
+	// and views. last only paces passes (see passInterval); nothing is
+	// decided from it, and a restarted controller starts with a full pass.
+	mu    sync.Mutex
+	last  map[string]pass
+	views map[string]*poolView
 }
+
+// poolView is a pool's row table kept between passes and updated from the
+// feed's changes. It is rebuilt from the whole feed when the pool's spec or
+// the other pools' selectors change, and every FullPassInterval, which
+// also checks the change tracking (a difference is logged and counted in
+// bootroll_pool_view_mismatches_total).
+type poolView struct {
+	gen    int64
+	others string
+	built  time.Time
+	rows   []poolRow
+}
+
+// FullPassInterval is how often a pool's row table is rebuilt from
+// everything the controller knows instead of from the changes.
+const FullPassInterval = time.Minute
 
 type pass struct {
 	at  time.Time
@@ -67,7 +87,7 @@ func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
 	if reader == nil {
 		reader = c
 	}
-	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: reader, opts: opts}
+	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: reader, opts: opts, feed: opts.Feed}
 }
 
 // Reconcile brings one pool one step closer to its spec.
@@ -84,7 +104,11 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	orig := findPool(pools, req.Name)
 	if orig == nil || orig.DeletionTimestamp != nil {
+		r.forget(req.Name)
 		return reconcile.Result{}, nil
+	}
+	if r.feed == nil {
+		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("pool reconciler built without Options.Feed: nothing tells it about BootcNodes and Nodes"))
 	}
 	r.mu.Lock()
 	last, seen := r.last[req.Name]
@@ -109,25 +133,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	target := st.TargetImage
 	targetDigest := DigestOf(target)
 
-	// 2. Membership.
-	nodes := nodeLists.Get().(*corev1.NodeList)
-	defer putList(&nodeLists, nodes, &nodes.Items)
-	members, conflicts, err := r.members(ctx, &pool, pools, nodes)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	bnList := bootcNodeLists.Get().(*v1alpha1.BootcNodeList)
-	defer putList(&bootcNodeLists, bnList, &bnList.Items)
-	// The listed objects are shared with the cache (no deep copy: this
-	// list is O(pool nodes) per reconcile): never change them in place;
-	// every write below works on a DeepCopy.
-	if err := r.client.List(ctx, bnList, client.MatchingFields{IndexBootcNodePool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("list BootcNodes of pool %s: %w", pool.Name, err)
-	}
-	// One row per node name, sorted: the pool's records joined with its
-	// member Nodes. Rows are looked up by binary search, not maps: this
-	// table is rebuilt on every pass.
-	rows := joinRows(bnList.Items, members, conflicts)
+	// 2. Membership: one row per node name, sorted, joining the pool's
+	// records with the Nodes it selects, from the feed (see rowsFor). The
+	// pass works on its own copy of the row table; the objects in it are
+	// shared with the cache: never change them in place; every write below
+	// works on a DeepCopy.
+	rows, members, conflicts := r.rowsFor(&pool, pools, now, log)
 	for i := range rows {
 		row := &rows[i]
 		if row.bn != nil || row.node == nil || row.conflict != "" {
@@ -152,6 +163,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		if row.conflict != "" && row.node != nil {
 			continue // left alone while in conflict
+		}
+		if member, err := r.stillMember(ctx, &pool, row); err != nil || member {
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			continue
 		}
 		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", row.name, pool.Name, err)
@@ -196,7 +213,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			held = append(held, s)
 		}
 	}
-	maxU, err := MaxUnavailable(pool.Spec.Rollout.MaxUnavailable, len(members))
+	maxU, err := MaxUnavailable(pool.Spec.Rollout.MaxUnavailable, members)
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
@@ -260,7 +277,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	st.Slots = held
 
 	// 6. Aggregate.
-	r.aggregate(&pool, rows, len(members), target)
+	r.aggregate(&pool, rows, members, target)
 	r.conditions(&pool, resolveErr, conflicts, failed, halted, open, now)
 	st.ObservedGeneration = pool.Generation
 	if r.metrics != nil {
@@ -352,44 +369,89 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 	return nil
 }
 
-// members lists the Nodes the pool selects and, for each that another
-// pool also selects, the name of that pool.
-func (r *PoolReconciler) members(ctx context.Context, pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, nodes *corev1.NodeList) ([]*corev1.Node, map[string]string, error) {
-	sel := labels.SelectorFromSet(pool.Spec.NodeSelector)
-	if err := r.client.List(ctx, nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("list nodes of pool %s: %w", pool.Name, err)
-	}
-	// The other pools' selectors, built once.
-	type other struct {
-		name string
-		sel  labels.Selector
-	}
-	var others []other
+// rowsFor returns the pass's copy of the pool's rows, the number of member
+// Nodes and the conflicts (one "node (also selected by pool p)" per node
+// another pool selects too). The rows come from the pool's view, updated
+// with the feed's changes since the last pass, or rebuilt (see poolView).
+func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, now time.Time, log logr.Logger) ([]poolRow, int, []string) {
+	sc := &poolScope{pool: pool.Name, sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
+	var key strings.Builder
 	for j := range pools {
 		o := &pools[j]
 		if osel := poolSelector(o); o.Name != pool.Name && osel != nil {
-			others = append(others, other{o.Name, osel})
+			sc.others = append(sc.others, otherPool{o.Name, osel})
 		}
 	}
-	conflicts := map[string]string{}
-	out := make([]*corev1.Node, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if n.DeletionTimestamp != nil {
-			continue
+	sort.Slice(sc.others, func(i, j int) bool { return sc.others[i].name < sc.others[j].name })
+	for _, o := range sc.others {
+		fmt.Fprintf(&key, "%s=%s;", o.name, o.sel)
+	}
+	r.mu.Lock()
+	v := r.views[pool.Name]
+	r.mu.Unlock()
+	switch {
+	case v == nil || v.gen != pool.Generation || v.others != key.String():
+		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.rows(sc)}
+	case now.Sub(v.built) >= FullPassInterval:
+		fresh, diff := r.feed.rebuild(sc, v.rows)
+		if len(diff) > 0 {
+			log.Error(nil, "pool view diverged from the feed; using a full rebuild (a bug in change tracking)", "nodes", truncateList(diff))
+			if r.metrics != nil {
+				r.metrics.ViewMismatches.WithLabelValues(pool.Name).Add(float64(len(diff)))
+			}
 		}
-		out = append(out, n)
-		for _, o := range others {
-			if o.sel.Matches(labels.Set(n.Labels)) {
-				conflicts[n.Name] = o.name
-				break
+		v.rows, v.built = fresh, now
+	default:
+		rows, _, ok := r.feed.update(sc, v.rows)
+		if !ok { // the feed was reset
+			rows, v.built = r.feed.rows(sc), now
+		}
+		v.rows = rows
+	}
+	r.mu.Lock()
+	if r.views == nil {
+		r.views = map[string]*poolView{}
+	}
+	r.views[pool.Name] = v
+	r.mu.Unlock()
+
+	rows := slices.Clone(v.rows)
+	members := 0
+	var conflicts []string
+	for _, row := range rows {
+		if row.node != nil {
+			members++
+			if row.conflict != "" {
+				conflicts = append(conflicts, fmt.Sprintf("%s (also selected by pool %s)", row.name, row.conflict))
 			}
 		}
 	}
-	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].Name < out[j].Name }) {
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return rows, members, conflicts
+}
+
+// forget drops what the reconciler keeps of a pool that is gone.
+func (r *PoolReconciler) forget(pool string) {
+	r.mu.Lock()
+	delete(r.views, pool)
+	delete(r.last, pool)
+	r.mu.Unlock()
+	if r.feed != nil {
+		r.feed.forget(pool)
 	}
-	return out, conflicts, nil
+}
+
+// stillMember double-checks, with a read of the Node, a record the pool's
+// rows say has no member Node before the record is deleted: deleting is
+// the one step a lagging feed must not take.
+func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNodePool, row *poolRow) (bool, error) {
+	if row.node != nil {
+		return true, nil
+	}
+	var n corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: row.name}, &n); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return n.DeletionTimestamp == nil && selects(pool, &n), nil
 }
 
 func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node) (*v1alpha1.BootcNode, error) {
@@ -505,7 +567,7 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 	st.Summary = Summary(updated, st.Nodes, st.Phases)
 }
 
-func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts map[string]string, failed []string, halted, open bool, now time.Time) {
+func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts, failed []string, halted, open bool, now time.Time) {
 	st := &pool.Status
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(now)})
@@ -515,11 +577,7 @@ func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr err
 		kind := resolve.KindOf(resolveErr)
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonResolveFailed, fmt.Sprintf("%s: %v; keeping target %q", kind, resolveErr, st.TargetImage))
 	case len(conflicts) > 0:
-		var parts []string
-		for _, n := range sortedKeys(conflicts) {
-			parts = append(parts, fmt.Sprintf("%s (also selected by pool %s)", n, conflicts[n]))
-		}
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+truncateList(parts))
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+truncateList(conflicts))
 	case len(failed) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+truncateList(failed))
 	default:
@@ -585,22 +643,6 @@ func truncateList(items []string) string {
 	return strings.Join(items, "; ")
 }
 
-// Scratch lists for the pool pass, which lists every node of the pool.
-// A client that fills a list in place (the twin's) then makes no garbage
-// per pass; controller-runtime's cache allocates anyway. Nothing listed
-// is kept past the reconcile.
-var (
-	bootcNodeLists = sync.Pool{New: func() any { return new(v1alpha1.BootcNodeList) }}
-	nodeLists      = sync.Pool{New: func() any { return new(corev1.NodeList) }}
-)
-
-// putList gives a scratch list back, emptied (its array may still point
-// at objects of the last listing until the next one overwrites them).
-func putList[T any](p *sync.Pool, list any, items *[]T) {
-	*items = (*items)[:0]
-	p.Put(list)
-}
-
 // poolRow is one node name of a pool pass: its record (nil when there is
 // none, or it was deleted in this pass), its Node when the Node is a member
 // (nil otherwise), and the other pool that also selects it.
@@ -609,45 +651,6 @@ type poolRow struct {
 	bn       *v1alpha1.BootcNode
 	node     *corev1.Node
 	conflict string
-}
-
-// joinRows joins the pool's records (items, in any order) with its member
-// Nodes (sorted by name) into rows sorted by name. The rows point into
-// items and members, which are shared with the cache: never change them.
-func joinRows(items []v1alpha1.BootcNode, members []*corev1.Node, conflicts map[string]string) []poolRow {
-	bns := make([]*v1alpha1.BootcNode, len(items))
-	sorted := true
-	for i := range items {
-		bns[i] = &items[i]
-		if i > 0 && items[i-1].Name >= items[i].Name {
-			sorted = false
-		}
-	}
-	if !sorted {
-		sort.Slice(bns, func(i, j int) bool { return bns[i].Name < bns[j].Name })
-	}
-	rows := make([]poolRow, 0, max(len(bns), len(members)))
-	i, j := 0, 0
-	for i < len(bns) || j < len(members) {
-		switch {
-		case j >= len(members) || (i < len(bns) && bns[i].Name < members[j].Name):
-			rows = append(rows, poolRow{name: bns[i].Name, bn: bns[i]})
-			i++
-		case i >= len(bns) || members[j].Name < bns[i].Name:
-			rows = append(rows, poolRow{name: members[j].Name, node: members[j]})
-			j++
-		default:
-			rows = append(rows, poolRow{name: bns[i].Name, bn: bns[i], node: members[j]})
-			i++
-			j++
-		}
-	}
-	if len(conflicts) > 0 {
-		for k := range rows {
-			rows[k].conflict = conflicts[rows[k].name]
-		}
-	}
-	return rows
 }
 
 // findRow returns the row of name, or nil.

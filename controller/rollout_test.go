@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -263,42 +262,5 @@ func TestEqualStatusIgnoresOnlyTransitionTimes(t *testing.T) {
 				t.Errorf("equalStatus changed its argument")
 			}
 		})
-	}
-}
-
-// The pool pass joins its records with its member Nodes by name: records
-// of nodes that left, members without a record yet, conflicts, in order
-// whatever order the cache lists records in.
-func TestJoinRows(t *testing.T) {
-	bn := func(n string) v1alpha1.BootcNode { return v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: n}} }
-	node := func(n string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}} }
-	items := []v1alpha1.BootcNode{bn("d"), bn("a"), bn("c")} // not sorted, as a cache may list them
-	members := []*corev1.Node{node("a"), node("b"), node("c")}
-	rows := joinRows(items, members, map[string]string{"c": "other"})
-	type view struct {
-		name           string
-		hasBN, hasNode bool
-		conflict       string
-	}
-	var got []view
-	for _, r := range rows {
-		got = append(got, view{r.name, r.bn != nil, r.node != nil, r.conflict})
-		if r.bn != nil && r.bn.Name != r.name || r.node != nil && r.node.Name != r.name {
-			t.Errorf("row %s holds %v / %v", r.name, r.bn, r.node)
-		}
-	}
-	want := []view{{"a", true, true, ""}, {"b", false, true, ""}, {"c", true, true, "other"}, {"d", true, false, ""}}
-	if !slices.Equal(got, want) {
-		t.Errorf("rows = %+v, want %+v", got, want)
-	}
-	for _, n := range []string{"a", "b", "c", "d"} {
-		if r := findRow(rows, n); r == nil || r.name != n {
-			t.Errorf("findRow(%q) = %v", n, r)
-		}
-	}
-	for _, n := range []string{"", "aa", "e"} {
-		if r := findRow(rows, n); r != nil {
-			t.Errorf("findRow(%q) = %v, want nil", n, r)
-		}
 	}
 }

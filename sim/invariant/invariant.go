@@ -289,6 +289,10 @@ func (c *Checker) checkReboot(node, image string, at time.Duration) {
 	}
 }
 
+// Report records a violation the caller found itself, e.g. a self-check
+// of the controller that failed.
+func (c *Checker) Report(v Violation) { c.record(v) }
+
 // record keeps a violation; past maxRecorded of one name it only counts.
 func (c *Checker) record(v Violation) {
 	c.caught[v.Invariant]++

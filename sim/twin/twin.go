@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -248,6 +249,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		Recorder:        r.rec,
 		Metrics:         controller.NewMetrics(nil),
 		SecretNamespace: SecretNamespace,
+		Feed:            controller.NewPoolFeed(),
 		TestOnly:        to,
 	}
 	var cl *cluster.Cluster
@@ -272,7 +274,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		api.Subscribe(r.tr.traceWrite)
 	}
 	api.Subscribe(r.dispatch)
-	r.watches = controllerWatches(api.AdminClient(), map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+	r.watches = controllerWatches(api.AdminClient(), r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
 		controller.PoolController:      queueRef{&r.poolQ},
 		controller.NodeController:      queueRef{&r.nodeQ},
 		controller.PinnedSetController: queueRef{&r.pinnedQ},
@@ -360,6 +362,9 @@ func (r *runner) withLogger(rec reconcile.Reconciler) reconcile.Reconciler {
 // the controller's constructors, empty queues, and the informers' initial
 // list delivered as create events.
 func (r *runner) startController() {
+	// A new process knows nothing: its feed fills from the initial lists
+	// delivered below.
+	r.ctrlOpts.Feed.Reset()
 	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.startPinnedController()
@@ -600,12 +605,34 @@ func (r *runner) sample(now time.Time) {
 	r.sampleDirty = false
 }
 
+// checkPoolViews reports a violation, pool-view-consistent, when a pool
+// reconciler's kept row table ever differed from a full rebuild
+// (bootroll_pool_view_mismatches_total): the controller repairs it, but it
+// is a bug in its change tracking that the twin, which delivers every event
+// at once, must never see.
+func (r *runner) checkPoolViews(at time.Duration) error {
+	for _, p := range r.sc.Bootroll.Pools {
+		var m dto.Metric
+		if err := r.ctrlOpts.Metrics.ViewMismatches.WithLabelValues(p.Name).Write(&m); err != nil {
+			return err
+		}
+		if n := m.GetCounter().GetValue(); n > 0 {
+			r.chk.Report(invariant.Violation{Invariant: "pool-view-consistent", At: at, Objects: []string{"BootcNodePool/" + p.Name},
+				Message: fmt.Sprintf("the pool reconciler's incrementally kept rows differed from a full rebuild on %v row(s) (a controller bug; see its error log)", n)})
+		}
+	}
+	return nil
+}
+
 // finish runs the end-of-run checks and assembles the result.
 func (r *runner) finish() (*Result, error) {
 	now := r.eng.Now()
 	start := r.sc.Start
 	if r.opts.Bench {
 		r.sampleHeap()
+	}
+	if err := r.checkPoolViews(now.Sub(start)); err != nil {
+		return nil, err
 	}
 	out := invariant.Outcome{End: now.Sub(start)}
 	if !r.convergedSince.IsZero() && r.converged(now) {

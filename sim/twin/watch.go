@@ -141,10 +141,11 @@ func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
 
 // controllerWatches are controller.WatchTable's watches, in its order,
 // delivered to the twin's queues by controller name; a controller without a
-// queue in queues is skipped. reader is what the map functions read.
-func controllerWatches(reader client.Reader, queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
+// queue in queues is skipped. reader is what the map functions read; feed
+// is the pool reconciler's (controller.Options.Feed).
+func controllerWatches(reader client.Reader, feed *controller.PoolFeed, queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
 	var out []watch
-	for _, w := range controller.WatchTable(reader) {
+	for _, w := range controller.WatchTable(reader, feed) {
 		q := queues[w.Controller]
 		if q == nil {
 			continue

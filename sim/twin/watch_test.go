@@ -114,7 +114,7 @@ func TestWatchMappings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			var nilQ *engine.Queue
-			ws := controllerWatches(c, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+			ws := controllerWatches(c, controller.NewPoolFeed(), map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
 				controller.PoolController: recordQueue{queueRef{&nilQ}, "pool", &got},
 				controller.NodeController: recordQueue{queueRef{&nilQ}, "node", &got},
 			})

@@ -1,0 +1,237 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// PoolFeed is what the pool reconciler knows of the BootcNodes and Nodes,
+// fed by the pool controller's watch handlers (WatchTable) with every
+// event, and which names changed since each pool's last pass. A pass then
+// re-reads only the changed names instead of listing the whole pool: its
+// reads cost O(changes), not O(pool) (docs/decisions.md, "incremental pool
+// pass").
+//
+// The feed holds the objects the events carry, which are shared with the
+// informer's cache: they are never changed. Per object, events arrive in
+// order, so the feed never goes back in time; and a controller starts its
+// workers only once every handler has seen the informers' initial lists,
+// so the feed is complete before the first pass. Safe for concurrent use.
+type PoolFeed struct {
+	mu    sync.Mutex
+	bns   map[string]*v1alpha1.BootcNode
+	nodes map[string]*corev1.Node
+	// dirty holds, per pool that keeps a view, the names seen in an event
+	// since that pool last took them.
+	dirty map[string]map[string]struct{}
+}
+
+// NewPoolFeed returns an empty feed.
+func NewPoolFeed() *PoolFeed {
+	f := &PoolFeed{}
+	f.Reset()
+	return f
+}
+
+// Reset forgets everything, as a restarted controller process does.
+func (f *PoolFeed) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bns = map[string]*v1alpha1.BootcNode{}
+	f.nodes = map[string]*corev1.Node{}
+	f.dirty = map[string]map[string]struct{}{}
+}
+
+// observe records the latest state of o (nil state when gone).
+func (f *PoolFeed) observe(o client.Object, gone bool) {
+	name := o.GetName()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch obj := o.(type) {
+	case *v1alpha1.BootcNode:
+		if gone {
+			delete(f.bns, name)
+		} else {
+			f.bns[name] = obj
+		}
+	case *corev1.Node:
+		if gone {
+			delete(f.nodes, name)
+		} else {
+			f.nodes[name] = obj
+		}
+	default:
+		return
+	}
+	for _, names := range f.dirty {
+		names[name] = struct{}{}
+	}
+}
+
+// feeding wraps a pool controller handler of BootcNodes or Nodes so that
+// every event reaches f first, whatever inner does with it.
+func feeding(f *PoolFeed, inner handler.EventHandler) handler.EventHandler {
+	if f == nil {
+		return inner
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			f.observe(e.Object, false)
+			inner.Create(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			f.observe(e.ObjectNew, false)
+			inner.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			f.observe(e.Object, true)
+			inner.Delete(ctx, e, q)
+		},
+		GenericFunc: inner.Generic,
+	}
+}
+
+// poolScope is what decides a pool's rows: its name, its selector and the
+// other pools' selectors (for conflicts).
+type poolScope struct {
+	pool   string
+	sel    labels.Selector
+	others []otherPool
+}
+
+type otherPool struct {
+	name string
+	sel  labels.Selector
+}
+
+// row builds the row of name from the feed's objects, and whether there
+// is one (a record of the pool, or a Node the pool selects). f.mu is held.
+func (f *PoolFeed) row(sc *poolScope, name string) (poolRow, bool) {
+	row := poolRow{name: name}
+	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.pool {
+		row.bn = bn
+	}
+	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.sel.Matches(labels.Set(n.Labels)) {
+		row.node = n
+		for _, o := range sc.others {
+			if o.sel.Matches(labels.Set(n.Labels)) {
+				row.conflict = o.name
+				break
+			}
+		}
+	}
+	return row, row.bn != nil || row.node != nil
+}
+
+// rows builds the pool's rows, sorted by name, from everything in the feed,
+// and starts (or restarts) tracking the pool's changes from this moment.
+func (f *PoolFeed) rows(sc *poolScope) []poolRow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rowsLocked(sc)
+}
+
+func (f *PoolFeed) rowsLocked(sc *poolScope) []poolRow {
+	names := make([]string, 0, len(f.nodes)+len(f.bns))
+	for name := range f.nodes {
+		names = append(names, name)
+	}
+	for name := range f.bns {
+		if _, dup := f.nodes[name]; !dup {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	rows := make([]poolRow, 0, len(names))
+	for _, name := range names {
+		if row, ok := f.row(sc, name); ok {
+			rows = append(rows, row)
+		}
+	}
+	f.dirty[sc.pool] = map[string]struct{}{}
+	return rows
+}
+
+// update applies to rows (sorted by name, built by rows) the changes seen
+// since the pool's last rows or update, and returns them and how many
+// names changed. ok is false when the pool is not tracked (its rows were
+// not built since the feed was reset): the caller must build them.
+func (f *PoolFeed) update(sc *poolScope, rows []poolRow) (out []poolRow, changed int, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.updateLocked(sc, rows)
+}
+
+func (f *PoolFeed) updateLocked(sc *poolScope, rows []poolRow) ([]poolRow, int, bool) {
+	dirty, tracked := f.dirty[sc.pool]
+	if !tracked {
+		return rows, 0, false
+	}
+	f.dirty[sc.pool] = map[string]struct{}{}
+	for name := range dirty {
+		row, has := f.row(sc, name)
+		i := sort.Search(len(rows), func(i int) bool { return rows[i].name >= name })
+		found := i < len(rows) && rows[i].name == name
+		switch {
+		case has && found:
+			rows[i] = row
+		case has:
+			rows = append(rows, poolRow{})
+			copy(rows[i+1:], rows[i:])
+			rows[i] = row
+		case found:
+			rows = append(rows[:i], rows[i+1:]...)
+		}
+	}
+	return rows, len(dirty), true
+}
+
+// rebuild is a full build that checks the incremental one: it applies the
+// pending changes to rows, builds the rows afresh, and returns the fresh
+// rows and the names where the two differ, which is a bug in the change
+// tracking. Both are built at one instant of the feed.
+func (f *PoolFeed) rebuild(sc *poolScope, rows []poolRow) (fresh []poolRow, diff []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rows, _, ok := f.updateLocked(sc, rows)
+	fresh = f.rowsLocked(sc)
+	if !ok {
+		return fresh, nil
+	}
+	i, j := 0, 0
+	for i < len(rows) || j < len(fresh) {
+		switch {
+		case j >= len(fresh) || (i < len(rows) && rows[i].name < fresh[j].name):
+			diff = append(diff, rows[i].name)
+			i++
+		case i >= len(rows) || fresh[j].name < rows[i].name:
+			diff = append(diff, fresh[j].name)
+			j++
+		default:
+			if rows[i] != fresh[j] {
+				diff = append(diff, rows[i].name)
+			}
+			i++
+			j++
+		}
+	}
+	return fresh, diff
+}
+
+// forget stops tracking pool.
+func (f *PoolFeed) forget(pool string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.dirty, pool)
+}

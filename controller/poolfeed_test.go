@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+func feedNode(name, pool string, deleting bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": pool}}}
+	if pool == "both" {
+		n.Labels = map[string]string{"pool": "p", "also": "q"}
+	}
+	if deleting {
+		n.DeletionTimestamp = &metav1.Time{}
+	}
+	return n
+}
+
+func feedBN(name, pool string) *v1alpha1.BootcNode {
+	return &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.BootcNodeSpec{Pool: pool}}
+}
+
+// scopeP is pool p (nodes labelled pool=p), with pool q (also=q) as the
+// other pool.
+func scopeP() *poolScope {
+	return &poolScope{pool: "p", sel: labels.SelectorFromSet(labels.Set{"pool": "p"}),
+		others: []otherPool{{"q", labels.SelectorFromSet(labels.Set{"also": "q"})}}}
+}
+
+type rowView struct {
+	name           string
+	hasBN, hasNode bool
+	conflict       string
+}
+
+func viewRows(t *testing.T, rows []poolRow) []rowView {
+	t.Helper()
+	var out []rowView
+	for i, r := range rows {
+		if i > 0 && rows[i-1].name >= r.name {
+			t.Errorf("rows not sorted: %q before %q", rows[i-1].name, r.name)
+		}
+		if r.bn != nil && r.bn.Name != r.name || r.node != nil && r.node.Name != r.name {
+			t.Errorf("row %s holds %v / %v", r.name, r.bn, r.node)
+		}
+		out = append(out, rowView{r.name, r.bn != nil, r.node != nil, r.conflict})
+	}
+	return out
+}
+
+// The pool's rows join its records with the Nodes it selects: records of
+// nodes that left, selected Nodes without a record yet, Nodes another pool
+// also selects; not records of other pools, Nodes of other pools or Nodes
+// being deleted.
+func TestPoolFeedRows(t *testing.T) {
+	f := NewPoolFeed()
+	for _, o := range []client.Object{
+		feedNode("a", "p", false), feedBN("a", "p"),
+		feedNode("b", "p", false),
+		feedNode("c", "both", false), feedBN("c", "p"),
+		feedBN("d", "p"),
+		feedNode("e", "q", false), feedBN("e", "q"),
+		feedNode("g", "p", true),
+	} {
+		f.observe(o, false)
+	}
+	got := viewRows(t, f.rows(scopeP()))
+	want := []rowView{{"a", true, true, ""}, {"b", false, true, ""}, {"c", true, true, "q"}, {"d", true, false, ""}}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows = %+v, want %+v", got, want)
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		rows := f.rows(scopeP())
+		if r := findRow(rows, n); r == nil || r.name != n {
+			t.Errorf("findRow(%q) = %v", n, r)
+		}
+	}
+	for _, n := range []string{"", "aa", "e", "z"} {
+		if r := findRow(f.rows(scopeP()), n); r != nil {
+			t.Errorf("findRow(%q) = %v, want nil", n, r)
+		}
+	}
+}
+
+// A pool's rows kept up to date from the changes equal rows built afresh,
+// whatever happens to the objects: a random walk of creates, label moves,
+// deletions and pool changes, checked after every few events.
+func TestPoolFeedUpdateMatchesRebuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	f := NewPoolFeed()
+	sc := scopeP()
+	if _, _, ok := f.update(sc, nil); ok {
+		t.Fatalf("update of a pool whose rows were never built reports ok")
+	}
+	rows := f.rows(sc)
+	pools := []string{"p", "q", "both", "none"}
+	for step := 0; step < 3000; step++ {
+		name := fmt.Sprintf("n%02d", rng.IntN(40))
+		switch rng.IntN(6) {
+		case 0, 1:
+			f.observe(feedNode(name, pools[rng.IntN(len(pools))], rng.IntN(8) == 0), false)
+		case 2:
+			f.observe(feedNode(name, "p", false), true)
+		case 3, 4:
+			f.observe(feedBN(name, pools[rng.IntN(2)]), false)
+		case 5:
+			f.observe(feedBN(name, "p"), true)
+		}
+		if rng.IntN(5) == 0 {
+			var ok bool
+			if rows, _, ok = f.update(sc, rows); !ok {
+				t.Fatalf("step %d: update lost track of the pool", step)
+			}
+			fresh := f.rows(sc)
+			if !slices.Equal(rows, fresh) {
+				t.Fatalf("step %d: updated rows %+v\nfresh rows %+v", step, viewRows(t, rows), viewRows(t, fresh))
+			}
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("the walk never gave the pool a row: the test checks nothing")
+	}
+}
+
+// rebuild reports the names where kept rows went wrong (a missed change),
+// and nothing when they are right.
+func TestPoolFeedRebuildReportsDivergence(t *testing.T) {
+	f := NewPoolFeed()
+	sc := scopeP()
+	f.observe(feedNode("a", "p", false), false)
+	f.observe(feedNode("b", "p", false), false)
+	rows := f.rows(sc)
+	f.observe(feedBN("a", "p"), false)
+	if _, diff := f.rebuild(sc, slices.Clone(rows)); len(diff) != 0 {
+		t.Errorf("rebuild after a tracked change reports %v", diff)
+	}
+	// A change the tracking missed: b's row dropped from the kept rows.
+	rows = f.rows(sc)
+	fresh, diff := f.rebuild(sc, rows[:1])
+	if !slices.Equal(diff, []string{"b"}) {
+		t.Errorf("diff = %v, want [b]", diff)
+	}
+	if len(fresh) != 2 {
+		t.Errorf("rebuild returned %d rows, want 2", len(fresh))
+	}
+}
+
+// Reset forgets objects and tracking, as a new controller process.
+func TestPoolFeedReset(t *testing.T) {
+	f := NewPoolFeed()
+	sc := scopeP()
+	f.observe(feedNode("a", "p", false), false)
+	f.rows(sc)
+	f.Reset()
+	if _, _, ok := f.update(sc, nil); ok {
+		t.Errorf("update after Reset reports ok")
+	}
+	if rows := f.rows(sc); len(rows) != 0 {
+		t.Errorf("rows after Reset = %+v", viewRows(t, rows))
+	}
+}
+
+// feeding records every event, also the ones its inner handler ignores.
+func TestFeedingRecordsEveryEvent(t *testing.T) {
+	f := NewPoolFeed()
+	sc := scopeP()
+	f.rows(sc)
+	h := feeding(f, handler.Funcs{}) // enqueues nothing
+	ctx := context.Background()
+	h.Create(ctx, event.CreateEvent{Object: feedNode("a", "p", false)}, nil)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: feedBN("b", "p"), ObjectNew: feedBN("b", "p")}, nil)
+	h.Create(ctx, event.CreateEvent{Object: feedNode("c", "p", false)}, nil)
+	h.Delete(ctx, event.DeleteEvent{Object: feedNode("c", "p", false)}, nil)
+	rows, changed, ok := f.update(sc, nil)
+	if !ok || changed != 3 {
+		t.Errorf("update: changed %d ok %v, want 3 true", changed, ok)
+	}
+	if got, want := viewRows(t, rows), []rowView{{"a", false, true, ""}, {"b", true, false, ""}}; !slices.Equal(got, want) {
+		t.Errorf("rows = %+v, want %+v", got, want)
+	}
+}
