@@ -45,8 +45,10 @@ func NewDrainer(c client.Client, to TestOnly) *Drainer {
 // what remains. It never deletes a pod directly, unless the test-only
 // DeleteInsteadOfEvict is set.
 func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
+	// The pods are only read (an eviction names its pod; its answer goes
+	// into the Eviction): no deep copies of the cache's pods.
 	var pods corev1.PodList
-	if err := d.Client.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}); err != nil {
+	if err := d.Client.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return DrainResult{}, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	var res DrainResult
@@ -107,7 +109,7 @@ func mustLeave(p *corev1.Pod) bool {
 // finished pods.
 func WorkloadPods(ctx context.Context, c client.Reader, node string) (int, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}); err != nil {
+	if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	n := 0
