@@ -306,7 +306,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(k, e, in, status)
+	stored, err := c.s.update(k, e, in, status, allFields)
 	if err != nil {
 		return err
 	}
@@ -347,21 +347,44 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 	if e == nil {
 		return notFound(k, key.Name)
 	}
-	in, err := c.s.applyPatch(k, e, patch.Type(), data, status)
+	in, changed, err := c.s.applyPatch(k, e, patch.Type(), data, status)
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(k, e, in, status)
+	stored, err := c.s.update(k, e, in, status, changed)
 	if err != nil {
 		return err
 	}
 	return k.out(stored, obj)
 }
 
-// applyPatch returns the object of e with the patch applied. For a patch of
-// the status subresource of a typed kind, only the metadata, the status and
-// the fields the patch names are decoded: update reads no others.
-func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, error) {
+// applyPatch returns the object of e with the patch applied, and the
+// top-level fields in which it may differ from the stored object (allFields
+// but for a merge patch applied field by field, see mergeFields).
+func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, fieldMask, error) {
+	var in client.Object
+	changed, ok := allFields, false
+	if pt == types.MergePatchType && !s.wholePatches {
+		in, changed, ok = k.mergeFields(e, data)
+	}
+	if !ok {
+		var err error
+		if in, err = s.patchWhole(k, e, pt, data, status); err != nil {
+			return nil, 0, err
+		}
+		changed = allFields
+	}
+	if in.GetName() != e.key.name || in.GetNamespace() != e.key.ns {
+		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, e.key.name))
+	}
+	return in, changed, nil
+}
+
+// patchWhole returns the object of e with the patch applied to its whole
+// JSON encoding. For a patch of the status subresource of a typed kind,
+// only the metadata, the status and the fields the patch names are
+// decoded: update reads no others.
+func (s *Server) patchWhole(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, error) {
 	name := e.key.name
 	orig, err := e.encoded()
 	if err != nil {
@@ -405,9 +428,6 @@ func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, 
 	in, err := k.decode(patched)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding %s %q after the patch: %v", k.gvk.Kind, name, err))
-	}
-	if in.GetName() != name || in.GetNamespace() != e.key.ns {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, name))
 	}
 	return in, nil
 }

@@ -37,6 +37,22 @@ type member struct {
 // members splits the valid JSON object obj into its members, the last of
 // duplicate keys winning, sorted by key as encoding/json orders map keys.
 func members(obj []byte) []member {
+	ms := splitMembers(obj)
+	slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	// Keep the last of equal keys.
+	out := ms[:0]
+	for j, m := range ms {
+		if j+1 < len(ms) && ms[j+1].key == m.key {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// splitMembers splits the valid JSON object obj into its members, in order,
+// duplicate keys included.
+func splitMembers(obj []byte) []member {
 	var ms []member
 	i := skipWS(obj, 1)
 	for i < len(obj) && obj[i] != '}' {
@@ -51,16 +67,7 @@ func members(obj []byte) []member {
 			i = skipWS(obj, i+1)
 		}
 	}
-	slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	// Keep the last of equal keys.
-	out := ms[:0]
-	for j, m := range ms {
-		if j+1 < len(ms) && ms[j+1].key == m.key {
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
+	return ms
 }
 
 // mergeObjects appends the merge of patch into cur, both valid JSON objects,
@@ -89,28 +96,31 @@ func mergeObjects(buf, cur, patch []byte, keep func(string) bool) []byte {
 		case i >= len(cm) || pm[j].key < cm[i].key:
 			if !isNull(pm[j].val) {
 				emit(pm[j].key)
-				buf = pruneNulls(buf, pm[j].val)
+				buf = mergeValue(buf, nil, pm[j].val)
 			}
 			j++
 		default:
-			c, v := cm[i].val, pm[j].val
-			switch {
-			case isNull(v):
-			case isNull(c) || c[0] != '{':
+			if !isNull(pm[j].val) {
 				emit(pm[j].key)
-				buf = pruneNulls(buf, v)
-			case v[0] == '{':
-				emit(pm[j].key)
-				buf = mergeObjects(buf, c, v, nil)
-			default:
-				emit(pm[j].key)
-				buf = append(buf, v...)
+				buf = mergeValue(buf, cm[i].val, pm[j].val)
 			}
 			i++
 			j++
 		}
 	}
 	return append(buf, '}')
+}
+
+// mergeValue appends the merge of the patch value v, not null, into the
+// current value cur, nil when the document has none.
+func mergeValue(buf, cur, v []byte) []byte {
+	switch {
+	case cur == nil || isNull(cur) || cur[0] != '{':
+		return pruneNulls(buf, v)
+	case v[0] == '{':
+		return mergeObjects(buf, cur, v, nil)
+	}
+	return append(buf, v...)
 }
 
 // pruneNulls appends v with the null members of its objects removed,

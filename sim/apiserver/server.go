@@ -136,6 +136,11 @@ type Server struct {
 	mapperStale bool
 
 	client, admin *simClient
+
+	// wholePatches turns off the field-wise path of merge patches
+	// (mergeFields): every patch is applied to the whole object, as the
+	// tests that compare the two paths need.
+	wholePatches bool
 }
 
 type subscriber struct {

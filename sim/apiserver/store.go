@@ -35,6 +35,10 @@ type kind struct {
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
+	// patchFields are the indexes of the top-level fields of goType a
+	// merge patch can replace one by one, by JSON name (patchFieldsOf);
+	// nil for none.
+	patchFields map[string]int
 
 	store   store
 	indexes map[string]*index
@@ -74,6 +78,7 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		if c, ok := copiers[goType]; ok {
 			k.copier = &c
 		}
+		k.patchFields = patchFieldsOf(goType)
 	}
 	return k
 }

@@ -83,9 +83,11 @@ func (s *Server) create(k *kind, obj client.Object) error {
 
 // update replaces the object of e with in, a server-owned object carrying
 // the caller's intent: all of it but server-managed metadata, or only its
-// status when status is set. It returns the object stored, or the final
-// state of an object removed because its last finalizer went.
-func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (client.Object, error) {
+// status when status is set. changed holds the top-level fields in which in
+// may differ from the stored object: the others are the stored object's
+// own (shared) and are not compared. It returns the object stored, or the
+// final state of an object removed because its last finalizer went.
+func (s *Server) update(k *kind, e *entry, in client.Object, status bool, changed fieldMask) (client.Object, error) {
 	cur := e.obj
 	if rv := in.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 		return nil, conflict(k, cur.GetName())
@@ -100,7 +102,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 	if status {
 		next = k.shallowCopy(cur)
 		k.takeStatus(next, in)
-		unchanged = k.sameStatus(cur, next)
+		unchanged = !changed.has(k.statusField) || k.sameStatus(cur, next)
 	} else {
 		if k.status {
 			k.takeStatus(next, cur)
@@ -113,13 +115,13 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool) (clien
 		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 		next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 		next.SetGeneration(cur.GetGeneration())
-		sameContent := k.sameContent(cur, next)
+		sameContent := k.sameContent(cur, next, changed)
 		if !sameContent {
 			next.SetGeneration(cur.GetGeneration() + 1)
 		}
 		// With a status subresource the status is cur's; without one,
 		// sameContent covered it.
-		unchanged = sameContent && k.sameMeta(cur, next)
+		unchanged = sameContent && (!changed.has(k.metaField) || k.sameMeta(cur, next))
 	}
 
 	if cur.GetDeletionTimestamp() != nil {

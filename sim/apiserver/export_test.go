@@ -1,0 +1,59 @@
+package apiserver
+
+import (
+	"encoding/json"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// SetWholePatches turns the field-wise path of merge patches off (whole)
+// or on.
+func SetWholePatches(s *Server, whole bool) { s.wholePatches = whole }
+
+// PatchWays is a merge patch applied to a stored object in several ways.
+type PatchWays struct {
+	// Fields is the object mergeFields gives, nil when it falls back.
+	Fields client.Object
+	// Whole is the object applyPatch gives without mergeFields, or
+	// WholeErr its error.
+	Whole    client.Object
+	WholeErr error
+	// Reference is the whole object encoded, patched by jsonpatch and
+	// decoded, nothing left out; nil when jsonpatch fails.
+	Reference client.Object
+}
+
+// MergePatchWays applies the merge patch data to the stored object of obj's
+// kind, namespace and name, storing nothing.
+func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (PatchWays, error) {
+	var w PatchWays
+	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	if err != nil {
+		return w, err
+	}
+	k, err := s.kindFor(gvk)
+	if err != nil {
+		return w, err
+	}
+	e := k.store.get(objKey{obj.GetNamespace(), obj.GetName()})
+	if e == nil {
+		return w, notFound(k, obj.GetName())
+	}
+	if in, _, ok := k.mergeFields(e, data); ok {
+		w.Fields = in
+	}
+	w.Whole, w.WholeErr = s.patchWhole(k, e, types.MergePatchType, data, status)
+	orig, err := json.Marshal(e.obj)
+	if err != nil {
+		return w, err
+	}
+	if patched, err := jsonpatch.MergePatch(orig, data); err == nil {
+		if w.Reference, err = k.decode(patched); err != nil {
+			w.Reference = nil
+		}
+	}
+	return w, nil
+}
