@@ -130,8 +130,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if !resolve.IsDigest(string(pool.Spec.Image)) {
 		wake(ResolveInterval)
 	}
-	target := st.TargetImage
-	targetDigest := DigestOf(target)
+	// Interned like the rows' facts, so that comparing is a pointer check.
+	target := r.feed.intern(st.TargetImage)
+	targetDigest := r.feed.intern(DigestOf(target))
 
 	// 2. Membership: one row per node name, sorted, joining the pool's
 	// records with the Nodes it selects, from the feed (see rowsFor). The
@@ -148,7 +149,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		row.bn = bn
+		row.setBN(bn, r.feed.intern)
 	}
 	for i := range rows {
 		row := &rows[i]
@@ -158,7 +159,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		// No longer a member: the node reconciler restores a cordon
 		// first; the record goes once nothing of bootroll is left on the Node.
-		if bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) {
+		if bn.Status.Rollout.Cordoned || holdsSlot(row.phase) {
 			continue
 		}
 		if row.conflict != "" && row.node != nil {
@@ -173,19 +174,19 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", row.name, pool.Name, err)
 		}
-		row.bn = nil
+		row.setBN(nil, r.feed.intern)
 	}
 
 	// 3. Halt: failed nodes for the current target.
 	var failed []string
-	for _, row := range rows {
-		bn := row.bn
-		if bn == nil {
+	for i := range rows {
+		row := &rows[i]
+		if row.bn == nil {
 			continue
 		}
-		if target != "" && bn.Status.Rollout.FailedImage == target &&
-			(bn.Status.Phase == v1alpha1.PhaseFailed || bn.Status.Phase == v1alpha1.PhaseRolledBack) {
-			failed = append(failed, fmt.Sprintf("%s (%s: %s)", row.name, bn.Status.Rollout.Reason, bn.Status.Rollout.Message))
+		if target != "" && row.failed == target && (row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack) {
+			ro := &row.bn.Status.Rollout
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", row.name, ro.Reason, ro.Message))
 		}
 	}
 	maxFailures := int(DefaultMaxFailures)
@@ -230,20 +231,20 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			inSlot[s.Node] = true
 		}
 		var cands []Candidate
-		for _, row := range rows {
+		for i := range rows {
+			row := &rows[i]
 			bn, name := row.bn, row.name
-			if bn == nil || inSlot[name] || row.conflict != "" || row.node == nil {
+			if bn == nil || row.conflict != "" || row.node == nil {
 				continue
 			}
-			if bn.Status.Phase != v1alpha1.PhaseStaged || bn.Spec.DesiredImage != target ||
-				digestOfHost(bn.Status.Staged) != targetDigest || bn.Status.Rollout.TargetImage != target {
+			if row.phase != v1alpha1.PhaseStaged || row.desired != target || row.staged != targetDigest || row.target != target || inSlot[name] {
 				continue
 			}
 			if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
 				wake(ra.Sub(now))
 				continue
 			}
-			if hasTaint(row.node, v1alpha1.TaintOSNotReady) {
+			if row.osNotReady {
 				continue // updated without a slot by the node reconciler
 			}
 			since := now
@@ -480,21 +481,20 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		limit = int(*ms)
 	}
 	staging := 0
-	targetDigest := DigestOf(target)
+	targetDigest := r.feed.intern(DigestOf(target))
 	var todo []*poolRow
 	for i := range rows {
 		row := &rows[i]
-		bn := row.bn
-		if bn == nil || row.conflict != "" {
+		if row.bn == nil || row.conflict != "" {
 			continue
 		}
-		if bn.Spec.DesiredImage == target {
-			if digestOfHost(bn.Status.Booted) != targetDigest && digestOfHost(bn.Status.Staged) != targetDigest {
+		if row.desired == target {
+			if row.booted != targetDigest && row.staged != targetDigest {
 				staging++
 			}
 			continue
 		}
-		if bn.Status.Rollout.FailedImage == target {
+		if row.failed == target {
 			continue
 		}
 		todo = append(todo, row)
@@ -503,14 +503,14 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		bn := row.bn
 		// A node that joined with an old boot image (startup taint) is
 		// updated at once: it is outside the staging bound.
-		onIt := digestOfHost(bn.Status.Booted) == targetDigest || (row.node != nil && hasTaint(row.node, v1alpha1.TaintOSNotReady))
+		onIt := row.booted == targetDigest || (row.node != nil && row.osNotReady)
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
 		b := bn.DeepCopy()
 		b.Spec.DesiredImage = target
 		b.Spec.Rollback = false
-		if !holdsSlot(bn.Status.Phase) {
+		if !holdsSlot(row.phase) {
 			b.Spec.DesiredState = v1alpha1.DesiredStaged
 		}
 		if err := r.client.Patch(ctx, b, specPatch(bn, false)); err != nil {
@@ -519,7 +519,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			}
 			return fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
 		}
-		row.bn = b
+		row.setBN(b, r.feed.intern)
 		if !onIt {
 			staging++
 		}
@@ -530,28 +530,37 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow, members int, target string) {
 	st := &pool.Status
 	counts := make([]int32, len(v1alpha1.AllPhases))
-	digests := map[string]int32{}
-	targetDigest := DigestOf(target)
+	// The few distinct digests, found by comparing interned strings.
+	type digestCount struct {
+		digest string
+		n      int32
+	}
+	var digests []digestCount
+	targetDigest := r.feed.intern(DigestOf(target))
 	var updated int32
-	for _, row := range rows {
-		bn := row.bn
-		if bn == nil {
+	for i := range rows {
+		row := &rows[i]
+		if row.bn == nil {
 			continue // deleted above, or not created
 		}
-		p := bn.Status.Phase
-		if p == "" {
-			p = v1alpha1.PhasePending
+		if row.phaseIdx >= 0 {
+			counts[row.phaseIdx]++
 		}
-		if i, ok := v1alpha1.PhaseIndex(p); ok {
-			counts[i]++
-		}
-		if d := digestOfHost(bn.Status.Booted); d != "" {
-			digests[d]++
-			if target != "" && d == targetDigest && !holdsSlot(p) {
+		if d := row.booted; d != "" {
+			j := 0
+			for j < len(digests) && digests[j].digest != d {
+				j++
+			}
+			if j == len(digests) {
+				digests = append(digests, digestCount{digest: d})
+			}
+			digests[j].n++
+			if target != "" && d == targetDigest && !holdsSlot(row.phase) {
 				updated++
 			}
 		}
 	}
+	sort.Slice(digests, func(i, j int) bool { return digests[i].digest < digests[j].digest })
 	st.Phases = nil
 	for i, p := range v1alpha1.AllPhases {
 		if counts[i] > 0 {
@@ -559,8 +568,8 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 		}
 	}
 	st.DeployedDigests = nil
-	for _, d := range sortedKeys(digests) {
-		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d, Nodes: digests[d]})
+	for _, d := range digests {
+		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d.digest, Nodes: d.n})
 	}
 	st.Nodes = int32(members)
 	st.UpdatedNodes = updated
@@ -651,6 +660,47 @@ type poolRow struct {
 	bn       *v1alpha1.BootcNode
 	node     *corev1.Node
 	conflict string
+	rowFacts
+}
+
+// rowFacts are the fields of a row's record and Node that the pass's loops
+// read, copied into the row when it is built (setBN, PoolFeed.row) so that a
+// pass reads one table instead of 2,000 objects spread over the heap. The
+// image strings are interned (PoolFeed.intern): equal ones share their
+// bytes, so comparing them is a pointer check.
+type rowFacts struct {
+	phase      v1alpha1.NodePhase // status.phase, Pending when empty
+	phaseIdx   int8               // its v1alpha1.PhaseIndex, -1 for none
+	desired    string             // spec.desiredImage
+	failed     string             // status.rollout.failedImage
+	target     string             // status.rollout.targetImage
+	booted     string             // status.booted.digest
+	staged     string             // status.staged.digest
+	osNotReady bool               // the Node has the startup taint
+}
+
+// setBN sets the row's record and the facts taken from it.
+func (row *poolRow) setBN(bn *v1alpha1.BootcNode, intern func(string) string) {
+	row.bn = bn
+	f := &row.rowFacts
+	if bn == nil {
+		*f = rowFacts{phaseIdx: -1, osNotReady: f.osNotReady}
+		return
+	}
+	f.phase = bn.Status.Phase
+	if f.phase == "" {
+		f.phase = v1alpha1.PhasePending
+	}
+	f.phase = v1alpha1.NodePhase(intern(string(f.phase)))
+	f.phaseIdx = -1
+	if i, ok := v1alpha1.PhaseIndex(f.phase); ok {
+		f.phaseIdx = int8(i)
+	}
+	f.desired = intern(bn.Spec.DesiredImage)
+	f.failed = intern(bn.Status.Rollout.FailedImage)
+	f.target = intern(bn.Status.Rollout.TargetImage)
+	f.booted = intern(digestOfHost(bn.Status.Booted))
+	f.staged = intern(digestOfHost(bn.Status.Staged))
 }
 
 // findRow returns the row of name, or nil.

@@ -35,6 +35,9 @@ type PoolFeed struct {
 	// dirty holds, per pool that keeps a view, the names seen in an event
 	// since that pool last took them.
 	dirty map[string]map[string]struct{}
+	// strings holds one copy of each image reference and digest the rows
+	// carry (see rowFacts); there are few of them.
+	strings map[string]string
 }
 
 // NewPoolFeed returns an empty feed.
@@ -51,6 +54,25 @@ func (f *PoolFeed) Reset() {
 	f.bns = map[string]*v1alpha1.BootcNode{}
 	f.nodes = map[string]*corev1.Node{}
 	f.dirty = map[string]map[string]struct{}{}
+	f.strings = map[string]string{}
+}
+
+// intern returns the feed's copy of s.
+func (f *PoolFeed) intern(s string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.internLocked(s)
+}
+
+func (f *PoolFeed) internLocked(s string) string {
+	if s == "" {
+		return ""
+	}
+	if c, ok := f.strings[s]; ok {
+		return c
+	}
+	f.strings[s] = s
+	return s
 }
 
 // observe records the latest state of o (nil state when gone).
@@ -119,17 +141,18 @@ type otherPool struct {
 // is one (a record of the pool, or a Node the pool selects). f.mu is held.
 func (f *PoolFeed) row(sc *poolScope, name string) (poolRow, bool) {
 	row := poolRow{name: name}
-	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.pool {
-		row.bn = bn
-	}
 	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.sel.Matches(labels.Set(n.Labels)) {
 		row.node = n
+		row.osNotReady = hasTaint(n, v1alpha1.TaintOSNotReady)
 		for _, o := range sc.others {
 			if o.sel.Matches(labels.Set(n.Labels)) {
 				row.conflict = o.name
 				break
 			}
 		}
+	}
+	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.pool {
+		row.setBN(bn, f.internLocked)
 	}
 	return row, row.bn != nil || row.node != nil
 }
