@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +57,9 @@ type poolView struct {
 	others string
 	built  time.Time
 	rows   []poolRow
+	// pass is the pass's copy of rows, its array reused from pass to
+	// pass (a pool's passes never overlap).
+	pass []poolRow
 }
 
 // FullPassInterval is how often a pool's row table is rebuilt from
@@ -392,7 +394,11 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 	r.mu.Unlock()
 	switch {
 	case v == nil || v.gen != pool.Generation || v.others != key.String():
-		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.rows(sc)}
+		var pass []poolRow
+		if v != nil {
+			pass = v.pass
+		}
+		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.rows(sc), pass: pass}
 	case now.Sub(v.built) >= FullPassInterval:
 		fresh, diff := r.feed.rebuild(sc, v.rows)
 		if len(diff) > 0 {
@@ -416,7 +422,8 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 	r.views[pool.Name] = v
 	r.mu.Unlock()
 
-	rows := slices.Clone(v.rows)
+	v.pass = append(v.pass[:0], v.rows...)
+	rows := v.pass
 	members := 0
 	var conflicts []string
 	for _, row := range rows {
