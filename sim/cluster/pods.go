@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -386,8 +387,13 @@ func (c *Cluster) dropFinalizer(p *pod) {
 		must(err, "reading pod "+p.ns+"/"+p.name)
 		return
 	}
-	obj.Finalizers = slices.DeleteFunc(obj.Finalizers, func(f string) bool { return f == PodFinalizer })
-	must(c.c.Update(ctx, &obj), "finishing pod "+p.ns+"/"+p.name)
+	// A merge patch of the finalizers, locked on the version read, as the
+	// kubelet's status manager finishes a pod: it writes one field, not
+	// the whole pod.
+	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": obj.ResourceVersion}})
+	must(err, "encoding the finalizer patch of pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch)), "finishing pod "+p.ns+"/"+p.name)
 }
 
 // forceDelete deletes a pod at once, as the pod garbage collector does
