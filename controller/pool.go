@@ -402,7 +402,7 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 	case now.Sub(v.built) >= FullPassInterval:
 		fresh, diff := r.feed.rebuild(sc, v.rows)
 		if len(diff) > 0 {
-			log.Error(nil, "pool view diverged from the feed; using a full rebuild (a bug in change tracking)", "nodes", truncateList(diff))
+			log.Error(nil, "the pool's kept node table differed from a full rebuild; using the rebuild (a bootroll bug in change tracking: please report it)", "rows", len(diff), "nodes", truncateList(diff))
 			if r.metrics != nil {
 				r.metrics.ViewMismatches.WithLabelValues(pool.Name).Add(float64(len(diff)))
 			}
