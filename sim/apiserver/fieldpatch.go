@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,8 +155,8 @@ type fieldInfo struct {
 	// reflect.Invalid otherwise.
 	scalar reflect.Kind
 	// unmarshaler says that the base type decodes itself (UnmarshalJSON
-	// on a pointer to it).
-	unmarshaler bool
+	// on a pointer to it); isTime that it is metav1.Time.
+	unmarshaler, isTime bool
 }
 
 var structInfos = struct {
@@ -222,6 +223,7 @@ func buildFieldInfo(t reflect.Type) fieldInfo {
 	switch {
 	case reflect.PointerTo(base).Implements(jsonUnmarshaler):
 		f.unmarshaler = true
+		f.isTime = base == reflect.TypeFor[metav1.Time]()
 	case marshalsItself(base):
 	case base.Kind() == reflect.Struct:
 		f.sub = buildStructInfo(base)
@@ -496,6 +498,7 @@ func decodeLeaf(f *fieldInfo, dst reflect.Value, data []byte) bool {
 	}
 	n := reflect.New(t)
 	switch {
+	case f.isTime && setTime(n.Interface().(*metav1.Time), data):
 	case f.unmarshaler:
 		// What json.Unmarshal calls with a valid value that is not
 		// null.
@@ -547,6 +550,21 @@ func setScalar(v reflect.Value, k reflect.Kind, data []byte) bool {
 		}
 	}
 	return false
+}
+
+// setTime sets t as metav1.Time.UnmarshalJSON does from data when data is
+// a plain string (plainString) that parses; it reports whether it did.
+func setTime(t *metav1.Time, data []byte) bool {
+	s, ok := plainString(data)
+	if !ok {
+		return false
+	}
+	pt, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return false
+	}
+	t.Time = pt.Local()
+	return true
 }
 
 // plainString returns the string of the JSON string literal data when it
