@@ -306,7 +306,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(k, e, in, status, allFields)
+	stored, err := c.s.update(k, e, in, status, anyDiff)
 	if err != nil {
 		return err
 	}
@@ -347,37 +347,37 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 	if e == nil {
 		return notFound(k, key.Name)
 	}
-	in, changed, err := c.s.applyPatch(k, e, patch.Type(), data, status)
+	in, d, err := c.s.applyPatch(k, e, patch.Type(), data, status)
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(k, e, in, status, changed)
+	stored, err := c.s.update(k, e, in, status, d)
 	if err != nil {
 		return err
 	}
 	return k.out(stored, obj)
 }
 
-// applyPatch returns the object of e with the patch applied, and the
-// top-level fields in which it may differ from the stored object (allFields
-// but for a merge patch applied field by field, see mergeFields).
-func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, fieldMask, error) {
+// applyPatch returns the object of e with the patch applied, and where it
+// may differ from the stored object (anyDiff but for a merge patch applied
+// field by field, see mergeFields).
+func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, status bool) (client.Object, diff, error) {
 	var in client.Object
-	changed, ok := allFields, false
+	d, ok := anyDiff, false
 	if pt == types.MergePatchType && !s.wholePatches {
-		in, changed, ok = k.mergeFields(e, data)
+		in, d, ok = k.mergeFields(e, data)
 	}
 	if !ok {
 		var err error
 		if in, err = s.patchWhole(k, e, pt, data, status); err != nil {
-			return nil, 0, err
+			return nil, diff{}, err
 		}
-		changed = allFields
+		d = anyDiff
 	}
 	if in.GetName() != e.key.name || in.GetNamespace() != e.key.ns {
-		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, e.key.name))
+		return nil, diff{}, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, e.key.name))
 	}
-	return in, changed, nil
+	return in, d, nil
 }
 
 // patchWhole returns the object of e with the patch applied to its whole

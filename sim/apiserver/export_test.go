@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +19,11 @@ func SetWholePatches(s *Server, whole bool) { s.wholePatches = whole }
 type PatchWays struct {
 	// Fields is the object mergeFields gives, nil when it falls back.
 	Fields client.Object
+	// Changed are the top-level fields mergeFields says differ, by Go
+	// name; Differs are those that differ as update compares them
+	// (serialEqual, metadata but for what update takes from the stored
+	// object), found by comparing Fields with the stored object.
+	Changed, Differs []string
 	// Whole is the object applyPatch gives without mergeFields, or
 	// WholeErr its error.
 	Whole    client.Object
@@ -42,8 +49,18 @@ func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (Pat
 	if e == nil {
 		return w, notFound(k, obj.GetName())
 	}
-	if in, _, ok := k.mergeFields(e, data); ok {
+	if in, d, ok := k.mergeFields(e, data); ok {
 		w.Fields = in
+		if !d.exact {
+			return w, fmt.Errorf("mergeFields gave an inexact diff")
+		}
+		t := reflect.TypeOf(in).Elem()
+		for i := range t.NumField() {
+			if d.fields.has(i) {
+				w.Changed = append(w.Changed, t.Field(i).Name)
+			}
+		}
+		w.Differs = differs(e.obj, in)
 	}
 	w.Whole, w.WholeErr = s.patchWhole(k, e, types.MergePatchType, data, status)
 	orig, err := json.Marshal(e.obj)
@@ -56,4 +73,27 @@ func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (Pat
 		}
 	}
 	return w, nil
+}
+
+// differs returns the top-level fields, by Go name, in which in differs
+// from stored as update compares them: with serialEqual, after taking the
+// server-managed metadata from stored.
+func differs(stored, in client.Object) []string {
+	next := in.DeepCopyObject().(client.Object)
+	next.SetNamespace(stored.GetNamespace())
+	next.SetName(stored.GetName())
+	next.SetResourceVersion(stored.GetResourceVersion())
+	next.SetUID(stored.GetUID())
+	next.SetCreationTimestamp(stored.GetCreationTimestamp())
+	next.SetDeletionTimestamp(stored.GetDeletionTimestamp())
+	next.SetDeletionGracePeriodSeconds(stored.GetDeletionGracePeriodSeconds())
+	next.SetGeneration(stored.GetGeneration())
+	a, b := reflect.ValueOf(stored).Elem(), reflect.ValueOf(next).Elem()
+	var out []string
+	for i := range a.NumField() {
+		if !serialEqual.DeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {
+			out = append(out, a.Type().Field(i).Name)
+		}
+	}
+	return out
 }

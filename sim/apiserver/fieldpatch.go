@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// fieldMask is a set of top-level fields of a typed kind's Go type, by
-// index.
+// fieldMask is a set of fields of a struct type (the top-level fields of a
+// typed kind's Go type, or of a struct in it), by index.
 type fieldMask uint64
 
 // allFields is every field: what a write that may change any of them
@@ -24,6 +29,21 @@ func (m fieldMask) has(i int) bool {
 	return m == allFields || (i >= 0 && m&(1<<uint(i)) != 0)
 }
 
+// A diff tells update in which top-level fields an object to write may
+// differ from the stored one: the others are the stored object's own
+// (shared).
+type diff struct {
+	fields fieldMask
+	// exact says that fields holds exactly the fields that differ, as
+	// update compares them (serialEqual; metadata outside serverMeta,
+	// which update takes from the stored object): update compares
+	// nothing.
+	exact bool
+}
+
+// anyDiff is a diff that says nothing: every field is compared.
+var anyDiff = diff{fields: allFields}
+
 var (
 	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -31,12 +51,13 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// patchFieldsOf returns the indexes of the top-level fields of the struct
-// type t that encoding/json encodes and decodes on their own under an exact
-// name (metadata, spec, status, ...), by JSON name; nil when t is encoded
-// as a whole (a custom marshaler) or has too many fields for a fieldMask.
-// The members of inline embedded structs (apiVersion and kind of TypeMeta)
-// are not among them, nor are fields with the string or omitzero options.
+// patchFieldsOf returns the indexes of the fields of the struct type t (a
+// kind's Go type: metadata, spec, status, ...; or a struct in it) that
+// encoding/json encodes and decodes on their own under an exact name, by
+// JSON name; nil when t is encoded as a whole (a custom marshaler) or has
+// too many fields for a fieldMask. The members of inline embedded structs
+// (apiVersion and kind of TypeMeta) are not among them, nor are fields with
+// the string or omitzero options.
 func patchFieldsOf(t reflect.Type) map[string]int {
 	if marshalsItself(t) || t.NumField() > 64 {
 		return nil
@@ -108,60 +129,508 @@ func plainName(name string) bool {
 	return name != ""
 }
 
+// structInfo is what mergeFields knows of a struct type whose fields a
+// merge patch object is applied to one by one: the fields it can set on
+// their own, by exact JSON name (patchFieldsOf), and how.
+type structInfo struct {
+	byName map[string]int
+	fields []fieldInfo // by field index; set for the fields in byName
+}
+
+// fieldInfo says how a patch value is applied to one field.
+type fieldInfo struct {
+	// sub is set when the field is a struct, or a pointer to one (ptr),
+	// into which a patch object is applied field by field.
+	sub *structInfo
+	// ptr says that the field is a pointer to the type the fields below
+	// describe (its base type); otherwise the base type is the field's.
+	ptr bool
+	// neverObject says that the field never encodes as a JSON object, so
+	// that merging a patch value into it gives the value pruned of nulls.
+	neverObject bool
+	// stringMap says that the field is a map[string]string.
+	stringMap bool
+	// scalar is the kind of a base type that is a bool, string or integer
+	// encoded by encoding/json itself, whose literals are decoded here;
+	// reflect.Invalid otherwise.
+	scalar reflect.Kind
+	// unmarshaler says that the base type decodes itself (UnmarshalJSON
+	// on a pointer to it); isTime that it is metav1.Time.
+	unmarshaler, isTime bool
+}
+
+var structInfos = struct {
+	sync.Mutex
+	m map[reflect.Type]*structInfo
+}{m: map[reflect.Type]*structInfo{}}
+
+// structInfoOf returns the structInfo of the struct type t, nil when t is
+// not one a patch object is applied to field by field (see
+// patchableStruct).
+// Computed once per type.
+func structInfoOf(t reflect.Type) *structInfo {
+	structInfos.Lock()
+	defer structInfos.Unlock()
+	return buildStructInfo(t)
+}
+
+func buildStructInfo(t reflect.Type) *structInfo {
+	if s, ok := structInfos.m[t]; ok {
+		return s
+	}
+	if !patchableStruct(t) {
+		structInfos.m[t] = nil
+		return nil
+	}
+	s := &structInfo{byName: patchFieldsOf(t), fields: make([]fieldInfo, t.NumField())}
+	structInfos.m[t] = s // before its fields: t may contain itself
+	for _, i := range s.byName {
+		s.fields[i] = buildFieldInfo(t.Field(i).Type)
+	}
+	return s
+}
+
+// patchableStruct reports whether a patch object can be applied to the struct
+// type t field by field: t is encoded field by field by encoding/json (no
+// custom marshaler), compared field by field by serialEqual (no equality
+// function), has only exported fields (compared one by one) and few enough
+// for a fieldMask. Embedded structs are allowed: their promoted fields are
+// not in patchFieldsOf, so a patch naming one falls back.
+func patchableStruct(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct || t.NumField() > 64 || marshalsItself(t) {
+		return false
+	}
+	if _, ok := serialEqual.Equalities[t]; ok {
+		return false
+	}
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			return false
+		}
+	}
+	return patchFieldsOf(t) != nil
+}
+
+func buildFieldInfo(t reflect.Type) fieldInfo {
+	f := fieldInfo{neverObject: neverObject(t), stringMap: t == reflect.TypeFor[map[string]string]()}
+	base := t
+	if t.Kind() == reflect.Pointer {
+		f.ptr, base = true, t.Elem()
+		if base.Kind() == reflect.Pointer {
+			return f // nothing fast
+		}
+	}
+	switch {
+	case reflect.PointerTo(base).Implements(jsonUnmarshaler):
+		f.unmarshaler = true
+		f.isTime = base == reflect.TypeFor[metav1.Time]()
+	case marshalsItself(base):
+	case base.Kind() == reflect.Struct:
+		f.sub = buildStructInfo(base)
+	default:
+		switch k := base.Kind(); k {
+		case reflect.Bool, reflect.String,
+			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.scalar = k
+		}
+	}
+	return f
+}
+
+// neverObject reports whether values of type t never encode as a JSON
+// object: bools, numbers, strings, slices and arrays, and pointers to them,
+// that encoding/json encodes itself.
+func neverObject(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if marshalsItself(t) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Slice, reflect.Array,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// patchInfo returns the structInfo of the Go type of typed kind k, nil
+// when its merge patches take the whole path: an unstructured kind, a
+// type not applied field by field, or metadata other than
+// metav1.ObjectMeta (update's serverMeta).
+func (k *kind) patchInfo() *structInfo {
+	if !k.patchReady {
+		k.patchReady = true
+		if k.typed() && k.metaField >= 0 && k.goType.Field(k.metaField).Type == reflect.TypeFor[metav1.ObjectMeta]() {
+			k.patch = structInfoOf(k.goType)
+		}
+		if k.patch != nil {
+			if i, ok := k.patch.byName["metadata"]; !ok || i != k.metaField || k.patch.fields[i].sub == nil {
+				k.patch = nil
+			}
+		}
+	}
+	return k.patch
+}
+
 // mergeFields applies the JSON merge patch data to the object of e field
 // by field: the result is a shallow copy of the stored object in which each
 // top-level field the patch names is replaced by what decoding the whole
-// patched document would give it (the stored field encoded alone, the patch
-// member merged into it as mergePatch does, decoded into a zero value), and
-// the others are shared with the stored object. changed is the set of
-// fields replaced. ok is false when the patch is not a JSON object naming
-// each member once by the exact name of such a field, or a field does not
-// encode or decode: the caller then takes the full path, which gives the
-// errors.
-func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, changed fieldMask, ok bool) {
-	if k.patchFields == nil {
-		return nil, 0, false
+// patched document would give it, and the others are shared with the
+// stored object. A member that is a JSON object applied to a struct, or to
+// a pointer to a struct, is applied the same way one level down, as far as
+// it goes (patchObject); at the leaves (scalars, slices, maps, types that
+// encode themselves, and any struct the patch object does not name by
+// exact field names, each once) the value is what the whole document would
+// decode to there: null gives the zero value; an object or array merged
+// into the stored value encoded alone (patchLeaf) gives its decoding into a
+// zero value. Fields not named keep the stored value, which is what the
+// whole path gives them when the stored object is in JSON round-trip form.
+//
+// The diff returned is exact: each leaf set is compared with the stored
+// one. ok is false when the patch is not a JSON object naming each member
+// once by the exact name of a top-level field, or a value does not decode:
+// the caller then takes the full path, which gives the errors.
+func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok bool) {
+	info := k.patchInfo()
+	if info == nil {
+		return nil, diff{}, false
 	}
 	p := bytes.TrimLeft(data, " \t\r\n")
 	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
-		return nil, 0, false
+		return nil, diff{}, false
 	}
 	ms := splitMembers(p)
+	var named fieldMask
 	for _, m := range ms {
-		i, ok := k.patchFields[m.key]
-		if !ok || changed.has(i) {
-			return nil, 0, false
+		i, ok := info.byName[m.key]
+		if !ok || named.has(i) {
+			return nil, diff{}, false
 		}
-		changed |= 1 << uint(i)
+		named |= 1 << uint(i)
 	}
 	cur := reflect.ValueOf(e.obj).Elem()
 	out = k.shallowCopy(e.obj)
 	ov := reflect.ValueOf(out).Elem()
-	var buf []byte
+	var pt patcher
 	for _, m := range ms {
-		i := k.patchFields[m.key]
-		dst := ov.Field(i)
-		if isNull(m.val) {
-			dst.SetZero()
+		i := info.byName[m.key]
+		f := &info.fields[i]
+		if i == k.metaField {
+			// update takes serverMeta from the stored object (or
+			// refuses the write over resourceVersion or uid): a
+			// difference there is not a change of metadata.
+			var changed fieldMask
+			if changed, ok = pt.structField(f.sub, ov.Field(i), cur.Field(i), m.val); !ok {
+				return nil, diff{}, false
+			}
+			if changed&^serverMeta != 0 {
+				d.fields |= 1 << uint(i)
+			}
 			continue
 		}
-		// The whole document leaves out an empty field with omitempty,
-		// where this encodes "", 0, false, null, [] or, for a map, {}
-		// (patchFieldsOf excludes such fields that marshal themselves):
-		// the merge treats all but {} as absent, and a map takes no
-		// patch value but an object, which merges into {} as into
-		// nothing.
-		c, err := json.Marshal(cur.Field(i).Addr().Interface())
-		if err != nil {
-			return nil, 0, false
+		var changed bool
+		if changed, ok = pt.field(f, ov.Field(i), cur.Field(i), m.val); !ok {
+			return nil, diff{}, false
 		}
-		buf = mergeValue(buf[:0], c, m.val)
-		v := reflect.New(dst.Type())
-		if err := json.Unmarshal(buf, v.Interface()); err != nil {
-			return nil, 0, false
+		if changed {
+			d.fields |= 1 << uint(i)
 		}
-		dst.Set(v.Elem())
 	}
 	out.GetObjectKind().SetGroupVersionKind(k.gvk)
-	return out, changed, true
+	d.exact = true
+	return out, d, true
+}
+
+// patcher applies the members of a merge patch; buf is scratch space.
+type patcher struct {
+	buf []byte
+}
+
+// field sets dst, a field of a new object that holds the value of cur, the
+// same field of the stored object, to what decoding the document patched
+// with v, not empty, gives it there. cur is invalid (fresh) when the stored
+// object has nothing there: dst is then zero, and what the document has
+// there is v pruned of nulls. changed reports whether dst now differs from
+// cur, as serialEqual compares them (false when fresh: the caller knows).
+func (p *patcher) field(f *fieldInfo, dst, cur reflect.Value, v []byte) (changed, ok bool) {
+	fresh := !cur.IsValid()
+	switch {
+	case isNull(v):
+		dst.SetZero()
+	case f.sub != nil && v[0] == '{' && !f.ptr:
+		c, ok := p.patchObject(f.sub, dst, cur, v)
+		return c != 0, ok
+	case f.sub != nil && v[0] == '{':
+		n := reflect.New(dst.Type().Elem())
+		dst.Set(n)
+		if fresh || cur.IsNil() {
+			// A patch object into null or nothing: the merge starts from
+			// nothing, so decoding gives a new struct with only what v
+			// names.
+			_, ok := p.patchObject(f.sub, n.Elem(), reflect.Value{}, v)
+			return true, ok
+		}
+		n.Elem().Set(cur.Elem())
+		c, ok := p.patchObject(f.sub, n.Elem(), cur.Elem(), v)
+		return c != 0, ok
+	default:
+		if !p.patchLeaf(f, dst, cur, v) {
+			return false, false
+		}
+	}
+	return !fresh && !leafEqual(f, cur, dst), true
+}
+
+// structField is field for a struct field with info s (which it must
+// have), reporting which of its fields changed.
+func (p *patcher) structField(s *structInfo, dst, cur reflect.Value, v []byte) (changed fieldMask, ok bool) {
+	if v[0] == '{' {
+		return p.patchObject(s, dst, cur, v)
+	}
+	if isNull(v) {
+		dst.SetZero()
+	} else if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
+		return 0, false
+	}
+	return s.changed(dst, cur), true
+}
+
+// patchObject applies the patch object v to dst, a struct of info s that
+// holds the value of cur (or is zero, cur invalid, when fresh), member by
+// member, and returns the fields that changed (none when fresh). A member
+// that is not the exact name of one of s's fields, or a name given twice,
+// makes it decode the whole struct instead (patchLeaf).
+func (p *patcher) patchObject(s *structInfo, dst, cur reflect.Value, v []byte) (changed fieldMask, ok bool) {
+	ms := splitMembers(v)
+	var named fieldMask
+	for _, m := range ms {
+		i, ok := s.byName[m.key]
+		if !ok || named&(1<<uint(i)) != 0 {
+			if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
+				return 0, false
+			}
+			if !cur.IsValid() {
+				return 0, true
+			}
+			return s.changed(dst, cur), true
+		}
+		named |= 1 << uint(i)
+	}
+	fresh := !cur.IsValid()
+	for _, m := range ms {
+		i := s.byName[m.key]
+		var c reflect.Value
+		if !fresh {
+			c = cur.Field(i)
+		}
+		fc, ok := p.field(&s.fields[i], dst.Field(i), c, m.val)
+		if !ok {
+			return 0, false
+		}
+		if fc {
+			changed |= 1 << uint(i)
+		}
+	}
+	return changed, true
+}
+
+// changed returns the fields in which a and b, structs of info s, differ.
+func (s *structInfo) changed(a, b reflect.Value) fieldMask {
+	var m fieldMask
+	for i := range a.NumField() {
+		if !serialEqual.DeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {
+			m |= 1 << uint(i)
+		}
+	}
+	return m
+}
+
+// patchLeaf sets dst, which holds the value of cur (or is zero, cur invalid,
+// when fresh), to the decoding of v, neither null nor empty, merged into
+// what the document has there: for a value that is not an object or array,
+// or merged into nothing or into a value that is never an object, that is
+// v pruned of nulls; for a map[string]string, the map with the members set
+// or deleted; otherwise cur encoded alone, v merged into it (mergeValue).
+// The whole document leaves out an empty field with omitempty, where this
+// encodes "", 0, false, null, [] or, for a map, {} (patchFieldsOf excludes
+// such fields that marshal themselves): the merge treats all but {} as
+// absent, and a map takes no patch value but an object, which merges into
+// {} as into nothing.
+func (p *patcher) patchLeaf(f *fieldInfo, dst, cur reflect.Value, v []byte) bool {
+	data := v
+	switch {
+	case v[0] != '{' && v[0] != '[':
+	case !cur.IsValid() || f.neverObject:
+		p.buf = pruneNulls(p.buf[:0], v)
+		data = p.buf
+	case f.stringMap && v[0] == '{' && patchStringMap(dst, cur, v):
+		return true
+	default:
+		c, err := json.Marshal(cur.Addr().Interface())
+		if err != nil {
+			return false
+		}
+		p.buf = mergeValue(p.buf[:0], c, v)
+		data = p.buf
+	}
+	return decodeLeaf(f, dst, data)
+}
+
+// decodeLeaf sets dst to the decoding of data, not null, into a zero value
+// of its type, as encoding/json does it.
+func decodeLeaf(f *fieldInfo, dst reflect.Value, data []byte) bool {
+	if f.scalar == reflect.Invalid && !f.unmarshaler {
+		n := reflect.New(dst.Type())
+		if json.Unmarshal(data, n.Interface()) != nil {
+			return false
+		}
+		dst.Set(n.Elem())
+		return true
+	}
+	t := dst.Type()
+	if f.ptr {
+		t = t.Elem()
+	}
+	n := reflect.New(t)
+	switch {
+	case f.isTime && setTime(n.Interface().(*metav1.Time), data):
+	case f.unmarshaler:
+		// What json.Unmarshal calls with a valid value that is not
+		// null.
+		if n.Interface().(json.Unmarshaler).UnmarshalJSON(data) != nil {
+			return false
+		}
+	case !setScalar(n.Elem(), f.scalar, data):
+		if json.Unmarshal(data, n.Interface()) != nil {
+			return false
+		}
+	}
+	if f.ptr {
+		dst.Set(n)
+	} else {
+		dst.Set(n.Elem())
+	}
+	return true
+}
+
+// setScalar sets v, of kind k, to the JSON literal data when it is one that
+// encoding/json decodes into v without an error and that is simple enough
+// to decode here: a string without escapes or bytes outside printable
+// ASCII, true or false, an integer in range. It reports whether it did.
+func setScalar(v reflect.Value, k reflect.Kind, data []byte) bool {
+	switch k {
+	case reflect.String:
+		if s, ok := plainString(data); ok {
+			v.SetString(s)
+			return true
+		}
+	case reflect.Bool:
+		switch string(data) {
+		case "true":
+			v.SetBool(true)
+			return true
+		case "false":
+			v.SetBool(false)
+			return true
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n, err := strconv.ParseInt(string(data), 10, 64); err == nil && !v.OverflowInt(n) {
+			v.SetInt(n)
+			return true
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n, err := strconv.ParseUint(string(data), 10, 64); err == nil && !v.OverflowUint(n) {
+			v.SetUint(n)
+			return true
+		}
+	}
+	return false
+}
+
+// setTime sets t as metav1.Time.UnmarshalJSON does from data when data is
+// a plain string (plainString) that parses; it reports whether it did.
+func setTime(t *metav1.Time, data []byte) bool {
+	s, ok := plainString(data)
+	if !ok {
+		return false
+	}
+	pt, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return false
+	}
+	t.Time = pt.Local()
+	return true
+}
+
+// plainString returns the string of the JSON string literal data when it
+// has no escapes and only printable ASCII, which encoding/json decodes to
+// the bytes between the quotes.
+func plainString(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
+		return "", false
+	}
+	for _, c := range data[1 : len(data)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(data[1 : len(data)-1]), true
+}
+
+// patchStringMap sets dst, a map[string]string holding the map of cur, to
+// a new map with the patch object v applied: a member null deletes the
+// key, a string sets it, in order (the last of duplicate keys wins, as in
+// the merge). It reports false, leaving dst alone, when a member is neither
+// null nor a plain string (plainString).
+func patchStringMap(dst, cur reflect.Value, v []byte) bool {
+	ms := splitMembers(v)
+	for _, m := range ms {
+		if _, ok := plainString(m.val); !ok && !isNull(m.val) {
+			return false
+		}
+	}
+	old := cur.Interface().(map[string]string)
+	out := make(map[string]string, len(old)+len(ms))
+	maps.Copy(out, old)
+	for _, m := range ms {
+		if isNull(m.val) {
+			delete(out, m.key)
+		} else {
+			out[m.key], _ = plainString(m.val)
+		}
+	}
+	dst.Set(reflect.ValueOf(out))
+	return true
+}
+
+// leafEqual reports whether the leaves a and b of field f are equal as
+// serialEqual compares them.
+func leafEqual(f *fieldInfo, a, b reflect.Value) bool {
+	if f.scalar != reflect.Invalid {
+		if f.ptr {
+			if a.IsNil() || b.IsNil() {
+				return a.IsNil() == b.IsNil()
+			}
+			a, b = a.Elem(), b.Elem()
+		}
+		switch f.scalar {
+		case reflect.String:
+			return a.String() == b.String()
+		case reflect.Bool:
+			return a.Bool() == b.Bool()
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			return a.Int() == b.Int()
+		default:
+			return a.Uint() == b.Uint()
+		}
+	}
+	if f.stringMap {
+		return maps.Equal(a.Interface().(map[string]string), b.Interface().(map[string]string))
+	}
+	return serialEqual.DeepEqual(a.Addr().Interface(), b.Addr().Interface())
 }

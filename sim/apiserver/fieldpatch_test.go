@@ -157,6 +157,47 @@ var fieldPatches = []struct {
 	{name: "rename", patch: `{"metadata":{"name":"other"}}`},
 	{name: "wrong type", patch: `{"spec":{"unschedulable":"yes","pool":5,"containers":{}}}`},
 	{name: "spaces and escapes", patch: " \n{ \"st\\u0061tus\" : { \"phase\" : \"Updating\\u003c\" } } \n"},
+	// Nested patches: applied field by field below the top level.
+	{name: "lock only", patch: `{"metadata":{"resourceVersion":"RV"}}`},
+	{name: "stale lock only", patch: `{"metadata":{"resourceVersion":"999"}}`},
+	{name: "lock and uid", patch: `{"metadata":{"resourceVersion":"RV","uid":null,"generation":9}}`},
+	{name: "rollout sub-fields", patch: `{"metadata":{"resourceVersion":"RV"},"status":{"phase":"Draining","rollout":{"phaseSince":"2030-01-01T00:00:07Z","reason":"Draining","message":"evicting 3 pods"}}}`},
+	{name: "same sub-fields", patch: `{"metadata":{"resourceVersion":"RV","labels":{"bootroll.dev/pool":"a"}},"status":{"phase":"Idle","rollout":{"priorUnschedulable":false,"addedAnnotations":["a.b/c.d"],"phaseSince":"2029-12-31T23:00:00.4Z"},"booted":{"image":"img:1"},"podIP":"10.0.0.1","nodeInfo":{"bootID":"b1"}},"spec":{"unschedulable":false,"desiredImage":"img:2","nodeName":"n1","rollout":{"maxUnavailable":2}}}`},
+	{name: "empty objects", patch: `{"status":{"rollout":{},"daemon":{}},"spec":{},"metadata":{}}`},
+	{name: "booted pointer", patch: `{"status":{"booted":{"image":"img:9","timestamp":"2030-01-01T00:00:00Z","version":"9"},"daemon":{"lastReboot":{"bootID":"b7","at":"2030-01-01T00:00:01Z"}}}}`},
+	{name: "pointers from nil", patch: `{"status":{"staged":{"image":"img:3","digest":null,"timestamp":null},"rollbackImage":{},"startTime":"2030-01-01T00:00:00Z"},"spec":{"configSource":{"configMap":{"name":"c"}}}}`},
+	{name: "spec sub-fields", patch: `{"metadata":{"resourceVersion":"RV"},"spec":{"desiredImage":"img:3","desiredState":"Booted","nodeName":"n2","image":"img:4","rollout":{"maxUnavailable":"20%"}}}`},
+	{name: "cordon", patch: `{"metadata":{"annotations":{"bootroll.dev/state":"draining","x/y":"z"},"resourceVersion":"RV"},"spec":{"unschedulable":true}}`},
+	{name: "map edge cases", patch: `{"metadata":{"labels":{"a":"1","a":null,"b":null,"kubernetes.io/hostname":"n1","c":"x","c":"y"},"annotations":{}}}`},
+	{name: "map escapes", patch: `{"metadata":{"annotations":{"k\u00e9":"v\u00e9","\u0041":"\"q\"","raw":"été"}}}`},
+	{name: "map value not a string", patch: `{"metadata":{"labels":{"a":1}}}`},
+	{name: "nested unknown key", patch: `{"status":{"rollout":{"unknownKey":1,"reason":"x"},"phase":"Updating","unknown":{"a":null}},"spec":{"unknown":[1]}}`},
+	{name: "nested case variant", patch: `{"status":{"Phase":"X","daemon":{"BootID":"b9"}},"metadata":{"Labels":{"a":"b"}}}`},
+	{name: "nested case variant and exact", patch: `{"status":{"rollout":{"reason":"a","Reason":"b"},"phase":"P","PHASE":"Q"}}`},
+	{name: "same BootcNode", patch: `{"metadata":{"resourceVersion":"RV"},"status":{"phase":"Idle","rollout":{"priorUnschedulable":false,"addedAnnotations":["a.b/c.d"],"phaseSince":"2029-12-31T23:00:00.4Z"},"booted":{"image":"img:1"},"daemon":{"lastReboot":{"bootID":"b0"}}}}`},
+	{name: "same Node", patch: `{"metadata":{"resourceVersion":"RV","annotations":{"a.b/c.d":"e"}},"spec":{"unschedulable":false,"taints":[{"key":"bootroll.dev/updating","effect":"NoSchedule"},{"key":"k","value":"v","effect":"NoExecute","timeAdded":"2029-12-31T23:00:00Z"}]},"status":{"nodeInfo":{"bootID":"b1"}}}`},
+	{name: "nested case variant of an empty field", patch: `{"status":{"rollout":{"Message":"m"},"daemon":{"LastError":"e"},"HostIP":"h"},"spec":{"ProviderID":"p"}}`},
+	{name: "nested duplicate objects", patch: `{"status":{"rollout":{"reason":"a"},"rollout":{"message":"b"},"daemon":{"phase":"Staged"},"daemon":null}}`},
+	{name: "nested duplicate", patch: `{"status":{"phase":"A","phase":"B","rollout":{"reason":"a","reason":null}}}`},
+	{name: "duplicate lock", patch: `{"metadata":{"resourceVersion":"999","resourceVersion":"RV"},"status":{"phase":"Updating"}}`},
+	{name: "nested escaped key", patch: `{"status":{"ph\u0061se":"Updating","rollout":{"re\u0061son":"x"}}}`},
+	{name: "nested nulls", patch: `{"status":{"rollout":{"phaseSince":null,"priorUnschedulable":null,"addedAnnotations":null},"daemon":{"lastReboot":{"at":null}},"nodeInfo":{"bootID":null}},"spec":{"taints":null,"pinnedImageSets":null}}`},
+	{name: "nested wrong types", patch: `{"status":{"rollout":{"failures":"3"},"booted":{"image":5}}}`},
+	{name: "string into a struct", patch: `{"status":{"booted":"img:1","rollout":"x","nodeInfo":"y"}}`},
+	{name: "array into a struct", patch: `{"status":{"rollout":[{"reason":null}],"booted":[1],"nodeInfo":[]}}`},
+	{name: "number lock", patch: `{"metadata":{"resourceVersion":5}}`},
+	{name: "metadata array", patch: `{"metadata":[]}`},
+	{name: "numbers", patch: `{"status":{"rollout":{"failures":-7},"observedGeneration":12,"daemon":{"observedGeneration":0,"stageAttempts":3}}}`},
+	{name: "numbers out of range", patch: `{"status":{"daemon":{"stageAttempts":2147483648}}}`},
+	{name: "numbers not integers", patch: `{"status":{"rollout":{"failures":1.0},"observedGeneration":1e1}}`},
+	{name: "strings", patch: `{"status":{"phase":"\u00e9t\u00e9 \"q\" \t","rollout":{"reason":"café","message":"<&>"}}}`},
+	{name: "invalid UTF-8", patch: "{\"status\":{\"phase\":\"a\xffb\"},\"metadata\":{\"labels\":{\"k\":\"\xfe\"}}}"},
+	{name: "bools", patch: `{"status":{"rollout":{"cordoned":true,"priorUnschedulable":true}},"spec":{"rollback":true,"unschedulable":false}}`},
+	{name: "bool strings", patch: `{"status":{"rollout":{"cordoned":"true"}},"spec":{"unschedulable":1}}`},
+	{name: "times", patch: `{"status":{"rollout":{"phaseSince":"2030-01-01T00:00:00.5Z","retryAfter":"2030-01-01T01:00:00+02:00"},"startTime":"2030-01-01T00:00:00Z"}}`},
+	{name: "bad time", patch: `{"status":{"rollout":{"phaseSince":"yesterday"}}}`},
+	{name: "taints replaced", patch: `{"metadata":{"resourceVersion":"RV"},"spec":{"taints":[{"key":"bootroll.dev/updating","effect":"NoSchedule"},{"key":"k","value":"v","effect":"NoExecute","timeAdded":"2029-12-31T23:00:00Z"}]}}`},
+	{name: "quantities", patch: `{"status":{"capacity":{"cpu":"4"},"allocatable":{"cpu":"3.9"}},"spec":{"containers":[{"name":"main","image":"img","resources":{"requests":{"cpu":"0.1"}}}]}}`},
 	{name: "case variant", patch: `{"Status":{"phase":"Updating"}}`, whole: true},
 	{name: "case variant and exact", patch: `{"status":{"phase":"A"},"STATUS":{"phase":"B"}}`, whole: true},
 	{name: "apiVersion", patch: `{"apiVersion":"v9"}`, whole: true},
@@ -299,6 +340,9 @@ func TestFieldPatchMatchesWhole(t *testing.T) {
 							fast++
 							if w.WholeErr != nil {
 								t.Fatalf("field-wise path succeeded, whole path: %v", w.WholeErr)
+							}
+							if !slices.Equal(w.Changed, w.Differs) {
+								t.Errorf("field-wise diff %v, the objects differ in %v", w.Changed, w.Differs)
 							}
 							if !reflect.DeepEqual(serverTimes(w.Fields), serverTimes(w.Reference)) {
 								t.Errorf("field-wise result differs from the whole document decoded:\n got %s\nwant %s", showJSON(w.Fields), showJSON(w.Reference))

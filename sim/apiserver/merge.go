@@ -207,17 +207,26 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the JSON string starting at i.
+// skipString returns the index after the valid JSON string starting at i:
+// after the first quote that an even number of backslashes precedes (an
+// odd number escapes it).
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
 		}
+		j += k
+		n := 0
+		for m := j - 1; m > i && b[m] == '\\'; m-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
 	}
-	return i
 }
 
 // skipValue returns the index after the valid JSON value starting at i.

@@ -100,3 +100,16 @@ func TestMergePatchMatchesJSONPatch(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipString(t *testing.T) {
+	for _, s := range []string{"", `\`, `\\`, `"`, `a\"b`, `\\"`, `\"\\`, "\u00e9\x01\n", `\u0022`} {
+		b, _ := json.Marshal(s)
+		in := append(append([]byte{}, b...), `,"x\\"}`...)
+		if got := skipString(in, 0); got != len(b) {
+			t.Errorf("skipString(%s) = %d, want %d", in, got, len(b))
+		}
+	}
+	if got := skipString([]byte(`"ab\"`), 0); got != 5 {
+		t.Errorf("skipString of an unterminated string = %d, want 5", got)
+	}
+}

@@ -131,9 +131,9 @@ func (k *kind) clearStatus(obj client.Object) {
 
 // sameContent reports whether a and b agree outside metadata, and outside
 // status when k has a status subresource: whether a write from a to b
-// leaves metadata.generation alone. Only the fields in changed are compared
-// (b shares the others with a).
-func (k *kind) sameContent(a, b client.Object, changed fieldMask) bool {
+// leaves metadata.generation alone. Only the fields d holds are compared
+// (b shares the others with a), none when d is exact.
+func (k *kind) sameContent(a, b client.Object, d diff) bool {
 	if !k.typed() {
 		am, bm := a.(*unstructured.Unstructured).Object, b.(*unstructured.Unstructured).Object
 		skip := func(key string) bool {
@@ -157,7 +157,7 @@ func (k *kind) sameContent(a, b client.Object, changed fieldMask) bool {
 		fields = append(fields[:len(fields):len(fields)], k.statusField)
 	}
 	for _, i := range fields {
-		if changed.has(i) && !serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface()) {
+		if d.fields.has(i) && (d.exact || !serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface())) {
 			return false
 		}
 	}

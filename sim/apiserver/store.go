@@ -35,10 +35,11 @@ type kind struct {
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
-	// patchFields are the indexes of the top-level fields of goType a
-	// merge patch can replace one by one, by JSON name (patchFieldsOf);
-	// nil for none.
-	patchFields map[string]int
+	// patch says how a merge patch is applied to goType field by field
+	// (mergeFields), nil for the whole path; set with patchReady by
+	// patchInfo on the first patch.
+	patch      *structInfo
+	patchReady bool
 
 	store   store
 	indexes map[string]*index
@@ -78,7 +79,6 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		if c, ok := copiers[goType]; ok {
 			k.copier = &c
 		}
-		k.patchFields = patchFieldsOf(goType)
 	}
 	return k
 }

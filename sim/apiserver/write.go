@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -83,11 +84,11 @@ func (s *Server) create(k *kind, obj client.Object) error {
 
 // update replaces the object of e with in, a server-owned object carrying
 // the caller's intent: all of it but server-managed metadata, or only its
-// status when status is set. changed holds the top-level fields in which in
-// may differ from the stored object: the others are the stored object's
-// own (shared) and are not compared. It returns the object stored, or the
+// status when status is set. d says in which top-level fields in may
+// differ from the stored object: the others are the stored object's own
+// (shared) and are not compared. It returns the object stored, or the
 // final state of an object removed because its last finalizer went.
-func (s *Server) update(k *kind, e *entry, in client.Object, status bool, changed fieldMask) (client.Object, error) {
+func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff) (client.Object, error) {
 	cur := e.obj
 	if rv := in.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 		return nil, conflict(k, cur.GetName())
@@ -102,11 +103,12 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, change
 	if status {
 		next = k.shallowCopy(cur)
 		k.takeStatus(next, in)
-		unchanged = !changed.has(k.statusField) || k.sameStatus(cur, next)
+		unchanged = !d.fields.has(k.statusField) || !d.exact && k.sameStatus(cur, next)
 	} else {
 		if k.status {
 			k.takeStatus(next, cur)
 		}
+		// serverMeta: these fields.
 		next.SetNamespace(cur.GetNamespace())
 		next.SetName(cur.GetName())
 		next.SetResourceVersion(cur.GetResourceVersion())
@@ -115,13 +117,13 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, change
 		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 		next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 		next.SetGeneration(cur.GetGeneration())
-		sameContent := k.sameContent(cur, next, changed)
+		sameContent := k.sameContent(cur, next, d)
 		if !sameContent {
 			next.SetGeneration(cur.GetGeneration() + 1)
 		}
 		// With a status subresource the status is cur's; without one,
 		// sameContent covered it.
-		unchanged = sameContent && (!changed.has(k.metaField) || k.sameMeta(cur, next))
+		unchanged = sameContent && (!d.fields.has(k.metaField) || !d.exact && k.sameMeta(cur, next))
 	}
 
 	if cur.GetDeletionTimestamp() != nil {
@@ -146,6 +148,24 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, change
 	s.replace(k, e, next)
 	return next, nil
 }
+
+// serverMeta is the metadata that update takes from the stored object (or
+// checks against it) on a write of the main resource, as fields of
+// metav1.ObjectMeta: a patch that differs from the stored object only there
+// does not change the metadata.
+var serverMeta = func() fieldMask {
+	var m fieldMask
+	t := reflect.TypeFor[metav1.ObjectMeta]()
+	for _, name := range []string{"Namespace", "Name", "ResourceVersion", "UID", "CreationTimestamp",
+		"DeletionTimestamp", "DeletionGracePeriodSeconds", "Generation"} {
+		f, ok := t.FieldByName(name)
+		if !ok || len(f.Index) != 1 {
+			panic("metav1.ObjectMeta has no field " + name)
+		}
+		m |= 1 << uint(f.Index[0])
+	}
+	return m
+}()
 
 // replace stores next, a server-owned object, as the new state of e.
 func (s *Server) replace(k *kind, e *entry, next client.Object) {
