@@ -13,9 +13,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/bootroll/bootroll/sim/twin"
 )
 
 // Exit codes.
@@ -32,12 +33,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// A twin run allocates fast and keeps little: collecting less
-		// often trades heap for speed (bench-1000: 7.2 s -> 6.0 s wall,
-		// peak heap 80 -> 192 MiB). GOGC in the environment wins.
-		debug.SetGCPercent(400)
-	}
+	twin.SetGCPercent() // for the whole process: never restored
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -22,6 +22,8 @@ func benchRollout(b *testing.B, file string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The GOGC that bootroll scenario run uses, so both figures agree.
+	defer twin.SetGCPercent()()
 	var events uint64
 	for b.Loop() {
 		res, err := twin.Run(sc, twin.Options{})

@@ -24,7 +24,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +63,22 @@ type Options struct {
 	// Result.PeakHeap. The sampling reads no simulated state and changes
 	// nothing in the run.
 	Bench bool
+}
+
+// GCPercent is the GOGC that bootroll scenario runs use unless GOGC is set
+// in the environment: a twin run allocates fast and keeps little, so
+// collecting less often trades heap for speed (bench-1000 when it was set:
+// 7.2 s -> 6.0 s wall, peak heap 80 -> 192 MiB).
+const GCPercent = 400
+
+// SetGCPercent sets GCPercent as the process's GOGC unless GOGC is set in
+// the environment, and returns what restores the previous setting.
+func SetGCPercent() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	prev := debug.SetGCPercent(GCPercent)
+	return func() { debug.SetGCPercent(prev) }
 }
 
 // BenchSampleEvery is how many engine events pass between heap samples
