@@ -80,14 +80,7 @@ func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (Pat
 // server-managed metadata from stored.
 func differs(stored, in client.Object) []string {
 	next := in.DeepCopyObject().(client.Object)
-	next.SetNamespace(stored.GetNamespace())
-	next.SetName(stored.GetName())
-	next.SetResourceVersion(stored.GetResourceVersion())
-	next.SetUID(stored.GetUID())
-	next.SetCreationTimestamp(stored.GetCreationTimestamp())
-	next.SetDeletionTimestamp(stored.GetDeletionTimestamp())
-	next.SetDeletionGracePeriodSeconds(stored.GetDeletionGracePeriodSeconds())
-	next.SetGeneration(stored.GetGeneration())
+	takeServerMeta(next, stored)
 	a, b := reflect.ValueOf(stored).Elem(), reflect.ValueOf(next).Elem()
 	var out []string
 	for i := range a.NumField() {

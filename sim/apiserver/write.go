@@ -108,15 +108,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 		if k.status {
 			k.takeStatus(next, cur)
 		}
-		// serverMeta: these fields.
-		next.SetNamespace(cur.GetNamespace())
-		next.SetName(cur.GetName())
-		next.SetResourceVersion(cur.GetResourceVersion())
-		next.SetUID(cur.GetUID())
-		next.SetCreationTimestamp(cur.GetCreationTimestamp())
-		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
-		next.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
-		next.SetGeneration(cur.GetGeneration())
+		takeServerMeta(next, cur)
 		sameContent := k.sameContent(cur, next, d)
 		if !sameContent {
 			next.SetGeneration(cur.GetGeneration() + 1)
@@ -156,8 +148,8 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 var serverMeta = func() fieldMask {
 	var m fieldMask
 	t := reflect.TypeFor[metav1.ObjectMeta]()
-	for _, name := range []string{"Namespace", "Name", "ResourceVersion", "UID", "CreationTimestamp",
-		"DeletionTimestamp", "DeletionGracePeriodSeconds", "Generation"} {
+	for _, sm := range serverMetaFields {
+		name := sm.name
 		f, ok := t.FieldByName(name)
 		if !ok || len(f.Index) != 1 {
 			panic("metav1.ObjectMeta has no field " + name)
@@ -166,6 +158,29 @@ var serverMeta = func() fieldMask {
 	}
 	return m
 }()
+
+// serverMetaFields are the fields of serverMeta, by metav1.ObjectMeta
+// field name, and how update takes each from the stored object.
+var serverMetaFields = []struct {
+	name string
+	take func(dst, src client.Object)
+}{
+	{"Namespace", func(d, s client.Object) { d.SetNamespace(s.GetNamespace()) }},
+	{"Name", func(d, s client.Object) { d.SetName(s.GetName()) }},
+	{"ResourceVersion", func(d, s client.Object) { d.SetResourceVersion(s.GetResourceVersion()) }},
+	{"UID", func(d, s client.Object) { d.SetUID(s.GetUID()) }},
+	{"CreationTimestamp", func(d, s client.Object) { d.SetCreationTimestamp(s.GetCreationTimestamp()) }},
+	{"DeletionTimestamp", func(d, s client.Object) { d.SetDeletionTimestamp(s.GetDeletionTimestamp()) }},
+	{"DeletionGracePeriodSeconds", func(d, s client.Object) { d.SetDeletionGracePeriodSeconds(s.GetDeletionGracePeriodSeconds()) }},
+	{"Generation", func(d, s client.Object) { d.SetGeneration(s.GetGeneration()) }},
+}
+
+// takeServerMeta sets the serverMeta fields of dst to those of src.
+func takeServerMeta(dst, src client.Object) {
+	for _, f := range serverMetaFields {
+		f.take(dst, src)
+	}
+}
 
 // replace stores next, a server-owned object, as the new state of e.
 func (s *Server) replace(k *kind, e *entry, next client.Object) {
