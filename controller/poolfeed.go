@@ -102,26 +102,39 @@ func (f *PoolFeed) observe(o client.Object, gone bool) {
 }
 
 // feeding wraps a pool controller handler of BootcNodes or Nodes so that
-// every event reaches f first, whatever inner does with it.
+// every event reaches f first, whatever inner does with it. It is a type of
+// its own, not a handler.Funcs: the inner handler keeps its queue handling
+// (priorities), and an event does not pay handler.Funcs' per-call
+// reflection twice.
 func feeding(f *PoolFeed, inner handler.EventHandler) handler.EventHandler {
 	if f == nil {
 		return inner
 	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			f.observe(e.Object, false)
-			inner.Create(ctx, e, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			f.observe(e.ObjectNew, false)
-			inner.Update(ctx, e, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			f.observe(e.Object, true)
-			inner.Delete(ctx, e, q)
-		},
-		GenericFunc: inner.Generic,
-	}
+	return feedingHandler{f: f, inner: inner}
+}
+
+type feedingHandler struct {
+	f     *PoolFeed
+	inner handler.EventHandler
+}
+
+func (h feedingHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.f.observe(e.Object, false)
+	h.inner.Create(ctx, e, q)
+}
+
+func (h feedingHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.f.observe(e.ObjectNew, false)
+	h.inner.Update(ctx, e, q)
+}
+
+func (h feedingHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.f.observe(e.Object, true)
+	h.inner.Delete(ctx, e, q)
+}
+
+func (h feedingHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.inner.Generic(ctx, e, q)
 }
 
 // poolScope is what decides a pool's rows: its name, its selector and the
