@@ -18,7 +18,8 @@ import (
 )
 
 // in returns a server-owned copy of obj in the form kind k is stored in,
-// with its GVK set.
+// with its GVK set and its times at the precision they are serialised with
+// (serialiseTimes), as a real API server stores them.
 func (k *kind) in(obj client.Object) (client.Object, error) {
 	u, isU := obj.(*unstructured.Unstructured)
 	var out client.Object
@@ -36,6 +37,9 @@ func (k *kind) in(obj client.Object) (client.Object, error) {
 		return nil, fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, obj)
 	default:
 		out = obj.DeepCopyObject().(client.Object)
+	}
+	if k.typed() {
+		serialiseTimes(out)
 	}
 	out.GetObjectKind().SetGroupVersionKind(k.gvk)
 	return out, nil
