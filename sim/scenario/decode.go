@@ -157,6 +157,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 			v.Set(reflect.ValueOf(intstr.FromInt32(int32(i))))
 		case isScalar(n, tagStr) && percentRe.MatchString(n.Value):
 			v.Set(reflect.ValueOf(intstr.FromString(n.Value)))
+		case isScalar(n, tagStr) && n.Value != "" && strings.Trim(n.Value, "0123456789") == "":
+			// Karpenter's budgets write counts as strings ("1"); here a
+			// count is a number.
+			d.pos.errorAt(line, path, "invalid value %s: %s (write a count without quotes: %s)", describe(n), want, n.Value)
 		default:
 			d.pos.errorAt(line, path, "invalid value %s: %s", describe(n), want)
 		}

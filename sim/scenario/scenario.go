@@ -645,6 +645,22 @@ type Event struct {
 
 	// SetPinnedImages replaces the images of a PinnedImageSet.
 	SetPinnedImages *SetPinnedImages `json:"setPinnedImages,omitempty" oneOf:"action"`
+
+	// SetNodeClassImage changes the boot image of a Karpenter node class.
+	SetNodeClassImage *SetNodeClassImage `json:"setNodeClassImage,omitempty" oneOf:"action"`
+}
+
+// SetNodeClassImage changes the boot image a Karpenter node class launches
+// nodes from, as an operator bumps an EC2NodeClass's AMI: Karpenter marks
+// the NodeClaims launched from the old image Drifted and replaces them
+// (drift honours do-not-disrupt and the NodePool's budgets), and new nodes
+// boot the new image.
+type SetNodeClassImage struct {
+	// NodeClass is the node class's name (karpenter.nodeClasses).
+	NodeClass string `json:"nodeClass" required:"true"`
+
+	// Image is the short name of the new boot image.
+	Image string `json:"image" required:"true"`
 }
 
 // SetPinnedImages replaces a PinnedImageSet's spec.images: images left out

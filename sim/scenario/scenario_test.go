@@ -159,6 +159,9 @@ func TestParseErrors(t *testing.T) {
 		{"percent over 100", poolDoc + "      maxUnavailable: 150%\n", []string{
 			`t.yaml:14: bootroll.pools[0].maxUnavailable: invalid value string "150%": want an integer >= 0 or a percentage from 0% to 100%`,
 		}},
+		{"quoted count", poolDoc + "      maxUnavailable: \"2\"\n", []string{
+			`t.yaml:14: bootroll.pools[0].maxUnavailable: invalid value string "2": want an integer >= 0 or a percentage from 0% to 100% (write a count without quotes: 2)`,
+		}},
 		{"bad duration", poolDoc + "      drainTimeout: 10 minutes\n", []string{
 			`t.yaml:14: bootroll.pools[0].drainTimeout: invalid duration "10 minutes": want a Go duration such as 90s, 10m or 1h30m`,
 		}},
@@ -194,6 +197,10 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:18: events[1].scaleWorkload.workload: unknown workload "api" (known: web)`,
 			`t.yaml:20: events[2].removeNodes.group: unknown node group "nope" (known: workers)`,
 		}},
+		{"node class image change without karpenter", poolDoc + "events:\n  - at: 1m\n    setNodeClassImage: {nodeClass: default, image: v7}\n", []string{
+			`t.yaml:16: events[0].setNodeClassImage.nodeClass: unknown node class "default" (none are defined)`,
+			`t.yaml:16: events[0].setNodeClassImage.image: unknown image "v7" (known: v1) (did you mean "v1"?)`,
+		}},
 		{"duplicate names", base + "  - {name: v1, ref: \"r.example/os:v2\", size: 1Gi}\n", []string{
 			`t.yaml:5: images[1].name: duplicate name "v1" (also at line 4)`,
 		}},
@@ -223,10 +230,10 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:6: nodeGroups[0].bootImage: required field is missing`,
 		}},
 		{"no event action", base + "events:\n  - at: 1m\n", []string{
-			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages is required`,
+			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage is required`,
 		}},
 		{"two event actions", poolDoc + "events:\n  - at: 1m\n    pause: {pool: workers}\n    addNodes: {group: workers, count: 1}\n", []string{
-			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages may be given, got pause and addNodes`,
+			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage may be given, got pause and addNodes`,
 		}},
 		{"fault time", poolDoc + "faults:\n  - daemonCrash: {node: workers-0}\n", []string{
 			`t.yaml:15: faults[0]: one of at, window is required`,

@@ -459,6 +459,10 @@ func (v *validator) event(p string, e Event) {
 		ap := joinKey(p, "setPinnedImages")
 		v.ref(joinKey(ap, "set"), "PinnedImageSet", e.SetPinnedImages.Set, v.pinnedSets)
 		v.pinnedImages(joinKey(ap, "images"), e.SetPinnedImages.Images)
+	case e.SetNodeClassImage != nil:
+		ap := joinKey(p, "setNodeClassImage")
+		v.ref(joinKey(ap, "nodeClass"), "node class", e.SetNodeClassImage.NodeClass, v.nodeClasses)
+		v.ref(joinKey(ap, "image"), "image", e.SetNodeClassImage.Image, v.images)
 	}
 }
 

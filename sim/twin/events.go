@@ -93,6 +93,8 @@ func (r *runner) event(ev scenario.Event) error {
 		return err
 	case ev.SetPinnedImages != nil:
 		return r.setPinnedImages(ev.SetPinnedImages)
+	case ev.SetNodeClassImage != nil:
+		return r.setNodeClassImage(ev.SetNodeClassImage)
 	}
 	return fmt.Errorf("event with no action")
 }

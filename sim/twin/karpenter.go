@@ -23,6 +23,8 @@ type karpenterRun struct {
 	queues    []*engine.Queue
 	installed bool
 	prov      *cluster.KarpenterProvider
+	// images is the boot image reference each node class launches now.
+	images map[string]string
 }
 
 // The CRD objects installing Karpenter creates.
@@ -46,7 +48,12 @@ func (r *runner) setupKarpenter() error {
 			return err
 		}
 	}
-	r.kp = &karpenterRun{}
+	r.kp = &karpenterRun{images: map[string]string{}}
+	for _, nc := range r.sc.Karpenter.NodeClasses {
+		if im := r.sc.Image(nc.BootImage); im != nil {
+			r.kp.images[nc.Name] = im.Ref
+		}
+	}
 	return nil
 }
 
@@ -95,19 +102,13 @@ func (r *runner) installKarpenter() {
 	}
 	r.tr.emit("karpenter.install", "", map[string]any{"version": string(sk.Version)})
 	kp.prov = r.cl.KarpenterProvider()
-	images := map[string]string{}
-	for _, nc := range sk.NodeClasses {
-		if im := r.sc.Image(nc.BootImage); im != nil {
-			images[nc.Name] = im.Ref
-		}
-	}
 	opts := fakekarpenter.Options{
 		Clock:            r.eng.Clock(),
 		Provider:         kp.prov,
 		Profile:          string(sk.Version),
 		NodeRepair:       sk.NodeRepair,
 		RepairToleration: sk.RepairToleration,
-		NodeClassImages:  func(nc string) string { return images[nc] },
+		NodeClassImages:  func(nc string) string { return kp.images[nc] },
 		Capacity:         kp.prov.Capacity,
 		Trace: func(kind, object string, details map[string]any) {
 			r.tr.emit(kind, object, details)
@@ -173,6 +174,30 @@ func (r *runner) installKarpenter() {
 			kp.queues[i].Add(req)
 		}
 	}
+}
+
+// setNodeClassImage changes the boot image a node class launches, as an
+// operator bumps it; a running Karpenter looks at the NodeClaims of the
+// class at once (it watches its NodeClasses), so drift shows without
+// waiting for DriftRecheck.
+func (r *runner) setNodeClassImage(e *scenario.SetNodeClassImage) error {
+	im := r.sc.Image(e.Image)
+	if r.kp == nil || im == nil {
+		return fmt.Errorf("setNodeClassImage: no Karpenter or no image %q", e.Image)
+	}
+	r.kp.images[e.NodeClass] = im.Ref
+	r.tr.emit("scenario.setNodeClassImage", "NodeClass/"+e.NodeClass, map[string]any{"image": im.Ref})
+	if !r.kp.installed {
+		return nil
+	}
+	for i, ct := range r.kp.ctrls {
+		if ct.Reconciler == r.kp.k.Lifecycle {
+			for _, req := range r.kp.k.Lifecycle.MapNodeClass(r.ctx, e.NodeClass) {
+				r.kp.queues[i].Add(req)
+			}
+		}
+	}
+	return nil
 }
 
 // groupBoot is the boot image of the node group of node at the start.
