@@ -95,10 +95,12 @@ type Event struct {
 // returned to the caller instead of serving the request.
 type FaultFunc func(verb string, gvk schema.GroupVersionKind, key client.ObjectKey) error
 
-// EvictionHandler decides a pod eviction. It receives a copy of the stored pod
-// and of the eviction. A handler that admits the eviction deletes the pod
-// itself, typically through AdminClient().Delete; one that refuses returns an
-// error such as apierrors.NewTooManyRequests for a PodDisruptionBudget.
+// EvictionHandler decides a pod eviction. It receives the stored pod,
+// shared, which it must not change (stored objects are never changed in
+// place), and a copy of the eviction. A handler that admits the eviction
+// deletes the pod itself, typically through AdminClient().Delete; one that
+// refuses returns an error such as apierrors.NewTooManyRequests for a
+// PodDisruptionBudget.
 type EvictionHandler func(ctx context.Context, pod *corev1.Pod, ev *policyv1.Eviction) error
 
 // VerbCount is the number of requests of one verb.

@@ -88,7 +88,7 @@ func (c *simClient) evict(ctx context.Context, pod *corev1.Pod, ev *policyv1.Evi
 		ev.Namespace = key.Namespace
 	}
 	if c.s.evict != nil {
-		return c.s.evict(ctx, e.obj.DeepCopyObject().(*corev1.Pod), ev)
+		return c.s.evict(ctx, e.obj.(*corev1.Pod), ev)
 	}
 	if ev.DeleteOptions != nil {
 		if err := checkDelete(ev.DeleteOptions); err != nil {
