@@ -198,14 +198,16 @@ func (s *Server) replace(k *kind, e *entry, next client.Object) {
 // the last one is removed.
 func (s *Server) delete(k *kind, e *entry) {
 	cur := e.obj
+	// Shallow copies: only metadata fields of the copy's own are set
+	// below, and stored objects are never changed in place.
 	if len(cur.GetFinalizers()) == 0 {
-		s.remove(k, e, cur.DeepCopyObject().(client.Object))
+		s.remove(k, e, k.shallowCopy(cur))
 		return
 	}
 	if cur.GetDeletionTimestamp() != nil {
 		return
 	}
-	next := cur.DeepCopyObject().(client.Object)
+	next := k.shallowCopy(cur)
 	ts := s.now()
 	next.SetDeletionTimestamp(&ts)
 	next.SetDeletionGracePeriodSeconds(new(int64(0)))
