@@ -3,10 +3,13 @@ package cluster
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -206,11 +209,11 @@ func (c *Cluster) unplace(p *pod) {
 // starts it.
 func (c *Cluster) bind(p *pod, n *node) {
 	c.place(p, n)
-	ctx := context.Background()
-	var obj corev1.Pod
-	must(c.c.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &obj), "reading pod "+p.ns+"/"+p.name)
-	obj.Spec.NodeName = n.name
-	must(c.c.Update(ctx, &obj), "binding pod "+p.ns+"/"+p.name)
+	// One field, as the scheduler's Binding writes it.
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeName": n.name}})
+	must(err, "encoding the binding of pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)), "binding pod "+p.ns+"/"+p.name)
 	c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
 	if n.host.kubeletRuns() {
 		c.startPodAfter(p, PodStartup)
