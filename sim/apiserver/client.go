@@ -287,10 +287,10 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 // Update replaces an object; with a status subresource, its status is kept.
 func (c *simClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	o := client.UpdateOptions{}
-	return c.update(ctx, VerbUpdate, obj, false, o.ApplyOptions(opts).DryRun)
+	return c.update(ctx, VerbUpdate, obj, false, o.ApplyOptions(opts).DryRun, echoes(opts))
 }
 
-func (c *simClient) update(ctx context.Context, verb string, obj client.Object, status bool, dry []string) error {
+func (c *simClient) update(ctx context.Context, verb string, obj client.Object, status bool, dry []string, echo bool) error {
 	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return err
@@ -307,7 +307,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 		return err
 	}
 	stored, err := c.s.update(k, e, in, status, anyDiff)
-	if err != nil {
+	if err != nil || !echo {
 		return err
 	}
 	return k.out(stored, obj)
@@ -325,10 +325,10 @@ func (c *simClient) checkWrite(k *kind, verb string, status bool, dry []string) 
 // optimistic lock.
 func (c *simClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	o := client.PatchOptions{}
-	return c.patch(ctx, VerbPatch, obj, patch, false, o.ApplyOptions(opts).DryRun)
+	return c.patch(ctx, VerbPatch, obj, patch, false, o.ApplyOptions(opts).DryRun, echoes(opts))
 }
 
-func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, patch client.Patch, status bool, dry []string) error {
+func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, patch client.Patch, status bool, dry []string, echo bool) error {
 	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return err
@@ -352,7 +352,7 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 		return err
 	}
 	stored, err := c.s.update(k, e, in, status, d)
-	if err != nil {
+	if err != nil || !echo {
 		return err
 	}
 	return k.out(stored, obj)
@@ -545,4 +545,29 @@ func (c *simClient) IsObjectNamespaced(obj runtime.Object) (bool, error) {
 		return false, err
 	}
 	return k.namespaced, nil
+}
+
+// NoEcho is a write option (Update, Patch, and their status forms) for the
+// twin's own models: the object written is not copied back into the
+// caller's, as a real client decodes the server's answer into it. A model
+// that drops its object after the write need not pay for that copy. A real
+// client ignores it; the controller and the daemon never pass it.
+var NoEcho noEcho
+
+type noEcho struct{}
+
+func (noEcho) ApplyToUpdate(*client.UpdateOptions)                       {}
+func (noEcho) ApplyToPatch(*client.PatchOptions)                         {}
+func (noEcho) ApplyToSubResourceUpdate(*client.SubResourceUpdateOptions) {}
+func (noEcho) ApplyToSubResourcePatch(*client.SubResourcePatchOptions)   {}
+
+// echoes reports whether a write with opts copies the object written back
+// into the caller's (no NoEcho among them).
+func echoes[T any](opts []T) bool {
+	for _, o := range opts {
+		if _, ok := any(o).(noEcho); ok {
+			return false
+		}
+	}
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -287,7 +288,7 @@ func (c *Cluster) podStatus(p *pod, ready bool) corev1.PodStatus {
 // writePodStatus writes the pod Running, Ready or not.
 func (c *Cluster) writePodStatus(p *pod, ready bool) {
 	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}, Status: c.podStatus(p, ready)}
-	must(c.c.Status().Update(context.Background(), obj), "writing the status of pod "+p.ns+"/"+p.name)
+	must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of pod "+p.ns+"/"+p.name)
 }
 
 // startPodAfter starts the pod's containers after d, unless it is
@@ -393,7 +394,7 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": obj.ResourceVersion}})
 	must(err, "encoding the finalizer patch of pod "+p.ns+"/"+p.name)
-	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch)), "finishing pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
 }
 
 // forceDelete deletes a pod at once, as the pod garbage collector does

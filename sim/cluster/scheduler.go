@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/sim/apiserver"
 )
 
 // The scheduler keeps, for each distinct workload nodeSelector, a heap of
@@ -213,7 +215,7 @@ func (c *Cluster) bind(p *pod, n *node) {
 	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeName": n.name}})
 	must(err, "encoding the binding of pod "+p.ns+"/"+p.name)
-	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)), "binding pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
 	c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
 	if n.host.kubeletRuns() {
 		c.startPodAfter(p, PodStartup)

@@ -6,8 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/apiserver"
 )
 
 // A real API server stores times at the precision it serialises them
@@ -52,5 +55,38 @@ func TestCreateAndUpdateStoreSerialisedTimes(t *testing.T) {
 	gotEv := get(t, c, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e1"}})
 	if !gotEv.EventTime.Time.Equal(micro) {
 		t.Errorf("event time = %v, want %v", gotEv.EventTime, micro)
+	}
+}
+
+// NoEcho writes like any write but leaves the caller's object as it was;
+// without it the caller's object becomes the stored one.
+func TestNoEchoLeavesCallersObject(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.AdminClient()
+	mustCreate(t, c, pod("default", "p1", "n1"))
+	mine := pod("default", "p1", "")
+	mine.Status.Phase = corev1.PodRunning
+	if err := c.Status().Update(ctx, mine, apiserver.NoEcho); err != nil {
+		t.Fatal(err)
+	}
+	if mine.ResourceVersion != "" || mine.Spec.NodeName != "" {
+		t.Errorf("NoEcho update echoed: resourceVersion %q nodeName %q", mine.ResourceVersion, mine.Spec.NodeName)
+	}
+	if got := get(t, c, pod("default", "p1", "")); got.Status.Phase != corev1.PodRunning {
+		t.Errorf("stored phase = %q, want Running", got.Status.Phase)
+	}
+	patched := pod("default", "p1", "")
+	if err := c.Patch(ctx, patched, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`)), apiserver.NoEcho); err != nil {
+		t.Fatal(err)
+	}
+	if patched.Labels != nil {
+		t.Errorf("NoEcho patch echoed labels %v", patched.Labels)
+	}
+	echoed := pod("default", "p1", "")
+	if err := c.Patch(ctx, echoed, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"c":"d"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if echoed.Labels["a"] != "b" || echoed.Labels["c"] != "d" || echoed.Spec.NodeName != "n1" {
+		t.Errorf("a patch without NoEcho did not echo the stored pod: %+v", echoed.ObjectMeta)
 	}
 }
