@@ -616,6 +616,6 @@ func (c *Cluster) flushPDBs() {
 				Conditions:         []metav1.Condition{cond},
 			},
 		}
-		must(c.c.Status().Update(context.Background(), obj), "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
+		must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
 	}
 }
