@@ -370,12 +370,12 @@ func (s *Server) applyPatch(k *kind, e *entry, pt types.PatchType, data []byte, 
 	if !ok {
 		var err error
 		if in, err = s.patchWhole(k, e, pt, data, status); err != nil {
-			return nil, diff{}, err
+			return nil, 0, err
 		}
 		d = anyDiff
 	}
 	if in.GetName() != e.key.name || in.GetNamespace() != e.key.ns {
-		return nil, diff{}, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, e.key.name))
+		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("patching %s %q: metadata.name and metadata.namespace cannot change", k.gvk.Kind, e.key.name))
 	}
 	return in, d, nil
 }

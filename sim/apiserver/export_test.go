@@ -51,12 +51,12 @@ func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (Pat
 	}
 	if in, d, ok := k.mergeFields(e, data); ok {
 		w.Fields = in
-		if !d.exact {
+		if d == anyDiff {
 			return w, fmt.Errorf("mergeFields gave an inexact diff")
 		}
 		t := reflect.TypeOf(in).Elem()
 		for i := range t.NumField() {
-			if d.fields.has(i) {
+			if fieldMask(d).has(i) {
 				w.Changed = append(w.Changed, t.Field(i).Name)
 			}
 		}
@@ -81,10 +81,11 @@ func MergePatchWays(s *Server, obj client.Object, data []byte, status bool) (Pat
 func differs(stored, in client.Object) []string {
 	next := in.DeepCopyObject().(client.Object)
 	takeServerMeta(next, stored)
-	a, b := reflect.ValueOf(stored).Elem(), reflect.ValueOf(next).Elem()
+	a := reflect.ValueOf(stored).Elem()
+	changed := changedFields(a, reflect.ValueOf(next).Elem())
 	var out []string
 	for i := range a.NumField() {
-		if !serialEqual.DeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {
+		if changed.has(i) {
 			out = append(out, a.Type().Field(i).Name)
 		}
 	}

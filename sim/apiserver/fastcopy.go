@@ -43,6 +43,9 @@ func copierFor[T any, P deepCopyable[T], L any, LP interface {
 			// must not hold on to its items between calls.
 			out := *items(l)
 			if cap(out) >= len(entries) {
+				// Zero what the last listing left past the new length:
+				// it would keep old stored objects alive.
+				clear(out[len(entries):cap(out)])
 				out = out[:len(entries)]
 			} else {
 				out = make([]T, len(entries))

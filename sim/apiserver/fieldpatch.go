@@ -29,20 +29,26 @@ func (m fieldMask) has(i int) bool {
 	return m == allFields || (i >= 0 && m&(1<<uint(i)) != 0)
 }
 
-// A diff tells update in which top-level fields an object to write may
-// differ from the stored one: the others are the stored object's own
-// (shared).
-type diff struct {
-	fields fieldMask
-	// exact says that fields holds exactly the fields that differ, as
-	// update compares them (serialEqual; metadata outside serverMeta,
-	// which update takes from the stored object): update compares
-	// nothing.
-	exact bool
-}
+// A diff is the set of top-level fields in which an object to write
+// differs from the stored one, as update compares them (serialEqual;
+// metadata outside serverMeta, which update takes from the stored object);
+// the others are the stored object's own (shared). mergeFields works it
+// out exactly, and update then compares nothing; anyDiff says nothing, and
+// update compares every field.
+type diff fieldMask
 
-// anyDiff is a diff that says nothing: every field is compared.
-var anyDiff = diff{fields: allFields}
+// anyDiff is a diff that says nothing: every field is compared. (A diff
+// that names every field is taken as anyDiff: compared, still correct.)
+const anyDiff = diff(allFields)
+
+// differs reports whether field i differs: as d says, or, when d says
+// nothing, as same (the comparison) does not.
+func (d diff) differs(i int, same func() bool) bool {
+	if d == anyDiff {
+		return !same()
+	}
+	return fieldMask(d).has(i)
+}
 
 var (
 	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
@@ -208,7 +214,7 @@ func patchableStruct(t reflect.Type) bool {
 			return false
 		}
 	}
-	return patchFieldsOf(t) != nil
+	return true // marshalsItself and the field count, patchFieldsOf's nil cases, are checked above
 }
 
 func buildFieldInfo(t reflect.Type) fieldInfo {
@@ -298,18 +304,18 @@ func (k *kind) patchInfo() *structInfo {
 func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok bool) {
 	info := k.patchInfo()
 	if info == nil {
-		return nil, diff{}, false
+		return nil, 0, false
 	}
 	p := bytes.TrimLeft(data, " \t\r\n")
 	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
-		return nil, diff{}, false
+		return nil, 0, false
 	}
 	ms := splitMembers(p)
 	var named fieldMask
 	for _, m := range ms {
 		i, ok := info.byName[m.key]
 		if !ok || named.has(i) {
-			return nil, diff{}, false
+			return nil, 0, false
 		}
 		named |= 1 << uint(i)
 	}
@@ -326,23 +332,22 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 			// difference there is not a change of metadata.
 			var changed fieldMask
 			if changed, ok = pt.structField(f.sub, ov.Field(i), cur.Field(i), m.val); !ok {
-				return nil, diff{}, false
+				return nil, 0, false
 			}
 			if changed&^serverMeta != 0 {
-				d.fields |= 1 << uint(i)
+				d |= 1 << uint(i)
 			}
 			continue
 		}
 		var changed bool
 		if changed, ok = pt.field(f, ov.Field(i), cur.Field(i), m.val); !ok {
-			return nil, diff{}, false
+			return nil, 0, false
 		}
 		if changed {
-			d.fields |= 1 << uint(i)
+			d |= 1 << uint(i)
 		}
 	}
 	out.GetObjectKind().SetGroupVersionKind(k.gvk)
-	d.exact = true
 	return out, d, true
 }
 
@@ -397,7 +402,7 @@ func (p *patcher) structField(s *structInfo, dst, cur reflect.Value, v []byte) (
 	} else if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
 		return 0, false
 	}
-	return s.changed(dst, cur), true
+	return changedFields(dst, cur), true
 }
 
 // patchObject applies the patch object v to dst, a struct of info s that
@@ -410,14 +415,14 @@ func (p *patcher) patchObject(s *structInfo, dst, cur reflect.Value, v []byte) (
 	var named fieldMask
 	for _, m := range ms {
 		i, ok := s.byName[m.key]
-		if !ok || named&(1<<uint(i)) != 0 {
+		if !ok || named.has(i) {
 			if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
 				return 0, false
 			}
 			if !cur.IsValid() {
 				return 0, true
 			}
-			return s.changed(dst, cur), true
+			return changedFields(dst, cur), true
 		}
 		named |= 1 << uint(i)
 	}
@@ -439,8 +444,9 @@ func (p *patcher) patchObject(s *structInfo, dst, cur reflect.Value, v []byte) (
 	return changed, true
 }
 
-// changed returns the fields in which a and b, structs of info s, differ.
-func (s *structInfo) changed(a, b reflect.Value) fieldMask {
+// changedFields returns the fields in which a and b, structs of one type,
+// differ as update compares them (serialEqual).
+func changedFields(a, b reflect.Value) fieldMask {
 	var m fieldMask
 	for i := range a.NumField() {
 		if !serialEqual.DeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {

@@ -50,14 +50,9 @@ func (w *timeWalker) walks() bool { return w.fn != nil || w.building }
 func timeWalkerOf(t reflect.Type) func(reflect.Value) {
 	timeWalkersMu.Lock()
 	defer timeWalkersMu.Unlock()
-	return walkerLocked(t).call()
-}
-
-func (w *timeWalker) call() func(reflect.Value) {
-	if w.fn == nil {
-		return nil
-	}
-	return func(v reflect.Value) { w.fn(v) }
+	// Complete once the outermost walkerLocked returns: fn no longer
+	// changes.
+	return walkerLocked(t).fn
 }
 
 // walkerLocked builds the walker of t. A type that contains itself, at any

@@ -136,7 +136,7 @@ func (k *kind) clearStatus(obj client.Object) {
 // sameContent reports whether a and b agree outside metadata, and outside
 // status when k has a status subresource: whether a write from a to b
 // leaves metadata.generation alone. Only the fields d holds are compared
-// (b shares the others with a), none when d is exact.
+// (b shares the others with a), none when d is not anyDiff.
 func (k *kind) sameContent(a, b client.Object, d diff) bool {
 	if !k.typed() {
 		am, bm := a.(*unstructured.Unstructured).Object, b.(*unstructured.Unstructured).Object
@@ -161,7 +161,9 @@ func (k *kind) sameContent(a, b client.Object, d diff) bool {
 		fields = append(fields[:len(fields):len(fields)], k.statusField)
 	}
 	for _, i := range fields {
-		if d.fields.has(i) && (d.exact || !serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface())) {
+		if d.differs(i, func() bool {
+			return serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface())
+		}) {
 			return false
 		}
 	}
@@ -169,9 +171,10 @@ func (k *kind) sameContent(a, b client.Object, d diff) bool {
 }
 
 // serialEqual is apiequality.Semantic with times compared at the precision
-// they are serialised with. A patch round-trips the object through JSON,
-// which drops the sub-second part that an Update may have stored; that alone
-// must not make a write.
+// they are serialised with. Stored objects already hold such times
+// (serialiseTimes, and patches go through JSON); the comparison still
+// truncates so that an object to write that a caller built with finer
+// times, or in another time zone, is not a change for that alone.
 var serialEqual = conversion.EqualitiesOrDie(
 	func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 },
 	func(a, b metav1.MicroTime) bool {

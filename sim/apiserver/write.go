@@ -103,7 +103,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 	if status {
 		next = k.shallowCopy(cur)
 		k.takeStatus(next, in)
-		unchanged = !d.fields.has(k.statusField) || !d.exact && k.sameStatus(cur, next)
+		unchanged = !d.differs(k.statusField, func() bool { return k.sameStatus(cur, next) })
 	} else {
 		if k.status {
 			k.takeStatus(next, cur)
@@ -115,7 +115,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 		}
 		// With a status subresource the status is cur's; without one,
 		// sameContent covered it.
-		unchanged = sameContent && (!d.fields.has(k.metaField) || !d.exact && k.sameMeta(cur, next))
+		unchanged = sameContent && !d.differs(k.metaField, func() bool { return k.sameMeta(cur, next) })
 	}
 
 	if cur.GetDeletionTimestamp() != nil {
