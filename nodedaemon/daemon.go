@@ -66,7 +66,10 @@ type Daemon struct {
 	StagingReserve int64
 	// ControlPlane makes the prefetch pull one image at a time.
 	ControlPlane bool
-	pinned       *pinnedReport
+	// TestOnly breaks the daemon on purpose, for the twin's negative
+	// controls; production leaves it zero.
+	TestOnly TestOnly
+	pinned   *pinnedReport
 
 	nodeName string
 	client   client.Client
@@ -112,6 +115,9 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get BootcNode %s: %w", d.nodeName, err)
+	}
+	if d.TestOnly.ForgetLastReboot {
+		bn.Status.Daemon.LastReboot = nil
 	}
 	if !bn.DeletionTimestamp.IsZero() {
 		// The node is leaving bootroll: start nothing on the host.

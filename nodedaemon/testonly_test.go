@@ -19,8 +19,7 @@ func TestForgetLastRebootRebootsAgain(t *testing.T) {
 	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
 	broken := func() *Daemon {
 		d := New(node, h.client, host, h.clock, logr.Discard())
-		d.SetTestOnly(TestOnly{ForgetLastReboot: true})
-		d.SetTestOnly(TestOnly{ForgetLastReboot: true}) // idempotent
+		d.TestOnly = TestOnly{ForgetLastReboot: true}
 		return d
 	}
 	h.reconcile(broken())
@@ -36,14 +35,14 @@ func TestForgetLastRebootRebootsAgain(t *testing.T) {
 	}
 }
 
-// TestZeroTestOnlyChangesNothing: SetTestOnly with the zero value keeps the
+// TestZeroTestOnlyChangesNothing: the zero TestOnly keeps the
 // protection against a second reboot.
 func TestZeroTestOnlyChangesNothing(t *testing.T) {
 	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
 	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
 	for range 3 {
 		d := New(node, h.client, host, h.clock, logr.Discard())
-		d.SetTestOnly(TestOnly{})
+		d.TestOnly = TestOnly{}
 		h.reconcile(d)
 		h.clock.Step(5 * time.Minute)
 	}

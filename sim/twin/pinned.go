@@ -70,7 +70,7 @@ func (r *runner) configureDaemon(node string, d *nodedaemon.Daemon) {
 		d.Prefetch = pf
 	}
 	d.StagingReserve = stagingReserve(r.sc)
-	d.SetTestOnly(nodedaemon.TestOnly{ForgetLastReboot: r.sc.Bootroll.TestOnly.ForgetLastReboot})
+	d.TestOnly = nodedaemon.TestOnly{ForgetLastReboot: r.sc.Bootroll.TestOnly.ForgetLastReboot}
 }
 
 // setupPinned gives the invariants the model's answers and creates the
