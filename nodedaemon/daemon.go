@@ -22,8 +22,8 @@ import (
 
 // DefaultResync is how often an idle daemon looks at its host when nothing
 // else asks it to: it only catches changes made to the host out of band
-// (every running stage, requested reboot and retry has a shorter wait of
-// its own, and spec changes arrive as events). Each look runs
+// (every running stage, requested reboot and retry has a wait of its own,
+// no longer than this, and spec changes arrive as events). Each look runs
 // `bootc status` on the host.
 const DefaultResync = 2 * time.Minute
 

@@ -33,7 +33,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	twin.SetGCPercent() // for the whole process: never restored
+	gogc, _ = twin.SetGCPercent() // for the whole process: never restored
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

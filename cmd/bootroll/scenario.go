@@ -291,7 +291,7 @@ func printBench(w io.Writer, res *twin.Result, wall time.Duration) {
 	}
 	fmt.Fprintf(w, "  bench: wall %s  virtual %s  events %d  events/s %.0f  peak heap %.1f MiB  reconciles pool %d node %d daemon %d  GOMAXPROCS %d  GOGC %s\n",
 		wallString(wall), ms(res.End), res.Events, rate, float64(res.PeakHeap)/(1<<20),
-		res.Reconciles["pool"], res.Reconciles["node"], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc())
+		res.Reconciles["pool"], res.Reconciles["node"], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc)
 }
 
 // replay is the command line that reruns a scenario exactly.
@@ -400,10 +400,5 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// gogc is the GOGC the run used: the environment's, or twin.GCPercent.
-func gogc() string {
-	if v := os.Getenv("GOGC"); v != "" {
-		return v
-	}
-	return fmt.Sprint(twin.GCPercent)
-}
+// gogc is the GOGC in force, as main set it (twin.SetGCPercent).
+var gogc string

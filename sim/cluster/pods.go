@@ -391,7 +391,7 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	// A merge patch of the finalizers, locked on the version read, as the
 	// kubelet's status manager finishes a pod: it writes one field, not
 	// the whole pod.
-	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
+	rest := slices.DeleteFunc(obj.Finalizers, func(f string) bool { return f == PodFinalizer }) // obj is Get's copy
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": obj.ResourceVersion}})
 	must(err, "encoding the finalizer patch of pod "+p.ns+"/"+p.name)
 	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)

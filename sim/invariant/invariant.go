@@ -289,6 +289,12 @@ func (c *Checker) checkReboot(node, image string, at time.Duration) {
 	}
 }
 
+// PoolViewConsistent names the violation of the controller's own
+// self-check that the twin reports through Report: a pool's incrementally
+// kept node table differed from a full rebuild. It is checked in every
+// run, whatever the scenario's invariants list.
+const PoolViewConsistent = "pool-view-consistent"
+
 // Report records a violation the caller found itself, e.g. a self-check
 // of the controller that failed.
 func (c *Checker) Report(v Violation) { c.record(v) }

@@ -23,7 +23,8 @@ func benchRollout(b *testing.B, file string) {
 		b.Fatal(err)
 	}
 	// The GOGC that bootroll scenario run uses, so both figures agree.
-	defer twin.SetGCPercent()()
+	_, restore := twin.SetGCPercent()
+	defer restore()
 	var events uint64
 	for b.Loop() {
 		res, err := twin.Run(sc, twin.Options{})

@@ -28,6 +28,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,13 +73,14 @@ type Options struct {
 const GCPercent = 400
 
 // SetGCPercent sets GCPercent as the process's GOGC unless GOGC is set in
-// the environment, and returns what restores the previous setting.
-func SetGCPercent() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
+// the environment. It returns the GOGC in force and what restores the
+// previous setting.
+func SetGCPercent() (gogc string, restore func()) {
+	if v := os.Getenv("GOGC"); v != "" {
+		return v, func() {}
 	}
 	prev := debug.SetGCPercent(GCPercent)
-	return func() { debug.SetGCPercent(prev) }
+	return strconv.Itoa(GCPercent), func() { debug.SetGCPercent(prev) }
 }
 
 // BenchSampleEvery is how many engine events pass between heap samples
@@ -623,7 +625,7 @@ func (r *runner) sample(now time.Time) {
 	r.sampleDirty = false
 }
 
-// checkPoolViews reports a violation, pool-view-consistent, when a pool
+// checkPoolViews reports a violation, invariant.PoolViewConsistent, when a pool
 // reconciler's kept row table ever differed from a full rebuild
 // (bootroll_pool_view_mismatches_total): the controller repairs it, but it
 // is a bug in its change tracking that the twin, which delivers every event
@@ -635,7 +637,7 @@ func (r *runner) checkPoolViews(at time.Duration) error {
 			return err
 		}
 		if n := m.GetCounter().GetValue(); n > 0 {
-			r.chk.Report(invariant.Violation{Invariant: "pool-view-consistent", At: at, Objects: []string{"BootcNodePool/" + p.Name},
+			r.chk.Report(invariant.Violation{Invariant: invariant.PoolViewConsistent, At: at, Objects: []string{"BootcNodePool/" + p.Name},
 				Message: fmt.Sprintf("the pool reconciler's incrementally kept rows differed from a full rebuild on %v row(s) (a controller bug; see its error log)", n)})
 		}
 	}
