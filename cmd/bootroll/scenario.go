@@ -30,7 +30,7 @@ bootroll pools, timed events and faults, the virtual-time limit and what
 must hold: the invariants checked after every event and the expectations
 checked at the end.`,
 	}
-	cmd.AddCommand(newRunCmd(stdout, stderr), newValidateCmd(stdout, stderr), newListCmd(stdout, stderr))
+	cmd.AddCommand(newRunCmd(stdout, stderr), newExploreCmd(stdout, stderr), newValidateCmd(stdout, stderr), newListCmd(stdout, stderr))
 	return cmd
 }
 

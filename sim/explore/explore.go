@@ -1,0 +1,484 @@
+package explore
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+	"github.com/bootroll/bootroll/sim/twin"
+)
+
+// Config says what to explore.
+type Config struct {
+	// Seeds is how many runs (seeds) each scenario gets; FirstSeed is the
+	// first seed (default 1).
+	Seeds     int
+	FirstSeed uint64
+	// Categories are the fault and action families drawn from.
+	Categories []Category
+	// Jobs runs that many runs at once (default 1). Results do not depend
+	// on it, except where UntilFailure or Budget stop early.
+	Jobs int
+	// UntilFailure stops after the first run that violates something.
+	UntilFailure bool
+	// Budget stops starting new runs after this much wall time; 0: none.
+	Budget time.Duration
+	// ShrinkRuns bounds the runs one shrink may make (default 150); a
+	// negative value turns shrinking off.
+	ShrinkRuns int
+	// Out is the directory the reproducers are written to; "" writes none.
+	Out string
+	// Command is how the reproducers' header names the command that found
+	// them.
+	Command string
+	// Now reads the wall clock, for the budget and the wall times reported
+	// (the twin never reads it). Nil: time.Now.
+	Now func() time.Time
+}
+
+// Target is a scenario file to explore.
+type Target struct {
+	File string
+	Data []byte
+}
+
+// ScenarioReport is one scenario's line of the table.
+type ScenarioReport struct {
+	Name, File string
+	Runs       int
+	// Violations counts, per invariant, the runs that violated it.
+	Violations map[string]int
+	// Errors counts runs the twin could not make (a generator or model bug).
+	Errors int
+	// Sim is the virtual time simulated, Wall the wall time spent
+	// (summed over jobs).
+	Sim, Wall time.Duration
+}
+
+// Failure is one invariant violated in a scenario, with its reproducers.
+type Failure struct {
+	Scenario, File string
+	Seed           uint64
+	Invariant      string
+	Message        string
+	// Schedule is what the run drew; Shrunk what is left after shrinking,
+	// with Nodes the nodes left per group.
+	Schedule, Shrunk Schedule
+	ShrinkRuns       int
+	// FullFile and ShrunkFile are the reproducers written ("" when Out is
+	// empty).
+	FullFile, ShrunkFile string
+	// Err is a run error instead of a violation.
+	Err string
+}
+
+// Report is what an exploration found.
+type Report struct {
+	Scenarios []ScenarioReport
+	Failures  []Failure
+	Runs      int
+	Sim       time.Duration
+	// Wall is the elapsed wall time; RunWall the wall time of the runs
+	// summed over jobs (per-core throughput is Runs / RunWall).
+	Wall, RunWall time.Duration
+	// Stopped says why it stopped early, or "".
+	Stopped string
+}
+
+// prepared is a target loaded and measured.
+type prepared struct {
+	doc     *document
+	sc      *scenario.Scenario
+	horizon time.Duration
+}
+
+type runOut struct {
+	res  *twin.Result
+	err  error
+	wall time.Duration
+	v    variant
+}
+
+// Run explores the targets.
+func Run(targets []Target, cfg Config) (*Report, error) {
+	if cfg.Seeds < 1 {
+		return nil, fmt.Errorf("--seeds: want at least 1, got %d", cfg.Seeds)
+	}
+	if cfg.FirstSeed == 0 {
+		cfg.FirstSeed = 1
+	}
+	if cfg.Jobs < 1 {
+		cfg.Jobs = 1
+	}
+	if cfg.ShrinkRuns == 0 {
+		cfg.ShrinkRuns = 150
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now // edge: wall clock of the outer loop, never read by the twin
+	}
+	began := cfg.Now()
+	preps := make([]prepared, len(targets))
+	for i, t := range targets {
+		p, err := prepare(t, cfg)
+		if err != nil {
+			return nil, err
+		}
+		preps[i] = p
+	}
+	rep := &Report{Scenarios: make([]ScenarioReport, len(targets))}
+	for i, p := range preps {
+		rep.Scenarios[i] = ScenarioReport{Name: p.sc.Name, File: p.doc.file, Violations: map[string]int{}}
+	}
+
+	// Every (scenario, seed) is a task; results go to their own slot, so
+	// the report does not depend on the order the jobs finish in.
+	type task struct{ ti, k int }
+	var tasks []task
+	for k := range cfg.Seeds {
+		for ti := range preps {
+			tasks = append(tasks, task{ti, k})
+		}
+	}
+	outs := make([]runOut, len(tasks))
+	done := make([]bool, len(tasks))
+	var mu sync.Mutex
+	stop := ""
+	parallel(cfg.Jobs, len(tasks), func(i int) { // edge: independent twin runs in parallel, one engine each
+		mu.Lock()
+		halt := stop != ""
+		if !halt && cfg.Budget > 0 && cfg.Now().Sub(began) >= cfg.Budget {
+			stop = fmt.Sprintf("budget %s spent", cfg.Budget)
+			halt = true
+		}
+		mu.Unlock()
+		if halt {
+			return
+		}
+		t := tasks[i]
+		seed := cfg.FirstSeed + uint64(t.k)
+		p := preps[t.ti]
+		sched := draw(newWorld(p.sc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
+		v := variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}
+		out := run(p.doc, v, cfg.Now)
+		mu.Lock()
+		outs[i], done[i] = out, true
+		if cfg.UntilFailure && (out.err != nil || !out.res.Passed()) && stop == "" {
+			stop = "--until-failure: a run failed"
+		}
+		mu.Unlock()
+	})
+	rep.Stopped = stop
+
+	type key struct {
+		ti  int
+		inv string
+	}
+	first := map[key]int{}
+	var keys []key
+	for i, t := range tasks {
+		if !done[i] {
+			continue
+		}
+		o := outs[i]
+		sr := &rep.Scenarios[t.ti]
+		sr.Runs++
+		rep.Runs++
+		sr.Wall += o.wall
+		rep.RunWall += o.wall
+		if o.err != nil {
+			sr.Errors++
+			k := key{t.ti, "error"}
+			if _, ok := first[k]; !ok {
+				first[k] = i
+				keys = append(keys, k)
+			}
+			continue
+		}
+		sr.Sim += o.res.End
+		rep.Sim += o.res.End
+		for _, inv := range slices.Sorted(maps.Keys(o.res.Counts)) {
+			sr.Violations[inv]++
+			k := key{t.ti, inv}
+			if _, ok := first[k]; !ok {
+				first[k] = i
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.ti != b.ti {
+			return a.ti - b.ti
+		}
+		return strings.Compare(a.inv, b.inv)
+	})
+
+	// Each scenario's first run per violated invariant is written and
+	// shrunk.
+	rep.Failures = make([]Failure, len(keys))
+	parallel(cfg.Jobs, len(keys), func(j int) { // edge: independent shrinks in parallel
+		k := keys[j]
+		i := first[k]
+		p := preps[k.ti]
+		rep.Failures[j] = failure(p, outs[i], k.inv, cfg)
+	})
+	rep.Wall = cfg.Now().Sub(began)
+	return rep, nil
+}
+
+// parallel calls f(0..n-1) on jobs goroutines.
+func parallel(jobs, n int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(jobs, max(n, 1)) {
+		wg.Add(1)
+		go func() { // edge: worker of the outer loop
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func nameHash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// limitFor gives a run the scenario's limit after its last item ends, so
+// the world has as long to recover from the schedule as the scenario
+// gives it to finish.
+func limitFor(limit time.Duration, s Schedule) time.Duration {
+	return max(limit, s.End()+limit)
+}
+
+// prepare loads a target and measures its horizon: the schedule's times
+// are drawn over the time the scenario takes without faults (it
+// converged by then, or ran to its limit).
+func prepare(t Target, cfg Config) (prepared, error) {
+	sc, err := scenario.Parse(t.File, t.Data)
+	if err != nil {
+		return prepared{}, err
+	}
+	doc, err := parseDocument(t.File, t.Data)
+	if err != nil {
+		return prepared{}, err
+	}
+	p := prepared{doc: doc, sc: sc, horizon: sc.Limit}
+	o := run(doc, variant{seed: cfg.FirstSeed}, cfg.Now)
+	if o.err != nil {
+		return prepared{}, fmt.Errorf("%s: the scenario does not run without faults: %w", t.File, o.err)
+	}
+	if o.res.Converged {
+		p.horizon = max(o.res.ConvergedAt, time.Minute)
+	}
+	return p, nil
+}
+
+// run renders and runs one variant.
+func run(doc *document, v variant, now func() time.Time) runOut {
+	start := now()
+	out := runOut{v: v}
+	data, err := doc.render(v)
+	if err != nil {
+		out.err = err
+		return out
+	}
+	sc, err := scenario.Parse(doc.file, data)
+	if err != nil {
+		out.err = fmt.Errorf("the explored variant does not load: %w", err)
+		return out
+	}
+	out.res, out.err = twin.Run(sc, twin.Options{Seed: v.seed})
+	out.wall = now().Sub(start)
+	return out
+}
+
+// violates reports whether a run violated inv ("error": failed to run).
+func (o runOut) violates(inv string) bool {
+	if inv == "error" {
+		return o.err != nil
+	}
+	return o.err == nil && o.res.Caught(inv)
+}
+
+func (o runOut) message(inv string) string {
+	if o.err != nil {
+		return o.err.Error()
+	}
+	for _, v := range o.res.Violations {
+		if v.Invariant == inv {
+			return v.String()
+		}
+	}
+	return ""
+}
+
+// failure writes and shrinks the failing run o.
+func failure(p prepared, o runOut, inv string, cfg Config) Failure {
+	f := Failure{Scenario: p.sc.Name, File: p.doc.file, Seed: o.v.seed, Invariant: inv, Message: o.message(inv), Schedule: o.v.schedule}
+	if o.err != nil {
+		f.Err = o.err.Error()
+	}
+	shrunk, runs := o.v, 0
+	if cfg.ShrinkRuns > 0 && inv != "error" {
+		shrunk, runs = shrink(p, o.v, inv, cfg)
+	}
+	f.Shrunk, f.ShrinkRuns = shrunk.schedule, runs
+	shrunkMsg := f.Message
+	if runs > 0 {
+		if so := run(p.doc, shrunk, cfg.Now); so.violates(inv) {
+			shrunkMsg = so.message(inv)
+		}
+	}
+	if cfg.Out == "" {
+		return f
+	}
+	base := fmt.Sprintf("%s.%s.seed%d", p.sc.Name, inv, o.v.seed)
+	f.FullFile = filepath.Join(cfg.Out, base+".full.yaml")
+	f.ShrunkFile = filepath.Join(cfg.Out, base+".yaml")
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		f.Err = err.Error()
+		return f
+	}
+	found := fmt.Sprintf("Found by: %s (scenario %s, seed %d).", cfg.Command, p.doc.file, o.v.seed)
+	full := o.v
+	full.name = dnsLabel(p.sc.Name + "-" + inv)
+	full.header = []string{found, "Violates " + inv + ": " + oneLine(f.Message),
+		fmt.Sprintf("The original scenario with the %d drawn fault(s)/action(s) at explicit times; shrunk: %s.", len(o.v.schedule), filepath.Base(f.ShrunkFile)),
+		"Replay: bootroll scenario run " + f.FullFile}
+	shrunk.name = full.name
+	shrunk.header = []string{found, "Violates " + inv + ": " + oneLine(shrunkMsg),
+		fmt.Sprintf("Shrunk automatically from %d to %d fault(s)/action(s) in %d runs (nodes and replicas cut where it still fails).", len(o.v.schedule), len(shrunk.schedule), runs),
+		"Replay: bootroll scenario run " + f.ShrunkFile}
+	for _, w := range []struct {
+		path string
+		v    variant
+	}{{f.FullFile, full}, {f.ShrunkFile, shrunk}} {
+		data, err := p.doc.render(w.v)
+		if err == nil {
+			err = os.WriteFile(w.path, data, 0o644)
+		}
+		if err != nil {
+			f.Err = err.Error()
+		}
+	}
+	return f
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// shrink makes v smaller while it still violates inv: it drops schedule
+// items, cuts node groups and workload replicas, and rounds times. It
+// returns the smallest variant found and how many runs it took.
+func shrink(p prepared, v variant, inv string, cfg Config) (variant, int) {
+	runs := 0
+	fails := func(c variant) bool {
+		if runs >= cfg.ShrinkRuns {
+			return false
+		}
+		runs++
+		c.limit = limitFor(p.sc.Limit, c.schedule)
+		return run(p.doc, c, cfg.Now).violates(inv)
+	}
+	cur := v
+	cur.counts, cur.replicas = map[int]int{}, map[int]int{}
+	// 1. Drop items, the latest first, until none can go.
+	for changed := true; changed; {
+		changed = false
+		for i := len(cur.schedule) - 1; i >= 0; i-- {
+			c := cur
+			c.schedule = slices.Delete(slices.Clone(cur.schedule), i, i+1)
+			if fails(c) {
+				cur, changed = c, true
+			}
+		}
+	}
+	// 2. Cut node groups and replicas: the least first, then halves.
+	for i, g := range p.sc.NodeGroups {
+		n := g.Count
+		for n > 1 {
+			tried := false
+			for _, try := range []int{1, n / 2} {
+				if try >= n {
+					continue
+				}
+				c := cur
+				c.counts = maps.Clone(cur.counts)
+				c.counts[i] = try
+				if fails(c) {
+					cur, n, tried = c, try, true
+					break
+				}
+			}
+			if !tried {
+				break
+			}
+		}
+	}
+	for i, w := range p.sc.Workloads {
+		n := w.Replicas
+		for n > 0 {
+			tried := false
+			for _, try := range []int{0, n / 2} {
+				if try >= n {
+					continue
+				}
+				c := cur
+				c.replicas = maps.Clone(cur.replicas)
+				c.replicas[i] = try
+				if fails(c) {
+					cur, n, tried = c, try, true
+					break
+				}
+			}
+			if !tried {
+				break
+			}
+		}
+	}
+	// 3. Round each item's times to whole seconds, then 10 s, then minutes,
+	// keeping the gaps inside the item.
+	for i := range cur.schedule {
+		for _, unit := range []time.Duration{time.Minute, 10 * time.Second, time.Second} {
+			it := cur.schedule[i]
+			shift := it.Entries[0].At.Round(unit) - it.Entries[0].At
+			if shift == 0 {
+				break
+			}
+			c := cur
+			c.schedule = slices.Clone(cur.schedule)
+			moved := Item{Category: it.Category, Entries: slices.Clone(it.Entries)}
+			for j := range moved.Entries {
+				moved.Entries[j].At = max(0, moved.Entries[j].At+shift)
+			}
+			c.schedule[i] = moved
+			if fails(c) {
+				cur = c
+				break
+			}
+		}
+	}
+	cur.limit = limitFor(p.sc.Limit, cur.schedule)
+	return cur, runs
+}

@@ -1,0 +1,190 @@
+package explore
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+	"github.com/bootroll/bootroll/sim/twin"
+)
+
+func shipped(t *testing.T) []Target {
+	t.Helper()
+	files, err := filepath.Glob("../../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shipped scenarios: %v", err)
+	}
+	var out []Target
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Target{File: f, Data: data})
+	}
+	return out
+}
+
+func target(t *testing.T, name string, sets ...string) Target {
+	t.Helper()
+	file := "../../scenarios/" + name + ".yaml"
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) > 0 {
+		if data, err = scenario.ApplySets(file, data, sets); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Target{File: file, Data: data}
+}
+
+// Every generator's items, drawn many times over every shipped scenario,
+// render into scenario files that the ordinary loader accepts, with the
+// entries added, the timing expectations and negative controls gone.
+func TestEveryDrawnScheduleLoads(t *testing.T) {
+	drawnKeys := map[string]bool{}
+	for _, tg := range shipped(t) {
+		sc, err := scenario.Parse(tg.File, tg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := parseDocument(tg.File, tg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(sc, 20*time.Minute)
+		for seed := range uint64(40) {
+			s := draw(w, AllCategories, rand.New(rand.NewPCG(seed, 7)))
+			entries := 0
+			for _, it := range s {
+				entries += len(it.Entries)
+				for _, e := range it.Entries {
+					drawnKeys[e.Key] = true
+				}
+			}
+			data, err := doc.render(variant{seed: seed + 1, schedule: s, limit: limitFor(sc.Limit, s)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := scenario.Parse(tg.File, data)
+			if err != nil {
+				t.Fatalf("%s seed %d: drawn schedule %v does not load:\n%v\n%s", tg.File, seed, s, err, data)
+			}
+			if n := len(got.Events) + len(got.Faults) - len(sc.Events) - len(sc.Faults); n != entries {
+				t.Fatalf("%s seed %d: %d entries added, want %d", tg.File, seed, n, entries)
+			}
+			if len(got.NegativeControls) != 0 || got.Expect.CompletesWithin != nil || len(got.Expect.FinalImages) != 0 {
+				t.Fatalf("%s: variant keeps negative controls or timing expectations", tg.File)
+			}
+			if !slices.Equal(got.Expect.Invariants, sc.Expect.Invariants) {
+				t.Fatalf("%s: variant invariants %v, want %v", tg.File, got.Expect.Invariants, sc.Expect.Invariants)
+			}
+			if got.Seed != seed+1 {
+				t.Fatalf("%s: variant seed %d, want %d", tg.File, got.Seed, seed+1)
+			}
+		}
+	}
+	for _, g := range generators {
+		if !drawnKeys[g.name] && g.name != "revertPoolImage" {
+			t.Errorf("generator %s never drawn over the shipped scenarios", g.name)
+		}
+	}
+}
+
+// The report does not depend on --jobs.
+func TestJobsDoNotChangeResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the twin 60 times")
+	}
+	tgs := []Target{target(t, "plain-rollout-10"), target(t, "pdb-blocks-drain")}
+	run := func(jobs int) *Report {
+		rep, err := Run(tgs, Config{Seeds: 15, Categories: AllCategories, Jobs: jobs, ShrinkRuns: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rep.Scenarios {
+			rep.Scenarios[i].Wall = 0
+		}
+		rep.Wall, rep.RunWall = 0, 0
+		return rep
+	}
+	a, b := run(1), run(3)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("jobs 1 and 3 differ:\n%+v\n%+v", a, b)
+	}
+	if a.Runs != 30 {
+		t.Fatalf("runs %d, want 30", a.Runs)
+	}
+}
+
+// A planted bug (slots handed out without counting) is found, written as a
+// reproducer that replays to the same violation, and shrunk: it needs no
+// fault, so every drawn item goes and the nodes are cut.
+func TestPlantedBugIsWrittenAndShrunk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the twin")
+	}
+	out := t.TempDir()
+	tg := target(t, "plain-rollout-10", "bootroll.testOnly.ignoreSlotLimit=true")
+	rep, err := Run([]Target{tg}, Config{Seeds: 3, FirstSeed: 4, Categories: []Category{Crash, Human}, Out: out, Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f *Failure
+	for i := range rep.Failures {
+		if rep.Failures[i].Invariant == string(scenario.InvMaxUnavailable) {
+			f = &rep.Failures[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("max-unavailable not found: %+v", rep.Failures)
+	}
+	if rep.Scenarios[0].Violations["max-unavailable"] != 3 {
+		t.Fatalf("violations %v, want max-unavailable in all 3 runs", rep.Scenarios[0].Violations)
+	}
+	if len(f.Shrunk) != 0 {
+		t.Fatalf("shrunk schedule %v, want empty (the bug needs no fault)", f.Shrunk)
+	}
+	for _, file := range []string{f.FullFile, f.ShrunkFile} {
+		sc, err := scenario.Load(file)
+		if err != nil {
+			t.Fatalf("reproducer %s does not load: %v", file, err)
+		}
+		res, err := twin.Run(sc, twin.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Caught(f.Invariant) {
+			t.Fatalf("reproducer %s does not replay the violation: %v", file, res.Violations)
+		}
+		data, _ := os.ReadFile(file)
+		if !strings.Contains(string(data), "# Replay: bootroll scenario run "+file) {
+			t.Fatalf("reproducer %s has no replay line:\n%s", file, data)
+		}
+	}
+	shrunk, _ := scenario.Load(f.ShrunkFile)
+	if shrunk.NodeGroups[0].Count >= 10 {
+		t.Fatalf("shrunk reproducer keeps %d nodes; the bug shows with fewer", shrunk.NodeGroups[0].Count)
+	}
+}
+
+func TestParseCategories(t *testing.T) {
+	got, err := ParseCategories("crash, human,crash")
+	if err != nil || !slices.Equal(got, []Category{Crash, Human}) {
+		t.Fatalf("got %v %v", got, err)
+	}
+	if got, _ := ParseCategories("all"); !slices.Equal(got, AllCategories) {
+		t.Fatalf("all: %v", got)
+	}
+	if _, err := ParseCategories("crash,bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Fatalf("bogus: %v", err)
+	}
+}

@@ -1,0 +1,328 @@
+// Package explore runs scenarios under many seeds with randomised fault and
+// action schedules, checks every invariant, writes each violation as a
+// self-contained scenario file that `bootroll scenario run` replays
+// exactly, and shrinks it to a minimal reproducer.
+//
+// A schedule is a list of items; an item is one or more scenario entries
+// (events or faults at explicit times, with explicit targets) that are
+// added and removed together (a pause with its resume). Every explored run
+// is built as scenario YAML and loaded by the ordinary loader, so the file
+// written for a violation is exactly what ran.
+package explore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Category is a family of faults and actions that exploration may draw.
+type Category string
+
+// The categories. A category with no generator that fits a scenario (say
+// karpenter without a karpenter section) draws nothing for it.
+const (
+	// API: API errors (409, 429, 500, timeouts) and latency.
+	API Category = "api"
+	// Stale: delayed and dropped watch events, stale caches.
+	Stale Category = "stale"
+	// Crash: controller and daemon crashes and restarts.
+	Crash Category = "crash"
+	// Host: node crashes, power cycles, slow or failed boots, registry and
+	// disk faults.
+	Host Category = "host"
+	// Human: an operator's edits: pool image (revert, flip-flop), pause,
+	// workload scale, nodes added and removed.
+	Human Category = "human"
+	// Karpenter: Karpenter's own actions (drift from a NodeClass change).
+	Karpenter Category = "karpenter"
+)
+
+// AllCategories lists every category, in the order they are drawn from.
+var AllCategories = []Category{API, Stale, Crash, Host, Human, Karpenter}
+
+// ParseCategories parses a comma-separated list of categories; "all" is
+// every one.
+func ParseCategories(s string) ([]Category, error) {
+	var out []Category
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if part == "all" {
+			return slices.Clone(AllCategories), nil
+		}
+		c := Category(part)
+		if !slices.Contains(AllCategories, c) {
+			names := make([]string, len(AllCategories))
+			for i, a := range AllCategories {
+				names[i] = string(a)
+			}
+			return nil, fmt.Errorf("--faults: unknown category %q; want a comma-separated list of %s, or all", part, strings.Join(names, ", "))
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--faults: no category given; want a comma-separated list of categories, or all")
+	}
+	return out, nil
+}
+
+// Section is where an entry goes in the scenario file.
+type Section string
+
+// The sections an entry may go to.
+const (
+	Events Section = "events"
+	Faults Section = "faults"
+)
+
+// Entry is one event or fault at an explicit time.
+type Entry struct {
+	Section Section
+	At      time.Duration
+	// Key is the event's or fault's kind, the YAML key (setPoolImage,
+	// nodeCrash, ...); Body its value.
+	Key  string
+	Body map[string]any
+}
+
+// Item is what a generator draws: entries that are added and removed
+// together.
+type Item struct {
+	Category Category
+	Entries  []Entry
+}
+
+// End is the latest time an item's entries reach, counting a fault's
+// downFor.
+func (it Item) End() time.Duration {
+	var end time.Duration
+	for _, e := range it.Entries {
+		t := e.At
+		if d, ok := e.Body["downFor"].(string); ok {
+			if dd, err := time.ParseDuration(d); err == nil {
+				t += dd
+			}
+		}
+		end = max(end, t)
+	}
+	return end
+}
+
+// String describes an item for a person: "3m10s nodeCrash{node: w-2, downFor: 5m}".
+func (it Item) String() string {
+	parts := make([]string, len(it.Entries))
+	for i, e := range it.Entries {
+		parts[i] = fmt.Sprintf("%s %s%s", e.At, e.Key, flow(e.Body))
+	}
+	return strings.Join(parts, " + ")
+}
+
+// flow renders a body as YAML flow text.
+func flow(body map[string]any) string {
+	var n yaml.Node
+	if err := n.Encode(body); err != nil {
+		return fmt.Sprint(body)
+	}
+	setFlow(&n)
+	b, err := yaml.Marshal(&n)
+	if err != nil {
+		return fmt.Sprint(body)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func setFlow(n *yaml.Node) {
+	n.Style |= yaml.FlowStyle
+	for _, c := range n.Content {
+		setFlow(c)
+	}
+}
+
+// Schedule is the items of one run, in time order.
+type Schedule []Item
+
+// End is when the last item's effect ends.
+func (s Schedule) End() time.Duration {
+	var end time.Duration
+	for _, it := range s {
+		end = max(end, it.End())
+	}
+	return end
+}
+
+// world is what generators know of a scenario.
+type world struct {
+	sc      *scenario.Scenario
+	horizon time.Duration
+	nodes   []string // nodes that exist at the start, <group>-<i>
+}
+
+func newWorld(sc *scenario.Scenario, horizon time.Duration) *world {
+	w := &world{sc: sc, horizon: horizon}
+	for _, g := range sc.NodeGroups {
+		for i := range g.Count {
+			w.nodes = append(w.nodes, fmt.Sprintf("%s-%d", g.Name, i))
+		}
+	}
+	return w
+}
+
+// generator draws one item of its category for a scenario, or reports that
+// it has nothing to draw there.
+type generator struct {
+	cat  Category
+	name string
+	draw func(w *world, rng *rand.Rand) (Item, bool)
+}
+
+// at draws a time in [0, horizon), rounded to milliseconds.
+func (w *world) at(rng *rand.Rand) time.Duration {
+	h := max(w.horizon, time.Minute)
+	return (time.Duration(rng.Int64N(int64(h))) / time.Millisecond) * time.Millisecond
+}
+
+// between draws a duration in [lo, hi], rounded to seconds.
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	d := lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	return d.Round(time.Second)
+}
+
+func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+func one(cat Category, sec Section, at time.Duration, key string, body map[string]any) Item {
+	return Item{Category: cat, Entries: []Entry{{Section: sec, At: at, Key: key, Body: body}}}
+}
+
+// generators are every fault and action exploration draws. A new kind of
+// fault or action is added here once and every scenario gets it.
+var generators = []generator{
+	{Crash, "controllerRestart", func(w *world, rng *rand.Rand) (Item, bool) {
+		return one(Crash, Faults, w.at(rng), "controllerRestart", map[string]any{"downFor": between(rng, 0, 2*time.Minute).String()}), true
+	}},
+	{Crash, "daemonCrash", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		return one(Crash, Faults, w.at(rng), "daemonCrash", map[string]any{"node": pick(rng, w.nodes), "downFor": between(rng, 5*time.Second, 2*time.Minute).String()}), true
+	}},
+	{Host, "nodeCrash", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		return one(Host, Faults, w.at(rng), "nodeCrash", map[string]any{"node": pick(rng, w.nodes), "downFor": between(rng, 30*time.Second, 10*time.Minute).String()}), true
+	}},
+	{Human, "setPoolImage", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Bootroll.Pools) == 0 || len(w.sc.Images) < 2 {
+			return Item{}, false
+		}
+		p := pick(rng, w.sc.Bootroll.Pools)
+		im := pick(rng, w.sc.Images)
+		return one(Human, Events, w.at(rng), "setPoolImage", map[string]any{"pool": p.Name, "image": im.Name}), true
+	}},
+	{Human, "revertPoolImage", func(w *world, rng *rand.Rand) (Item, bool) {
+		// Flip-flop: to another image and back to the pool's own.
+		if len(w.sc.Bootroll.Pools) == 0 || len(w.sc.Images) < 2 {
+			return Item{}, false
+		}
+		p := pick(rng, w.sc.Bootroll.Pools)
+		var others []string
+		for _, im := range w.sc.Images {
+			if im.Name != p.Image {
+				others = append(others, im.Name)
+			}
+		}
+		if len(others) == 0 {
+			return Item{}, false
+		}
+		t := w.at(rng)
+		back := t + between(rng, time.Second, 5*time.Minute)
+		return Item{Category: Human, Entries: []Entry{
+			{Section: Events, At: t, Key: "setPoolImage", Body: map[string]any{"pool": p.Name, "image": pick(rng, others)}},
+			{Section: Events, At: back, Key: "setPoolImage", Body: map[string]any{"pool": p.Name, "image": p.Image}},
+		}}, true
+	}},
+	{Human, "pause", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Bootroll.Pools) == 0 {
+			return Item{}, false
+		}
+		p := pick(rng, w.sc.Bootroll.Pools)
+		t := w.at(rng)
+		return Item{Category: Human, Entries: []Entry{
+			{Section: Events, At: t, Key: "pause", Body: map[string]any{"pool": p.Name, "paused": true}},
+			{Section: Events, At: t + between(rng, time.Second, 10*time.Minute), Key: "pause", Body: map[string]any{"pool": p.Name, "paused": false}},
+		}}, true
+	}},
+	{Human, "scaleWorkload", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Workloads) == 0 {
+			return Item{}, false
+		}
+		wl := pick(rng, w.sc.Workloads)
+		n := max(0, wl.Replicas+rng.IntN(wl.Replicas+3)-(wl.Replicas+2)/2)
+		return one(Human, Events, w.at(rng), "scaleWorkload", map[string]any{"workload": wl.Name, "replicas": n}), true
+	}},
+	{Human, "addNodes", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.NodeGroups) == 0 {
+			return Item{}, false
+		}
+		g := pick(rng, w.sc.NodeGroups)
+		return one(Human, Events, w.at(rng), "addNodes", map[string]any{"group": g.Name, "count": 1 + rng.IntN(2)}), true
+	}},
+	{Human, "removeNodes", func(w *world, rng *rand.Rand) (Item, bool) {
+		var gs []scenario.NodeGroup
+		for _, g := range w.sc.NodeGroups {
+			if g.Count > 1 {
+				gs = append(gs, g)
+			}
+		}
+		if len(gs) == 0 {
+			return Item{}, false
+		}
+		g := pick(rng, gs)
+		return one(Human, Events, w.at(rng), "removeNodes", map[string]any{"group": g.Name, "count": 1}), true
+	}},
+	{Karpenter, "setNodeClassImage", func(w *world, rng *rand.Rand) (Item, bool) {
+		if w.sc.Karpenter == nil || len(w.sc.Karpenter.NodeClasses) == 0 {
+			return Item{}, false
+		}
+		nc := pick(rng, w.sc.Karpenter.NodeClasses)
+		im := pick(rng, w.sc.Images)
+		return one(Karpenter, Events, w.at(rng), "setNodeClassImage", map[string]any{"nodeClass": nc.Name, "image": im.Name}), true
+	}},
+}
+
+// MaxItems is the most items one run's schedule holds.
+const MaxItems = 4
+
+// draw makes the schedule of one run: 1 to MaxItems items from the
+// generators of the given categories that fit the scenario, in time order.
+func draw(w *world, cats []Category, rng *rand.Rand) Schedule {
+	var gens []generator
+	for _, g := range generators {
+		if slices.Contains(cats, g.cat) {
+			gens = append(gens, g)
+		}
+	}
+	if len(gens) == 0 {
+		return nil
+	}
+	n := 1 + rng.IntN(MaxItems)
+	var s Schedule
+	for tries := 0; len(s) < n && tries < 4*MaxItems; tries++ {
+		if it, ok := pick(rng, gens).draw(w, rng); ok {
+			s = append(s, it)
+		}
+	}
+	slices.SortStableFunc(s, func(a, b Item) int { return int(a.Entries[0].At - b.Entries[0].At) })
+	return s
+}
