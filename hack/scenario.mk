@@ -9,10 +9,21 @@ BOOTROLL_SCENARIO_MK := 1
 BIN ?= $(CURDIR)/bin
 BOOTROLL := $(BIN)/bootroll
 # scenarios/bench/ holds the benchmarks; make scenario leaves them out.
-SCENARIOS := $(sort $(wildcard scenarios/*.yaml))
+# scenarios/regressions/ holds the explorer's shrunk reproducers of bugs
+# that were fixed; make scenario runs them too.
+SHIPPED   := $(sort $(wildcard scenarios/*.yaml))
+SCENARIOS := $(SHIPPED) $(sort $(wildcard scenarios/regressions/*.yaml))
 BENCH_SCENARIOS := scenarios/bench/bench-1000.yaml scenarios/bench/bench-10000.yaml
 
-.PHONY: scenario bench bootroll-cli
+# make explore: a long exploration; override EXPLORE_SEEDS, EXPLORE_FAULTS,
+# EXPLORE_JOBS, EXPLORE_BUDGET, EXPLORE_OUT.
+EXPLORE_SEEDS  ?= 2000
+EXPLORE_FAULTS ?= all
+EXPLORE_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+EXPLORE_BUDGET ?= 60m
+EXPLORE_OUT    ?= out/explore
+
+.PHONY: scenario bench explore bootroll-cli
 
 bootroll-cli:
 	go build -o $(BOOTROLL) ./cmd/bootroll
@@ -22,5 +33,8 @@ scenario: bootroll-cli ## Run every scenario in the twin with its negative contr
 
 bench: bootroll-cli ## Run the 1,000- and 10,000-node rollouts in the twin with --bench.
 	$(BOOTROLL) scenario run --bench $(BENCH_SCENARIOS)
+
+explore: bootroll-cli ## Explore every scenario under many seeds with random faults and actions; write and shrink what fails (EXPLORE_SEEDS, EXPLORE_BUDGET).
+	$(BOOTROLL) scenario explore $(SHIPPED) --seeds $(EXPLORE_SEEDS) --faults $(EXPLORE_FAULTS) --jobs $(EXPLORE_JOBS) --budget $(EXPLORE_BUDGET) --out $(EXPLORE_OUT)
 
 endif
