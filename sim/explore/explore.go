@@ -268,7 +268,7 @@ func limitFor(limit time.Duration, s Schedule) time.Duration {
 
 // prepare loads a target and measures its horizon: the schedule's times
 // are drawn over the time the scenario takes without faults (it
-// converged by then, or ran to its limit).
+// converged by then, or ran to its limit), run with its own seed.
 func prepare(t Target, cfg Config) (prepared, error) {
 	sc, err := scenario.Parse(t.File, t.Data)
 	if err != nil {
@@ -279,7 +279,9 @@ func prepare(t Target, cfg Config) (prepared, error) {
 		return prepared{}, err
 	}
 	p := prepared{doc: doc, sc: sc, horizon: sc.Limit}
-	o := run(doc, variant{seed: cfg.FirstSeed}, cfg.Now)
+	// The scenario's own seed, so that a run's schedule depends on its seed
+	// alone, not on where the exploration started.
+	o := run(doc, variant{seed: sc.Seed}, cfg.Now)
 	if o.err != nil {
 		return prepared{}, fmt.Errorf("%s: the scenario does not run without faults: %w", t.File, o.err)
 	}
