@@ -484,3 +484,34 @@ func shrink(p prepared, v variant, inv string, cfg Config) (variant, int) {
 	cur.limit = limitFor(p.sc.Limit, cur.schedule)
 	return cur, runs
 }
+
+// Hunt runs seeds FirstSeed, FirstSeed+1, ... of one target in order until
+// a run violates inv or maxRuns runs were made, and shrinks the failing
+// run. It returns the failure (nil when none was found) and how many runs
+// it took to find it. It is deterministic: planted-bug tests use it to
+// show how many runs a bug class needs.
+func Hunt(t Target, inv string, maxRuns int, cfg Config) (*Failure, int, error) {
+	if cfg.FirstSeed == 0 {
+		cfg.FirstSeed = 1
+	}
+	if cfg.ShrinkRuns == 0 {
+		cfg.ShrinkRuns = 150
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now // edge: wall clock for the wall times reported
+	}
+	p, err := prepare(t, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	for k := range maxRuns {
+		seed := cfg.FirstSeed + uint64(k)
+		sched := draw(newWorld(p.sc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
+		o := run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}, cfg.Now)
+		if o.violates(inv) {
+			f := failure(p, o, inv, cfg)
+			return &f, k + 1, nil
+		}
+	}
+	return nil, maxRuns, nil
+}
