@@ -108,8 +108,10 @@ type deadline struct {
 	// about; released the marker removal (protection).
 	id       uint64
 	released int
-	// pool and why say what started a cleanup.
+	// pool and why say what started a cleanup; left is true when the node
+	// left the pool (a cleanup that no longer applies if it is back).
 	pool, why string
+	left      bool
 }
 
 type deadlineHeap []deadline
@@ -179,9 +181,15 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 	if !n.Exists {
 		return
 	}
-	now := c.now()
 	t := &n.touch
-	taints := bootrollTaints(n.Taints)
+	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted {
+		return // untouched, and stays so
+	}
+	now := c.now()
+	taints := n.Taints
+	if slices.Contains(taints, v1alpha1.TaintOSNotReady) {
+		taints = bootrollTaints(taints)
+	}
 	claim, _ := c.world.ClaimOwned(n)
 	if slotted := n.slotIn != nil; slotted != t.slotted {
 		t.slotted = slotted
@@ -275,16 +283,16 @@ func (c *Checker) strandDeadline(n *Node) (time.Time, bool) {
 }
 
 // triggerCleanup starts the cleanup clock of a node bootroll has marked.
-func (c *Checker) triggerCleanup(n *Node, pool, why string) {
+func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	if !n.Exists || !n.touch.active {
 		return
 	}
-	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why})
+	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left})
 }
 
 // leftPool is the World's leftHook: a node stopped matching a live pool.
 func (c *Checker) leftPool(n *Node, p *Pool) {
-	c.triggerCleanup(n, p.Name, "left pool "+p.Name+" (its labels no longer match the selector)")
+	c.triggerCleanup(n, p.Name, "left pool "+p.Name+" (its labels no longer match the selector)", true)
 }
 
 // bootcChanged is the World's bootcHook.
@@ -292,7 +300,7 @@ func (c *Checker) bootcChanged(n *Node, t apiserver.EventType, old, o *v1alpha1.
 	deleting := t == apiserver.Deleted && (old == nil || old.DeletionTimestamp == nil) && o.DeletionTimestamp == nil ||
 		t != apiserver.Deleted && o.DeletionTimestamp != nil && (old == nil || old.DeletionTimestamp == nil)
 	if deleting {
-		c.triggerCleanup(n, o.Spec.Pool, "BootcNode "+o.Name+" deleted")
+		c.triggerCleanup(n, o.Spec.Pool, "BootcNode "+o.Name+" deleted", false)
 	}
 	c.haltBootcNode(n, t, old, o)
 }
@@ -306,7 +314,7 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 		for _, name := range c.world.NodeNames() {
 			n := c.world.nodes[name]
 			if n.MarkPool == p.Name || n.BootcPool == p.Name || n.slotIn == p || n.Member(p.Name) {
-				c.triggerCleanup(n, p.Name, "pool "+p.Name+" deleted")
+				c.triggerCleanup(n, p.Name, "pool "+p.Name+" deleted", false)
 			}
 		}
 	}
@@ -372,8 +380,8 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 // applies once the node is a member again.
 func (c *Checker) deadlineValid(d deadline, n *Node) bool {
 	t := &n.touch
-	if !n.Exists || !t.active {
-		return false
+	if !n.Exists || n.Deleting || !t.active {
+		return false // a node being deleted is not bootroll's to restore
 	}
 	switch d.kind {
 	case dlStrand:
@@ -382,7 +390,7 @@ func (c *Checker) deadlineValid(d deadline, n *Node) bool {
 		if t.id != d.id {
 			return false
 		}
-		if strings.HasPrefix(d.why, "left pool") && n.Member(d.pool) {
+		if d.left && n.Member(d.pool) {
 			return false
 		}
 		return true

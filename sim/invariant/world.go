@@ -283,6 +283,7 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 		if old.workload {
 			if n := w.nodes[old.node]; n != nil {
 				n.WorkloadPods--
+				w.forget(n)
 			}
 		}
 	}
@@ -461,7 +462,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 	n.Deleting = o.DeletionTimestamp != nil
 	n.Unschedulable = o.Spec.Unschedulable
 	n.OSNotReady = false
-	n.Taints = n.Taints[:0:0]
+	n.Taints = nil
 	for _, t := range o.Spec.Taints {
 		if t.Key == v1alpha1.TaintOSNotReady {
 			n.OSNotReady = true
@@ -516,7 +517,7 @@ func (w *World) setMarked(n *Node, marked bool, pool string) {
 
 // forget drops a node that has neither a Node nor a BootcNode any more.
 func (w *World) forget(n *Node) {
-	if !n.Exists && !n.HasBootcNode {
+	if !n.Exists && !n.HasBootcNode && n.WorkloadPods == 0 && n.slotIn == nil {
 		delete(w.nodes, n.Name)
 	}
 }
@@ -768,8 +769,17 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 
 // setSlots takes the pool's status.slots: O(slots).
 func (w *World) setSlots(p *Pool, slots []v1alpha1.Slot) {
-	if len(slots) == 0 && len(p.slots) == 0 {
-		return
+	if len(slots) == len(p.slots) {
+		same := true
+		for _, s := range slots {
+			if old, ok := p.slots[s.Node]; !ok || old != s {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
 	}
 	next := make(map[string]v1alpha1.Slot, len(slots))
 	for _, s := range slots {
