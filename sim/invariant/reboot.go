@@ -66,12 +66,18 @@ func unprotected(w *World, n *Node) string {
 	if !n.Unschedulable {
 		why = append(why, "not cordoned")
 	}
-	if !n.Marked {
+	switch p := w.Pool(n.MarkPool); {
+	case !n.Marked:
 		why = append(why, "without bootroll's slot marker "+v1alpha1.AnnotationSlot)
-	} else if p := w.Pool(n.MarkPool); p == nil {
+		if n.slotIn == nil {
+			why = append(why, "holding no slot (no pool's status.slots lists it)")
+		}
+	case p == nil:
 		why = append(why, fmt.Sprintf("its slot marker names %q, which is no live pool", n.MarkPool))
-	} else if _, ok := p.slots[n.Name]; !ok {
-		why = append(why, fmt.Sprintf("holding no slot (pool %s's status.slots does not list it)", p.Name))
+	default:
+		if _, ok := p.slots[n.Name]; !ok {
+			why = append(why, fmt.Sprintf("holding no slot (pool %s's status.slots does not list it)", p.Name))
+		}
 	}
 	if n.WorkloadPods > 0 {
 		why = append(why, fmt.Sprintf("%d workload pod(s) still bound to it (not drained)", n.WorkloadPods))
