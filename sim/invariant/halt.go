@@ -25,8 +25,9 @@ type halt struct {
 	targetRef    string
 	epoch        int // the pool's ImageEpoch when it halted
 	at           string
-	// before are the slot entries for the target held when the halt was
-	// seen (node + "\x00" + since): they are not new grants.
+	// before are the slot entries for the target held before the status
+	// that reported the halt (node + "\x00" + since): they are not new
+	// grants.
 	before   map[string]bool
 	reported map[string]bool
 }
@@ -67,7 +68,7 @@ func (c *Checker) haltPool(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) {
 		if !known {
 			h := &halt{pool: p.Name, target: d, targetRef: p.TargetImage, epoch: p.ImageEpoch, at: c.now().Sub(c.start).String(),
 				before: map[string]bool{}, reported: map[string]bool{}}
-			for _, s := range o.Status.Slots {
+			for _, s := range p.prevSlots {
 				if digestOf(s.Image) == d {
 					h.before[slotKey(s)] = true
 				}

@@ -186,6 +186,19 @@ func TestHaltIsFinal(t *testing.T) {
 	f.slots(imgB, "d")
 	f.bn("d", bootOrder(imgB))
 	f.want(scenario.InvHaltIsFinal, 2, "rollout after spec.image changed")
+
+	// A slot granted in the very status that reports the halt is new.
+	g := newFixture(t, nil, intstr.FromInt32(2), "a", "b")
+	g.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	g.slots(imgB, "a")
+	g.setPool(func(p *v1alpha1.BootcNodePool) {
+		halted(imgB, true)(p)
+		p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: "b", Image: imgB, Since: metav1.NewTime(t0.Add(time.Minute))})
+	})
+	g.want(scenario.InvHaltIsFinal, 1, "slot granted with the halt")
+	if v := g.of(scenario.InvHaltIsFinal); len(v) != 1 || v[0].Objects[1] != "Node/b" {
+		t.Errorf("violations %v; want one naming Node/b", v)
+	}
 }
 
 // claim adds a NodeClaim that owns node name.

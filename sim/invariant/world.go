@@ -195,8 +195,9 @@ type Pool struct {
 	Unavailable int
 
 	unavailable map[string]struct{}
-	// slots is status.slots by node.
-	slots     map[string]v1alpha1.Slot
+	// slots is status.slots by node; prevSlots is what it was before the
+	// pool's last event.
+	slots, prevSlots map[string]v1alpha1.Slot
 	live      bool
 	isDirty   bool
 	converged bool
@@ -746,6 +747,7 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.DrainTimeout = durationOr(o.Spec.DrainTimeout, defaultDrainTimeout)
 	p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
+	p.prevSlots = p.slots
 	w.setSlots(p, o.Status.Slots)
 	p.Generation = o.Generation
 	p.ObservedGeneration = o.Status.ObservedGeneration
