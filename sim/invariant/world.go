@@ -198,10 +198,10 @@ type Pool struct {
 	// slots is status.slots by node; prevSlots is what it was before the
 	// pool's last event.
 	slots, prevSlots map[string]v1alpha1.Slot
-	live      bool
-	isDirty   bool
-	converged bool
-	overLimit bool
+	live             bool
+	isDirty          bool
+	converged        bool
+	overLimit        bool
 	// lastUnavailable is Unavailable at the last max-unavailable check.
 	lastUnavailable int
 }
