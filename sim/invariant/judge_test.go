@@ -1,6 +1,9 @@
 package invariant
 
 import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -428,4 +431,29 @@ func TestMaxUnavailableGroundTruth(t *testing.T) {
 	f.node("a", mark)
 	f.check(5 * time.Second)
 	f.want(scenario.InvMaxUnavailable, 1, "a slot node deleted by Karpenter, then the next one")
+}
+
+// TestIndependentOfController keeps the invariants from importing the
+// code they judge: each is computed from the objects, the cluster model
+// and the trace.
+func TestIndependentOfController(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); p == "github.com/bootroll/bootroll/controller" || strings.HasPrefix(p, "github.com/bootroll/bootroll/controller/") || strings.HasPrefix(p, "github.com/bootroll/bootroll/nodedaemon") {
+				t.Errorf("%s imports %s", name, p)
+			}
+		}
+	}
 }
