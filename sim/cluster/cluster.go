@@ -98,6 +98,11 @@ type Hooks struct {
 	// finishes; the runner enqueues the node's daemon. It is only called
 	// while the daemon runs.
 	HostChanged func(node string)
+	// Reboot is called at the instant a reboot is requested of a node's
+	// host (the daemon's Apply or Reboot; a node crash is not a request),
+	// with the digest references the node boots now (from) and will boot
+	// next (to). The invariants judge the node's state at that instant.
+	Reboot func(node, from, to string)
 }
 
 // Cluster is the cluster model of one run. It is not safe for concurrent

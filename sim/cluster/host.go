@@ -294,6 +294,9 @@ func (h *host) requestReboot(reason string) {
 	total := h.c.sc.Host.Reboot.Sample(h.c.eng.Rand())
 	down := min(ShutdownDelay, total/2)
 	h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
+	if h.c.hooks.Reboot != nil {
+		h.c.hooks.Reboot(h.n.name, digestRef(h.booted.im), digestRef(to.im))
+	}
 	h.event = h.c.eng.After(down, "node/shutdown/"+h.n.name, func() { h.shutdown(total - down) })
 }
 

@@ -1,20 +1,29 @@
 // Package invariant checks the twin's named invariants and a scenario's
 // expectations. A Checker keeps a World up to date from the API server's
-// watch events, checks the invariants that can fail at any moment after
-// every engine event (max-unavailable, pdb-respected, no-double-reboot) in
-// time that does not grow with the cluster, and checks the rest at the end
-// of a run (no-leaked-cordon, no-leaked-annotation, converges and the
+// watch events and the cluster model's reboot reports, checks the
+// invariants that can fail at any moment after every engine event
+// (max-unavailable, pdb-respected, no-double-reboot,
+// no-unprotected-reboot, halt-is-final, and the deadlines of cleanup,
+// no-stranded-node and no-leaked-annotation) in time that does not grow
+// with the cluster, and checks the rest at the end of a run
+// (no-leaked-cordon, no-leaked-annotation, converges and the
 // expectations).
+//
+// An invariant is computed from the objects' specs, the ground truth of
+// the cluster model and the trace alone: nothing here imports or calls the
+// controller it judges.
 package invariant
 
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -41,19 +50,20 @@ type Info struct {
 // Registry lists every invariant the twin knows, in scenario.AllInvariants
 // order.
 var Registry = []Info{
-	{scenario.InvMaxUnavailable, "never more nodes of a pool unavailable because of bootroll (slot marker or slot phase) than maxUnavailable of its current node count", false},
-	{scenario.InvPDBRespected, "no PodDisruptionBudget becomes violated in an event in which bootroll evicted (or deleted) pods", false},
-	// Karpenter comes in a later issue: without a karpenter section there
-	// is nothing that could reap or churn a node, so the check passes; a
-	// scenario with one is refused until the fake Karpenter exists.
+	{scenario.InvMaxUnavailable, "bootroll never makes a node of a pool unavailable while that would put more than maxUnavailable of the pool's current members out: an integer, or a percentage of the members (Nodes the selector matches, not being deleted) rounded down and at least 1 when above 0% and the pool has members, default 1 (api/v1alpha1). A node is unavailable because of bootroll while its Node exists and is not being deleted and it carries bootroll's slot marker, is listed in a pool's status.slots, has a reboot requested by bootroll's daemon in progress (until it was NotReady and is Ready again, or is Failed/RolledBack), or its BootcNode is in a slot phase; the last two not on the os-not-ready fast path. Members that leave or are deleted by others lower the bound without blaming bootroll: only an increase of the count past the bound is a violation", false},
+	{scenario.InvPDBRespected, "no PodDisruptionBudget becomes violated in an event in which bootroll asked to remove pods (evictions, or deletions under testOnly.deleteInsteadOfEvict) and a pod did start terminating; a refused eviction removes nothing and is never blamed", false},
 	{scenario.InvNoReapWhileUpdating, "Karpenter disrupts, taints, drains or repairs no node that holds a slot; an expiry is recorded as a forceful exception", true},
 	{scenario.InvNoLeakedCordon, "at the end no node outside a slot is cordoned by bootroll, and nodes cordoned before stay cordoned", false},
-	{scenario.InvNoLeakedAnnotation, "at the end no node outside a slot carries an annotation bootroll adds that it did not have at creation", false},
-	{scenario.InvNoDoubleReboot, "no node is rebooted twice for the same image", false},
+	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead", false},
+	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter replaces or deletes no node (expiry aside) during the run", true},
 	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit", false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and reports exactly their current images, and the images it reports present are on the host", false},
+	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
+	{scenario.InvHaltIsFinal, "once a pool is Halted for a target (condition Halted=True for its generation, target in status.targetImage), no new status.slots entry and no new boot order (a BootcNode of the pool turning to desiredState Booted with that desiredImage) is given for that target until spec.image changes, whatever happens to the failed nodes or the condition; the checker remembers the halt itself", false},
+	{scenario.InvCleanup, "within " + CleanupBound.String() + " of a pool's deletion, a BootcNode's deletion or a node leaving its pool (labels no longer match), a Node bootroll had marked is back as bootroll found it: the cordon it had, no slot marker, no Karpenter annotation or bootroll.dev/ taint it did not have, and none on its NodeClaim either", false},
+	{scenario.InvNoStrandedNode, "no node stays cordoned by bootroll (unschedulable with the slot marker, or the cordon left behind when the marker went) or tainted by bootroll beyond a bound, whatever the pool's state: drainTimeout + 2 × healthTimeout + " + StrandSlack.String() + " of its pool from the cordon or the last spec.image change for a node in a slot, " + UnslottedStrandBound.String() + " for a node in no pool's slot table", false},
 }
 
 // Violation is one failed invariant or expectation.
@@ -75,8 +85,8 @@ func (v Violation) String() string {
 
 // Sources are the cluster model's answers the checks need.
 type Sources struct {
-	// RebootsFor returns how many times node rebooted into image.
-	RebootsFor func(node, image string) int
+	// Now returns the virtual time; nil means the time of the last Check.
+	Now func() time.Time
 	// Booted returns the image node boots now.
 	Booted func(node string) string
 	// PDBs returns the PodDisruptionBudgets' state.
@@ -113,9 +123,16 @@ type Checker struct {
 
 	pdbViolated  map[string]bool
 	lastRemovals uint64
-	doubleReboot map[string]bool // node + "\x00" + image already reported
-	// pendingReboot are nodes whose boot changed in the current event.
-	pendingReboot []string
+	// reboots counts reboot requests per node, digest and pool image
+	// generation (reboot.go).
+	reboots map[rebootKey]int
+	// halts are the remembered halts by pool (halt.go).
+	halts map[string][]*halt
+	// deadlines are the pending time-based checks (touch.go).
+	deadlines           deadlineHeap
+	seq                 uint64
+	touchSeq, strandSeq uint64
+	lastNow             time.Time
 	// karp follows the fake Karpenter (karpenter.go).
 	karp *karpenterState
 	// pinned follows PinnedImageSets and pinned-image progress (pinned.go).
@@ -132,12 +149,19 @@ const maxRecorded = 20
 func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) {
 	c := &Checker{
 		sc: sc, src: src, start: start,
-		enabled:      map[scenario.Invariant]bool{},
-		world:        NewWorld(),
-		caught:       map[string]int{},
-		pdbViolated:  map[string]bool{},
-		doubleReboot: map[string]bool{},
+		enabled:     map[scenario.Invariant]bool{},
+		world:       NewWorld(),
+		caught:      map[string]int{},
+		pdbViolated: map[string]bool{},
+		reboots:     map[rebootKey]int{},
+		halts:       map[string][]*halt{},
+		lastNow:     start,
 	}
+	w := c.world
+	w.nodeHook = c.nodeChanged
+	w.poolHook = c.poolChanged
+	w.bootcHook = c.bootcChanged
+	w.leftHook = c.leftPool
 	for _, inv := range sc.Expect.Invariants {
 		info := lookup(inv)
 		if info == nil {
@@ -157,6 +181,14 @@ func lookup(inv scenario.Invariant) *Info {
 	return nil
 }
 
+// now returns the virtual time.
+func (c *Checker) now() time.Time {
+	if c.src.Now != nil {
+		return c.src.Now()
+	}
+	return c.lastNow
+}
+
 // World returns the checker's view of the cluster, which the runner reads
 // for convergence and timelines.
 func (c *Checker) World() *World { return c.world }
@@ -169,26 +201,15 @@ func (c *Checker) Enabled(inv scenario.Invariant) bool { return c.enabled[inv] }
 func (c *Checker) Observe(ev apiserver.Event) {
 	c.world.Observe(ev)
 	c.observePinned(ev)
-	if bn, ok := ev.Object.(*v1alpha1.BootcNode); ok && ev.Type == apiserver.Modified && c.enabled[scenario.InvNoDoubleReboot] {
-		old := ev.Old.(*v1alpha1.BootcNode)
-		if old.Status.Daemon.BootID != bn.Status.Daemon.BootID || hostDigest(old.Status.Booted) != hostDigest(bn.Status.Booted) {
-			c.pendingReboot = append(c.pendingReboot, bn.Name)
-		}
-	}
-}
-
-func hostDigest(h *v1alpha1.HostImage) string {
-	if h == nil {
-		return ""
-	}
-	return h.Digest
 }
 
 // Check runs the invariants that hold at every moment; call it after every
 // engine event with the virtual time. Its cost is that of the pools and
 // nodes that changed in the event.
 func (c *Checker) Check(now time.Time) {
+	c.lastNow = now
 	at := now.Sub(c.start)
+	c.runDeadlines(now)
 	if c.enabled[scenario.InvMaxUnavailable] {
 		for _, p := range c.world.TakeDirty() {
 			c.checkMaxUnavailable(p, at)
@@ -196,30 +217,61 @@ func (c *Checker) Check(now time.Time) {
 	} else {
 		c.world.TakeDirty()
 	}
+	removed := c.world.TakePodRemoved()
 	if c.world.TakePodsChanged() && c.src.PDBs != nil {
-		c.checkPDBs(at)
+		c.checkPDBs(at, removed)
 	}
 	c.checkPinned(at)
-	if len(c.pendingReboot) > 0 {
-		for _, name := range c.pendingReboot {
-			c.checkReboots(name, at)
-		}
-		c.pendingReboot = c.pendingReboot[:0]
+}
+
+// MaxUnavailableBound is the number of nodes of a pool with members
+// member nodes that may be unavailable because of bootroll, as the API
+// documents spec.rollout.maxUnavailable: an integer >= 0, or a percentage
+// "0%".."100%" of the members rounded down, at least one node when the
+// percentage is above 0 and the pool has members; absent, 1.
+func MaxUnavailableBound(mu *intstr.IntOrString, members int) (int, error) {
+	if mu == nil {
+		return 1, nil
 	}
+	if mu.Type == intstr.Int {
+		if mu.IntVal < 0 {
+			return 0, fmt.Errorf("%d is negative", mu.IntVal)
+		}
+		return int(mu.IntVal), nil
+	}
+	pct, ok := strings.CutSuffix(mu.StrVal, "%")
+	v, err := strconv.Atoi(pct)
+	if !ok || err != nil || v < 0 || v > 100 {
+		return 0, fmt.Errorf("%q is neither an integer nor a percentage from 0%% to 100%%", mu.StrVal)
+	}
+	n := v * members / 100
+	if n == 0 && v > 0 && members > 0 {
+		n = 1
+	}
+	return n, nil
 }
 
 func (c *Checker) checkMaxUnavailable(p *Pool, at time.Duration) {
 	if !p.live {
 		return
 	}
-	limit, err := controller.MaxUnavailable(p.MaxUnavailable, p.Members)
+	limit, err := MaxUnavailableBound(p.MaxUnavailable, p.Members)
 	if err != nil {
 		c.record(Violation{Invariant: string(scenario.InvMaxUnavailable), At: at, Objects: []string{"BootcNodePool/" + p.Name},
 			Message: fmt.Sprintf("spec.rollout.maxUnavailable: %v", err)})
 		return
 	}
+	// Only bootroll's own doing counts: more nodes unavailable than at
+	// the last check, past the bound. A bound that drops below the count
+	// because members left or were deleted by others blames no one.
+	grew := p.Unavailable > p.lastUnavailable
+	p.lastUnavailable = p.Unavailable
 	over := p.Unavailable > limit
-	if over && !p.overLimit {
+	if !over {
+		p.overLimit = false
+		return
+	}
+	if grew && !p.overLimit {
 		objs := []string{"BootcNodePool/" + p.Name}
 		for _, n := range p.UnavailableNodes() {
 			objs = append(objs, "Node/"+n)
@@ -227,8 +279,8 @@ func (c *Checker) checkMaxUnavailable(p *Pool, at time.Duration) {
 		c.record(Violation{Invariant: string(scenario.InvMaxUnavailable), At: at, Objects: objs,
 			Message: fmt.Sprintf("%d nodes of pool %s are unavailable because of bootroll; maxUnavailable %s of %d nodes allows %d",
 				p.Unavailable, p.Name, intOrString(p), p.Members, limit)})
+		p.overLimit = true
 	}
-	p.overLimit = over
 }
 
 func intOrString(p *Pool) string {
@@ -239,15 +291,16 @@ func intOrString(p *Pool) string {
 }
 
 // checkPDBs refreshes the PDBs' state after pods changed. A PDB that turns
-// violated in an event in which bootroll asked for evictions (or deleted
-// pods) is a violation; one violated by a node crash or a scale-down is
-// not.
-func (c *Checker) checkPDBs(at time.Duration) {
+// violated in an event in which bootroll asked to remove pods (evictions,
+// or deletions) and a pod did start terminating is a violation; one
+// violated by a node crash or a scale-down is not, nor is one violated in
+// an event in which bootroll's evictions were all refused.
+func (c *Checker) checkPDBs(at time.Duration, removed bool) {
 	var ev uint64
 	if c.src.PodRemovals != nil {
 		ev = c.src.PodRemovals()
 	}
-	evicted := ev != c.lastRemovals
+	evicted := ev != c.lastRemovals && removed
 	c.lastRemovals = ev
 	for _, st := range c.src.PDBs() {
 		key := st.Namespace + "/" + st.Name
@@ -262,31 +315,6 @@ func (c *Checker) checkPDBs(at time.Duration) {
 
 func pdbCounts(st cluster.PDBState) string {
 	return fmt.Sprintf("%d healthy of %d expected, %d must be healthy", st.Healthy, st.ExpectedPods, st.DesiredHealthy)
-}
-
-func (c *Checker) checkReboots(name string, at time.Duration) {
-	n := c.world.Node(name)
-	if n == nil || c.src.RebootsFor == nil {
-		return
-	}
-	for _, img := range []string{n.DesiredImage, n.LastRebootImage} {
-		c.checkReboot(name, img, at)
-	}
-}
-
-func (c *Checker) checkReboot(node, image string, at time.Duration) {
-	if image == "" {
-		return
-	}
-	key := node + "\x00" + image
-	if c.doubleReboot[key] {
-		return
-	}
-	if k := c.src.RebootsFor(node, image); k > 1 {
-		c.doubleReboot[key] = true
-		c.record(Violation{Invariant: string(scenario.InvNoDoubleReboot), At: at, Objects: []string{"Node/" + node},
-			Message: fmt.Sprintf("node %s rebooted %d times into %s", node, k, image)})
-	}
 }
 
 // PoolViewConsistent names the violation of the controller's own
@@ -311,15 +339,8 @@ func (c *Checker) record(v Violation) {
 func (c *Checker) Finish(out Outcome) {
 	at := out.End
 	w := c.world
+	c.runDeadlines(c.start.Add(out.End))
 	names := w.NodeNames()
-	if c.enabled[scenario.InvNoDoubleReboot] && c.src.RebootsFor != nil {
-		for _, name := range names {
-			n := w.nodes[name]
-			for _, img := range []string{n.DesiredImage, n.FailedImage, n.LastRebootImage} {
-				c.checkReboot(name, img, at)
-			}
-		}
-	}
 	if c.enabled[scenario.InvNoLeakedCordon] {
 		c.leakedCordons(names, at)
 	}
@@ -387,9 +408,12 @@ func (c *Checker) leakedAnnotations(names []string, at time.Duration) {
 		if !n.Exists || holdsSlot(n.Phase) {
 			continue
 		}
+		if protectionPending(n, c.start.Add(at)) {
+			continue // post-update protection may still be in force
+		}
 		var extra []string
 		for _, a := range n.Owned {
-			if !slices.Contains(n.InitialOwned, a) && !c.postUpdateProtected(n, a) {
+			if !slices.Contains(n.InitialOwned, a) {
 				extra = append(extra, a)
 			}
 		}
@@ -478,7 +502,7 @@ func imageMatches(booted string, im *scenario.Image) bool {
 	case booted == im.Name, booted == im.Ref, booted == im.Digest:
 		return true
 	}
-	return controller.DigestOf(booted) == im.Digest
+	return strings.Contains(booted, "@") && digestOf(booted) == im.Digest
 }
 
 func (c *Checker) unconverged() []string {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -140,20 +139,4 @@ func (c *Checker) finishKarpenter(at time.Duration) {
 		c.record(Violation{Invariant: string(scenario.InvNoChurn), At: at, Objects: []string{"NodePool/*"},
 			Message: fmt.Sprintf("Karpenter replaced or deleted %d node(s) (%s); the bound is %d", total, strings.Join(parts, ", "), ChurnBound)})
 	}
-}
-
-// postUpdateProtected reports whether annotation a on n is Karpenter
-// protection that the node's pool keeps after the update
-// (postUpdateProtection): at the end of a run it may still be in force,
-// which is not a leak.
-func (c *Checker) postUpdateProtected(n *Node, a string) bool {
-	if a != v1alpha1.KarpenterDoNotDisrupt && a != v1alpha1.KarpenterDoNotRepair {
-		return false
-	}
-	for _, p := range c.sc.Bootroll.Pools {
-		if p.Name == n.BootcPool && p.Karpenter.PostUpdateProtection != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -2,9 +2,13 @@ package invariant
 
 import (
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -13,11 +17,13 @@ import (
 )
 
 // World is what the invariants know of the cluster, kept up to date from
-// the API server's watch events: per Node its labels, cordon and slot
-// marker, per BootcNode its pool and phase, per pool its selector,
-// maxUnavailable, member count, unavailable count and conditions. Every
-// watch event costs O(pools), so checks after each engine event stay O(1)
-// in the number of nodes.
+// the API server's watch events: per Node its labels, cordon, taints, slot
+// marker, readiness and the workload pods bound to it, per BootcNode its
+// pool, phase and orders, per NodeClaim its bootroll-owned annotations,
+// per pool its spec, slot table, member count, unavailable count and
+// conditions. Every watch event but a pool's creation, deletion or
+// selector change costs O(pools + slots), so checks after each engine
+// event stay O(1) in the number of nodes.
 //
 // World never iterates a map to decide anything: lists it returns are
 // sorted.
@@ -36,6 +42,27 @@ type World struct {
 	marked      int // nodes that carry bootroll's slot marker
 
 	podsChanged bool
+	// podRemoved is set when a pod started terminating or went away in
+	// the current event.
+	podRemoved bool
+	// pods are the pods bound to a node, by namespace/name.
+	pods map[string]podInfo
+	// claims are the NodeClaims' bootroll-owned annotations, by name.
+	claims map[string][]string
+
+	// nodeHook, when set, is called after every change of a Node, a
+	// NodeClaim or a node's slot listing (the Checker's bookkeeping of
+	// what bootroll did to the node); old is the Node before a Node event,
+	// nil otherwise.
+	nodeHook func(n *Node, old *corev1.Node)
+	// poolHook, when set, is called after every pool event, before the
+	// membership is recomputed on deletion.
+	poolHook func(p *Pool, o *v1alpha1.BootcNodePool, deleted bool)
+	// bootcHook, when set, is called after every BootcNode event.
+	bootcHook func(n *Node, t apiserver.EventType, old, o *v1alpha1.BootcNode)
+	// leftHook, when set, is called when a node stops being a member of a
+	// pool while both still exist.
+	leftHook func(n *Node, p *Pool)
 
 	// OnPhase, when set, is called when a BootcNode's phase changes,
 	// including its creation (from "") and deletion (to "").
@@ -53,6 +80,17 @@ type Node struct {
 	Labels   map[string]string
 	// Unschedulable is spec.unschedulable.
 	Unschedulable bool
+	// Ready is the Node's Ready condition.
+	Ready bool
+	// Taints are the keys of the Node's taints in bootroll's domain
+	// (bootroll.dev/), sorted.
+	Taints []string
+	// Claim names the NodeClaim that owns the Node, "" when none.
+	Claim string
+	// WorkloadPods counts the pods bound to the node that a drain must
+	// remove: all but DaemonSet pods, mirror pods and finished pods;
+	// terminating pods count until they are gone.
+	WorkloadPods int
 	// OSNotReady is true while the Node has the bootroll.dev/os-not-ready
 	// startup taint: it joined on an old image and is updated without a
 	// drain or a reboot slot, so it is not unavailable because of bootroll.
@@ -80,9 +118,50 @@ type Node struct {
 	BootedDigest string
 	// LastRebootImage is status.daemon.lastReboot.image.
 	LastRebootImage string
+	// DesiredBooted is true while spec.desiredState is Booted: the
+	// BootcNode carries a boot order for DesiredImage.
+	DesiredBooted bool
+
+	// rebooting is set by the Checker from a reboot request until the Node
+	// was NotReady and is Ready again (rebootDown records the first half),
+	// or its BootcNode is Failed or RolledBack.
+	rebooting, rebootDown bool
+	// slotIn is the live pool whose status.slots lists the node.
+	slotIn *Pool
+	// touch is the Checker's record of what bootroll did to the node.
+	touch touch
 
 	pools     []*Pool // live pools whose selector matches
 	unavailIn *Pool   // the pool the node counts as unavailable in
+}
+
+// podInfo is one pod bound to a node.
+type podInfo struct {
+	node string
+	// workload is true for a pod a drain must remove.
+	workload bool
+	// terminating is true once it has a deletionTimestamp.
+	terminating bool
+}
+
+// Member reports whether the node is a member of the live pool named
+// pool: it exists, is not being deleted and the pool's selector matches.
+func (n *Node) Member(pool string) bool {
+	for _, p := range n.pools {
+		if p.Name == pool {
+			return true
+		}
+	}
+	return false
+}
+
+// SlotPool returns the name of the live pool whose status.slots lists the
+// node, "" when none does.
+func (n *Node) SlotPool() string {
+	if n.slotIn == nil {
+		return ""
+	}
+	return n.slotIn.Name
 }
 
 // Pool is one BootcNodePool as the invariants see it.
@@ -99,6 +178,16 @@ type Pool struct {
 	HaltedReason       string
 	Summary            string
 	TargetImage        string
+	// SpecImage is spec.image; ImageEpoch counts its changes, and
+	// ImageChangedAt is when it last changed (the pool's creation first).
+	SpecImage      string
+	ImageEpoch     int
+	ImageChangedAt time.Time
+	// DrainTimeout, HealthTimeout and PostUpdateProtection are the spec's,
+	// with the API's documented defaults (10m, 15m, none).
+	DrainTimeout         time.Duration
+	HealthTimeout        time.Duration
+	PostUpdateProtection time.Duration
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int
@@ -106,15 +195,35 @@ type Pool struct {
 	Unavailable int
 
 	unavailable map[string]struct{}
-	live        bool
-	isDirty     bool
-	converged   bool
-	overLimit   bool
+	// slots is status.slots by node; prevSlots is what it was before the
+	// pool's last event.
+	slots, prevSlots map[string]v1alpha1.Slot
+	live             bool
+	isDirty          bool
+	converged        bool
+	overLimit        bool
+	// lastUnavailable is Unavailable at the last max-unavailable check.
+	lastUnavailable int
+}
+
+// Slot returns the pool's status.slots entry of node.
+func (p *Pool) Slot(node string) (v1alpha1.Slot, bool) {
+	s, ok := p.slots[node]
+	return s, ok
 }
 
 // ownedAnnotations are the Node annotations that bootroll adds and must
 // remove.
 var ownedAnnotations = []string{v1alpha1.AnnotationSlot, v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+
+// taintDomain prefixes the keys of bootroll's taints.
+const taintDomain = "bootroll.dev/"
+
+// The API's documented defaults (api/v1alpha1) of the pool timeouts.
+const (
+	defaultDrainTimeout  = 10 * time.Minute
+	defaultHealthTimeout = 15 * time.Minute
+)
 
 // numPhases is len(v1alpha1.AllPhases); an init check keeps them equal.
 const numPhases = 10
@@ -127,21 +236,116 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}}
 }
 
 // Observe applies one watch event.
 func (w *World) Observe(ev apiserver.Event) {
 	switch o := ev.Object.(type) {
 	case *corev1.Node:
-		w.observeNode(ev.Type, o)
+		old, _ := ev.Old.(*corev1.Node)
+		w.observeNode(ev.Type, o, old)
 	case *v1alpha1.BootcNode:
-		w.observeBootcNode(ev.Type, o)
+		old, _ := ev.Old.(*v1alpha1.BootcNode)
+		w.observeBootcNode(ev.Type, o, old)
 	case *v1alpha1.BootcNodePool:
 		w.observePool(ev.Type, o)
 	case *corev1.Pod:
 		w.podsChanged = true
+		w.observePod(ev.Type, o)
+	case *unstructured.Unstructured:
+		if o.GetKind() == "NodeClaim" {
+			w.observeClaim(ev.Type, o)
+		}
 	}
+}
+
+// observePod keeps the count of workload pods per node.
+func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
+	key := o.Namespace + "/" + o.Name
+	old, had := w.pods[key]
+	var cur podInfo
+	has := t != apiserver.Deleted && o.Spec.NodeName != ""
+	if has {
+		cur = podInfo{node: o.Spec.NodeName, workload: mustLeave(o), terminating: o.DeletionTimestamp != nil}
+	}
+	if had && (!has || !old.terminating && cur.terminating) {
+		if !old.terminating {
+			w.podRemoved = true
+		}
+	} else if !had && t == apiserver.Deleted || !had && has && cur.terminating {
+		w.podRemoved = true
+	}
+	if had == has && old == cur {
+		return
+	}
+	if had {
+		delete(w.pods, key)
+		if old.workload {
+			if n := w.nodes[old.node]; n != nil {
+				n.WorkloadPods--
+				w.forget(n)
+			}
+		}
+	}
+	if has {
+		w.pods[key] = cur
+		if cur.workload {
+			w.node(cur.node).WorkloadPods++
+		}
+	}
+}
+
+// mustLeave reports whether a drain must remove the pod before a reboot:
+// every pod but DaemonSet pods, mirror (static) pods and finished pods, as
+// kubectl drain decides.
+func mustLeave(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+// observeClaim keeps the NodeClaims' bootroll-owned annotations.
+func (w *World) observeClaim(t apiserver.EventType, o *unstructured.Unstructured) {
+	if t == apiserver.Deleted {
+		delete(w.claims, o.GetName())
+	} else {
+		w.claims[o.GetName()] = ownedOf(o.GetAnnotations())
+	}
+	// The claim's node names it in its ownerReferences; a claim knows its
+	// node from status.nodeName.
+	if name, _, _ := unstructured.NestedString(o.Object, "status", "nodeName"); name != "" {
+		if n := w.nodes[name]; n != nil && n.Claim == o.GetName() && w.nodeHook != nil {
+			w.nodeHook(n, nil)
+		}
+	}
+}
+
+// ClaimOwned returns the bootroll-owned annotations of the node's
+// NodeClaim, and whether the claim exists.
+func (w *World) ClaimOwned(n *Node) ([]string, bool) {
+	if n.Claim == "" {
+		return nil, false
+	}
+	a, ok := w.claims[n.Claim]
+	return a, ok
+}
+
+// TakePodRemoved reports whether a pod started terminating or went away
+// since the last call.
+func (w *World) TakePodRemoved() bool {
+	r := w.podRemoved
+	w.podRemoved = false
+	return r
 }
 
 // Node returns the node named name, or nil.
@@ -237,16 +441,19 @@ func (w *World) node(name string) *Node {
 	return n
 }
 
-func (w *World) observeNode(t apiserver.EventType, o *corev1.Node) {
+func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.Node) {
 	n := w.node(o.Name)
 	if t == apiserver.Deleted {
 		w.setMarked(n, false, "")
 		n.Exists, n.Deleting = false, false
+		n.rebooting, n.rebootDown = false, false
+		n.touch = touch{}
 		w.setPools(n, nil)
 		w.updateUnavailable(n)
 		w.forget(n)
 		return
 	}
+
 	owned := ownedOf(o.Annotations)
 	if t == apiserver.Added || !n.Exists {
 		n.InitialUnschedulable = o.Spec.Unschedulable
@@ -256,9 +463,33 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node) {
 	n.Deleting = o.DeletionTimestamp != nil
 	n.Unschedulable = o.Spec.Unschedulable
 	n.OSNotReady = false
+	n.Taints = nil
 	for _, t := range o.Spec.Taints {
 		if t.Key == v1alpha1.TaintOSNotReady {
 			n.OSNotReady = true
+		}
+		if strings.HasPrefix(t.Key, taintDomain) && !slices.Contains(n.Taints, t.Key) {
+			n.Taints = append(n.Taints, t.Key)
+		}
+	}
+	slices.Sort(n.Taints)
+	n.Ready = false
+	for _, c := range o.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			n.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	n.Claim = ""
+	for _, r := range o.OwnerReferences {
+		if r.Kind == "NodeClaim" && strings.HasPrefix(r.APIVersion, "karpenter.sh/") {
+			n.Claim = r.Name
+		}
+	}
+	if n.rebooting {
+		if !n.Ready {
+			n.rebootDown = true
+		} else if n.rebootDown {
+			n.rebooting, n.rebootDown = false, false
 		}
 	}
 	n.Owned = owned
@@ -269,6 +500,9 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node) {
 		w.setPools(n, w.matching(n))
 	}
 	w.updateUnavailable(n)
+	if w.nodeHook != nil {
+		w.nodeHook(n, old)
+	}
 }
 
 func (w *World) setMarked(n *Node, marked bool, pool string) {
@@ -284,7 +518,7 @@ func (w *World) setMarked(n *Node, marked bool, pool string) {
 
 // forget drops a node that has neither a Node nor a BootcNode any more.
 func (w *World) forget(n *Node) {
-	if !n.Exists && !n.HasBootcNode {
+	if !n.Exists && !n.HasBootcNode && n.WorkloadPods == 0 && n.slotIn == nil {
 		delete(w.nodes, n.Name)
 	}
 }
@@ -321,6 +555,9 @@ func (w *World) setPools(n *Node, pools []*Pool) {
 		if !slices.Contains(pools, p) {
 			p.Members--
 			w.markDirty(p)
+			if w.leftHook != nil && p.live && n.Exists && !n.Deleting {
+				w.leftHook(n, p)
+			}
 		}
 	}
 	for _, p := range pools {
@@ -345,18 +582,43 @@ func holdsSlot(p v1alpha1.NodePhase) bool {
 	return p == v1alpha1.PhaseDraining || p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying
 }
 
+// Unavailable reports whether the node is unavailable because of
+// bootroll (see updateUnavailable).
+func (n *Node) Unavailable() bool {
+	if !n.Exists || n.Deleting {
+		return false
+	}
+	if n.Marked || n.slotIn != nil {
+		return true
+	}
+	return !n.OSNotReady && (holdsSlot(n.Phase) || n.rebooting)
+}
+
 // updateUnavailable recomputes whether the node is unavailable because of
-// bootroll and in which pool it counts: the pool its slot marker names, else
-// its BootcNode's pool.
+// bootroll and in which pool it counts: the pool its slot marker names,
+// else the pool whose slot table lists it, else its BootcNode's pool.
+//
+// A node is unavailable because of bootroll while its Node exists and is
+// not being deleted (a node someone else deletes is not bootroll's), and
+//   - it carries bootroll's slot marker (the cordon bootroll puts on with
+//     it), or
+//   - a pool's status.slots lists it (bootroll's own reservation), or
+//   - bootroll's daemon requested a reboot of it, until the Node was
+//     NotReady and is Ready again (or it is Failed or RolledBack: a node
+//     that never comes back is counted by the failure policy), or
+//   - its BootcNode is in a slot phase (Draining, Rebooting, Verifying);
+//
+// the last two except on the os-not-ready fast path (the node has the
+// bootroll.dev/os-not-ready taint), where a node holds no workloads.
 func (w *World) updateUnavailable(n *Node) {
 	var in *Pool
-	if n.Exists && (n.Marked || holdsSlot(n.Phase) && !n.OSNotReady) {
-		name := n.BootcPool
-		if n.Marked && n.MarkPool != "" {
-			name = n.MarkPool
-		}
-		in = w.Pool(name)
-		if in == nil {
+	if n.Unavailable() {
+		switch {
+		case n.Marked && w.Pool(n.MarkPool) != nil:
+			in = w.Pool(n.MarkPool)
+		case n.slotIn != nil:
+			in = n.slotIn
+		default:
 			// A marker naming no pool still makes the node unavailable;
 			// count it in its BootcNode's pool.
 			in = w.Pool(n.BootcPool)
@@ -380,7 +642,7 @@ func (w *World) updateUnavailable(n *Node) {
 	n.unavailIn = in
 }
 
-func (w *World) observeBootcNode(t apiserver.EventType, o *v1alpha1.BootcNode) {
+func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNode) {
 	n := w.node(o.Name)
 	from := n.Phase
 	if !n.HasBootcNode {
@@ -390,7 +652,11 @@ func (w *World) observeBootcNode(t apiserver.EventType, o *v1alpha1.BootcNode) {
 		n.HasBootcNode = false
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
+		n.DesiredBooted = false
 		w.updateUnavailable(n)
+		if w.bootcHook != nil {
+			w.bootcHook(n, t, old, o)
+		}
 		w.forget(n)
 		return
 	}
@@ -411,9 +677,16 @@ func (w *World) observeBootcNode(t apiserver.EventType, o *v1alpha1.BootcNode) {
 	if r := o.Status.Daemon.LastReboot; r != nil {
 		n.LastRebootImage = r.Image
 	}
+	n.DesiredBooted = o.Spec.DesiredState == v1alpha1.DesiredBooted
 	n.Phase = to
+	if to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseRolledBack {
+		n.rebooting, n.rebootDown = false, false
+	}
 	w.countPhase(n, from, to)
 	w.updateUnavailable(n)
+	if w.bootcHook != nil {
+		w.bootcHook(n, t, old, o)
+	}
 }
 
 func (w *World) countPhase(n *Node, from, to v1alpha1.NodePhase) {
@@ -439,12 +712,15 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p := w.pools[o.Name]
 	if t == apiserver.Deleted || o.DeletionTimestamp != nil {
 		if p != nil && p.live {
+			if w.poolHook != nil {
+				w.poolHook(p, o, true)
+			}
 			w.removePool(p)
 		}
 		return
 	}
 	if p == nil || !p.live {
-		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, live: true}
+		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, slots: map[string]v1alpha1.Slot{}, live: true, ImageEpoch: 1, SpecImage: string(o.Spec.Image)}
 		w.pools[o.Name] = p
 		i, _ := slices.BinarySearchFunc(w.poolList, p.Name, func(a *Pool, name string) int {
 			switch {
@@ -463,6 +739,16 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 		w.remap()
 	}
 	p.MaxUnavailable = o.Spec.Rollout.MaxUnavailable
+	if img := string(o.Spec.Image); img != p.SpecImage {
+		p.SpecImage = img
+		p.ImageEpoch++
+		p.ImageChangedAt = time.Time{}
+	}
+	p.DrainTimeout = durationOr(o.Spec.DrainTimeout, defaultDrainTimeout)
+	p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
+	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
+	p.prevSlots = p.slots
+	w.setSlots(p, o.Status.Slots)
 	p.Generation = o.Generation
 	p.ObservedGeneration = o.Status.ObservedGeneration
 	p.Summary = o.Status.Summary
@@ -471,6 +757,87 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.Halted, p.HaltedReason = condition(o, v1alpha1.ConditionHalted)
 	w.markDirty(p)
 	w.setConverged(p, p.ObservedGeneration == p.Generation && (p.UpToDate || (p.Halted && p.HaltedReason != "")))
+	if w.poolHook != nil {
+		w.poolHook(p, o, false)
+	}
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// setSlots takes the pool's status.slots: O(slots).
+func (w *World) setSlots(p *Pool, slots []v1alpha1.Slot) {
+	if len(slots) == len(p.slots) {
+		same := true
+		for _, s := range slots {
+			if old, ok := p.slots[s.Node]; !ok || old != s {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	next := make(map[string]v1alpha1.Slot, len(slots))
+	for _, s := range slots {
+		next[s.Node] = s
+	}
+	var changed []string
+	for name := range p.slots {
+		if _, ok := next[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	for name, s := range next {
+		if old, ok := p.slots[name]; !ok || old != s {
+			changed = append(changed, name)
+		}
+	}
+	p.slots = next
+	slices.Sort(changed)
+	for _, name := range changed {
+		w.updateSlotted(w.node(name))
+	}
+}
+
+// updateSlotted recomputes which live pool's slot table lists the node.
+func (w *World) updateSlotted(n *Node) {
+	var in *Pool
+	if n.BootcPool != "" {
+		if p := w.Pool(n.BootcPool); p != nil {
+			if _, ok := p.slots[n.Name]; ok {
+				in = p
+			}
+		}
+	}
+	if in == nil && n.Marked {
+		if p := w.Pool(n.MarkPool); p != nil {
+			if _, ok := p.slots[n.Name]; ok {
+				in = p
+			}
+		}
+	}
+	if in == nil {
+		for _, p := range w.poolList {
+			if _, ok := p.slots[n.Name]; ok {
+				in = p
+				break
+			}
+		}
+	}
+	if in != n.slotIn {
+		n.slotIn = in
+		w.updateUnavailable(n)
+		if w.nodeHook != nil {
+			w.nodeHook(n, nil)
+		}
+	}
+	w.forget(n)
 }
 
 // condition returns whether the pool's condition t is True for the
@@ -497,6 +864,11 @@ func (w *World) setConverged(p *Pool, c bool) {
 func (w *World) removePool(p *Pool) {
 	w.setConverged(p, false)
 	p.live = false
+	for _, name := range sortedKeys(p.slots) {
+		if n := w.nodes[name]; n != nil && n.slotIn == p {
+			w.updateSlotted(n)
+		}
+	}
 	w.poolList = slices.DeleteFunc(w.poolList, func(x *Pool) bool { return x == p })
 	w.remap()
 }

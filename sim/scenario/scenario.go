@@ -790,7 +790,7 @@ type NodeCrash struct {
 // Expect is what a run must show.
 type Expect struct {
 	// Invariants are checked after every event. Default all of them.
-	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact]"`
+	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node]"`
 
 	// CompletesWithin is the virtual time, from the start, by which every
 	// pool must be up to date or halted.
@@ -851,13 +851,22 @@ type CountRange struct {
 // because of bootroll), pdb-respected (bootroll violates no PDB),
 // no-reap-while-updating (Karpenter deletes no node that holds a slot),
 // no-leaked-cordon (no node is left cordoned by bootroll after its update),
-// no-leaked-annotation (no annotation bootroll added is left behind),
-// no-double-reboot (no node is rebooted twice for one target),
+// no-leaked-annotation (no annotation bootroll added outlives its slot or
+// its post-update protection deadline), no-double-reboot (no node is
+// rebooted twice into one image while the pool's image stays the same),
 // no-churn (bootroll's updates make Karpenter delete or replace no node,
 // and cordons do not flap), converges (every pool ends up to date or
 // halted with a reason), os-staging-not-starved (no OS staging fails for
-// lack of space that pinned images hold) and pinned-sets-exact (at the end
-// every node reports exactly the current images of its pinned sets).
+// lack of space that pinned images hold), pinned-sets-exact (at the end
+// every node reports exactly the current images of its pinned sets),
+// no-unprotected-reboot (a node reboots into another image only while
+// cordoned by bootroll, drained and holding a slot, or on the
+// os-not-ready fast path without workloads), halt-is-final (a pool halted
+// for a target gives no slot and no boot order for that target until
+// spec.image changes), cleanup (deleting a pool or a BootcNode, or a node
+// leaving its pool, undoes bootroll's cordon, annotations and taints
+// within a bound) and no-stranded-node (no node stays cordoned or tainted
+// by bootroll beyond a bound, whatever the pool's state).
 type Invariant string
 
 // The invariants.
@@ -872,13 +881,18 @@ const (
 	InvConverges           Invariant = "converges"
 	InvOSStagingNotStarved Invariant = "os-staging-not-starved"
 	InvPinnedSetsExact     Invariant = "pinned-sets-exact"
+	InvNoUnprotectedReboot Invariant = "no-unprotected-reboot"
+	InvHaltIsFinal         Invariant = "halt-is-final"
+	InvCleanup             Invariant = "cleanup"
+	InvNoStrandedNode      Invariant = "no-stranded-node"
 )
 
 // AllInvariants lists every invariant, in the order they are reported.
 var AllInvariants = []Invariant{
 	InvMaxUnavailable, InvPDBRespected, InvNoReapWhileUpdating, InvNoLeakedCordon,
 	InvNoLeakedAnnotation, InvNoDoubleReboot, InvNoChurn, InvConverges,
-	InvOSStagingNotStarved, InvPinnedSetsExact,
+	InvOSStagingNotStarved, InvPinnedSetsExact, InvNoUnprotectedReboot,
+	InvHaltIsFinal, InvCleanup, InvNoStrandedNode,
 }
 
 func (Invariant) enumValues() []string {

@@ -88,7 +88,10 @@ func SetGCPercent() (gogc string, restore func()) {
 const BenchSampleEvery = 4096
 
 // Settle is how long a converged run goes on before it stops, so that
-// what follows convergence (a late flap, a leaked cordon) is seen.
+// what follows convergence (a late flap, a leaked cordon) is seen. A run
+// also goes on until the checker's pending deadlines are due
+// (invariant.Checker.QuietUntil: every post-update protection deadline
+// plus Karpenter's reaction time, cleanup and stranded-node bounds).
 const Settle = time.Minute
 
 // SecretNamespace is the controller's namespace in the twin.
@@ -274,9 +277,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	var cl *cluster.Cluster
 	chk, err := invariant.New(sc, invariant.Sources{
-		RebootsFor: func(node, image string) int { return cl.RebootsFor(node, image) },
-		Booted:     func(node string) string { return cl.Booted(node) },
-		PDBs:       func() []cluster.PDBState { return cl.PDBStatus() },
+		Now:    eng.Now,
+		Booted: func(node string) string { return cl.Booted(node) },
+		PDBs:   func() []cluster.PDBState { return cl.PDBStatus() },
 		// Pod deletes count too: a drain that deletes instead of evicting
 		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
 		PodRemovals: func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
@@ -307,6 +310,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		DaemonRestarted: r.daemonStarted,
 		DaemonDown:      r.daemonDown,
 		HostChanged:     r.hostChanged,
+		Reboot:          chk.Reboot,
 	}
 	if r.tr != nil {
 		hooks.Trace = r.tr.emit
@@ -557,7 +561,8 @@ func (r *runner) converged(now time.Time) bool {
 	return r.w.AllConverged() && !now.Before(r.quietAfter) && r.controllerUp && r.w.InSlot() == 0 && r.chk.PinnedSettled()
 }
 
-// watchConvergence stops the run Settle after it converged, unless it
+// watchConvergence stops the run Settle after it converged, or later when
+// the checker has deadlines pending then (Checker.QuietUntil), unless it
 // stops being converged in between.
 func (r *runner) watchConvergence(now time.Time) {
 	if !r.converged(now) {
@@ -573,11 +578,21 @@ func (r *runner) watchConvergence(now time.Time) {
 	}
 	r.convergedSince = now
 	r.tr.emit("twin.converged", "", nil)
-	r.settle = r.eng.After(Settle, "twin/settle", func() {
-		if r.converged(r.eng.Now()) {
-			r.eng.Stop()
-		}
-	})
+	r.settle = r.eng.After(Settle, "twin/settle", r.settled)
+}
+
+// settled stops a run that is still converged Settle after it converged,
+// once nothing the checker waits for is pending.
+func (r *runner) settled() {
+	now := r.eng.Now()
+	if !r.converged(now) {
+		return
+	}
+	if q := r.chk.QuietUntil(); q.After(now) {
+		r.settle = r.eng.At(q, "twin/settle", r.settled)
+		return
+	}
+	r.eng.Stop()
 }
 
 // onPhase follows BootcNode phase changes for the timeline and timings.

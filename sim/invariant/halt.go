@@ -1,0 +1,123 @@
+package invariant
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// This file holds halt-is-final: once a pool is halted for a target image
+// (condition Halted=True for its current generation, with the target in
+// status.targetImage), no node gets a slot (a new status.slots entry for
+// that image) or a boot order (a BootcNode of the pool turning to
+// spec.desiredState Booted with spec.desiredImage that image) for that
+// target until the pool's spec.image changes, whatever happens to the
+// failed nodes or to the condition afterwards. The checker remembers the
+// halt itself, by pool and target digest; only a spec.image change, or
+// the pool's deletion, forgets it.
+
+// halt is one remembered halt.
+type halt struct {
+	pool, target string // target is the digest
+	targetRef    string
+	epoch        int // the pool's ImageEpoch when it halted
+	at           string
+	// before are the slot entries for the target held before the status
+	// that reported the halt (node + "\x00" + since): they are not new
+	// grants.
+	before   map[string]bool
+	reported map[string]bool
+}
+
+// digestOf returns the digest of a digest reference ("repo@sha256:..."),
+// or the string itself when it has no '@' (a bare digest).
+func digestOf(ref string) string {
+	if i := strings.LastIndexByte(ref, '@'); i >= 0 {
+		return ref[i+1:]
+	}
+	return ref
+}
+
+func slotKey(s v1alpha1.Slot) string { return s.Node + "\x00" + s.Since.UTC().String() }
+
+// haltPool follows a pool event: it forgets halts of a pool whose
+// spec.image changed or that is deleted, remembers a new halt, and checks
+// the slot table against the halts.
+func (c *Checker) haltPool(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) {
+	hs := c.halts[p.Name]
+	if deleted {
+		delete(c.halts, p.Name)
+		return
+	}
+	kept := hs[:0]
+	for _, h := range hs {
+		if h.epoch == p.ImageEpoch {
+			kept = append(kept, h)
+		}
+	}
+	hs = kept
+	if p.Halted && p.TargetImage != "" {
+		d := digestOf(p.TargetImage)
+		known := false
+		for _, h := range hs {
+			known = known || h.target == d
+		}
+		if !known {
+			h := &halt{pool: p.Name, target: d, targetRef: p.TargetImage, epoch: p.ImageEpoch, at: c.now().Sub(c.start).String(),
+				before: map[string]bool{}, reported: map[string]bool{}}
+			for _, s := range p.prevSlots {
+				if digestOf(s.Image) == d {
+					h.before[slotKey(s)] = true
+				}
+			}
+			hs = append(hs, h)
+		}
+	}
+	if len(hs) == 0 {
+		delete(c.halts, p.Name)
+		return
+	}
+	c.halts[p.Name] = hs
+	if !c.enabled[scenario.InvHaltIsFinal] {
+		return
+	}
+	for _, h := range hs {
+		for _, s := range o.Status.Slots {
+			k := slotKey(s)
+			if digestOf(s.Image) != h.target || h.before[k] || h.reported["slot\x00"+k] {
+				continue
+			}
+			h.reported["slot\x00"+k] = true
+			c.record(Violation{Invariant: string(scenario.InvHaltIsFinal), At: c.now().Sub(c.start), Objects: []string{"BootcNodePool/" + p.Name, "Node/" + s.Node},
+				Message: fmt.Sprintf("pool %s halted for %s at %s, yet gives node %s a slot for it (spec.image %s unchanged)", p.Name, h.targetRef, h.at, s.Node, p.SpecImage)})
+		}
+	}
+}
+
+// haltBootcNode checks a BootcNode event against the halts of its pool: a
+// boot order for a halted target that the node did not have before is a
+// violation.
+func (c *Checker) haltBootcNode(n *Node, t apiserver.EventType, old, o *v1alpha1.BootcNode) {
+	if t == apiserver.Deleted || !c.enabled[scenario.InvHaltIsFinal] {
+		return
+	}
+	hs := c.halts[o.Spec.Pool]
+	if len(hs) == 0 || o.Spec.DesiredState != v1alpha1.DesiredBooted {
+		return
+	}
+	d := digestOf(o.Spec.DesiredImage)
+	if old != nil && old.Spec.DesiredState == v1alpha1.DesiredBooted && digestOf(old.Spec.DesiredImage) == d {
+		return
+	}
+	for _, h := range hs {
+		if h.target != d || h.reported["order\x00"+o.Name+"\x00"+o.ResourceVersion] {
+			continue
+		}
+		h.reported["order\x00"+o.Name+"\x00"+o.ResourceVersion] = true
+		c.record(Violation{Invariant: string(scenario.InvHaltIsFinal), At: c.now().Sub(c.start), Objects: []string{"BootcNodePool/" + h.pool, "Node/" + n.Name},
+			Message: fmt.Sprintf("pool %s halted for %s at %s, yet BootcNode %s is ordered to boot it (spec.desiredState Booted)", h.pool, h.targetRef, h.at, o.Name)})
+	}
+}

@@ -1,0 +1,459 @@
+package invariant
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Tests of the invariants that judge from ground truth: each shows the
+// invariant catching its violation and passing the legitimate case.
+
+const (
+	imgA = "r/os@sha256:aaaa"
+	imgB = "r/os@sha256:bbbb"
+)
+
+// pod binds a pod to a node; ds makes it a DaemonSet pod.
+func (f *fixture) pod(name, node string, ds bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: node}}
+	if ds {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds", Controller: ptr.To(true)}}
+	}
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: p})
+	return p
+}
+
+func (f *fixture) delPod(p *corev1.Pod) {
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: p})
+}
+
+// slots sets the pool's status.slots to the nodes given, for image.
+func (f *fixture) slots(image string, nodes ...string) {
+	f.setPool(func(p *v1alpha1.BootcNodePool) {
+		p.Status.Slots = nil
+		for _, n := range nodes {
+			p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: n, Image: image, Since: metav1.NewTime(t0)})
+		}
+	})
+}
+
+// protect is mark plus the Karpenter annotations bootroll adds.
+func protect(n *corev1.Node) {
+	mark(n)
+	n.Annotations[v1alpha1.KarpenterDoNotDisrupt] = "true"
+	n.Annotations[v1alpha1.KarpenterDoNotRepair] = "true"
+}
+
+func (f *fixture) count(inv scenario.Invariant) int { return f.c.Count(string(inv)) }
+
+// of returns the recorded violations of inv.
+func (f *fixture) of(inv scenario.Invariant) []Violation {
+	var out []Violation
+	for _, v := range f.c.Violations() {
+		if v.Invariant == string(inv) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (f *fixture) want(inv scenario.Invariant, n int, what string) {
+	f.t.Helper()
+	if got := f.count(inv); got != n {
+		f.t.Errorf("%s: %d %s violation(s), want %d: %v", what, got, inv, n, f.c.Violations())
+	}
+}
+
+func TestNoUnprotectedReboot(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c", "d", "e")
+	// a: cordoned by bootroll, drained (only a DaemonSet pod) and in a slot.
+	f.slots(imgB, "a", "c", "d")
+	f.node("a", mark)
+	f.pod("ds-a", "a", true)
+	f.at(time.Second)
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 0, "protected reboot")
+	// A reboot into the image it runs changes nothing.
+	f.c.Reboot("b", imgA, imgA)
+	f.want(scenario.InvNoUnprotectedReboot, 0, "reboot into the same image")
+
+	// b: no cordon, no marker, no slot.
+	f.c.Reboot("b", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 1, "reboot outside any slot")
+	if v := f.of(scenario.InvNoUnprotectedReboot)[0]; !strings.Contains(v.Message, "not cordoned") || !strings.Contains(v.Message, "without bootroll's slot marker") {
+		t.Errorf("message %q", v.Message)
+	}
+	// c: in a slot and cordoned, but a workload pod is still there
+	// (terminating counts: it still runs).
+	f.node("c", mark)
+	p := f.pod("web-1", "c", false)
+	term := p.DeepCopy()
+	term.DeletionTimestamp = &metav1.Time{Time: t0}
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: term})
+	f.c.Reboot("c", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 2, "reboot before the drain finished")
+	f.delPod(term)
+	// d: marked and cordoned but its slot was given back.
+	f.slots(imgB, "a", "c")
+	f.node("d", mark)
+	f.c.Reboot("d", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 3, "reboot after the slot was given back")
+	// e: the os-not-ready fast path, empty: fine; with a workload: not.
+	f.node("e", func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	})
+	f.c.Reboot("e", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 3, "os-not-ready fast path")
+	f.pod("web-2", "e", false)
+	f.c.Reboot("e", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 4, "os-not-ready node with a workload pod")
+}
+
+func TestNoDoubleReboot(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 0, "first reboot")
+	// The operator sets the image back to A, then to B again: A -> B -> A
+	// -> B reboots once per generation.
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgA })
+	f.c.Reboot("a", imgB, imgA)
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 0, "operator's A->B->A->B")
+	// Other spec changes start no new generation.
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Paused = true; p.Generation++ })
+	f.check(time.Minute)
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 1, "second reboot into B in one generation")
+	if v := f.of(scenario.InvNoDoubleReboot)[0]; v.At != time.Minute || v.Objects[0] != "Node/a" {
+		t.Errorf("violation %s", v)
+	}
+}
+
+// halted makes the pool halted for target at its generation.
+func halted(target string, on bool) func(*v1alpha1.BootcNodePool) {
+	return func(p *v1alpha1.BootcNodePool) {
+		p.Status.ObservedGeneration = p.Generation
+		p.Status.TargetImage = target
+		st := metav1.ConditionFalse
+		if on {
+			st = metav1.ConditionTrue
+		}
+		p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionHalted, Status: st, Reason: v1alpha1.ReasonMaxFailures, ObservedGeneration: p.Generation}}
+	}
+}
+
+func bootOrder(image string) func(*v1alpha1.BootcNode) {
+	return func(b *v1alpha1.BootcNode) {
+		b.Spec.DesiredImage, b.Spec.DesiredState = image, v1alpha1.DesiredBooted
+	}
+}
+
+func TestHaltIsFinal(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(2), "a", "b", "c", "d")
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	// Before the halt: slots and orders for B are fine.
+	f.slots(imgB, "a", "b")
+	f.bn("a", bootOrder(imgB))
+	f.setPool(halted(imgB, true))
+	f.want(scenario.InvHaltIsFinal, 0, "slots and orders given before the halt")
+	// b already held its slot at the halt: not a new grant. Its order is.
+	f.bn("b", bootOrder(imgB))
+	f.want(scenario.InvHaltIsFinal, 1, "boot order after the halt")
+	// The failed node a is deleted; the controller forgets the halt.
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.bns["a"]})
+	f.setPool(halted(imgB, false))
+	f.setPool(func(p *v1alpha1.BootcNodePool) {
+		p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: "c", Image: imgB, Since: metav1.NewTime(t0.Add(time.Minute))})
+	})
+	f.want(scenario.InvHaltIsFinal, 2, "slot for the halted target after the failed node went")
+	// Only a spec.image change ends it: A, then B again, may roll.
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgA; p.Generation++ })
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB; p.Generation++ })
+	f.slots(imgB, "d")
+	f.bn("d", bootOrder(imgB))
+	f.want(scenario.InvHaltIsFinal, 2, "rollout after spec.image changed")
+
+	// A slot granted in the very status that reports the halt is new.
+	g := newFixture(t, nil, intstr.FromInt32(2), "a", "b")
+	g.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	g.slots(imgB, "a")
+	g.setPool(func(p *v1alpha1.BootcNodePool) {
+		halted(imgB, true)(p)
+		p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: "b", Image: imgB, Since: metav1.NewTime(t0.Add(time.Minute))})
+	})
+	g.want(scenario.InvHaltIsFinal, 1, "slot granted with the halt")
+	if v := g.of(scenario.InvHaltIsFinal); len(v) != 1 || v[0].Objects[1] != "Node/b" {
+		t.Errorf("violations %v; want one naming Node/b", v)
+	}
+}
+
+// claim adds a NodeClaim that owns node name.
+func (f *fixture) claim(node string, ann map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("karpenter.sh/v1")
+	u.SetKind("NodeClaim")
+	u.SetName(node + "-claim")
+	u.SetAnnotations(ann)
+	_ = unstructured.SetNestedField(u.Object, node, "status", "nodeName")
+	return u
+}
+
+func TestCleanup(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leave   func(f *fixture)
+		restore bool
+		want    int
+	}{
+		{"pool deleted, restored", func(f *fixture) {
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+		}, true, 0},
+		{"pool deleted, left cordoned", func(f *fixture) {
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+		}, false, 1},
+		{"relabelled out, left cordoned", func(f *fixture) {
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+		}, false, 1},
+		{"relabelled out, restored", func(f *fixture) {
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+		}, true, 0},
+		{"BootcNode deleted, left cordoned", func(f *fixture) {
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.bns["a"]})
+		}, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.slots(imgB, "a")
+			f.node("a", protect)
+			f.check(time.Second)
+			f.at(10 * time.Second)
+			tc.leave(f)
+			f.check(30 * time.Second)
+			if tc.restore {
+				f.node("a", unmark)
+			}
+			f.check(10*time.Second + CleanupBound - time.Second)
+			f.want(scenario.InvCleanup, 0, "before the bound")
+			f.check(10*time.Second + CleanupBound + time.Second)
+			f.want(scenario.InvCleanup, tc.want, "after the bound")
+			if tc.want > 0 {
+				v := f.of(scenario.InvCleanup)[0]
+				if v.At != 10*time.Second+CleanupBound || !strings.Contains(v.Message, "cordoned, marked bootroll.dev/slot=p, annotated karpenter.sh/do-not-disrupt") {
+					t.Errorf("violation %s", v)
+				}
+			}
+		})
+	}
+}
+
+func TestCleanupKeepsPriorCordonAndChecksNodeClaim(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+	// a was cordoned by the admin before bootroll came.
+	f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	f.node("a", mark)
+	// b is Karpenter's, and bootroll protected its NodeClaim too.
+	f.node("b", func(n *corev1.Node) {
+		n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "b-claim"}}
+	})
+	cl := f.claim("b", nil)
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: cl})
+	f.node("b", protect)
+	cl2 := f.claim("b", map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true"})
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: cl, Object: cl2})
+	f.at(time.Minute)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+	// a: marker removed, admin's cordon kept: as found. b: Node restored,
+	// NodeClaim still annotated.
+	f.node("a", func(n *corev1.Node) { n.Annotations = nil })
+	f.node("b", unmark)
+	f.check(time.Minute + CleanupBound + time.Second)
+	vs := f.of(scenario.InvCleanup)
+	if len(vs) != 1 || !strings.Contains(vs[0].Message, "NodeClaim b-claim annotated karpenter.sh/do-not-disrupt") || vs[0].Objects[0] != "Node/b" {
+		t.Errorf("violations %v; want one cleanup of b's NodeClaim", vs)
+	}
+}
+
+func TestNoStrandedNode(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(2), "a", "b", "c")
+	bound := defaultDrainTimeout + 2*defaultHealthTimeout + StrandSlack
+	// a holds a slot in a pool that then halts and pauses: its bound is the
+	// pool's. b is cordoned by bootroll without a slot.
+	f.slots(imgB, "a")
+	f.node("a", mark)
+	f.node("b", mark)
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Paused = true; p.Generation++ })
+	f.setPool(halted(imgB, true))
+	f.check(UnslottedStrandBound - time.Second)
+	f.want(scenario.InvNoStrandedNode, 0, "before the unslotted bound")
+	f.check(UnslottedStrandBound + time.Second)
+	f.want(scenario.InvNoStrandedNode, 1, "cordoned without a slot")
+	f.check(bound - time.Second)
+	f.want(scenario.InvNoStrandedNode, 1, "before the slot bound")
+	f.check(bound + time.Second)
+	f.want(scenario.InvNoStrandedNode, 2, "in its slot past the bound")
+	if vs := f.of(scenario.InvNoStrandedNode); vs[1].Objects[0] != "Node/a" || vs[1].At != bound {
+		t.Errorf("violation %s", vs[1])
+	}
+	// c: the marker goes, the cordon stays (bootroll forgot to restore it).
+	f.at(2 * time.Hour)
+	f.node("c", mark)
+	f.at(2*time.Hour + time.Minute)
+	f.node("c", func(n *corev1.Node) { n.Annotations = nil })
+	f.check(2*time.Hour + time.Minute + UnslottedStrandBound + time.Second)
+	f.want(scenario.InvNoStrandedNode, 3, "cordon left behind")
+	// A node uncordoned in time is not stranded.
+	g := newFixture(t, nil, intstr.FromInt32(1), "a")
+	g.slots(imgB, "a")
+	g.node("a", mark)
+	g.check(30 * time.Minute)
+	g.node("a", unmark)
+	g.check(2 * time.Hour)
+	g.want(scenario.InvNoStrandedNode, 0, "uncordoned in time")
+}
+
+func TestPostUpdateProtectionDeadline(t *testing.T) {
+	sc := &scenario.Scenario{Name: "k", Expect: scenario.Expect{Invariants: scenario.AllInvariants},
+		Karpenter: &scenario.Karpenter{NodePools: []scenario.KarpenterNodePool{{Name: "np", ConsolidateAfter: scenario.NeverDuration{Duration: 30 * time.Second}}}}}
+	for _, removed := range []bool{true, false} {
+		f := newFixture(t, sc, intstr.FromInt32(1), "a")
+		f.setPool(func(p *v1alpha1.BootcNodePool) {
+			p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: 5 * time.Minute}
+		})
+		f.slots(imgB, "a")
+		f.node("a", protect)
+		f.at(10 * time.Minute)
+		// The update ends: the marker and cordon go, the protection stays.
+		f.node("a", func(n *corev1.Node) {
+			n.Spec.Unschedulable = false
+			delete(n.Annotations, v1alpha1.AnnotationSlot)
+		})
+		f.slots(imgB)
+		f.check(10 * time.Minute)
+		deadline := t0.Add(10*time.Minute + 5*time.Minute + ProtectionGrace)
+		if q := f.c.QuietUntil(); !q.Equal(deadline.Add(KarpenterReaction + 30*time.Second)) {
+			t.Errorf("QuietUntil %s, want the deadline %s + reaction", q.Sub(t0), deadline.Sub(t0))
+		}
+		// At the end of a run before the deadline, the protection is no leak.
+		f.c.Finish(Outcome{End: 12 * time.Minute, Converged: true})
+		f.want(scenario.InvNoLeakedAnnotation, 0, "protection still in force at the end")
+		if removed {
+			f.at(15 * time.Minute)
+			f.node("a", unmark)
+		}
+		f.check(17 * time.Minute)
+		want := 1
+		if removed {
+			want = 0
+			if q := f.c.QuietUntil(); !q.IsZero() {
+				t.Errorf("QuietUntil %s after the protection ended", q.Sub(t0))
+			}
+		}
+		f.want(scenario.InvNoLeakedAnnotation, want, "protection past its deadline")
+	}
+}
+
+func TestPDBRefusedEvictionNotBlamed(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	p := f.pod("web-0", "a", false)
+	f.check(time.Second)
+	// A crash makes the PDB violated while bootroll's eviction is refused
+	// in the same event: nothing was removed, bootroll is not to blame.
+	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", Healthy: 1, DesiredHealthy: 2, Violated: true}}
+	f.evicted++
+	up := p.DeepCopy()
+	up.Status.Phase = corev1.PodRunning
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: up})
+	f.check(2 * time.Second)
+	f.want(scenario.InvPDBRespected, 0, "refused eviction")
+	// Admitted: the pod terminates in the event.
+	f.pdbs[0].Violated = false
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: up})
+	f.check(3 * time.Second)
+	f.evicted++
+	f.pdbs[0].Violated = true
+	term := up.DeepCopy()
+	term.DeletionTimestamp = &metav1.Time{Time: t0}
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: up, Object: term})
+	f.check(4 * time.Second)
+	f.want(scenario.InvPDBRespected, 1, "admitted eviction")
+}
+
+func TestMaxUnavailableGroundTruth(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+	// A reboot bootroll's daemon requested makes a node unavailable even
+	// with no marker and no slot phase, until it is back Ready.
+	ready := func(on bool) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			st := corev1.ConditionFalse
+			if on {
+				st = corev1.ConditionTrue
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		}
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		f.node(n, ready(true))
+	}
+	f.node("a", mark)
+	f.check(time.Second)
+	f.c.Reboot("b", imgA, imgB)
+	f.check(2 * time.Second)
+	f.want(scenario.InvMaxUnavailable, 1, "a marked and b rebooting")
+	f.node("b", ready(false))
+	f.node("b", ready(true))
+	f.node("a", unmark)
+	f.check(3 * time.Second)
+	if p := f.c.World().Pool("p"); p.Unavailable != 0 {
+		t.Fatalf("%d unavailable after the reboot ended", p.Unavailable)
+	}
+	// A node deleted by someone else while in a slot counts no more.
+	f.slots(imgB, "c")
+	f.node("c", mark)
+	f.check(4 * time.Second)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.nodes["c"]})
+	f.node("a", mark)
+	f.check(5 * time.Second)
+	f.want(scenario.InvMaxUnavailable, 1, "a slot node deleted by Karpenter, then the next one")
+}
+
+// TestIndependentOfController keeps the invariants from importing the
+// code they judge: each is computed from the objects, the cluster model
+// and the trace.
+func TestIndependentOfController(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); p == "github.com/bootroll/bootroll/controller" || strings.HasPrefix(p, "github.com/bootroll/bootroll/controller/") || strings.HasPrefix(p, "github.com/bootroll/bootroll/nodedaemon") {
+				t.Errorf("%s imports %s", name, p)
+			}
+		}
+	}
+}

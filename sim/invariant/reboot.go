@@ -1,0 +1,111 @@
+package invariant
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// This file judges reboots at the instant they are requested, from ground
+// truth: no-unprotected-reboot and no-double-reboot.
+
+// rebootKey is a node's reboots into one digest in one generation of its
+// pool's image.
+type rebootKey struct {
+	node, digest, pool string
+	epoch              int
+}
+
+// Reboot takes a reboot the cluster model reports at the instant it is
+// requested (cluster.Hooks.Reboot): node boots from now and will boot to,
+// both digest references. It marks the node as rebooting (unavailable
+// because of bootroll until it is back) and judges the reboot:
+//
+// no-unprotected-reboot: a reboot into another digest must find the Node
+// cordoned by bootroll (spec.unschedulable and its slot marker), drained
+// (no workload pod bound to it: none but DaemonSet, mirror and finished
+// pods, terminating ones included) and holding a slot (the status.slots
+// of the pool its marker names lists it); or on the os-not-ready fast
+// path: the Node has the bootroll.dev/os-not-ready taint and no workload
+// pod.
+//
+// no-double-reboot: a node is rebooted into one digest at most once while
+// its pool's spec.image stays the same (an operator who sets the image
+// back, A -> B -> A, starts a new generation in which A may boot again).
+func (c *Checker) Reboot(node, from, to string) {
+	now := c.now()
+	at := now.Sub(c.start)
+	n := c.world.nodes[node]
+	if n != nil && n.Exists {
+		n.rebooting, n.rebootDown = true, false
+		c.world.updateUnavailable(n)
+	}
+	c.checkDoubleReboot(n, node, to, at)
+	if digestOf(from) == digestOf(to) || !c.enabled[scenario.InvNoUnprotectedReboot] {
+		return
+	}
+	if why := unprotected(c.world, n); why != "" {
+		c.record(Violation{Invariant: string(scenario.InvNoUnprotectedReboot), At: at, Objects: []string{"Node/" + node},
+			Message: fmt.Sprintf("node %s reboots from %s into %s while %s", node, from, to, why)})
+	}
+}
+
+// unprotected says why a reboot of n into another image is not protected,
+// "" when it is.
+func unprotected(w *World, n *Node) string {
+	if n == nil || !n.Exists {
+		return "its Node does not exist"
+	}
+	if n.OSNotReady && n.WorkloadPods == 0 {
+		return "" // the os-not-ready fast path
+	}
+	var why []string
+	if !n.Unschedulable {
+		why = append(why, "not cordoned")
+	}
+	switch p := w.Pool(n.MarkPool); {
+	case !n.Marked:
+		why = append(why, "without bootroll's slot marker "+v1alpha1.AnnotationSlot)
+		if n.slotIn == nil {
+			why = append(why, "holding no slot (no pool's status.slots lists it)")
+		}
+	case p == nil:
+		why = append(why, fmt.Sprintf("its slot marker names %q, which is no live pool", n.MarkPool))
+	default:
+		if _, ok := p.slots[n.Name]; !ok {
+			why = append(why, fmt.Sprintf("holding no slot (pool %s's status.slots does not list it)", p.Name))
+		}
+	}
+	if n.WorkloadPods > 0 {
+		why = append(why, fmt.Sprintf("%d workload pod(s) still bound to it (not drained)", n.WorkloadPods))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	if n.OSNotReady {
+		why = append(why, "(it has the "+v1alpha1.TaintOSNotReady+" taint, but with workload pods)")
+	}
+	return strings.Join(why, ", ")
+}
+
+func (c *Checker) checkDoubleReboot(n *Node, node, to string, at time.Duration) {
+	k := rebootKey{node: node, digest: digestOf(to)}
+	if n != nil && n.BootcPool != "" {
+		k.pool = n.BootcPool
+		if p := c.world.Pool(n.BootcPool); p != nil {
+			k.epoch = p.ImageEpoch
+		}
+	}
+	c.reboots[k]++
+	if c.reboots[k] == 2 && c.enabled[scenario.InvNoDoubleReboot] {
+		gen := "outside any pool"
+		if k.pool != "" {
+			gen = fmt.Sprintf("while pool %s's spec.image stayed the same", k.pool)
+		}
+		c.record(Violation{Invariant: string(scenario.InvNoDoubleReboot), At: at, Objects: []string{"Node/" + node},
+			Message: fmt.Sprintf("node %s is rebooted into %s a second time %s", node, to, gen)})
+	}
+}

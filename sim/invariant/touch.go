@@ -1,0 +1,485 @@
+package invariant
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// This file follows what bootroll does to each Node, from ground truth
+// (the Node, its NodeClaim and the pools' slot tables), for cleanup,
+// no-stranded-node and the deadline of post-update protection
+// (no-leaked-annotation).
+//
+// An episode starts when bootroll marks a Node: its slot marker
+// (bootroll.dev/slot) appears, or a taint in bootroll's domain other than
+// the admin's startup taint bootroll.dev/os-not-ready. The Node as it was
+// just before (its cordon, its bootroll-owned annotations and bootroll
+// taints) and its NodeClaim's bootroll-owned annotations then are the
+// state bootroll found it in. The episode ends when the Node is back in
+// that state: no slot marker, no owned annotation or bootroll taint that
+// it did not have, and the cordon it had (checked when the marker goes:
+// bootroll restores the cordon in the patch that removes the marker).
+
+// The bounds of the time-based invariants, in virtual time.
+const (
+	// CleanupBound is how long bootroll has, after a pool is deleted, a
+	// BootcNode is deleted or a node leaves its pool, to return the Node
+	// and its NodeClaim to the state it found them in: a few reconciles
+	// and their retries.
+	CleanupBound = 2 * time.Minute
+	// StrandSlack is added to a pool's drainTimeout + 2 × healthTimeout
+	// (a drain, a reboot into the target and, with failurePolicy
+	// Rollback, a reboot back) to bound how long a node that holds a slot
+	// may stay cordoned or tainted by bootroll; the time counts from the
+	// cordon or the pool's last spec.image change, whichever is later (a
+	// new image restarts a slot's work).
+	StrandSlack = 5 * time.Minute
+	// UnslottedStrandBound bounds how long a node that no pool's
+	// status.slots lists may stay cordoned or tainted by bootroll: a slot
+	// is given before the cordon and taken back after the uncordon, so
+	// this only covers the reconciles in between.
+	UnslottedStrandBound = 2 * time.Minute
+	// ProtectionGrace is how long after a post-update protection deadline
+	// (slot end + the pool's karpenter.postUpdateProtection) bootroll may
+	// take to remove the Karpenter annotations it added: its polls of
+	// post-update protection are at most 15s apart.
+	ProtectionGrace = time.Minute
+	// KarpenterReaction is how long after a protection ends a run keeps
+	// observing, on top of the largest consolidateAfter of the
+	// scenario's NodePools, so that what Karpenter does to the
+	// unprotected node is seen: its polling period (10s) and its
+	// validation delay (15s), with room.
+	KarpenterReaction = time.Minute
+)
+
+// touch is the Checker's record of what bootroll did to a node.
+type touch struct {
+	// active is true during an episode; id names it.
+	active bool
+	id     uint64
+	// The state bootroll found the node in.
+	baseUnschedulable bool
+	baseOwned         []string
+	baseTaints        []string
+	baseClaim         []string
+	// cordonLeft is true while the marker is gone but the cordon is not
+	// the one bootroll found.
+	cordonLeft bool
+	// released counts the marker's removals in the episode;
+	// protectDeadline is when the Karpenter annotations must be gone
+	// after the last one.
+	released        int
+	protectDeadline time.Time
+	// strandSince is when the node became cordoned or tainted by bootroll
+	// (zero while it is not); strandID names that stretch.
+	strandSince    time.Time
+	strandID       uint64
+	strandReported bool
+	// slotted and unslottedSince follow the node's slot listing.
+	slotted        bool
+	unslottedSince time.Time
+}
+
+// deadlineKind is what a deadline checks.
+type deadlineKind int
+
+const (
+	dlCleanup deadlineKind = iota
+	dlProtection
+	dlStrand
+)
+
+// deadline is a check due at a virtual time.
+type deadline struct {
+	at   time.Time
+	seq  uint64
+	kind deadlineKind
+	node string
+	// id is the episode (cleanup, protection) or stretch (strand) it is
+	// about; released the marker removal (protection).
+	id       uint64
+	released int
+	// pool and why say what started a cleanup; left is true when the node
+	// left the pool (a cleanup that no longer applies if it is back).
+	pool, why string
+	left      bool
+}
+
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
+
+func (c *Checker) push(d deadline) {
+	c.seq++
+	d.seq = c.seq
+	heap.Push(&c.deadlines, d)
+}
+
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// bootrollTaints returns the keys of a Node's taints in bootroll's domain
+// but the admin's startup taint.
+func bootrollTaints(keys []string) []string {
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == v1alpha1.TaintOSNotReady })
+}
+
+func taintKeys(o *corev1.Node) []string {
+	var out []string
+	for _, t := range o.Spec.Taints {
+		if strings.HasPrefix(t.Key, taintDomain) && t.Key != v1alpha1.TaintOSNotReady && !slices.Contains(out, t.Key) {
+			out = append(out, t.Key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nodeChanged follows a Node, its NodeClaim or its slot listing after a
+// change; old is the Node before a Node event, nil otherwise.
+func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
+	if !n.Exists {
+		return
+	}
+	t := &n.touch
+	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted {
+		return // untouched, and stays so
+	}
+	now := c.now()
+	taints := n.Taints
+	if slices.Contains(taints, v1alpha1.TaintOSNotReady) {
+		taints = bootrollTaints(taints)
+	}
+	claim, _ := c.world.ClaimOwned(n)
+	if slotted := n.slotIn != nil; slotted != t.slotted {
+		t.slotted = slotted
+		if !slotted {
+			t.unslottedSince = now
+		}
+		if !t.strandSince.IsZero() {
+			c.pushStrand(n)
+		}
+	}
+	if !t.active && (n.Marked || len(taints) > 0) {
+		c.touchSeq++
+		slotted, unslotted := t.slotted, t.unslottedSince
+		*t = touch{active: true, id: c.touchSeq, slotted: slotted, unslottedSince: unslotted, baseClaim: claim}
+		if old != nil {
+			t.baseUnschedulable = old.Spec.Unschedulable
+			t.baseOwned = ownedOf(old.Annotations)
+			t.baseTaints = taintKeys(old)
+		} else {
+			t.baseUnschedulable = n.InitialUnschedulable
+			t.baseOwned = n.InitialOwned
+		}
+		t.baseOwned = slices.DeleteFunc(slices.Clone(t.baseOwned), func(a string) bool { return a == v1alpha1.AnnotationSlot })
+		t.baseTaints = minus(t.baseTaints, taints) // taints bootroll adds now are not the base
+	}
+	if !t.active {
+		return
+	}
+	if old != nil && !n.Marked {
+		if _, was := old.Annotations[v1alpha1.AnnotationSlot]; was {
+			t.released++
+			if n.Unschedulable != t.baseUnschedulable {
+				t.cordonLeft = true
+			}
+			var pup time.Duration
+			if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil {
+				pup = p.PostUpdateProtection
+			}
+			t.protectDeadline = now.Add(pup + ProtectionGrace)
+			c.push(deadline{at: t.protectDeadline, kind: dlProtection, node: n.Name, id: t.id, released: t.released})
+		}
+	}
+	if t.cordonLeft && n.Unschedulable == t.baseUnschedulable {
+		t.cordonLeft = false
+	}
+	if !n.Marked && !t.cordonLeft && subset(n.Owned, t.baseOwned) && subset(taints, t.baseTaints) && subset(claim, t.baseClaim) {
+		slotted, unslotted := t.slotted, t.unslottedSince
+		*t = touch{slotted: slotted, unslottedSince: unslotted}
+		return
+	}
+	stranded := n.Marked && n.Unschedulable || t.cordonLeft || !subset(taints, t.baseTaints)
+	switch {
+	case stranded && t.strandSince.IsZero():
+		c.strandSeq++
+		t.strandSince, t.strandID, t.strandReported = now, c.strandSeq, false
+		c.pushStrand(n)
+	case !stranded:
+		t.strandSince = time.Time{}
+	}
+}
+
+// pushStrand schedules the next no-stranded-node check of a node.
+func (c *Checker) pushStrand(n *Node) {
+	if d, ok := c.strandDeadline(n); ok {
+		c.push(deadline{at: d, kind: dlStrand, node: n.Name, id: n.touch.strandID})
+	}
+}
+
+// strandDeadline is when a node cordoned or tainted by bootroll becomes
+// stranded: for a node a pool's status.slots lists, drainTimeout + 2 ×
+// healthTimeout + StrandSlack of that pool after the cordon or the pool's
+// last spec.image change; for any other, UnslottedStrandBound after the
+// cordon or the node's leaving its slot.
+func (c *Checker) strandDeadline(n *Node) (time.Time, bool) {
+	t := &n.touch
+	if !t.active || t.strandSince.IsZero() || t.strandReported {
+		return time.Time{}, false
+	}
+	if p := n.slotIn; p != nil {
+		start := t.strandSince
+		if p.ImageChangedAt.After(start) {
+			start = p.ImageChangedAt
+		}
+		return start.Add(p.DrainTimeout + 2*p.HealthTimeout + StrandSlack), true
+	}
+	start := t.strandSince
+	if t.unslottedSince.After(start) {
+		start = t.unslottedSince
+	}
+	return start.Add(UnslottedStrandBound), true
+}
+
+// triggerCleanup starts the cleanup clock of a node bootroll has marked.
+func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
+	if !n.Exists || !n.touch.active {
+		return
+	}
+	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left})
+}
+
+// leftPool is the World's leftHook: a node stopped matching a live pool.
+func (c *Checker) leftPool(n *Node, p *Pool) {
+	c.triggerCleanup(n, p.Name, "left pool "+p.Name+" (its labels no longer match the selector)", true)
+}
+
+// bootcChanged is the World's bootcHook.
+func (c *Checker) bootcChanged(n *Node, t apiserver.EventType, old, o *v1alpha1.BootcNode) {
+	deleting := t == apiserver.Deleted && (old == nil || old.DeletionTimestamp == nil) && o.DeletionTimestamp == nil ||
+		t != apiserver.Deleted && o.DeletionTimestamp != nil && (old == nil || old.DeletionTimestamp == nil)
+	if deleting {
+		c.triggerCleanup(n, o.Spec.Pool, "BootcNode "+o.Name+" deleted", false)
+	}
+	c.haltBootcNode(n, t, old, o)
+}
+
+// poolChanged is the World's poolHook.
+func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) {
+	if p.ImageChangedAt.IsZero() {
+		p.ImageChangedAt = c.now()
+	}
+	if deleted {
+		for _, name := range c.world.NodeNames() {
+			n := c.world.nodes[name]
+			if n.MarkPool == p.Name || n.BootcPool == p.Name || n.slotIn == p || n.Member(p.Name) {
+				c.triggerCleanup(n, p.Name, "pool "+p.Name+" deleted", false)
+			}
+		}
+	}
+	c.haltPool(p, o, deleted)
+}
+
+// runDeadlines runs the checks due by now.
+func (c *Checker) runDeadlines(now time.Time) {
+	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
+		d := heap.Pop(&c.deadlines).(deadline)
+		c.runDeadline(d, now)
+	}
+}
+
+func (c *Checker) runDeadline(d deadline, now time.Time) {
+	n := c.world.nodes[d.node]
+	if n == nil || !c.deadlineValid(d, n) {
+		return
+	}
+	at := d.at.Sub(c.start)
+	t := &n.touch
+	switch d.kind {
+	case dlStrand:
+		due, ok := c.strandDeadline(n)
+		if !ok {
+			return
+		}
+		if due.After(now) {
+			c.push(deadline{at: due, kind: dlStrand, node: n.Name, id: t.strandID})
+			return
+		}
+		t.strandReported = true
+		if !c.enabled[scenario.InvNoStrandedNode] {
+			return
+		}
+		bound := fmt.Sprintf("%s (not in any pool's slot table)", UnslottedStrandBound)
+		if p := n.slotIn; p != nil {
+			bound = fmt.Sprintf("%s (pool %s: drainTimeout %s + 2 × healthTimeout %s + %s)", p.DrainTimeout+2*p.HealthTimeout+StrandSlack, p.Name, p.DrainTimeout, p.HealthTimeout, StrandSlack)
+		}
+		c.record(Violation{Invariant: string(scenario.InvNoStrandedNode), At: due.Sub(c.start), Objects: []string{"Node/" + n.Name},
+			Message: fmt.Sprintf("node %s has been %s since %s, longer than %s", n.Name, c.leftovers(n), t.strandSince.Sub(c.start), bound)})
+	case dlCleanup:
+		if c.enabled[scenario.InvCleanup] {
+			c.record(Violation{Invariant: string(scenario.InvCleanup), At: at, Objects: []string{"Node/" + n.Name},
+				Message: fmt.Sprintf("%s after %s at %s, node %s is still %s", CleanupBound, d.why, (d.at.Add(-CleanupBound)).Sub(c.start), n.Name, c.leftovers(n))})
+		}
+	case dlProtection:
+		if c.enabled[scenario.InvNoLeakedAnnotation] {
+			claim, _ := c.world.ClaimOwned(n)
+			extra := minus(n.Owned, t.baseOwned)
+			for _, a := range minus(claim, t.baseClaim) {
+				extra = append(extra, "NodeClaim "+n.Claim+" "+a)
+			}
+			c.record(Violation{Invariant: string(scenario.InvNoLeakedAnnotation), At: at, Objects: []string{"Node/" + n.Name},
+				Message: fmt.Sprintf("node %s still carries %s that bootroll added, past the end of its post-update protection (slot end + postUpdateProtection + %s)", n.Name, strings.Join(extra, ", "), ProtectionGrace)})
+		}
+	}
+}
+
+// deadlineValid reports whether a pending check still applies: its
+// episode, stretch or release is still the node's current one and what it
+// checks still holds. A cleanup after a node left a pool no longer
+// applies once the node is a member again.
+func (c *Checker) deadlineValid(d deadline, n *Node) bool {
+	t := &n.touch
+	if !n.Exists || n.Deleting || !t.active {
+		return false // a node being deleted is not bootroll's to restore
+	}
+	switch d.kind {
+	case dlStrand:
+		return t.strandID == d.id && !t.strandSince.IsZero() && !t.strandReported
+	case dlCleanup:
+		if t.id != d.id {
+			return false
+		}
+		if d.left && n.Member(d.pool) {
+			return false
+		}
+		return true
+	case dlProtection:
+		if t.id != d.id || t.released != d.released || n.Marked {
+			return false
+		}
+		claim, _ := c.world.ClaimOwned(n)
+		return !subset(n.Owned, t.baseOwned) || !subset(claim, t.baseClaim)
+	}
+	return false
+}
+
+// leftovers describes what bootroll left on a node.
+func (c *Checker) leftovers(n *Node) string {
+	t := &n.touch
+	var parts []string
+	if n.Unschedulable != t.baseUnschedulable {
+		parts = append(parts, "cordoned")
+	}
+	if n.Marked {
+		parts = append(parts, "marked "+v1alpha1.AnnotationSlot+"="+n.MarkPool)
+	}
+	if a := minus(n.Owned, append(slices.Clone(t.baseOwned), v1alpha1.AnnotationSlot)); len(a) > 0 {
+		parts = append(parts, "annotated "+strings.Join(a, ", "))
+	}
+	if x := minus(bootrollTaints(n.Taints), t.baseTaints); len(x) > 0 {
+		parts = append(parts, "tainted "+strings.Join(x, ", "))
+	}
+	if claim, ok := c.world.ClaimOwned(n); ok {
+		if a := minus(claim, t.baseClaim); len(a) > 0 {
+			parts = append(parts, "with NodeClaim "+n.Claim+" annotated "+strings.Join(a, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "not as bootroll found it"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// QuietUntil returns the virtual time until which the run must go on so
+// that every pending time-based check is due and, after the end of a
+// post-update protection, Karpenter has had time to react (see
+// KarpenterReaction); zero when nothing is pending. A runner stops no
+// earlier than this.
+func (c *Checker) QuietUntil() time.Time {
+	var q time.Time
+	for _, d := range c.deadlines {
+		n := c.world.nodes[d.node]
+		if n == nil || !c.deadlineValid(d, n) {
+			continue
+		}
+		at := d.at
+		if d.kind == dlProtection {
+			at = at.Add(c.karpenterReaction())
+		}
+		if d.kind == dlStrand {
+			due, ok := c.strandDeadline(n)
+			if !ok {
+				continue
+			}
+			at = due
+		}
+		if at.After(q) {
+			q = at
+		}
+	}
+	return q
+}
+
+// karpenterReaction is KarpenterReaction plus the largest
+// consolidateAfter of the scenario's NodePools.
+func (c *Checker) karpenterReaction() time.Duration {
+	r := KarpenterReaction
+	if k := c.sc.Karpenter; k != nil {
+		var most time.Duration
+		for _, np := range k.NodePools {
+			if !np.ConsolidateAfter.Never && np.ConsolidateAfter.Duration > most {
+				most = np.ConsolidateAfter.Duration
+			}
+		}
+		r += most
+	}
+	return r
+}
+
+// protectionPending reports whether the node's post-update protection
+// may still be in force at end.
+func protectionPending(n *Node, end time.Time) bool {
+	t := &n.touch
+	return t.active && !n.Marked && t.released > 0 && end.Before(t.protectDeadline)
+}
