@@ -156,6 +156,14 @@ type subscriber struct {
 // cluster-scoped ones and those of group bootroll.dev (change it with
 // SetNamespaced). clk stamps creationTimestamp and deletionTimestamp.
 func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
+	s := newServer(scheme, clk)
+	for gvk := range scheme.AllKnownTypes() {
+		s.typedKind(gvk)
+	}
+	return s
+}
+
+func newServer(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 	s := &Server{
 		scheme:      scheme,
 		clock:       clk,
@@ -169,9 +177,6 @@ func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 	}
 	s.client = &simClient{s: s}
 	s.admin = &simClient{s: s, admin: true}
-	for gvk := range scheme.AllKnownTypes() {
-		s.typedKind(gvk)
-	}
 	return s
 }
 

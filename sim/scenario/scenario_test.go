@@ -240,7 +240,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"fault target", poolDoc + "faults:\n  - at: 1m\n    daemonCrash: {node: workers-0, count: 2}\n  - at: 1m\n    daemonCrash: {group: workers}\n    nodeCrash: {group: workers}\n", []string{
 			`t.yaml:16: faults[0].daemonCrash.count: count goes with group, not with node`,
-			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash may be given, got daemonCrash and nodeCrash`,
+			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash may be given, got daemonCrash and nodeCrash`,
 		}},
 		{"target count", poolDoc + "faults:\n  - at: 1m\n    nodeCrash: {group: workers, count: 4}\n", []string{
 			`t.yaml:16: faults[0].nodeCrash.count: invalid value 4: group workers has at most 3 nodes`,

@@ -60,6 +60,9 @@ type Options struct {
 	Seed uint64
 	// Trace receives the JSONL trace; nil writes none.
 	Trace io.Writer
+	// Profile overrides the scenario's profile (default, stale, instant)
+	// when not empty.
+	Profile string
 	// Bench samples the Go heap every BenchSampleEvery events into
 	// Result.PeakHeap. The sampling reads no simulated state and changes
 	// nothing in the run.
@@ -198,6 +201,12 @@ type runner struct {
 	ctx context.Context
 
 	ctrlOpts     controller.Options
+	// profile is the run's cache profile; ctrl is the running controller
+	// process's cache and client (nil under the instant profile or while
+	// no controller runs); apiFaults are the span faults of cache.go.
+	profile   string
+	ctrl      *proc
+	apiFaults []*apiFault
 	poolQ, nodeQ *engine.Queue
 	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
@@ -239,6 +248,10 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	prof, err := profile(sc, opts)
+	if err != nil {
+		return nil, err
+	}
 	eng := engine.New(sc.Start, seed)
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -255,7 +268,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		}
 	}
 	r := &runner{
-		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx,
+		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx, profile: prof,
 		tr:          newTracer(opts.Trace, eng),
 		daemons:     map[string]*daemonProc{},
 		reconciles:  map[string]uint64{},
@@ -294,7 +307,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		api.Subscribe(r.tr.traceWrite)
 	}
 	api.Subscribe(r.dispatch)
-	r.watches = controllerWatches(api.AdminClient(), r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+	r.watches = controllerWatches(cacheReader{r}, r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
 		controller.PoolController:      queueRef{&r.poolQ},
 		controller.NodeController:      queueRef{&r.nodeQ},
 		controller.PinnedSetController: queueRef{&r.pinnedQ},
@@ -380,11 +393,44 @@ func (r *runner) withLogger(rec reconcile.Reconciler) reconcile.Reconciler {
 
 // startController starts a controller process: new reconcilers built by
 // the controller's constructors, empty queues, and the informers' initial
-// list delivered as create events.
+// list delivered as create events. A controller still running is stopped
+// first: there is one controller process at a time.
 func (r *runner) startController() {
+	if r.controllerUp {
+		r.stopController()
+	}
 	// A new process knows nothing: its feed fills from the initial lists
 	// delivered below.
 	r.ctrlOpts.Feed.Reset()
+	if r.profile == ProfileInstant {
+		r.startInstantController()
+		return
+	}
+	p, err := r.newProc("controller", "", controllerKinds(), nil, r.dispatchController)
+	if err != nil {
+		r.fail(fmt.Errorf("controller start: %w", err))
+		return
+	}
+	r.ctrl = p
+	opts := r.ctrlOpts
+	opts.APIReader = p.api
+	qo := engine.QueueOptions{Duration: func() time.Duration { return p.duration(r) }}
+	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(p.client, opts)), qo)
+	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(p.client, opts)), qo)
+	r.pinnedQ = engine.NewQueue(r.eng, "pinnedimageset", r.withLogger(controller.NewPinnedSetReconciler(p.client, opts)), qo)
+	r.controllerUp = true
+	r.tr.emit("controller.start", "", map[string]any{"profile": r.profile})
+	// The manager starts its workers once the caches have synced: the
+	// initial lists reach the handlers first.
+	if err := p.cache.Sync(); err != nil {
+		r.fail(fmt.Errorf("controller start: %w", err))
+	}
+}
+
+// startInstantController starts a controller process under the instant
+// profile: the reconcilers read the store and the initial lists are
+// delivered at once.
+func (r *runner) startInstantController() {
 	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.startPinnedController()
@@ -429,6 +475,11 @@ func (r *runner) stopController() {
 	}
 	r.poolQ, r.nodeQ = nil, nil
 	r.stopPinnedController()
+	if r.ctrl != nil {
+		r.ctrl.gate.dead = true
+		r.ctrl.cache.Close()
+		r.ctrl = nil
+	}
 	r.controllerUp = false
 	r.tr.emit("controller.stop", "", nil)
 }
@@ -436,13 +487,23 @@ func (r *runner) stopController() {
 // dispatch routes a watch event to the controller's watches and to the
 // daemon of the node it concerns.
 func (r *runner) dispatch(ev apiserver.Event) {
-	r.dispatchController(ev)
+	switch {
+	case r.ctrl != nil:
+		r.ctrl.cache.Observe(ev)
+	case r.profile == ProfileInstant:
+		r.dispatchController(ev)
+	}
 	switch o := ev.Object.(type) {
 	case *v1alpha1.BootcNode:
 		// The daemon watches its own BootcNode only, through the same
-		// predicates as the daemon binary (spec changes).
+		// predicates as the daemon binary (spec changes), and caches it
+		// alone.
 		if d := r.daemons[o.Name]; d != nil {
-			d.watch.deliver(r.ctx, ev)
+			if d.proc != nil {
+				d.proc.cache.Observe(ev)
+			} else {
+				d.watch.deliver(r.ctx, ev)
+			}
 		}
 	case *corev1.Node:
 		switch ev.Type {
@@ -471,13 +532,12 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 }
 
 // daemonStarted starts the node daemon of node: a new process, so a new
-// Daemon (nothing remembered) and an empty queue with its own BootcNode
-// queued, as its informer's initial list would.
+// Daemon (nothing remembered), a new cache of its own BootcNode and an
+// empty queue with its BootcNode queued, as its informer's initial list
+// would.
 func (r *runner) daemonStarted(node string) {
 	r.daemonDown(node)
-	d := nodedaemon.New(node, r.api.Client(), r.cl.Host(node), r.eng.Clock(), logr.Discard())
-	r.configureDaemon(node, d)
-	p := &daemonProc{queue: engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})}
+	p := &daemonProc{}
 	p.watch = watch{
 		name:       "daemon/" + node,
 		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
@@ -485,22 +545,50 @@ func (r *runner) daemonStarted(node string) {
 		handler:    &handler.EnqueueRequestForObject{},
 		queue:      queueRef{&p.queue},
 	}
+	c := r.api.Client()
+	var qo engine.QueueOptions
+	if r.profile != ProfileInstant {
+		pr, err := r.newProc("daemon", node, []client.Object{&v1alpha1.BootcNode{}}, &client.ObjectKey{Name: node},
+			func(ev apiserver.Event) { p.watch.deliver(r.ctx, ev) })
+		if err != nil {
+			r.fail(fmt.Errorf("daemon %s start: %w", node, err))
+			return
+		}
+		p.proc, c = pr, pr.client
+		qo.Duration = func() time.Duration { return pr.duration(r) }
+	}
+	d := nodedaemon.New(node, c, r.cl.Host(node), r.eng.Clock(), logr.Discard())
+	r.configureDaemon(node, d)
+	p.queue = engine.NewQueue(r.eng, "daemon", d, qo)
 	r.daemons[node] = p
+	if p.proc != nil {
+		if err := p.proc.cache.Sync(); err != nil {
+			r.fail(fmt.Errorf("daemon %s start: %w", node, err))
+			return
+		}
+	}
 	p.queue.Add(request(node))
 }
 
-// daemonProc is one running daemon process: its work queue and the watch
-// of its BootcNode that feeds it.
+// daemonProc is one running daemon process: its work queue, the watch of
+// its BootcNode that feeds it, and its cache and client (nil under the
+// instant profile).
 type daemonProc struct {
 	queue *engine.Queue
 	watch watch
+	proc  *proc
 }
 
-// daemonDown stops the daemon of node, dropping what its queue held.
+// daemonDown stops the daemon of node, dropping what its queue and cache
+// held.
 func (r *runner) daemonDown(node string) {
 	if p := r.daemons[node]; p != nil {
 		r.reconciles["daemon"] += p.queue.Stats().Reconciles
 		p.queue.ShutDown()
+		if p.proc != nil {
+			p.proc.gate.dead = true
+			p.proc.cache.Close()
+		}
 		delete(r.daemons, node)
 	}
 }
