@@ -200,13 +200,13 @@ type runner struct {
 	// manager's context carries its logger.
 	ctx context.Context
 
-	ctrlOpts     controller.Options
+	ctrlOpts controller.Options
 	// profile is the run's cache profile; ctrl is the running controller
 	// process's cache and client (nil under the instant profile or while
 	// no controller runs); apiFaults are the span faults of cache.go.
-	profile   string
-	ctrl      *proc
-	apiFaults []*apiFault
+	profile      string
+	ctrl         *proc
+	apiFaults    []*apiFault
 	poolQ, nodeQ *engine.Queue
 	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
