@@ -64,7 +64,7 @@ type Options struct {
 	// cache held before (nil when nothing), as an informer hands it to
 	// OnUpdate.
 	Handle func(apiserver.Event)
-	// Trace, when set, is told of dropped events and re-lists.
+	// Trace, when set, is told of re-lists (Fault traces the drops).
 	Trace func(what, kind string, fields map[string]any)
 }
 
@@ -74,6 +74,7 @@ type Cache struct {
 	streams map[reflect.Type]*stream
 	order   []*stream
 	lists   map[schema.GroupVersionKind]bool
+	synced  bool
 	closed  bool
 }
 
@@ -96,8 +97,8 @@ type delivery struct {
 	ev apiserver.Event
 }
 
-// New makes an empty cache; Sync fills it. Watch events handed to Observe
-// before Sync are queued as usual.
+// New makes an empty cache; Sync fills it. Observe ignores events until
+// then: a reflector watches from the resourceVersion of its list.
 func New(o Options) (*Cache, error) {
 	c := &Cache{o: o, streams: map[reflect.Type]*stream{}, lists: map[schema.GroupVersionKind]bool{}}
 	for _, ex := range o.Kinds {
@@ -121,6 +122,7 @@ func New(o Options) (*Cache, error) {
 // of Options.Kinds, as a manager does before it starts its workers; the
 // objects reach Handle as Added events.
 func (c *Cache) Sync() error {
+	c.synced = true
 	for _, s := range c.order {
 		if err := s.replace(); err != nil {
 			return err
@@ -163,7 +165,7 @@ func (c *Cache) Close() {
 // Observe is handed every event of the API server at the time of the
 // write; events of kinds (and names) the cache does not hold are ignored.
 func (c *Cache) Observe(ev apiserver.Event) {
-	if c.closed {
+	if c.closed || !c.synced {
 		return
 	}
 	s := c.streams[reflect.TypeOf(ev.Object)]
@@ -190,7 +192,6 @@ func (s *stream) observe(ev apiserver.Event) {
 		f := c.o.Fault(s.kind)
 		if f.Drop {
 			s.broken = true
-			s.trace("informer.watchDropped", map[string]any{"object": ev.Object.GetName(), "relistAfter": f.RelistAfter.String()})
 			s.relist = eng.At(maxTime(eng.Now().Add(f.RelistAfter), s.last), "informer/"+c.o.Name+"/"+s.kind+"/relist", s.doRelist)
 			return
 		}

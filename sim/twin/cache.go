@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -264,23 +264,17 @@ func (g *gate) takeLatency() time.Duration {
 	return l
 }
 
+// objectRef names a request's object as Kind/name for the trace.
 func objectRef(o any) string {
-	if co, ok := o.(client.Object); ok {
-		gvk, err := apiserverGVK(co)
-		if err == nil {
-			return gvk.Kind + "/" + co.GetName()
-		}
-		return co.GetName()
+	co, ok := o.(client.Object)
+	if !ok {
+		return ""
 	}
-	return ""
-}
-
-func apiserverGVK(o client.Object) (schema.GroupVersionKind, error) {
-	gvk := o.GetObjectKind().GroupVersionKind()
-	if gvk.Kind != "" {
-		return gvk, nil
+	t := reflect.TypeOf(co)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	return schema.GroupVersionKind{Kind: fmt.Sprintf("%T", o)[1:]}, nil
+	return t.Name() + "/" + co.GetName()
 }
 
 // Before draws the request's latency and its API fault, if any.

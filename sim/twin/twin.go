@@ -9,11 +9,35 @@
 //
 // The watches are controller.Setup's, built from its exported mapping
 // functions and controller-runtime's own handlers and predicates (see
-// controllerWatches). Known differences from a manager, kept on purpose:
-//   - the reconcilers read the API server itself, not an informer cache,
-//     so reads are never stale;
-//   - a reconcile takes no virtual time, so events do not pile up while
-//     one runs;
+// controllerWatches).
+//
+// Each controller process (the pool, node and PinnedImageSet reconcilers
+// share one manager cache, as in production) and each daemon process reads
+// through its own informer cache (sim/informer, wired in cache.go): watch
+// events reach a cache after a delay drawn from the run's PRNG, in order
+// per kind; a process's own writes show in its cache only when their event
+// arrives; the watch handlers run then, not at write time; APIReader reads
+// the store. A restart makes a new cache filled by a list. A reconcile
+// occupies its worker for a drawn run time plus the latency of each API
+// request it made. The profile (scenario field profile, Options.Profile)
+// sets the delays: default (milliseconds), stale (a fifth of the events
+// take seconds to tens of seconds) or instant (no caches, no durations:
+// the twin before issue 11). API faults, watch faults and crashes after a
+// write are drawn per request in cache.go.
+//
+// Known differences from a manager, kept on purpose:
+//   - a reconcile runs to completion at one instant: its writes land at
+//     the virtual time it starts, and its duration (requests' latency
+//     included) only keeps its worker busy afterwards. Suspending a
+//     reconcile between two requests would need a goroutine per reconcile,
+//     which the single-threaded engine avoids; writes of one reconcile
+//     still reach the caches at different times, through the drawn
+//     delivery delays;
+//   - a re-list hands the handlers an update only for objects whose
+//     resourceVersion changed (client-go's Replace hands over every
+//     object, changed or not);
+//   - objects of kinds the cache does not hold are read from the store
+//     (a manager would start an informer for them on first use);
 //   - controller-runtime's priority queue gives initial-list events low
 //     priority; the engine's queue adds everything at normal priority;
 //   - a controller restart drops both queues and builds new reconcilers
