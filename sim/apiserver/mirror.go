@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"reflect"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,10 +95,23 @@ func (s *Server) Stored(obj client.Object) client.Object {
 	return nil
 }
 
+// kindOf returns the served kind of obj; typed kinds are remembered by Go
+// type, which saves the scheme lookup on every event a cache applies.
 func (s *Server) kindOf(obj client.Object) (*kind, error) {
+	t := reflect.TypeOf(obj)
+	if k := s.byType[t]; k != nil && k.present {
+		return k, nil
+	}
 	gvk, err := apiutil.GVKForObject(obj, s.scheme)
 	if err != nil {
 		return nil, err
 	}
-	return s.kindFor(gvk)
+	k, err := s.kindFor(gvk)
+	if err == nil && k.typed() {
+		if s.byType == nil {
+			s.byType = map[reflect.Type]*kind{}
+		}
+		s.byType[t] = k
+	}
+	return k, err
 }

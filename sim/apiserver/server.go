@@ -138,6 +138,8 @@ type Server struct {
 	mapperStale bool
 
 	client, admin *simClient
+	// byType remembers typed kinds by Go type for kindOf (mirror.go).
+	byType map[reflect.Type]*kind
 
 	// wholePatches turns off the field-wise path of merge patches
 	// (mergeFields): every patch is applied to the whole object, as the

@@ -83,6 +83,7 @@ type Cache struct {
 type stream struct {
 	c       *Cache
 	kind    string
+	name    string // of its delivery events
 	example client.Object
 	pending []delivery
 	head    int
@@ -112,6 +113,7 @@ func New(o Options) (*Cache, error) {
 			return nil, fmt.Errorf("informer %s: kind %T given twice", o.Name, ex)
 		}
 		s := &stream{c: c, kind: t.Elem().Name(), example: ex}
+		s.name = "informer/" + o.Name + "/" + s.kind
 		c.streams[t] = s
 		c.order = append(c.order, s)
 	}
@@ -192,7 +194,7 @@ func (s *stream) observe(ev apiserver.Event) {
 		f := c.o.Fault(s.kind)
 		if f.Drop {
 			s.broken = true
-			s.relist = eng.At(maxTime(eng.Now().Add(f.RelistAfter), s.last), "informer/"+c.o.Name+"/"+s.kind+"/relist", s.doRelist)
+			s.relist = eng.At(maxTime(eng.Now().Add(f.RelistAfter), s.last), s.name+"/relist", s.doRelist)
 			return
 		}
 		d += f.Extra
@@ -220,7 +222,7 @@ func (s *stream) schedule() {
 		s.pending, s.head, s.timer = s.pending[:0], 0, nil
 		return
 	}
-	s.timer = s.c.o.Engine.At(s.pending[s.head].at, "informer/"+s.c.o.Name+"/"+s.kind, s.fire)
+	s.timer = s.c.o.Engine.At(s.pending[s.head].at, s.name, s.fire)
 }
 
 // fire delivers every event due now.
