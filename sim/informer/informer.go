@@ -166,7 +166,12 @@ func (c *Cache) Close() {
 
 // Observe is handed every event of the API server at the time of the
 // write; events of kinds (and names) the cache does not hold are ignored.
-func (c *Cache) Observe(ev apiserver.Event) {
+func (c *Cache) Observe(ev apiserver.Event) { c.ObserveAfter(ev, 0) }
+
+// ObserveAfter is Observe for a write that lands at the server after
+// from now (the latency of the requests its reconcile made before it):
+// its event leaves for the cache then.
+func (c *Cache) ObserveAfter(ev apiserver.Event, after time.Duration) {
 	if c.closed || !c.synced {
 		return
 	}
@@ -177,18 +182,18 @@ func (c *Cache) Observe(ev apiserver.Event) {
 	if c.o.Only != nil && (ev.Object.GetName() != c.o.Only.Name || ev.Object.GetNamespace() != c.o.Only.Namespace) {
 		return
 	}
-	s.observe(ev)
+	s.observe(ev, after)
 }
 
-func (s *stream) observe(ev apiserver.Event) {
+func (s *stream) observe(ev apiserver.Event, after time.Duration) {
 	if s.broken {
 		return
 	}
 	c := s.c
 	eng := c.o.Engine
-	var d time.Duration
+	d := after
 	if c.o.Delay != nil {
-		d = c.o.Delay()
+		d += c.o.Delay()
 	}
 	if c.o.Fault != nil {
 		f := c.o.Fault(s.kind)

@@ -296,3 +296,28 @@ func TestUnheldKindsReadTheServer(t *testing.T) {
 		t.Errorf("a kind the cache does not hold is read from the server: %v", err)
 	}
 }
+
+func TestObserveAfterDelaysTheDeparture(t *testing.T) {
+	w := newWorld(t, opts{delays: []time.Duration{10 * time.Millisecond}})
+	if err := w.cache.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	sub := w.cache
+	w.cache = nil // the subscription stops feeding it; this test does
+	if err := w.api.AdminClient().Create(ctx, mkNode("n", "1")); err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := w.api.AdminClient().Get(ctx, client.ObjectKey{Name: "n"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	sub.ObserveAfter(apiserver.Event{Type: apiserver.Added, Object: &n}, 5*time.Millisecond)
+	w.run(14 * time.Millisecond)
+	if got := labelOf(t, w.client, "n"); got != "<none>" {
+		t.Fatalf("after 14ms: %q, want not yet (5ms to land + 10ms to deliver)", got)
+	}
+	w.run(time.Millisecond)
+	if got := labelOf(t, w.client, "n"); got != "1" {
+		t.Fatalf("after 15ms: %q, want 1", got)
+	}
+}

@@ -321,6 +321,12 @@ func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 		r.tr.emit("fault.apiError", objectRef(req.Object), fields)
 	}
 	g.latency += d.Latency
+	// The write reaches the server once the requests before it and its
+	// own latency have passed: its watch events leave then (Served
+	// resets it).
+	if d.Err == nil && (!d.Timeout || d.Applied) {
+		r.landsAfter = g.latency
+	}
 	return d
 }
 
@@ -341,6 +347,7 @@ func verbHit(verbs []string, req apiserver.Request) bool {
 // request of the reconcile under way fails), and starts again after the
 // fault's downFor.
 func (g *gate) Served(req apiserver.Request, err error) {
+	g.r.landsAfter = 0
 	if err != nil || !req.Write() || g.dead {
 		return
 	}

@@ -26,13 +26,15 @@
 // write are drawn per request in cache.go.
 //
 // Known differences from a manager, kept on purpose:
-//   - a reconcile runs to completion at one instant: its writes land at
-//     the virtual time it starts, and its duration (requests' latency
-//     included) only keeps its worker busy afterwards. Suspending a
-//     reconcile between two requests would need a goroutine per reconcile,
-//     which the single-threaded engine avoids; writes of one reconcile
-//     still reach the caches at different times, through the drawn
-//     delivery delays;
+//   - a reconcile runs to completion at one instant: its writes change the
+//     store at the virtual time it starts, so an uncached read (APIReader,
+//     the twin's own models) sees them at once. Their watch events leave
+//     for the caches only once the latency of the reconcile's requests up
+//     to and including the write has passed, so the caches see the writes
+//     of one reconcile land at different times, and its duration keeps
+//     its worker busy. Suspending a reconcile between two requests would
+//     need a goroutine per reconcile, which the single-threaded engine
+//     avoids;
 //   - a re-list hands the handlers an update only for objects whose
 //     resourceVersion changed (client-go's Replace hands over every
 //     object, changed or not);
@@ -228,9 +230,13 @@ type runner struct {
 	// profile is the run's cache profile; ctrl is the running controller
 	// process's cache and client (nil under the instant profile or while
 	// no controller runs); apiFaults are the span faults of cache.go.
-	profile      string
-	ctrl         *proc
-	apiFaults    []*apiFault
+	profile   string
+	ctrl      *proc
+	apiFaults []*apiFault
+	// landsAfter is how long after now the write being served reaches
+	// the server: the latency of its reconcile's requests so far
+	// (cache.go); its watch events leave for the caches then.
+	landsAfter   time.Duration
 	poolQ, nodeQ *engine.Queue
 	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
@@ -513,7 +519,7 @@ func (r *runner) stopController() {
 func (r *runner) dispatch(ev apiserver.Event) {
 	switch {
 	case r.ctrl != nil:
-		r.ctrl.cache.Observe(ev)
+		r.ctrl.cache.ObserveAfter(ev, r.landsAfter)
 	case r.profile == ProfileInstant:
 		r.dispatchController(ev)
 	}
@@ -524,7 +530,7 @@ func (r *runner) dispatch(ev apiserver.Event) {
 		// alone.
 		if d := r.daemons[o.Name]; d != nil {
 			if d.proc != nil {
-				d.proc.cache.Observe(ev)
+				d.proc.cache.ObserveAfter(ev, r.landsAfter)
 			} else {
 				d.watch.deliver(r.ctx, ev)
 			}
