@@ -305,7 +305,7 @@ func (s *stream) replace() error {
 	c := s.c
 	var want []client.Object
 	if c.o.Only != nil {
-		probe := s.example.DeepCopyObject().(client.Object)
+		probe := reflect.New(reflect.TypeOf(s.example).Elem()).Interface().(client.Object)
 		probe.SetName(c.o.Only.Name)
 		probe.SetNamespace(c.o.Only.Namespace)
 		if o := c.o.Source.Stored(probe); o != nil {
