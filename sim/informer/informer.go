@@ -84,6 +84,7 @@ type stream struct {
 	c       *Cache
 	kind    string
 	name    string // of its delivery events
+	fireFn  func() // s.fire, made once
 	example client.Object
 	pending []delivery
 	head    int
@@ -114,6 +115,7 @@ func New(o Options) (*Cache, error) {
 		}
 		s := &stream{c: c, kind: t.Elem().Name(), example: ex}
 		s.name = "informer/" + o.Name + "/" + s.kind
+		s.fireFn = s.fire
 		c.streams[t] = s
 		c.order = append(c.order, s)
 	}
@@ -227,7 +229,7 @@ func (s *stream) schedule() {
 		s.pending, s.head, s.timer = s.pending[:0], 0, nil
 		return
 	}
-	s.timer = s.c.o.Engine.At(s.pending[s.head].at, s.name, s.fire)
+	s.timer = s.c.o.Engine.At(s.pending[s.head].at, s.name, s.fireFn)
 }
 
 // fire delivers every event due now.
