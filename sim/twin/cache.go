@@ -12,8 +12,6 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
-	"github.com/bootroll/bootroll/nodedaemon"
-	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/informer"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -416,60 +414,4 @@ func (g *gate) crash(fault int, req apiserver.Request, down time.Duration) {
 		r.tr.emit("fault.skipped", "Node/"+g.node, map[string]any{"reason": err.Error()})
 		r.daemonDown(g.node)
 	}
-}
-
-// gatedHost is a daemon process's view of its host: once the process has
-// crashed (its gate is dead), the rest of the reconcile under way can no
-// longer act on the host, as a dead process cannot.
-type gatedHost struct {
-	h nodedaemon.Host
-	g *gate
-}
-
-func (h gatedHost) Observe(ctx context.Context) (nodedaemon.Observation, error) {
-	if h.g.dead {
-		return nodedaemon.Observation{}, apiserver.ErrCrashed
-	}
-	return h.h.Observe(ctx)
-}
-
-func (h gatedHost) Stage(ctx context.Context, image string) error {
-	if h.g.dead {
-		return apiserver.ErrCrashed
-	}
-	return h.h.Stage(ctx, image)
-}
-
-func (h gatedHost) Apply(ctx context.Context, image string) error {
-	if h.g.dead {
-		return apiserver.ErrCrashed
-	}
-	return h.h.Apply(ctx, image)
-}
-
-func (h gatedHost) Rollback(ctx context.Context) error {
-	if h.g.dead {
-		return apiserver.ErrCrashed
-	}
-	return h.h.Rollback(ctx)
-}
-
-func (h gatedHost) Reboot(ctx context.Context) error {
-	if h.g.dead {
-		return apiserver.ErrCrashed
-	}
-	return h.h.Reboot(ctx)
-}
-
-// gatedPrefetcher is gatedHost for pinned-image pulls.
-type gatedPrefetcher struct {
-	p nodedaemon.Prefetcher
-	g *gate
-}
-
-func (p gatedPrefetcher) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
-	if p.g.dead {
-		return nil, 0, apiserver.ErrCrashed
-	}
-	return p.p.Sync(ctx, now, sets, current, env)
 }

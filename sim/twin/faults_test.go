@@ -80,6 +80,18 @@ func TestAPIAndWatchFaults(t *testing.T) {
 	for _, v := range res.Violations {
 		t.Errorf("violation under faults: %s", v)
 	}
+	// A daemon that crashed after a write acts on its host no more in
+	// that reconcile (the same instant).
+	dead := map[string]string{} // node → time of its crash
+	for _, l := range parseTrace(t, a) {
+		node := strings.TrimPrefix(strings.TrimPrefix(l.Object, "Node/"), "node/")
+		switch {
+		case l.Kind == "fault.daemonWriteCrash":
+			dead[node] = l.T
+		case strings.HasPrefix(l.Kind, "node/") && l.Kind != "node/daemon-down" && dead[node] == l.T:
+			t.Errorf("%s of %s at %s, right after its daemon crashed", l.Kind, node, l.T)
+		}
+	}
 
 	_, c := run(t, withFaults(t, ""), 1)
 	k = kinds(t, c)

@@ -576,7 +576,6 @@ func (r *runner) daemonStarted(node string) {
 		queue:      queueRef{&p.queue},
 	}
 	c := r.api.Client()
-	var host nodedaemon.Host = r.cl.Host(node)
 	var qo engine.QueueOptions
 	if r.profile != ProfileInstant {
 		pr, err := r.newProc("daemon", node, []client.Object{&v1alpha1.BootcNode{}}, &client.ObjectKey{Name: node},
@@ -586,14 +585,13 @@ func (r *runner) daemonStarted(node string) {
 			return
 		}
 		p.proc, c = pr, pr.client
-		host = gatedHost{host, pr.gate}
 		qo.Duration = func() time.Duration { return pr.duration(r) }
 	}
-	d := nodedaemon.New(node, c, host, r.eng.Clock(), logr.Discard())
+	// A crash after a write (cache.go) takes the daemon down in the
+	// cluster model, whose host then refuses the rest of the reconcile's
+	// actions (ErrNotRunning), as a dead process takes none.
+	d := nodedaemon.New(node, c, r.cl.Host(node), r.eng.Clock(), logr.Discard())
 	r.configureDaemon(node, d)
-	if p.proc != nil && d.Prefetch != nil {
-		d.Prefetch = gatedPrefetcher{d.Prefetch, p.proc.gate}
-	}
 	p.queue = engine.NewQueue(r.eng, "daemon", d, qo)
 	r.daemons[node] = p
 	if p.proc != nil {
