@@ -314,7 +314,9 @@ func (k *kind) reindexField(e *entry, field string, obj client.Object) {
 	ix := k.indexes[field]
 	var vals []string
 	if obj != nil {
-		vals = slices.Compact(slices.Sorted(slices.Values(ix.extract(obj))))
+		if vals = ix.extract(obj); len(vals) > 1 {
+			vals = slices.Compact(slices.Sorted(slices.Values(vals)))
+		}
 	}
 	old := e.vals[field]
 	if slices.Equal(old, vals) {
