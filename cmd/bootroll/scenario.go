@@ -42,6 +42,7 @@ type runFlags struct {
 	bench    bool
 	cpuProf  string
 	controls bool
+	profile  string
 }
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -79,6 +80,7 @@ negative control was not caught), 2 on bad input.`,
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field, path=value, e.g. bootroll.pools[0].maxUnavailable=20% (repeatable; an unknown path is an error)")
 	fl.BoolVar(&f.bench, "bench", false, "print wall time, virtual time, events, events per second and peak heap")
 	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	fl.StringVar(&f.profile, "profile", "", "cache profile of every run: default, stale or instant (same as --set profile=...)")
 	fl.BoolVar(&f.controls, "negative-controls", false, "also run each scenario's negative controls and require the named invariant to catch each")
 	return cmd
 }
@@ -90,6 +92,9 @@ type loaded struct {
 }
 
 func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
+	if f.profile != "" {
+		f.sets = append([]string{"profile=" + f.profile}, f.sets...)
+	}
 	var scs []loaded
 	bad := false
 	for _, file := range files {

@@ -138,6 +138,8 @@ type Server struct {
 	mapperStale bool
 
 	client, admin *simClient
+	// byType remembers typed kinds by Go type for kindOf (mirror.go).
+	byType map[reflect.Type]*kind
 
 	// wholePatches turns off the field-wise path of merge patches
 	// (mergeFields): every patch is applied to the whole object, as the
@@ -156,6 +158,14 @@ type subscriber struct {
 // cluster-scoped ones and those of group bootroll.dev (change it with
 // SetNamespaced). clk stamps creationTimestamp and deletionTimestamp.
 func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
+	s := newServer(scheme, clk)
+	for gvk := range scheme.AllKnownTypes() {
+		s.typedKind(gvk)
+	}
+	return s
+}
+
+func newServer(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 	s := &Server{
 		scheme:      scheme,
 		clock:       clk,
@@ -169,9 +179,6 @@ func New(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 	}
 	s.client = &simClient{s: s}
 	s.admin = &simClient{s: s, admin: true}
-	for gvk := range scheme.AllKnownTypes() {
-		s.typedKind(gvk)
-	}
 	return s
 }
 

@@ -285,6 +285,11 @@ func (k *kind) reindex(e *entry, obj client.Object) {
 	if obj != nil {
 		labels = obj.GetLabels()
 	}
+	if sameMap(labels, e.labels) {
+		// A write that keeps the labels shares their map (stored objects
+		// are never changed in place): nothing to reindex.
+		return
+	}
 	for key, val := range e.labels {
 		if v, ok := labels[key]; !ok || v != val {
 			k.labelChange(removeFrom, e, key, val)
@@ -309,7 +314,9 @@ func (k *kind) reindexField(e *entry, field string, obj client.Object) {
 	ix := k.indexes[field]
 	var vals []string
 	if obj != nil {
-		vals = slices.Compact(slices.Sorted(slices.Values(ix.extract(obj))))
+		if vals = ix.extract(obj); len(vals) > 1 {
+			vals = slices.Compact(slices.Sorted(slices.Values(vals)))
+		}
 	}
 	old := e.vals[field]
 	if slices.Equal(old, vals) {
@@ -343,4 +350,13 @@ func (ix *index) remove(e *entry, val string) {
 	if e.key.ns != "" {
 		removeFrom(ix.byKey, indexKey{e.key.ns, val}, e)
 	}
+}
+
+// sameMap reports whether a and b are the same map (or both nil), not
+// merely equal.
+func sameMap(a, b map[string]string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

@@ -25,6 +25,13 @@ type QueueOptions struct {
 	// is acted on ReconcileLatency later, as when a real reconcile returns.
 	ReconcileLatency time.Duration
 
+	// Duration, when set, is called after each reconcile returns and gives
+	// how long that reconcile occupied its worker, instead of
+	// ReconcileLatency: a drawn run time plus the latency of the API
+	// requests it made. Keys added meanwhile wait, deduplicated, as
+	// they do behind a busy controller-runtime worker.
+	Duration func() time.Duration
+
 	// MaxConcurrentReconciles is the number of workers; default 1. A key is
 	// never reconciled by two workers at once.
 	MaxConcurrentReconciles int
@@ -65,6 +72,7 @@ type Queue struct {
 	name     string
 	r        reconcile.Reconciler
 	latency  time.Duration
+	duration func() time.Duration
 	workers  int
 	limiter  workqueue.TypedRateLimiter[reconcile.Request]
 	items    map[reconcile.Request]*queued // queued keys, ready or waiting
@@ -99,6 +107,7 @@ func NewQueue(eng *Engine, name string, r reconcile.Reconciler, opts QueueOption
 		name:     name,
 		r:        r,
 		latency:  opts.ReconcileLatency,
+		duration: opts.Duration,
 		workers:  opts.MaxConcurrentReconciles,
 		limiter:  opts.RateLimiter,
 		items:    map[reconcile.Request]*queued{},
@@ -249,11 +258,15 @@ func (q *Queue) reconcile(f *flight, req reconcile.Request, priority int) {
 	if q.shutdown {
 		return
 	}
-	if q.latency <= 0 {
+	latency := q.latency
+	if q.duration != nil {
+		latency = q.duration()
+	}
+	if latency <= 0 {
 		q.finish(req, priority, res, err)
 		return
 	}
-	f.event = q.eng.After(q.latency, "reconciled/"+q.name+"/"+requestKey(req), func() {
+	f.event = q.eng.After(latency, "reconciled/"+q.name+"/"+requestKey(req), func() {
 		q.finish(req, priority, res, err)
 	})
 }

@@ -80,6 +80,17 @@ func TestQueue(t *testing.T) {
 		// b was ready before a was added again, so b goes first.
 		want: []string{"0s a", "1s b", "2s a"},
 	}, {
+		name: "Duration keeps the worker busy for each reconcile's own time",
+		opts: QueueOptions{ReconcileLatency: time.Hour, Duration: durations(2*time.Second, 500*time.Millisecond, time.Second)},
+		setup: func(e *Engine, q *Queue) {
+			q.Add(req("a"))
+			q.Add(req("b"))
+			// Added twice while a runs: one more reconcile of a, after b.
+			e.After(500*time.Millisecond, "poke", func() { q.Add(req("a")) })
+			e.After(600*time.Millisecond, "poke", func() { q.Add(req("a")) })
+		},
+		want: []string{"0s a", "2s b", "2.5s a"},
+	}, {
 		name: "add from inside the reconcile reruns it once",
 		do: func(q *Queue, call int, r reconcile.Request) (reconcile.Result, error) {
 			if call == 1 {
@@ -278,5 +289,16 @@ func TestQueueNumRequeues(t *testing.T) {
 	e.Run()
 	if got := q.NumRequeues(req("a")); got != 0 {
 		t.Errorf("NumRequeues after success = %d, want 0", got)
+	}
+}
+
+// durations returns a Duration func that gives ds in turn, the last
+// repeating.
+func durations(ds ...time.Duration) func() time.Duration {
+	i := 0
+	return func() time.Duration {
+		d := ds[min(i, len(ds)-1)]
+		i++
+		return d
 	}
 }

@@ -82,6 +82,13 @@ type Scenario struct {
 	// the seeded PRNG inside a window.
 	Faults []Fault `json:"faults,omitempty"`
 
+	// Profile sets how the informer caches behave: default (watch events
+	// reach each cache milliseconds after the write), stale (up to tens of
+	// seconds) or instant (no caches: reads see the store, handlers run at
+	// write time and a reconcile takes no time; the twin before issue 11).
+	// Default default.
+	Profile Profile `json:"profile,omitempty" default:"default"`
+
 	// Expect says what must hold at and after the end of the run.
 	Expect Expect `json:"expect,omitempty"`
 
@@ -738,7 +745,119 @@ type Fault struct {
 	// NodeCrash takes nodes down hard (NotReady, pods lost); they boot again
 	// after downFor on their current boot image.
 	NodeCrash *NodeCrash `json:"nodeCrash,omitempty" oneOf:"kind"`
+
+	// API and watch faults (helper cache). These are in effect over a span
+	// rather than at one moment: the window, or from at to the end of the
+	// run; every draw they make comes from the seeded PRNG.
+
+	// APIErrors fails or slows API requests of the controller or the node
+	// daemons while in effect.
+	APIErrors *APIErrors `json:"apiErrors,omitempty" oneOf:"kind"`
+
+	// WatchFaults delays or drops the watch events that feed the informer
+	// caches while in effect; a dropped event breaks the watch of its kind
+	// until a re-list.
+	WatchFaults *WatchFaults `json:"watchFaults,omitempty" oneOf:"kind"`
+
+	// ControllerCrash crashes the controller process right after one of its
+	// writes succeeds, possibly between two writes of one reconcile; it
+	// starts again, with empty caches and queues, after downFor.
+	ControllerCrash *ControllerCrash `json:"controllerCrash,omitempty" oneOf:"kind"`
+
+	// DaemonWriteCrash crashes node daemons right after one of their writes
+	// succeeds; each starts again after downFor.
+	DaemonWriteCrash *DaemonWriteCrash `json:"daemonWriteCrash,omitempty" oneOf:"kind"`
 }
+
+// APIErrors fails or slows the API requests of a process kind.
+type APIErrors struct {
+	// Verbs are the request verbs hit: get, list, create, update, patch,
+	// delete, deletecollection, or a subresource form (update/status,
+	// patch/status, create/eviction); a plain verb also hits its
+	// subresource forms. Default all.
+	Verbs []string `json:"verbs,omitempty"`
+
+	// Codes are the failures drawn from, uniformly: conflict (409),
+	// tooManyRequests (429), internalError (500), timeout (the write is
+	// applied or not on a coin drawn from the PRNG, and the caller gets a
+	// timeout either way). Default [internalError].
+	Codes []APIErrorCode `json:"codes,omitempty"`
+
+	// Rate is the probability that a matching request fails.
+	Rate float64 `json:"rate,omitempty" minimum:"0" maximum:"1"`
+
+	// Latency is extra time each matching request takes, drawn per request;
+	// it lengthens the reconcile that makes it. Default none.
+	Latency *Distribution `json:"latency,omitempty"`
+
+	// Who is whose requests are hit: controller, daemon or all. Default all.
+	Who FaultWho `json:"who,omitempty" default:"all"`
+}
+
+// APIErrorCode is an injected API failure: conflict, tooManyRequests,
+// internalError or timeout.
+type APIErrorCode string
+
+func (APIErrorCode) enumValues() []string {
+	return []string{"conflict", "tooManyRequests", "internalError", "timeout"}
+}
+
+// FaultWho names the processes a fault hits: controller, daemon or all.
+type FaultWho string
+
+func (FaultWho) enumValues() []string { return []string{"controller", "daemon", "all"} }
+
+// WatchFaults delays or drops watch events.
+type WatchFaults struct {
+	// Drop is the probability that a watch event is lost; the watch of its
+	// kind then delivers nothing until its reflector re-lists, relistAfter
+	// later.
+	Drop float64 `json:"drop,omitempty" minimum:"0" maximum:"1"`
+
+	// RelistAfter is how long a broken watch takes to re-list. Default
+	// uniform 1s to 10s.
+	RelistAfter *Distribution `json:"relistAfter,omitempty"`
+
+	// Delay is the extra delivery delay of each event, drawn uniformly from
+	// zero to it; events of one kind keep their order. Default 0s.
+	Delay time.Duration `json:"delay,omitempty" default:"0s"`
+
+	// Who is whose caches are hit: controller, daemon or all. Default all.
+	Who FaultWho `json:"who,omitempty" default:"all"`
+}
+
+// ControllerCrash crashes the controller after a write.
+type ControllerCrash struct {
+	// AfterWrites crashes it right after its n-th successful write counted
+	// from the start of the fault; one crash.
+	AfterWrites int `json:"afterWrites,omitempty" oneOf:"when" minimum:"1"`
+
+	// Rate crashes it after each successful write with this probability.
+	Rate float64 `json:"rate,omitempty" oneOf:"when" minimum:"0" maximum:"1"`
+
+	// DownFor is how long no controller runs after a crash. Default 0s.
+	DownFor time.Duration `json:"downFor,omitempty" default:"0s"`
+}
+
+// DaemonWriteCrash crashes node daemons after a write.
+type DaemonWriteCrash struct {
+	// AfterWrites crashes each daemon right after its n-th successful write
+	// counted from the start of the fault (counted per daemon); once per
+	// daemon.
+	AfterWrites int `json:"afterWrites,omitempty" oneOf:"when" minimum:"1"`
+
+	// Rate crashes a daemon after each successful write with this
+	// probability.
+	Rate float64 `json:"rate,omitempty" oneOf:"when" minimum:"0" maximum:"1"`
+
+	// DownFor is how long the daemon stays down. Default 10s.
+	DownFor time.Duration `json:"downFor,omitempty" default:"10s"`
+}
+
+// Profile is how stale the informer caches are: default, stale or instant.
+type Profile string
+
+func (Profile) enumValues() []string { return []string{"default", "stale", "instant"} }
 
 // TimeRange is a span of virtual time [from, to).
 type TimeRange struct {

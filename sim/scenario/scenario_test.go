@@ -240,7 +240,16 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"fault target", poolDoc + "faults:\n  - at: 1m\n    daemonCrash: {node: workers-0, count: 2}\n  - at: 1m\n    daemonCrash: {group: workers}\n    nodeCrash: {group: workers}\n", []string{
 			`t.yaml:16: faults[0].daemonCrash.count: count goes with group, not with node`,
-			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash may be given, got daemonCrash and nodeCrash`,
+			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash may be given, got daemonCrash and nodeCrash`,
+		}},
+		{"api fault", poolDoc + "profile: fresh\nfaults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [409], rate: 2}\n  - at: 1m\n    controllerCrash: {afterWrites: 1, rate: 0.5}\n", []string{
+			`t.yaml:14: profile: invalid value "fresh": want one of default, stale, instant`,
+			`t.yaml:17: faults[0].apiErrors.codes[0]: want a string, got integer 409 (quote it to make it a string)`,
+			`t.yaml:17: faults[0].apiErrors.rate: invalid value 2: must be at most 1`,
+			`t.yaml:19: faults[1].controllerCrash.rate: only one of afterWrites, rate may be given, got afterWrites and rate`,
+		}},
+		{"api fault verb", poolDoc + "faults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [conflict, timeout], rate: 0.5, who: daemon}\n", []string{
+			`t.yaml:16: faults[0].apiErrors.verbs[1]: invalid value "frob": want one of get, list, create, update, patch, delete, deletecollection, update/status, patch/status, create/eviction`,
 		}},
 		{"target count", poolDoc + "faults:\n  - at: 1m\n    nodeCrash: {group: workers, count: 4}\n", []string{
 			`t.yaml:16: faults[0].nodeCrash.count: invalid value 4: group workers has at most 3 nodes`,

@@ -485,8 +485,17 @@ func (v *validator) fault(p string, f Fault) {
 		v.target(joinKey(p, "daemonCrash"), f.DaemonCrash.Target)
 	case f.NodeCrash != nil:
 		v.target(joinKey(p, "nodeCrash"), f.NodeCrash.Target)
+	case f.APIErrors != nil:
+		for i, verb := range f.APIErrors.Verbs {
+			if !slices.Contains(apiVerbs, verb) {
+				v.errorf(joinIndex(joinKey(joinKey(p, "apiErrors"), "verbs"), i), "invalid value %q: want one of %s", verb, strings.Join(apiVerbs, ", "))
+			}
+		}
 	}
 }
+
+// apiVerbs are the request verbs apiErrors.verbs may name.
+var apiVerbs = []string{"get", "list", "create", "update", "patch", "delete", "deletecollection", "update/status", "patch/status", "create/eviction"}
 
 func (v *validator) target(p string, t Target) {
 	if t.Node != "" {

@@ -36,6 +36,9 @@ func (r *runner) schedule() {
 		})
 	}
 	for i, f := range r.sc.Faults {
+		if r.scheduleAPIFault(i, f) { // cache.go: faults in effect over a span
+			continue
+		}
 		var off time.Duration
 		switch {
 		case f.At != nil:

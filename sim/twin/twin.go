@@ -9,11 +9,37 @@
 //
 // The watches are controller.Setup's, built from its exported mapping
 // functions and controller-runtime's own handlers and predicates (see
-// controllerWatches). Known differences from a manager, kept on purpose:
-//   - the reconcilers read the API server itself, not an informer cache,
-//     so reads are never stale;
-//   - a reconcile takes no virtual time, so events do not pile up while
-//     one runs;
+// controllerWatches).
+//
+// Each controller process (the pool, node and PinnedImageSet reconcilers
+// share one manager cache, as in production) and each daemon process reads
+// through its own informer cache (sim/informer, wired in cache.go): watch
+// events reach a cache after a delay drawn from the run's PRNG, in order
+// per kind; a process's own writes show in its cache only when their event
+// arrives; the watch handlers run then, not at write time; APIReader reads
+// the store. A restart makes a new cache filled by a list. A reconcile
+// occupies its worker for a drawn run time plus the latency of each API
+// request it made. The profile (scenario field profile, Options.Profile)
+// sets the delays: default (milliseconds), stale (a fifth of the events
+// take seconds to tens of seconds) or instant (no caches, no durations:
+// the twin before issue 11). API faults, watch faults and crashes after a
+// write are drawn per request in cache.go.
+//
+// Known differences from a manager, kept on purpose:
+//   - a reconcile runs to completion at one instant: its writes change the
+//     store at the virtual time it starts, so an uncached read (APIReader,
+//     the twin's own models) sees them at once. Their watch events leave
+//     for the caches only once the latency of the reconcile's requests up
+//     to and including the write has passed, so the caches see the writes
+//     of one reconcile land at different times, and its duration keeps
+//     its worker busy. Suspending a reconcile between two requests would
+//     need a goroutine per reconcile, which the single-threaded engine
+//     avoids;
+//   - a re-list hands the handlers an update only for objects whose
+//     resourceVersion changed (client-go's Replace hands over every
+//     object, changed or not);
+//   - objects of kinds the cache does not hold are read from the store
+//     (a manager would start an informer for them on first use);
 //   - controller-runtime's priority queue gives initial-list events low
 //     priority; the engine's queue adds everything at normal priority;
 //   - a controller restart drops both queues and builds new reconcilers
@@ -60,6 +86,9 @@ type Options struct {
 	Seed uint64
 	// Trace receives the JSONL trace; nil writes none.
 	Trace io.Writer
+	// Profile overrides the scenario's profile (default, stale, instant)
+	// when not empty.
+	Profile string
 	// Bench samples the Go heap every BenchSampleEvery events into
 	// Result.PeakHeap. The sampling reads no simulated state and changes
 	// nothing in the run.
@@ -200,7 +229,17 @@ type runner struct {
 	// manager's context carries its logger.
 	ctx context.Context
 
-	ctrlOpts     controller.Options
+	ctrlOpts controller.Options
+	// profile is the run's cache profile; ctrl is the running controller
+	// process's cache and client (nil under the instant profile or while
+	// no controller runs); apiFaults are the span faults of cache.go.
+	profile   string
+	ctrl      *proc
+	apiFaults []*apiFault
+	// landsAfter is how long after now the write being served reaches
+	// the server: the latency of its reconcile's requests so far
+	// (cache.go); its watch events leave for the caches then.
+	landsAfter   time.Duration
 	poolQ, nodeQ *engine.Queue
 	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
 	watches      []watch
@@ -242,6 +281,10 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	prof, err := profile(sc, opts)
+	if err != nil {
+		return nil, err
+	}
 	eng := engine.New(sc.Start, seed)
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -258,7 +301,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		}
 	}
 	r := &runner{
-		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx,
+		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx, profile: prof,
 		tr:          newTracer(opts.Trace, eng),
 		daemons:     map[string]*daemonProc{},
 		reconciles:  map[string]uint64{},
@@ -297,7 +340,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		api.Subscribe(r.tr.traceWrite)
 	}
 	api.Subscribe(r.dispatch)
-	r.watches = controllerWatches(api.AdminClient(), r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+	r.watches = controllerWatches(cacheReader{r}, r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
 		controller.PoolController:      queueRef{&r.poolQ},
 		controller.NodeController:      queueRef{&r.nodeQ},
 		controller.PinnedSetController: queueRef{&r.pinnedQ},
@@ -384,11 +427,44 @@ func (r *runner) withLogger(rec reconcile.Reconciler) reconcile.Reconciler {
 
 // startController starts a controller process: new reconcilers built by
 // the controller's constructors, empty queues, and the informers' initial
-// list delivered as create events.
+// list delivered as create events. A controller still running is stopped
+// first: there is one controller process at a time.
 func (r *runner) startController() {
+	if r.controllerUp {
+		r.stopController()
+	}
 	// A new process knows nothing: its feed fills from the initial lists
 	// delivered below.
 	r.ctrlOpts.Feed.Reset()
+	if r.profile == ProfileInstant {
+		r.startInstantController()
+		return
+	}
+	p, err := r.newProc("controller", "", controllerKinds(), nil, r.dispatchController)
+	if err != nil {
+		r.fail(fmt.Errorf("controller start: %w", err))
+		return
+	}
+	r.ctrl = p
+	opts := r.ctrlOpts
+	opts.APIReader = p.api
+	qo := engine.QueueOptions{Duration: func() time.Duration { return p.duration(r) }}
+	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(p.client, opts)), qo)
+	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(p.client, opts)), qo)
+	r.pinnedQ = engine.NewQueue(r.eng, "pinnedimageset", r.withLogger(controller.NewPinnedSetReconciler(p.client, opts)), qo)
+	r.controllerUp = true
+	r.tr.emit("controller.start", "", map[string]any{"profile": r.profile})
+	// The manager starts its workers once the caches have synced: the
+	// initial lists reach the handlers first.
+	if err := p.cache.Sync(); err != nil {
+		r.fail(fmt.Errorf("controller start: %w", err))
+	}
+}
+
+// startInstantController starts a controller process under the instant
+// profile: the reconcilers read the store and the initial lists are
+// delivered at once.
+func (r *runner) startInstantController() {
 	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.startPinnedController()
@@ -433,6 +509,11 @@ func (r *runner) stopController() {
 	}
 	r.poolQ, r.nodeQ = nil, nil
 	r.stopPinnedController()
+	if r.ctrl != nil {
+		r.ctrl.gate.dead = true
+		r.ctrl.cache.Close()
+		r.ctrl = nil
+	}
 	r.controllerUp = false
 	r.tr.emit("controller.stop", "", nil)
 }
@@ -440,13 +521,23 @@ func (r *runner) stopController() {
 // dispatch routes a watch event to the controller's watches and to the
 // daemon of the node it concerns.
 func (r *runner) dispatch(ev apiserver.Event) {
-	r.dispatchController(ev)
+	switch {
+	case r.ctrl != nil:
+		r.ctrl.cache.ObserveAfter(ev, r.landsAfter)
+	case r.profile == ProfileInstant:
+		r.dispatchController(ev)
+	}
 	switch o := ev.Object.(type) {
 	case *v1alpha1.BootcNode:
 		// The daemon watches its own BootcNode only, through the same
-		// predicates as the daemon binary (spec changes).
+		// predicates as the daemon binary (spec changes), and caches it
+		// alone.
 		if d := r.daemons[o.Name]; d != nil {
-			d.watch.deliver(r.ctx, ev)
+			if d.proc != nil {
+				d.proc.cache.ObserveAfter(ev, r.landsAfter)
+			} else {
+				d.watch.deliver(r.ctx, ev)
+			}
 		}
 	case *corev1.Node:
 		switch ev.Type {
@@ -475,13 +566,12 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 }
 
 // daemonStarted starts the node daemon of node: a new process, so a new
-// Daemon (nothing remembered) and an empty queue with its own BootcNode
-// queued, as its informer's initial list would.
+// Daemon (nothing remembered), a new cache of its own BootcNode and an
+// empty queue with its BootcNode queued, as its informer's initial list
+// would.
 func (r *runner) daemonStarted(node string) {
 	r.daemonDown(node)
-	d := nodedaemon.New(node, r.api.Client(), r.cl.Host(node), r.eng.Clock(), logr.Discard())
-	r.configureDaemon(node, d)
-	p := &daemonProc{queue: engine.NewQueue(r.eng, "daemon", d, engine.QueueOptions{})}
+	p := &daemonProc{}
 	p.watch = watch{
 		name:       "daemon/" + node,
 		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
@@ -489,22 +579,53 @@ func (r *runner) daemonStarted(node string) {
 		handler:    &handler.EnqueueRequestForObject{},
 		queue:      queueRef{&p.queue},
 	}
+	c := r.api.Client()
+	var qo engine.QueueOptions
+	if r.profile != ProfileInstant {
+		pr, err := r.newProc("daemon", node, []client.Object{&v1alpha1.BootcNode{}}, &client.ObjectKey{Name: node},
+			func(ev apiserver.Event) { p.watch.deliver(r.ctx, ev) })
+		if err != nil {
+			r.fail(fmt.Errorf("daemon %s start: %w", node, err))
+			return
+		}
+		p.proc, c = pr, pr.client
+		qo.Duration = func() time.Duration { return pr.duration(r) }
+	}
+	// A crash after a write (cache.go) takes the daemon down in the
+	// cluster model, whose host then refuses the rest of the reconcile's
+	// actions (ErrNotRunning), as a dead process takes none.
+	d := nodedaemon.New(node, c, r.cl.Host(node), r.eng.Clock(), logr.Discard())
+	r.configureDaemon(node, d)
+	p.queue = engine.NewQueue(r.eng, "daemon", d, qo)
 	r.daemons[node] = p
+	if p.proc != nil {
+		if err := p.proc.cache.Sync(); err != nil {
+			r.fail(fmt.Errorf("daemon %s start: %w", node, err))
+			return
+		}
+	}
 	p.queue.Add(request(node))
 }
 
-// daemonProc is one running daemon process: its work queue and the watch
-// of its BootcNode that feeds it.
+// daemonProc is one running daemon process: its work queue, the watch of
+// its BootcNode that feeds it, and its cache and client (nil under the
+// instant profile).
 type daemonProc struct {
 	queue *engine.Queue
 	watch watch
+	proc  *proc
 }
 
-// daemonDown stops the daemon of node, dropping what its queue held.
+// daemonDown stops the daemon of node, dropping what its queue and cache
+// held.
 func (r *runner) daemonDown(node string) {
 	if p := r.daemons[node]; p != nil {
 		r.reconciles["daemon"] += p.queue.Stats().Reconciles
 		p.queue.ShutDown()
+		if p.proc != nil {
+			p.proc.gate.dead = true
+			p.proc.cache.Close()
+		}
 		delete(r.daemons, node)
 	}
 }

@@ -1,0 +1,38 @@
+package informer
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// cachedClient is a manager's client: Get and List of the kinds the cache
+// holds read the cache; everything else goes to the API server.
+type cachedClient struct {
+	client.Client
+	cache *Cache
+	read  client.Reader
+}
+
+// NewClient returns the client of a process that reads through cache and
+// writes (and reads what the cache does not hold) through api, as a
+// controller-runtime manager's client does.
+func NewClient(cache *Cache, api client.Client) client.Client {
+	return &cachedClient{Client: api, cache: cache, read: cache.o.Store.AdminClient()}
+}
+
+// Get reads obj from the cache when it holds obj's kind.
+func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.cache.Holds(obj) {
+		return c.read.Get(ctx, key, obj, opts...)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// List lists from the cache when it holds the list's kind.
+func (c *cachedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.cache.HoldsList(list) {
+		return c.read.List(ctx, list, opts...)
+	}
+	return c.Client.List(ctx, list, opts...)
+}

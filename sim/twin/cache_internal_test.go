@@ -1,0 +1,127 @@
+package twin
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/engine"
+)
+
+// staleWorld is a runner with just what a controller process needs, and a
+// BootcNode that holds a slot in a pool that does not exist: the node
+// reconciler gives the slot back with a record patch locked on the
+// resourceVersion it read.
+func staleWorld(t *testing.T, prof string) (*runner, client.Client) {
+	t.Helper()
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), 1)
+	api := apiserver.New(scheme, eng.Clock())
+	ctx := logf.IntoContext(context.Background(), logr.Discard())
+	for _, ix := range controller.Indexes() {
+		if err := api.IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &runner{eng: eng, api: api, ctx: ctx, profile: prof}
+	admin := api.AdminClient()
+	n := &corev1.Node{}
+	n.Name = "n"
+	bn := &v1alpha1.BootcNode{}
+	bn.Name = "n"
+	bn.Spec.Pool = "gone"
+	for _, o := range []client.Object{n, bn} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bn.Status.Phase = v1alpha1.PhaseDraining
+	if err := admin.Status().Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	c := api.Client()
+	if prof != ProfileInstant {
+		api.Subscribe(func(ev apiserver.Event) {
+			if r.ctrl != nil {
+				r.ctrl.cache.Observe(ev)
+			}
+		})
+		p, err := r.newProc("controller", "", controllerKinds(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cache.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		r.ctrl, c = p, p.client
+	}
+	// Someone else writes the BootcNode (a label): the store moves on, the
+	// cache learns of it a few milliseconds later.
+	bn.Labels = map[string]string{"touched": "yes"}
+	if err := admin.Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}
+
+func reconcileNode(t *testing.T, r *runner, c client.Client) (requeue bool) {
+	t.Helper()
+	rec := controller.NewNodeReconciler(c, controller.Options{Clock: r.eng.Clock(), Metrics: controller.NewMetrics(nil), Feed: controller.NewPoolFeed()})
+	res, err := rec.Reconcile(r.ctx, request("n"))
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res.Requeue //nolint:staticcheck // the reconciler's conflict answer
+}
+
+func phaseOf(t *testing.T, r *runner) v1alpha1.NodePhase {
+	t.Helper()
+	var bn v1alpha1.BootcNode
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: "n"}, &bn); err != nil {
+		t.Fatal(err)
+	}
+	return bn.Status.Phase
+}
+
+// TestControllerReadsStaleCache shows the real node reconciler reading its
+// cache: right after another writer changed the BootcNode, it reads the
+// old resourceVersion and its locked patch conflicts; once the event has
+// reached the cache, the same reconcile succeeds. Under the instant
+// profile (reads see the store) there is no conflict: the control.
+func TestControllerReadsStaleCache(t *testing.T) {
+	r, c := staleWorld(t, ProfileDefault)
+	if !reconcileNode(t, r, c) {
+		t.Fatal("a reconcile right after a foreign write did not conflict: it did not read the (stale) cache")
+	}
+	if got := phaseOf(t, r); got != v1alpha1.PhaseDraining {
+		t.Fatalf("phase %s after a conflicted patch, want Draining", got)
+	}
+	r.eng.RunUntil(r.eng.Now().Add(time.Second))
+	if reconcileNode(t, r, c) {
+		t.Fatal("a reconcile after the event reached the cache still conflicted")
+	}
+	if got := phaseOf(t, r); got == v1alpha1.PhaseDraining {
+		t.Fatalf("phase still %s: the slot was not given back", got)
+	}
+
+	r, c = staleWorld(t, ProfileInstant)
+	if reconcileNode(t, r, c) {
+		t.Fatal("instant profile: the reconcile conflicted though it reads the store")
+	}
+}
