@@ -79,6 +79,10 @@ func (d *document) render(v variant) ([]byte, error) {
 	}
 	for _, it := range v.schedule {
 		for _, e := range it.Entries {
+			if e.Section == Setting {
+				setScalar(root, e.Key, fmt.Sprint(e.Body["value"]))
+				continue
+			}
 			seq := get(root, string(e.Section))
 			if seq == nil || seq.Kind != yaml.SequenceNode {
 				deleteKey(root, string(e.Section))
@@ -90,10 +94,15 @@ func (d *document) render(v variant) ([]byte, error) {
 				return nil, fmt.Errorf("encoding %s: %w", e.Key, err)
 			}
 			setFlow(&body)
-			at := scalar("at")
-			at.HeadComment = "explore: " + string(it.Category)
+			key, when := scalar("at"), scalar(e.At.String())
+			if e.Until > 0 {
+				key = scalar("window")
+				when = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle, Content: []*yaml.Node{
+					scalar("from"), scalar(e.At.String()), scalar("to"), scalar(e.Until.String())}}
+			}
+			key.HeadComment = "explore: " + string(it.Category)
 			m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
-				at, scalar(e.At.String()), scalar(e.Key), &body,
+				key, when, scalar(e.Key), &body,
 			}}
 			seq.Content = append(seq.Content, m)
 		}

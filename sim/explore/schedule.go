@@ -82,14 +82,18 @@ type Section string
 
 // The sections an entry may go to.
 const (
-	Events Section = "events"
-	Faults Section = "faults"
+	Events  Section = "events"
+	Faults  Section = "faults"
+	Setting Section = "setting"
 )
 
-// Entry is one event or fault at an explicit time.
+// Entry is one event or fault at an explicit time, or a fault in effect
+// over [At, Until), or a top-level setting of the run (Section Setting,
+// Key the field, Body["value"] its value).
 type Entry struct {
 	Section Section
 	At      time.Duration
+	Until   time.Duration
 	// Key is the event's or fault's kind, the YAML key (setPoolImage,
 	// nodeCrash, ...); Body its value.
 	Key  string
@@ -108,7 +112,7 @@ type Item struct {
 func (it Item) End() time.Duration {
 	var end time.Duration
 	for _, e := range it.Entries {
-		t := e.At
+		t := max(e.At, e.Until)
 		if d, ok := e.Body["downFor"].(string); ok {
 			if dd, err := time.ParseDuration(d); err == nil {
 				t += dd
@@ -123,7 +127,14 @@ func (it Item) End() time.Duration {
 func (it Item) String() string {
 	parts := make([]string, len(it.Entries))
 	for i, e := range it.Entries {
-		parts[i] = fmt.Sprintf("%s %s%s", e.At, e.Key, flow(e.Body))
+		switch {
+		case e.Section == Setting:
+			parts[i] = fmt.Sprintf("%s: %v", e.Key, e.Body["value"])
+		case e.Until > 0:
+			parts[i] = fmt.Sprintf("%s-%s %s%s", e.At, e.Until, e.Key, flow(e.Body))
+		default:
+			parts[i] = fmt.Sprintf("%s %s%s", e.At, e.Key, flow(e.Body))
+		}
 	}
 	return strings.Join(parts, " + ")
 }
@@ -183,6 +194,8 @@ func newWorld(sc *scenario.Scenario, horizon time.Duration) *world {
 type generator struct {
 	cat  Category
 	name string
+	// key is the entry key the generator draws when it differs from name.
+	key  string
 	draw func(w *world, rng *rand.Rand) (Item, bool)
 }
 
@@ -204,25 +217,102 @@ func one(cat Category, sec Section, at time.Duration, key string, body map[strin
 	return Item{Category: cat, Entries: []Entry{{Section: sec, At: at, Key: key, Body: body}}}
 }
 
+// span draws a window [from, to) inside the horizon, at least a minute
+// long.
+func (w *world) span(rng *rand.Rand) (time.Duration, time.Duration) {
+	from := w.at(rng)
+	return from, from + between(rng, time.Minute, max(w.horizon/2, 2*time.Minute))
+}
+
+func spanned(cat Category, from, until time.Duration, key string, body map[string]any) Item {
+	return Item{Category: cat, Entries: []Entry{{Section: Faults, At: from, Until: until, Key: key, Body: body}}}
+}
+
+// subset draws a non-empty subset of xs, in xs order.
+func subset[T any](rng *rand.Rand, xs []T) []T {
+	var out []T
+	for len(out) == 0 {
+		for _, x := range xs {
+			if rng.IntN(2) == 0 {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+var (
+	apiVerbs = []string{"get", "list", "create", "update", "patch", "delete", "update/status", "patch/status", "create/eviction"}
+	apiCodes = []string{"conflict", "tooManyRequests", "internalError", "timeout"}
+	whos     = []string{"controller", "daemon", "all"}
+)
+
 // generators are every fault and action exploration draws. A new kind of
 // fault or action is added here once and every scenario gets it.
 var generators = []generator{
-	{Crash, "controllerRestart", func(w *world, rng *rand.Rand) (Item, bool) {
+	{API, "apiErrors", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		from, until := w.span(rng)
+		body := map[string]any{
+			"verbs": subset(rng, apiVerbs),
+			"codes": subset(rng, apiCodes),
+			"rate":  float64(1+rng.IntN(30)) / 100,
+			"who":   pick(rng, whos),
+		}
+		if rng.IntN(3) == 0 {
+			body["latency"] = map[string]any{"dist": "uniform", "min": "0s", "max": between(rng, 10*time.Millisecond, 2*time.Second).String()}
+		}
+		return spanned(API, from, until, "apiErrors", body), true
+	}},
+	{Stale, "watchFaults", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		from, until := w.span(rng)
+		body := map[string]any{"who": pick(rng, whos)}
+		if rng.IntN(2) == 0 {
+			body["drop"] = float64(1+rng.IntN(20)) / 100
+		}
+		if _, ok := body["drop"]; !ok || rng.IntN(2) == 0 {
+			body["delay"] = between(rng, time.Second, 30*time.Second).String()
+		}
+		return spanned(Stale, from, until, "watchFaults", body), true
+	}},
+	{Stale, "staleProfile", "profile", func(w *world, rng *rand.Rand) (Item, bool) {
+		return Item{Category: Stale, Entries: []Entry{{Section: Setting, Key: "profile", Body: map[string]any{"value": "stale"}}}}, true
+	}},
+	{Crash, "controllerCrash", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		from, until := w.span(rng)
+		body := map[string]any{"downFor": between(rng, 0, time.Minute).String()}
+		if rng.IntN(2) == 0 {
+			body["afterWrites"] = 1 + rng.IntN(40)
+		} else {
+			body["rate"] = float64(1+rng.IntN(10)) / 100
+		}
+		return spanned(Crash, from, until, "controllerCrash", body), true
+	}},
+	{Crash, "daemonWriteCrash", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		from, until := w.span(rng)
+		body := map[string]any{"downFor": between(rng, time.Second, time.Minute).String()}
+		if rng.IntN(2) == 0 {
+			body["afterWrites"] = 1 + rng.IntN(10)
+		} else {
+			body["rate"] = float64(1+rng.IntN(10)) / 100
+		}
+		return spanned(Crash, from, until, "daemonWriteCrash", body), true
+	}},
+	{Crash, "controllerRestart", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		return one(Crash, Faults, w.at(rng), "controllerRestart", map[string]any{"downFor": between(rng, 0, 2*time.Minute).String()}), true
 	}},
-	{Crash, "daemonCrash", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Crash, "daemonCrash", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.nodes) == 0 {
 			return Item{}, false
 		}
 		return one(Crash, Faults, w.at(rng), "daemonCrash", map[string]any{"node": pick(rng, w.nodes), "downFor": between(rng, 5*time.Second, 2*time.Minute).String()}), true
 	}},
-	{Host, "nodeCrash", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Host, "nodeCrash", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.nodes) == 0 {
 			return Item{}, false
 		}
 		return one(Host, Faults, w.at(rng), "nodeCrash", map[string]any{"node": pick(rng, w.nodes), "downFor": between(rng, 30*time.Second, 10*time.Minute).String()}), true
 	}},
-	{Human, "setPoolImage", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "setPoolImage", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.sc.Bootroll.Pools) == 0 || len(w.sc.Images) < 2 {
 			return Item{}, false
 		}
@@ -230,7 +320,7 @@ var generators = []generator{
 		im := pick(rng, w.sc.Images)
 		return one(Human, Events, w.at(rng), "setPoolImage", map[string]any{"pool": p.Name, "image": im.Name}), true
 	}},
-	{Human, "revertPoolImage", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "revertPoolImage", "setPoolImage", func(w *world, rng *rand.Rand) (Item, bool) {
 		// Flip-flop: to another image and back to the pool's own.
 		if len(w.sc.Bootroll.Pools) == 0 || len(w.sc.Images) < 2 {
 			return Item{}, false
@@ -252,7 +342,7 @@ var generators = []generator{
 			{Section: Events, At: back, Key: "setPoolImage", Body: map[string]any{"pool": p.Name, "image": p.Image}},
 		}}, true
 	}},
-	{Human, "pause", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "pause", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.sc.Bootroll.Pools) == 0 {
 			return Item{}, false
 		}
@@ -263,7 +353,7 @@ var generators = []generator{
 			{Section: Events, At: t + between(rng, time.Second, 10*time.Minute), Key: "pause", Body: map[string]any{"pool": p.Name, "paused": false}},
 		}}, true
 	}},
-	{Human, "scaleWorkload", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "scaleWorkload", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.sc.Workloads) == 0 {
 			return Item{}, false
 		}
@@ -271,14 +361,14 @@ var generators = []generator{
 		n := max(0, wl.Replicas+rng.IntN(wl.Replicas+3)-(wl.Replicas+2)/2)
 		return one(Human, Events, w.at(rng), "scaleWorkload", map[string]any{"workload": wl.Name, "replicas": n}), true
 	}},
-	{Human, "addNodes", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "addNodes", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.sc.NodeGroups) == 0 {
 			return Item{}, false
 		}
 		g := pick(rng, w.sc.NodeGroups)
 		return one(Human, Events, w.at(rng), "addNodes", map[string]any{"group": g.Name, "count": 1 + rng.IntN(2)}), true
 	}},
-	{Human, "removeNodes", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Human, "removeNodes", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		var gs []scenario.NodeGroup
 		for _, g := range w.sc.NodeGroups {
 			if g.Count > 1 {
@@ -291,7 +381,7 @@ var generators = []generator{
 		g := pick(rng, gs)
 		return one(Human, Events, w.at(rng), "removeNodes", map[string]any{"group": g.Name, "count": 1}), true
 	}},
-	{Karpenter, "setNodeClassImage", func(w *world, rng *rand.Rand) (Item, bool) {
+	{Karpenter, "setNodeClassImage", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if w.sc.Karpenter == nil || len(w.sc.Karpenter.NodeClasses) == 0 {
 			return Item{}, false
 		}
