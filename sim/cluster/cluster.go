@@ -12,9 +12,12 @@
 //
 // Simplifications, kept on purpose:
 //   - a Node is Ready exactly while its host runs (no heartbeats, no
-//     node-lifecycle grace period, no not-ready taints);
-//   - pods on a node that goes down stay bound and turn unready; nothing
-//     evicts them for being on a NotReady node;
+//     node-monitor grace period; the not-ready and unreachable taints are
+//     not written, only their effect is modelled);
+//   - pods on a node that goes down stay bound and turn unready; the node
+//     lifecycle controller deletes the workload pods of a node NotReady
+//     for NotReadyEvictionTimeout (taint-based eviction), and they finish
+//     terminating when the node's kubelet runs again;
 //   - workload pods tolerate no taint; DaemonSet pods tolerate every taint
 //     and are bound to their node by their controller, not the scheduler;
 //   - the scheduler binds to the node with the most free CPU (then memory,
@@ -133,6 +136,10 @@ type Cluster struct {
 
 	pullFault func(node, image string) error
 	started   bool
+
+	// Registry faults (faults.go).
+	outageUntil, slowUntil time.Time
+	slowFactor             int
 
 	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
 	starved []StageStarvation       // stagings that failed for lack of space

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -49,6 +50,9 @@ type node struct {
 	schedulable bool  // counted in SchedulableCapacity and in the heaps
 	heapPos     []int // position in each selector's heap, -1 when absent
 	readySince  metav1.Time
+	// evictH is the node lifecycle controller's pending eviction of the
+	// pods of this NotReady node (actions.go).
+	evictH *engine.Handle
 }
 
 func (n *node) free() res { return n.g.alloc.minus(n.used) }
@@ -284,6 +288,7 @@ func (c *Cluster) nodeGone(n *node) {
 	if i, ok := slices.BinarySearch(n.g.live, n.index); ok {
 		n.g.live = slices.Delete(n.g.live, i, i+1)
 	}
+	n.evictH.Cancel()
 	c.trace("node/removed", "node/"+n.name, map[string]any{"pods": len(n.pods)})
 	for _, p := range slices.Clone(n.pods) {
 		c.forceDelete(p)
@@ -292,7 +297,8 @@ func (c *Cluster) nodeGone(n *node) {
 
 // CrashNode takes a node down hard: the daemon dies, an in-flight stage or
 // reboot request is lost, the Node turns NotReady and its pods unready
-// (they stay bound). After downFor the host boots its default deployment
+// (they stay bound, as on a node whose kubelet died, until the node
+// lifecycle controller evicts them after NotReadyEvictionTimeout). After downFor the host boots its default deployment
 // (a staged one is lost, a queued rollback boots) and the node is Ready
 // again; the daemon starts after host.daemonStartup. Crashing a node that
 // is down already keeps it down for at least downFor more.
@@ -301,7 +307,7 @@ func (c *Cluster) CrashNode(ctx context.Context, node string, downFor time.Durat
 	if n == nil || n.gone {
 		return fmt.Errorf("cluster: crashing node %s: no such node", node)
 	}
-	n.host.crash(downFor)
+	n.host.crash(downFor, "node/crash", "NodeCrashed")
 	return nil
 }
 
@@ -329,9 +335,11 @@ func (c *Cluster) CrashDaemonFor(node string, downFor time.Duration) error {
 	return nil
 }
 
-// nodeDown marks the node NotReady and its pods unready.
+// nodeDown marks the node NotReady and its pods unready; the node
+// lifecycle controller evicts them if it stays NotReady.
 func (c *Cluster) nodeDown(n *node, reason string) {
 	c.setReady(n, false, reason)
+	c.notReadyEviction(n)
 	for _, p := range slices.Clone(n.pods) {
 		p.startH.Cancel()
 		if p.started && !p.terminating {
@@ -344,6 +352,8 @@ func (c *Cluster) nodeDown(n *node, reason string) {
 // nodeUp marks the node Ready; its pods start again and pods deleted while
 // it was down finish terminating.
 func (c *Cluster) nodeUp(n *node) {
+	n.evictH.Cancel()
+	n.evictH = nil
 	c.setReady(n, true, "")
 	for _, p := range slices.Clone(n.pods) {
 		switch {

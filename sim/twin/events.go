@@ -44,16 +44,7 @@ func (r *runner) schedule() {
 			off = f.Window.From + time.Duration(r.eng.Rand().Int64N(int64(f.Window.To-f.Window.From)))
 		}
 		at := start.Add(off)
-		switch {
-		case f.ControllerRestart != nil:
-			later(at.Add(f.ControllerRestart.DownFor))
-		case f.DaemonCrash != nil:
-			later(at.Add(f.DaemonCrash.DownFor))
-		case f.NodeCrash != nil:
-			later(at.Add(f.NodeCrash.DownFor))
-		default:
-			later(at)
-		}
+		later(at.Add(faultLasts(f)))
 		r.eng.At(at, fmt.Sprintf("scenario/fault/%d", i), func() {
 			if err := r.fault(f); err != nil {
 				r.fail(fmt.Errorf("faults[%d] at %s: %w", i, off, err))
@@ -82,10 +73,7 @@ func (r *runner) event(ev scenario.Event) error {
 		r.tr.emit("scenario.scaleWorkload", "Workload/"+e.Workload, map[string]any{"replicas": e.Replicas})
 		return r.cl.ScaleWorkload(r.ctx, e.Workload, e.Replicas)
 	case ev.AddNodes != nil:
-		e := ev.AddNodes
-		names, err := r.cl.AddNodes(r.ctx, e.Group, e.Count)
-		r.tr.emit("scenario.addNodes", "NodeGroup/"+e.Group, map[string]any{"count": e.Count, "nodes": names})
-		return err
+		return r.addNodes(ev.AddNodes)
 	case ev.RemoveNodes != nil:
 		e := ev.RemoveNodes
 		names, err := r.cl.RemoveNodes(r.ctx, e.Group, e.Count)
@@ -96,7 +84,7 @@ func (r *runner) event(ev scenario.Event) error {
 	case ev.SetNodeClassImage != nil:
 		return r.setNodeClassImage(ev.SetNodeClassImage)
 	}
-	return fmt.Errorf("event with no action")
+	return r.action(ev)
 }
 
 // updatePool changes a pool's spec as a user would, with the admin client.
@@ -117,14 +105,7 @@ func (r *runner) updatePool(name string, mutate func(*v1alpha1.BootcNodePool)) e
 func (r *runner) fault(f scenario.Fault) error {
 	switch {
 	case f.ControllerRestart != nil:
-		down := f.ControllerRestart.DownFor
-		r.tr.emit("fault.controllerRestart", "", map[string]any{"downFor": down.String()})
-		r.stopController()
-		if down <= 0 {
-			r.startController()
-			return nil
-		}
-		r.eng.After(down, "fault/controller-start", r.startController)
+		r.restartController(f.ControllerRestart.DownFor)
 		return nil
 	case f.DaemonCrash != nil:
 		nodes := r.targets(f.DaemonCrash.Target)
@@ -150,7 +131,7 @@ func (r *runner) fault(f scenario.Fault) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("fault with no kind")
+	return r.hostFault(f)
 }
 
 // targets resolves a fault's target to node names: the named node, or
