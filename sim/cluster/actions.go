@@ -64,7 +64,9 @@ func (c *Cluster) notReadyEviction(n *node) {
 			evicted = append(evicted, p.name)
 			c.terminate(p)
 		}
-		c.trace("node-lifecycle/evict", "node/"+n.name, map[string]any{"pods": evicted, "after": NotReadyEvictionTimeout.String()})
+		if len(evicted) > 0 {
+			c.trace("node-lifecycle/evict", "node/"+n.name, map[string]any{"pods": evicted, "after": NotReadyEvictionTimeout.String()})
+		}
 	})
 }
 

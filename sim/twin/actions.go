@@ -65,10 +65,14 @@ func (r *runner) action(ev scenario.Event) error {
 		}
 		return nil
 	case ev.CordonNode != nil:
+		// The invariants learn the admin's cordon first: it is the state
+		// bootroll must leave the node in.
 		r.tr.emit("scenario.cordonNode", "Node/"+ev.CordonNode.Node, nil)
+		r.w.SetIntendedCordon(ev.CordonNode.Node, true)
 		return r.cl.SetUnschedulable(r.ctx, ev.CordonNode.Node, true)
 	case ev.UncordonNode != nil:
 		r.tr.emit("scenario.uncordonNode", "Node/"+ev.UncordonNode.Node, nil)
+		r.w.SetIntendedCordon(ev.UncordonNode.Node, false)
 		return r.cl.SetUnschedulable(r.ctx, ev.UncordonNode.Node, false)
 	case ev.SetPDB != nil:
 		e := ev.SetPDB
