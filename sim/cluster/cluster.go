@@ -18,7 +18,10 @@
 //     lifecycle controller deletes the workload pods of a node NotReady
 //     for NotReadyEvictionTimeout (taint-based eviction), and they finish
 //     terminating when the node's kubelet runs again;
-//   - workload pods tolerate no taint; DaemonSet pods tolerate every taint
+//   - DaemonSets do not follow relabelling: a node relabelled into or out
+//     of a DaemonSet's selector keeps the DaemonSet pods it had;
+//   - workload pods tolerate no taint (beyond the default 300 s of
+//     not-ready and unreachable); DaemonSet pods tolerate every taint
 //     and are bound to their node by their controller, not the scheduler;
 //   - the scheduler binds to the node with the most free CPU (then memory,
 //     then name), which spreads like kube-scheduler's LeastAllocated score

@@ -31,6 +31,23 @@ type actionState struct {
 	ctrlStart *engine.Handle
 }
 
+// skipped traces an action or fault that has nothing to act on any more
+// (a node Karpenter replaced, a pool deleted earlier): exploration puts
+// actions at random times, so that is not an error of the run.
+func (r *runner) skipped(kind, object, reason string) {
+	r.tr.emit(kind+".skipped", object, map[string]any{"reason": reason})
+}
+
+// nodeGone reports, and traces, that the node an action names does not
+// exist now.
+func (r *runner) nodeGone(kind, node string) bool {
+	if _, found := slices.BinarySearch(r.cl.Nodes(), node); found {
+		return false
+	}
+	r.skipped(kind, "Node/"+node, "no such node now")
+	return true
+}
+
 // action makes one of the events of this file.
 func (r *runner) action(ev scenario.Event) error {
 	c := r.api.AdminClient()
@@ -41,6 +58,10 @@ func (r *runner) action(ev scenario.Event) error {
 		p := &v1alpha1.BootcNodePool{}
 		p.Name = e.Pool
 		if err := c.Delete(r.ctx, p); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.skipped("scenario.deletePool", "BootcNodePool/"+e.Pool, "no such pool now")
+				return nil
+			}
 			return fmt.Errorf("deletePool %s: %w", e.Pool, err)
 		}
 		return nil
@@ -48,10 +69,19 @@ func (r *runner) action(ev scenario.Event) error {
 		return r.setPool(ev.SetPool)
 	case ev.RelabelNode != nil:
 		e := ev.RelabelNode
+		if r.nodeGone("scenario.relabelNode", e.Node) {
+			return nil
+		}
+		if e.Remove == nil {
+			e.Remove = []string{}
+		}
 		r.tr.emit("scenario.relabelNode", "Node/"+e.Node, map[string]any{"set": joinLabels(e.Set), "remove": e.Remove})
 		return r.cl.Relabel(r.ctx, e.Node, e.Set, e.Remove)
 	case ev.DeleteNode != nil:
 		e := ev.DeleteNode
+		if r.nodeGone("scenario.deleteNode", e.Node) {
+			return nil
+		}
 		r.tr.emit("scenario.deleteNode", "Node/"+e.Node, nil)
 		return r.cl.DeleteNode(r.ctx, e.Node)
 	case ev.DeleteBootcNode != nil:
@@ -65,12 +95,18 @@ func (r *runner) action(ev scenario.Event) error {
 		}
 		return nil
 	case ev.CordonNode != nil:
+		if r.nodeGone("scenario.cordonNode", ev.CordonNode.Node) {
+			return nil
+		}
 		// The invariants learn the admin's cordon first: it is the state
 		// bootroll must leave the node in.
 		r.tr.emit("scenario.cordonNode", "Node/"+ev.CordonNode.Node, nil)
 		r.w.SetIntendedCordon(ev.CordonNode.Node, true)
 		return r.cl.SetUnschedulable(r.ctx, ev.CordonNode.Node, true)
 	case ev.UncordonNode != nil:
+		if r.nodeGone("scenario.uncordonNode", ev.UncordonNode.Node) {
+			return nil
+		}
 		r.tr.emit("scenario.uncordonNode", "Node/"+ev.UncordonNode.Node, nil)
 		r.w.SetIntendedCordon(ev.UncordonNode.Node, false)
 		return r.cl.SetUnschedulable(r.ctx, ev.UncordonNode.Node, false)
@@ -230,6 +266,9 @@ func (r *runner) hostFault(f scenario.Fault) error {
 		details["nodes"] = nodes
 		r.tr.emit("fault."+kind, "", details)
 		for _, n := range nodes {
+			if r.nodeGone("fault."+kind, n) {
+				continue
+			}
 			if err := fn(n); err != nil {
 				return fmt.Errorf("%s %s: %w", kind, n, err)
 			}

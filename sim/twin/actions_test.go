@@ -191,3 +191,44 @@ func TestHostFaultsTraced(t *testing.T) {
 		t.Errorf("evictions of workers-0: %v, want one at 00:06:00", ev)
 	}
 }
+
+func TestDeleteKarpenterNode(t *testing.T) {
+	_, tr := runActions(t, `events:
+  - {at: 1m, deleteNode: {node: kp-0}}
+`)
+	// The Node carries Karpenter's termination finalizer: Karpenter
+	// drains it, ends the instance and lets it go.
+	if len(find(tr, "node.deleting", "kp-0")) != 1 || len(find(tr, "karpenter/terminated", "")) == 0 || len(find(tr, "node.deleted", "kp-0")) != 1 {
+		t.Errorf("deleting a Karpenter node: deleting %d, terminated %d, deleted %d; want 1, >0, 1",
+			len(find(tr, "node.deleting", "kp-0")), len(find(tr, "karpenter/terminated", "")), len(find(tr, "node.deleted", "kp-0")))
+	}
+}
+
+// TestActionsOnGoneObjectsAreSkipped: exploration puts actions at random
+// times, so an action on a node or pool that is gone by then is traced
+// as skipped, not a failed run.
+func TestActionsOnGoneObjectsAreSkipped(t *testing.T) {
+	_, tr := runActions(t, `events:
+  - {at: 1m, deleteNode: {node: workers-0}}
+  - {at: 2m, deleteNode: {node: workers-0}}
+  - {at: 2m, cordonNode: {node: workers-0}}
+  - {at: 2m, relabelNode: {node: workers-0, set: {a: b}}}
+  - {at: 3m, deletePool: {pool: workers}}
+  - {at: 4m, deletePool: {pool: workers}}
+  - {at: 4m, setPool: {pool: workers, paused: true}}
+  - {at: 4m, setPoolImage: {pool: workers, image: v2}}
+faults:
+  - {at: 2m, nodeCrash: {node: workers-0}}
+  - {at: 2m, powerCycle: {node: workers-0}}
+  - {at: 2m, daemonCrash: {node: workers-0}}
+`)
+	for _, kind := range []string{"scenario.deleteNode.skipped", "scenario.cordonNode.skipped", "scenario.relabelNode.skipped", "scenario.deletePool.skipped",
+		"scenario.updatePool.skipped", "fault.nodeCrash.skipped", "fault.powerCycle.skipped", "fault.daemonCrash.skipped"} {
+		if len(find(tr, kind, "")) == 0 {
+			t.Errorf("no %s in the trace", kind)
+		}
+	}
+	if n := len(find(tr, "scenario.updatePool.skipped", "")); n != 2 {
+		t.Errorf("%d pool updates skipped, want 2 (setPool and setPoolImage)", n)
+	}
+}

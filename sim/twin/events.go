@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -92,6 +93,11 @@ func (r *runner) updatePool(name string, mutate func(*v1alpha1.BootcNodePool)) e
 	c := r.api.AdminClient()
 	var p v1alpha1.BootcNodePool
 	if err := c.Get(r.ctx, client.ObjectKey{Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			// A deletePool event (or an explored schedule) took it away.
+			r.skipped("scenario.updatePool", "BootcNodePool/"+name, "no such pool now")
+			return nil
+		}
 		return fmt.Errorf("get pool %s: %w", name, err)
 	}
 	mutate(&p)
@@ -111,6 +117,9 @@ func (r *runner) fault(f scenario.Fault) error {
 		nodes := r.targets(f.DaemonCrash.Target)
 		r.tr.emit("fault.daemonCrash", "", map[string]any{"nodes": nodes, "downFor": f.DaemonCrash.DownFor.String()})
 		for _, n := range nodes {
+			if r.nodeGone("fault.daemonCrash", n) {
+				continue
+			}
 			if err := r.cl.CrashDaemonFor(n, f.DaemonCrash.DownFor); err != nil {
 				if errors.Is(err, cluster.ErrNotRunning) {
 					// The node is rebooting or down: there is no daemon to kill.
@@ -125,6 +134,9 @@ func (r *runner) fault(f scenario.Fault) error {
 		nodes := r.targets(f.NodeCrash.Target)
 		r.tr.emit("fault.nodeCrash", "", map[string]any{"nodes": nodes, "downFor": f.NodeCrash.DownFor.String()})
 		for _, n := range nodes {
+			if r.nodeGone("fault.nodeCrash", n) {
+				continue
+			}
 			if err := r.cl.CrashNode(r.ctx, n, f.NodeCrash.DownFor); err != nil {
 				return fmt.Errorf("nodeCrash %s: %w", n, err)
 			}
