@@ -107,6 +107,31 @@ func init() {
 				t.Error("no crash loop in pool cl or good")
 			}
 		},
+		"admin-uncordon-mid-drain.yaml": func(t *testing.T, _ *twin.Result, tr []traceLine) {
+			var uncordoned, rebooted string
+			for _, l := range tr {
+				switch {
+				case l.Kind == "scenario.uncordonNode":
+					uncordoned = l.T
+				case l.Kind == "node/reboot-request" && l.Object == "node/workers-0" && rebooted == "":
+					rebooted = l.T
+				case l.Kind == "pod/scheduled" && l.Details["node"] == "workers-0" && uncordoned != "" && rebooted == "":
+					t.Errorf("pod %s landed on workers-0 at %s, between the admin's uncordon and the reboot", l.Object, l.T)
+				}
+			}
+			if uncordoned == "" || rebooted == "" || rebooted < uncordoned {
+				t.Errorf("uncordon at %q, reboot at %q: want the uncordon during the drain", uncordoned, rebooted)
+			}
+		},
+		"node-relabelled-out-mid-drain.yaml": func(t *testing.T, _ *twin.Result, tr []traceLine) {
+			var last traceLine
+			for _, l := range find(tr, "node.cordon", "Node/workers-0") {
+				last = l
+			}
+			if last.Details["unschedulable"] != false || last.Details["slot"] != nil || len(find(tr, "bootcnode.deleted", "workers-0")) != 1 {
+				t.Errorf("workers-0 after leaving the pool: last cordon %v; want uncordoned, no slot marker, its BootcNode gone", last.Details)
+			}
+		},
 	} {
 		scenarioChecks[name] = check
 	}
