@@ -1,6 +1,7 @@
 package twin_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -230,5 +231,23 @@ faults:
 	}
 	if n := len(find(tr, "scenario.updatePool.skipped", "")); n != 2 {
 		t.Errorf("%d pool updates skipped, want 2 (setPool and setPoolImage)", n)
+	}
+}
+
+// TestDeterministicWithActionsAndFaults runs the scenario with the most
+// new actions and faults twice with one seed (byte-identical traces) and
+// once with another (a different trace: the power cycles are drawn).
+func TestDeterministicWithActionsAndFaults(t *testing.T) {
+	for _, file := range []string{"host-faults-mid-rollout.yaml", "admin-node-actions.yaml"} {
+		_, a := run(t, load(t, file), 3)
+		_, b := run(t, load(t, file), 3)
+		if !bytes.Equal(a, b) || len(a) == 0 {
+			t.Fatalf("%s: two runs with seed 3 differ at line %d", file, firstDiff(a, b))
+		}
+	}
+	_, a := run(t, load(t, "host-faults-mid-rollout.yaml"), 3)
+	_, c := run(t, load(t, "host-faults-mid-rollout.yaml"), 4)
+	if bytes.Equal(a, c) {
+		t.Error("seeds 3 and 4 gave the same trace")
 	}
 }
