@@ -2,6 +2,7 @@ package twin
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -183,13 +184,24 @@ func (r *runner) setNodeClassImage(e *scenario.SetNodeClassImage) error {
 	return nil
 }
 
-// groupBoot is the boot image of the node group of node at the start.
+// groupBoot is the boot image of the node group of node, for the nodes
+// the group creates itself (at the start or by addNodes events), not
+// those Karpenter launched into it.
 func (r *runner) groupBoot(node string) string {
 	for _, g := range r.sc.NodeGroups {
-		for i := range g.Count {
-			if scenario.NodeName(g.Name, i) == node {
-				return g.BootImage
+		rest, ok := strings.CutPrefix(node, g.Name+"-")
+		i, err := strconv.Atoi(rest)
+		if !ok || err != nil || i < 0 || scenario.NodeName(g.Name, i) != node {
+			continue
+		}
+		own := g.Count
+		for _, ev := range r.sc.Events {
+			if ev.AddNodes != nil && ev.AddNodes.Group == g.Name {
+				own += ev.AddNodes.Count
 			}
+		}
+		if i < own {
+			return g.BootImage
 		}
 	}
 	return ""
