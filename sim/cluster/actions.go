@@ -30,6 +30,36 @@ import (
 // which taint-based eviction deletes the pod.
 const NotReadyEvictionTimeout = 300 * time.Second
 
+// NodeMonitorGracePeriod is how long a node whose kubelet stopped posting
+// its status (a crash, a power cut) still shows Ready before the node
+// lifecycle controller marks it Ready=Unknown and its pods not ready:
+// kube-controller-manager's --node-monitor-grace-period, 50 s by default
+// since Kubernetes v1.32 (40 s before).
+const NodeMonitorGracePeriod = 50 * time.Second
+
+// ReasonNodeStatusUnknown is the Ready condition's reason once the node
+// lifecycle controller gave up on the kubelet.
+const ReasonNodeStatusUnknown = "NodeStatusUnknown"
+
+// kubeletStopped starts the node lifecycle controller's grace period for a
+// node whose kubelet died without a word: the API keeps saying Ready, and
+// the pods Running and Ready, until NodeMonitorGracePeriod has passed;
+// then the node turns Ready=Unknown, its pods not ready, and the eviction
+// clock (NotReadyEvictionTimeout) starts. A node that comes back first is
+// never seen NotReady.
+func (c *Cluster) kubeletStopped(n *node) {
+	if n.graceH.Pending() || !n.ready {
+		return
+	}
+	n.graceH = c.eng.After(NodeMonitorGracePeriod, "node-lifecycle/unknown/"+n.name, func() {
+		n.graceH = nil
+		if n.gone || n.host.kubeletRuns() {
+			return
+		}
+		c.nodeDown(n, ReasonNodeStatusUnknown)
+	})
+}
+
 // defaultTolerations are the tolerations the DefaultTolerationSeconds
 // admission plugin adds to a pod that has none of its own.
 func defaultTolerations() []corev1.Toleration {

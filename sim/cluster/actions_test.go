@@ -78,7 +78,27 @@ func TestNodeLifecycleEvictsPodsOfNotReadyNode(t *testing.T) {
 			if err := h.cl.CrashNode(ctx, n, tc.down); err != nil {
 				t.Fatal(err)
 			}
-			h.runFor(cluster.NotReadyEvictionTimeout - time.Second)
+			h.runFor(cluster.NodeMonitorGracePeriod - time.Second)
+			if !ready(h.node(n)) {
+				t.Fatal("the API said NotReady before the grace period passed")
+			}
+			for _, p := range h.on(n) {
+				if !podReady(&p) {
+					t.Fatalf("pod %s not Ready in the API before the grace period passed", p.Name)
+				}
+			}
+			h.runFor(2 * time.Second)
+			for _, c := range h.node(n).Status.Conditions {
+				if c.Type == corev1.NodeReady && (c.Status != corev1.ConditionUnknown || c.Reason != cluster.ReasonNodeStatusUnknown) {
+					t.Fatalf("Ready after the grace period = %s/%s, want Unknown/%s", c.Status, c.Reason, cluster.ReasonNodeStatusUnknown)
+				}
+			}
+			for _, p := range h.on(n) {
+				if podReady(&p) {
+					t.Fatalf("pod %s still Ready on a node gone Unknown", p.Name)
+				}
+			}
+			h.runFor(cluster.NotReadyEvictionTimeout - 2*time.Second)
 			for _, p := range h.on(n) {
 				if p.DeletionTimestamp != nil {
 					t.Fatalf("pod %s deleted before the timeout", p.Name)
@@ -113,6 +133,9 @@ func TestNodeLifecycleEvictsPodsOfNotReadyNode(t *testing.T) {
 				}
 			}
 			h.runFor(tc.down)
+			if !ready(h.node(n)) {
+				t.Fatal("not Ready after the node came back")
+			}
 			for _, p := range h.on(n) {
 				if p.DeletionTimestamp != nil {
 					t.Errorf("pod %s still terminating after its node came back", p.Name)
@@ -255,17 +278,39 @@ func TestSetAndDeletePDB(t *testing.T) {
 }
 
 func TestPowerCycle(t *testing.T) {
-	h := newHarness(t, options{})
-	n := h.webNode()
-	if err := h.cl.PowerCycle(n, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if ready(h.node(n)) || h.traced("node/power-cycle") != 1 || len(h.on(n)) == 0 {
-		t.Fatalf("right after the power cycle: Ready %v, traced %d, %d pods bound; want NotReady, traced, pods still bound", ready(h.node(n)), h.traced("node/power-cycle"), len(h.on(n)))
-	}
-	h.runFor(31 * time.Second)
-	if !ready(h.node(n)) || h.node(n).Status.NodeInfo.BootID != n+"-boot-2" {
-		t.Errorf("after offFor: Ready %v, boot %s", ready(h.node(n)), h.node(n).Status.NodeInfo.BootID)
+	for _, off := range []time.Duration{30 * time.Second, 2 * time.Minute} {
+		t.Run(off.String(), func(t *testing.T) {
+			h := newHarness(t, options{})
+			n := h.webNode()
+			if err := h.cl.PowerCycle(n, off); err != nil {
+				t.Fatal(err)
+			}
+			if !h.cl.Unavailable(n) || h.traced("node/power-cycle") != 1 || len(h.on(n)) == 0 {
+				t.Fatalf("right after the power cycle: unavailable %v, traced %d, %d pods bound; want unavailable, traced, pods still bound", h.cl.Unavailable(n), h.traced("node/power-cycle"), len(h.on(n)))
+			}
+			sawNotReady, sawPodUnready := false, false
+			for range int(off/time.Second) + 1 {
+				h.runFor(time.Second)
+				sawNotReady = sawNotReady || !ready(h.node(n))
+				for _, p := range h.on(n) {
+					sawPodUnready = sawPodUnready || !podReady(&p)
+				}
+			}
+			// Off for less than the grace period, the Node never shows
+			// NotReady; its pods restart (not ready a moment) all the same.
+			if want := off > cluster.NodeMonitorGracePeriod; sawNotReady != want || !sawPodUnready {
+				t.Errorf("off %s: NotReady seen %v (want %v), a pod not ready seen %v (want true)", off, sawNotReady, want, sawPodUnready)
+			}
+			h.runFor(10 * time.Second)
+			if !ready(h.node(n)) || h.node(n).Status.NodeInfo.BootID != n+"-boot-2" {
+				t.Errorf("after offFor: Ready %v, boot %s", ready(h.node(n)), h.node(n).Status.NodeInfo.BootID)
+			}
+			for _, p := range h.on(n) {
+				if !podReady(&p) {
+					t.Errorf("pod %s not Ready again after the power cycle", p.Name)
+				}
+			}
+		})
 	}
 }
 

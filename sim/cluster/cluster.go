@@ -11,9 +11,11 @@
 // nothing depends on map iteration order.
 //
 // Simplifications, kept on purpose:
-//   - a Node is Ready exactly while its host runs (no heartbeats, no
-//     node-monitor grace period; the not-ready and unreachable taints are
-//     not written, only their effect is modelled);
+//   - a Node's Ready condition follows its host: the kubelet writes it at
+//     once for a reboot; a crashed or power-cut node stays Ready in the
+//     API until the node lifecycle controller's NodeMonitorGracePeriod
+//     has passed (there are no heartbeats otherwise; the not-ready and
+//     unreachable taints are not written, only their effect is modelled);
 //   - pods on a node that goes down stay bound and turn unready; the node
 //     lifecycle controller deletes the workload pods of a node NotReady
 //     for NotReadyEvictionTimeout (taint-based eviction), and they finish

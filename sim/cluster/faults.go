@@ -77,7 +77,7 @@ func (c *Cluster) PowerCycle(node string, offFor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	n.host.crash(offFor, "node/power-cycle", "PowerCycle")
+	n.host.crash(offFor, "node/power-cycle")
 	return nil
 }
 

@@ -334,8 +334,8 @@ func (h *host) shutdown(rest time.Duration) {
 }
 
 // crash takes the host down hard for downFor; kind is the trace kind
-// (node/crash, node/power-cycle) and reason the NotReady reason.
-func (h *host) crash(downFor time.Duration, kind, reason string) {
+// (node/crash, node/power-cycle).
+func (h *host) crash(downFor time.Duration, kind string) {
 	switch h.state {
 	case hostRemoved:
 		return
@@ -349,16 +349,19 @@ func (h *host) crash(downFor time.Duration, kind, reason string) {
 		h.c.trace(kind, h.object(), map[string]any{"downFor": downFor.String(), "while": "down"})
 		return
 	}
-	wasReady := h.kubeletRuns() && h.n.ready
+	wasUp := h.kubeletRuns()
 	h.c.trace(kind, h.object(), map[string]any{"downFor": downFor.String()})
 	h.event.Cancel()
 	h.stopFlapping()
 	h.abortStage("node crash")
 	h.daemonDown("node crash")
 	h.state, h.bootClean, h.requested = hostDown, false, false
-	if wasReady {
-		h.c.nodeDown(h.n, reason)
-	} else {
+	switch {
+	case wasUp && h.n.ready:
+		// Nobody tells the API: the node lifecycle controller notices
+		// after its grace period.
+		h.c.kubeletStopped(h.n)
+	case !h.n.ready:
 		// A hung boot or a flap had it NotReady already; its pods are
 		// unready and the lifecycle controller's clock runs.
 		h.c.notReadyEviction(h.n)

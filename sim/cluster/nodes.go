@@ -53,6 +53,11 @@ type node struct {
 	// evictH is the node lifecycle controller's pending eviction of the
 	// pods of this NotReady node (actions.go).
 	evictH *engine.Handle
+	// graceH is the node lifecycle controller's pending Ready=Unknown of a
+	// node whose kubelet died (actions.go); lastHeartbeat is the kubelet's
+	// last status post.
+	graceH        *engine.Handle
+	lastHeartbeat metav1.Time
 }
 
 func (n *node) free() res { return n.g.alloc.minus(n.used) }
@@ -125,7 +130,13 @@ func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStat
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: n.readySince,
 	}
-	if !ready {
+	switch {
+	case !ready && reason == ReasonNodeStatusUnknown:
+		// The node lifecycle controller's write: the kubelet stopped
+		// posting; the last heartbeat is the one before.
+		cond.Status, cond.Message = corev1.ConditionUnknown, "Kubelet stopped posting node status."
+		cond.Reason, cond.LastHeartbeatTime = reason, n.lastHeartbeat
+	case !ready:
 		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, reason, "node is down: "+reason
 	}
 	capacity := corev1.ResourceList{
@@ -148,6 +159,11 @@ func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStat
 
 // setReady writes the node's Ready condition.
 func (c *Cluster) setReady(n *node, ready bool, reason string) {
+	n.graceH.Cancel()
+	n.graceH = nil
+	if reason != ReasonNodeStatusUnknown {
+		n.lastHeartbeat = metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	}
 	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: c.nodeStatus(n, ready, reason)}
 	must(c.c.Status().Update(context.Background(), obj), "writing the status of node "+n.name)
@@ -289,6 +305,7 @@ func (c *Cluster) nodeGone(n *node) {
 		n.g.live = slices.Delete(n.g.live, i, i+1)
 	}
 	n.evictH.Cancel()
+	n.graceH.Cancel()
 	c.trace("node/removed", "node/"+n.name, map[string]any{"pods": len(n.pods)})
 	for _, p := range slices.Clone(n.pods) {
 		c.forceDelete(p)
@@ -307,7 +324,7 @@ func (c *Cluster) CrashNode(ctx context.Context, node string, downFor time.Durat
 	if n == nil || n.gone {
 		return fmt.Errorf("cluster: crashing node %s: no such node", node)
 	}
-	n.host.crash(downFor, "node/crash", "NodeCrashed")
+	n.host.crash(downFor, "node/crash")
 	return nil
 }
 
@@ -340,6 +357,11 @@ func (c *Cluster) CrashDaemonFor(node string, downFor time.Duration) error {
 func (c *Cluster) nodeDown(n *node, reason string) {
 	c.setReady(n, false, reason)
 	c.notReadyEviction(n)
+	c.podsNotReady(n)
+}
+
+// podsNotReady marks the started pods of the node unready.
+func (c *Cluster) podsNotReady(n *node) {
 	for _, p := range slices.Clone(n.pods) {
 		p.startH.Cancel()
 		if p.started && !p.terminating {
@@ -354,6 +376,11 @@ func (c *Cluster) nodeDown(n *node, reason string) {
 func (c *Cluster) nodeUp(n *node) {
 	n.evictH.Cancel()
 	n.evictH = nil
+	if n.graceH.Pending() {
+		// The node came back before anyone noticed it was gone: its
+		// kubelet starts the pods again, which are not ready meanwhile.
+		c.podsNotReady(n)
+	}
 	c.setReady(n, true, "")
 	for _, p := range slices.Clone(n.pods) {
 		switch {

@@ -878,9 +878,10 @@ type Fault struct {
 	// DaemonCrash kills node daemons; they start again after downFor.
 	DaemonCrash *DaemonCrash `json:"daemonCrash,omitempty" oneOf:"kind"`
 
-	// NodeCrash takes nodes down hard (NotReady, pods still bound, as to a
-	// kubelet that died); they boot again after downFor on their current
-	// boot image.
+	// NodeCrash takes nodes down hard: the kubelet dies, the Node shows
+	// Ready=Unknown after the node lifecycle controller's grace period
+	// (50s) and its pods stay bound until they are evicted 300s later;
+	// the nodes boot again after downFor on their current boot image.
 	NodeCrash *NodeCrash `json:"nodeCrash,omitempty" oneOf:"kind"`
 
 	// host and cluster faults (helper actions)
@@ -907,7 +908,8 @@ type Fault struct {
 
 // PowerCycle switches the targeted nodes off and, after offFor, on again:
 // as a node crash, the daemon and any stage or reboot in flight are lost
-// and the pods stay bound to the NotReady node.
+// and the pods stay bound; off for less than the node lifecycle
+// controller's grace period (50s), the Node never shows NotReady.
 type PowerCycle struct {
 	Target `json:",inline"`
 

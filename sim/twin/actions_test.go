@@ -186,10 +186,11 @@ func TestHostFaultsTraced(t *testing.T) {
 			t.Errorf("no %s in the trace", kind)
 		}
 	}
-	// workers-0 is off for 10 minutes: its web pods are evicted at 5.
+	// workers-0 is off for 10 minutes from 1m: it shows Unknown after the
+	// 50 s grace period and its web pods are evicted 300 s later.
 	ev := find(tr, "node-lifecycle/evict", "workers-0")
-	if len(ev) != 1 || !strings.HasPrefix(ev[0].T, "2026-01-05T00:06:00") {
-		t.Errorf("evictions of workers-0: %v, want one at 00:06:00", ev)
+	if len(ev) != 1 || !strings.HasPrefix(ev[0].T, "2026-01-05T00:06:50") {
+		t.Errorf("evictions of workers-0: %v, want one at 00:06:50", ev)
 	}
 }
 
