@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
@@ -95,21 +96,9 @@ func (r *runner) action(ev scenario.Event) error {
 		}
 		return nil
 	case ev.CordonNode != nil:
-		if r.nodeGone("scenario.cordonNode", ev.CordonNode.Node) {
-			return nil
-		}
-		// The invariants learn the admin's cordon first: it is the state
-		// bootroll must leave the node in.
-		r.tr.emit("scenario.cordonNode", "Node/"+ev.CordonNode.Node, nil)
-		r.w.SetIntendedCordon(ev.CordonNode.Node, true)
-		return r.cl.SetUnschedulable(r.ctx, ev.CordonNode.Node, true)
+		return r.adminCordon("scenario.cordonNode", ev.CordonNode.Node, true)
 	case ev.UncordonNode != nil:
-		if r.nodeGone("scenario.uncordonNode", ev.UncordonNode.Node) {
-			return nil
-		}
-		r.tr.emit("scenario.uncordonNode", "Node/"+ev.UncordonNode.Node, nil)
-		r.w.SetIntendedCordon(ev.UncordonNode.Node, false)
-		return r.cl.SetUnschedulable(r.ctx, ev.UncordonNode.Node, false)
+		return r.adminCordon("scenario.uncordonNode", ev.UncordonNode.Node, false)
 	case ev.SetPDB != nil:
 		e := ev.SetPDB
 		details := map[string]any{}
@@ -138,6 +127,28 @@ func (r *runner) action(ev scenario.Event) error {
 		return r.removeKarpenter()
 	}
 	return fmt.Errorf("event with no action")
+}
+
+// adminCordon cordons or uncordons a node as kubectl does. When that
+// changes the Node, the invariants learn first that this is now the
+// cordon bootroll must leave the node with; a kubectl cordon of a node
+// that is cordoned already (by bootroll, say) changes nothing bootroll
+// could see, so it changes nothing the invariants expect either.
+func (r *runner) adminCordon(kind, node string, on bool) error {
+	if r.nodeGone(kind, node) {
+		return nil
+	}
+	var n corev1.Node
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, node, err)
+	}
+	changes := n.Spec.Unschedulable != on
+	r.tr.emit(kind, "Node/"+node, map[string]any{"changes": changes})
+	if !changes {
+		return nil
+	}
+	r.w.SetIntendedCordon(node, on)
+	return r.cl.SetUnschedulable(r.ctx, node, on)
 }
 
 func joinLabels(m map[string]string) []string {

@@ -252,3 +252,30 @@ func TestDeterministicWithActionsAndFaults(t *testing.T) {
 		t.Error("seeds 3 and 4 gave the same trace")
 	}
 }
+
+// TestAdminCordonOfCordonedNodeChangesNothing: kubectl cordon of a node
+// that is cordoned already writes nothing, so it changes nothing the
+// invariants expect of bootroll either.
+func TestAdminCordonOfCordonedNodeChangesNothing(t *testing.T) {
+	res, tr := runActions(t, `events:
+  - {at: 1m, cordonNode: {node: workers-1}}
+  - {at: 2m, cordonNode: {node: workers-1}}
+  - {at: 3m, uncordonNode: {node: workers-1}}
+  - {at: 4m, uncordonNode: {node: workers-1}}
+`)
+	var got []any
+	for _, kind := range []string{"scenario.cordonNode", "scenario.uncordonNode"} {
+		for _, l := range find(tr, kind, "workers-1") {
+			got = append(got, l.Details["changes"])
+		}
+	}
+	if want := []any{true, false, true, false}; len(got) != 4 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+		t.Errorf("changes of the four admin cordons: %v, want %v", got, want)
+	}
+	if n := len(find(tr, "node.cordon", "workers-1")); n != 2 {
+		t.Errorf("%d cordon writes, want 2", n)
+	}
+	if !res.Passed() {
+		t.Errorf("violations: %v", res.Violations)
+	}
+}
