@@ -40,6 +40,8 @@ func TestParseActions(t *testing.T) {
   - {at: 9m, setPDB: {workload: web, minAvailable: 1}}
   - {at: 10m, deletePDB: {workload: web}}
   - {at: 11m, karpenterCRDs: {installed: false}}
+  - {at: 12m, createPool: {name: more, nodeSelector: {pool: more}, image: v2, maxUnavailable: 2}}
+  - {at: 13m, setPool: {pool: more, paused: true}}
 faults:
   - {at: 1m, powerCycle: {node: workers-0}}
   - {at: 2m, longReboot: {group: workers, count: 2, duration: 1h}}
@@ -73,6 +75,8 @@ faults:
 		{"setPDB", s.Events[8].SetPDB, &SetPDB{Workload: "web", MinAvailable: ptr(intstr.FromInt32(1))}},
 		{"deletePDB", s.Events[9].DeletePDB, &DeletePDB{Workload: "web"}},
 		{"karpenterCRDs", s.Events[10].KarpenterCRDs, &KarpenterCRDs{Installed: false}},
+		{"createPool", s.Events[11].CreatePool, &Pool{Name: "more", NodeSelector: map[string]string{"pool": "more"}, Image: "v2", MaxUnavailable: ptr(intstr.FromInt32(2))}},
+		{"setPool of a created pool", s.Events[12].SetPool.Pool, "more"},
 		{"powerCycle default", s.Faults[0].PowerCycle, &PowerCycle{Target: Target{Node: "workers-0", Count: 1}, OffFor: 30 * time.Second}},
 		{"longReboot", s.Faults[1].LongReboot, &LongReboot{Target: Target{Group: "workers", Count: 2}, Duration: time.Hour}},
 		{"bootFailure", s.Faults[2].BootFailure, &BootFailureFault{Target: Target{Node: "workers-1", Count: 1}, Mode: BootCrashLoop}},
@@ -116,6 +120,11 @@ func TestParseActionErrors(t *testing.T) {
 			`t.yaml:19: events[0].relabelNode: nothing to change: give set or remove`,
 			`t.yaml:20: events[1].relabelNode.set["a b"]: invalid label key "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
 			`t.yaml:20: events[1].relabelNode.remove[0]: label "pool" is both set and removed`,
+		}},
+		{"createPool", actionsBase + "  - {at: 1m, createPool: {name: more, nodeSelector: {}, image: v9}}\n  - {at: 2m, createPool: {name: Bad_Name, nodeSelector: {pool: x}, image: v1}}\n", []string{
+			`t.yaml:19: events[0].createPool.nodeSelector: must not be empty`,
+			`t.yaml:19: events[0].createPool.image: unknown image "v9" (known: v1, v2) (did you mean "v1"?)`,
+			`t.yaml:20: events[1].createPool.name: invalid value "Bad_Name": want a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit`,
 		}},
 		{"pdb", actionsBase + "  - {at: 1m, setPDB: {workload: api, minAvailable: 1}}\n  - {at: 2m, deletePDB: {workload: api}}\n  - {at: 3m, setPDB: {workload: web}}\n", []string{
 			`t.yaml:19: events[0].setPDB.workload: unknown workload "api" (known: web)`,

@@ -53,6 +53,7 @@ var docs = map[string]string{
 	"Event.AddNodes":                        "AddNodes adds nodes to a node group.",
 	"Event.At":                              "At is the virtual time of the event, from the start of the run.",
 	"Event.CordonNode":                      "CordonNode cordons a node by hand, as kubectl cordon does.",
+	"Event.CreatePool":                      "CreatePool creates a BootcNodePool, as kubectl apply does: a new pool, or one deleted earlier created again.",
 	"Event.DeleteBootcNode":                 "DeleteBootcNode deletes a node's BootcNode object.",
 	"Event.DeleteNode":                      "DeleteNode deletes a Node object, as an admin's kubectl delete node.",
 	"Event.DeletePDB":                       "DeletePDB deletes a workload's PodDisruptionBudget.",

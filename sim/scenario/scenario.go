@@ -669,6 +669,10 @@ type Event struct {
 	// DeletePool deletes a BootcNodePool, as kubectl delete does.
 	DeletePool *DeletePool `json:"deletePool,omitempty" oneOf:"action"`
 
+	// CreatePool creates a BootcNodePool, as kubectl apply does: a new
+	// pool, or one deleted earlier created again.
+	CreatePool *Pool `json:"createPool,omitempty" oneOf:"action"`
+
 	// SetPool changes the fields of a pool's spec that it gives.
 	SetPool *SetPool `json:"setPool,omitempty" oneOf:"action"`
 

@@ -93,6 +93,10 @@ func (v *validator) check() {
 		if e.AddNodes != nil {
 			v.added[e.AddNodes.Group] += e.AddNodes.Count
 		}
+		// Pools that events create may be referred to like the others.
+		if e.CreatePool != nil && v.pools.names != nil {
+			v.pools.names[e.CreatePool.Name] = true
+		}
 	}
 
 	for i, im := range s.Images {
@@ -478,6 +482,8 @@ func (v *validator) action(p string, e Event) {
 	switch {
 	case e.DeletePool != nil:
 		v.ref(joinKey(joinKey(p, "deletePool"), "pool"), "pool", e.DeletePool.Pool, v.pools)
+	case e.CreatePool != nil:
+		v.pool(joinKey(p, "createPool"), *e.CreatePool)
 	case e.SetPool != nil:
 		v.setPool(joinKey(p, "setPool"), e.SetPool)
 	case e.RelabelNode != nil:

@@ -66,6 +66,19 @@ func (r *runner) action(ev scenario.Event) error {
 			return fmt.Errorf("deletePool %s: %w", e.Pool, err)
 		}
 		return nil
+	case ev.CreatePool != nil:
+		pl := *ev.CreatePool
+		pool := &v1alpha1.BootcNodePool{Spec: r.sc.PoolSpec(pl)}
+		pool.Name = pl.Name
+		r.tr.emit("scenario.createPool", "BootcNodePool/"+pl.Name, map[string]any{"image": pl.Image})
+		if err := c.Create(r.ctx, pool); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				r.skipped("scenario.createPool", "BootcNodePool/"+pl.Name, "the pool exists")
+				return nil
+			}
+			return fmt.Errorf("createPool %s: %w", pl.Name, err)
+		}
+		return nil
 	case ev.SetPool != nil:
 		return r.setPool(ev.SetPool)
 	case ev.RelabelNode != nil:

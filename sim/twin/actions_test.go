@@ -67,6 +67,7 @@ func TestActionEffects(t *testing.T) {
   - {at: 6m, deleteNode: {node: workers-0}}
   - {at: 7m, relabelNode: {node: workers-1, set: {pool: elsewhere}}}
   - {at: 8m, deletePool: {pool: workers}}
+  - {at: 9m, createPool: {name: again, nodeSelector: {pool: workers}, image: v2, paused: true}}
 `)
 	for _, c := range []struct {
 		what, kind, object string
@@ -81,6 +82,9 @@ func TestActionEffects(t *testing.T) {
 		}},
 		{"node deleted", "node.deleted", "workers-0", nil},
 		{"pool deleted", "pool.deleted", "workers", nil},
+		{"pool created", "pool.created", "BootcNodePool/again", func(l traceLine) bool {
+			return l.Details["paused"] == true && strings.Contains(l.Details["image"].(string), "sha256:2222")
+		}},
 	} {
 		ok := false
 		for _, l := range find(tr, c.kind, c.object) {
@@ -92,7 +96,7 @@ func TestActionEffects(t *testing.T) {
 			t.Errorf("%s: no %s of %s in the trace", c.what, c.kind, c.object)
 		}
 	}
-	for _, kind := range []string{"scenario.cordonNode", "scenario.uncordonNode", "scenario.deleteBootcNode", "scenario.setPool", "scenario.deleteNode", "scenario.relabelNode", "scenario.deletePool"} {
+	for _, kind := range []string{"scenario.cordonNode", "scenario.uncordonNode", "scenario.deleteBootcNode", "scenario.setPool", "scenario.deleteNode", "scenario.relabelNode", "scenario.deletePool", "scenario.createPool"} {
 		if len(find(tr, kind, "")) == 0 {
 			t.Errorf("no %s in the trace", kind)
 		}
