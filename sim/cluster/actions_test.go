@@ -385,7 +385,9 @@ func TestBootFailureModes(t *testing.T) {
 		{"fault Flapping", "Flapping", false},
 		{"fault NeverReady", "NeverReady", false},
 		{"fault FallBack", "FallBack", false},
+		{"fault NetworkNotReady", "NetworkNotReady", false},
 		{"image CrashLoop", "CrashLoop", true},
+		{"image NetworkNotReady", "NetworkNotReady", true},
 		{"image Flapping", "Flapping", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,6 +447,26 @@ func TestBootFailureModes(t *testing.T) {
 				}
 				if _, err := host.Observe(ctx); err != nil {
 					t.Errorf("the daemon cannot observe its flapping host: %v", err)
+				}
+			case "NetworkNotReady":
+				h.runFor(5 * time.Minute)
+				if ready(h.node(n)) || h.cl.Booted(n) != ref || !h.cl.Unavailable(n) {
+					t.Fatalf("NetworkNotReady: Ready %v, booted %s; want NotReady on %s", ready(h.node(n)), h.cl.Booted(n), short)
+				}
+				// The daemon runs: it can observe and roll back.
+				obs, err := host.Observe(ctx)
+				if err != nil || obs.Booted.Digest == digestV1 {
+					t.Fatalf("the daemon of a NetworkNotReady node: %+v, %v; want it running on the new image", obs, err)
+				}
+				if err := host.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := host.Reboot(ctx); err != nil {
+					t.Fatal(err)
+				}
+				h.runFor(3 * time.Minute)
+				if !ready(h.node(n)) || h.cl.Booted(n) != refV1 {
+					t.Fatalf("after the rollback: Ready %v, booted %s; want Ready on v1", ready(h.node(n)), h.cl.Booted(n))
 				}
 			case "NeverReady":
 				h.runFor(5 * time.Minute)

@@ -25,6 +25,10 @@ const (
 	FlapNotReady = 40 * time.Second
 )
 
+// ReasonNetworkNotReady is the Ready condition's reason on a node whose
+// image boots with a container network that never comes up.
+const ReasonNetworkNotReady = "NetworkPluginNotReady"
+
 // crashLoop handles a boot into to that crash-loops: it reports true while
 // the boot counter lasts (the host restarts and tries to again), false
 // when it has run out and the boot falls back to the booted deployment.

@@ -34,6 +34,10 @@ type deployment struct {
 	// flaps is set on a deployment that booted in the Flapping way: the
 	// node flaps NotReady and Ready for as long as it boots it.
 	flaps bool
+	// netDown is set on a deployment that booted in the NetworkNotReady
+	// way: the kubelet reports NotReady for as long as it boots it, while
+	// host-network pods (the daemon) run.
+	netDown bool
 }
 
 func (d *deployment) hostImage() *v1alpha1.HostImage {
@@ -403,6 +407,10 @@ func (h *host) boot() {
 			h.booted, h.rollback = to, prev
 			to.flaps = true
 			outcome = "flapping"
+		case scenario.BootNetworkNotReady:
+			h.booted, h.rollback = to, prev
+			to.netDown = true
+			outcome = "network-not-ready"
 		default:
 			h.booted, h.rollback = to, prev
 		}
@@ -422,6 +430,15 @@ func (h *host) boot() {
 		return
 	}
 	h.state = hostUp
+	if h.booted.netDown {
+		// The kubelet runs but the container network never comes up: the
+		// Node stays NotReady, its pods do not start, and the daemon (a
+		// host-network pod tolerating not-ready) runs.
+		h.c.setReady(h.n, false, ReasonNetworkNotReady)
+		h.c.notReadyEviction(h.n)
+		h.scheduleDaemon(0)
+		return
+	}
 	h.c.nodeUp(h.n)
 	h.scheduleDaemon(0)
 	if h.booted.flaps {

@@ -138,7 +138,7 @@ func TestParseActionErrors(t *testing.T) {
 		{"faults", poolDoc + "faults:\n  - {at: 1m, powerCycle: {node: workers-5}}\n  - {at: 2m, longReboot: {group: wrk}}\n  - {at: 3m, bootFailure: {node: workers-0, mode: Sometimes}}\n  - {at: 4m, registryOutage: {for: 0s}}\n  - {at: 5m, slowPulls: {for: 1m, factor: 1}}\n  - {at: 6m, diskFill: {group: workers, count: 4, size: 0}}\n", []string{
 			`t.yaml:15: faults[0].powerCycle.node: unknown node "workers-5": node names are <group>-<i> for a group's nodes, counting nodes added by events`,
 			`t.yaml:16: faults[1].longReboot.group: unknown node group "wrk" (known: workers)`,
-			`t.yaml:17: faults[2].bootFailure.mode: invalid value "Sometimes": want one of FallBack, NeverReady, Flapping, CrashLoop`,
+			`t.yaml:17: faults[2].bootFailure.mode: invalid value "Sometimes": want one of FallBack, NeverReady, Flapping, NetworkNotReady, CrashLoop`,
 			`t.yaml:18: faults[3].registryOutage.for: invalid value 0s: must be more than 0s`,
 			`t.yaml:19: faults[4].slowPulls.factor: invalid value 1: must be at least 2`,
 			`t.yaml:20: faults[5].diskFill.count: invalid value 4: group workers has at most 3 nodes`,

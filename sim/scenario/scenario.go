@@ -125,14 +125,17 @@ type Image struct {
 	// comes back Ready on the old digest), NeverReady (the node stays
 	// NotReady until something else reboots it), Flapping (the node comes
 	// up Ready on the new image with its daemon running, then flaps
-	// NotReady and Ready) or CrashLoop (the new image panics before it is
-	// Ready and reboots, until the bootloader's boot counter runs out and
-	// it falls back to the previous deployment). Default FallBack.
+	// NotReady and Ready), NetworkNotReady (the node boots the new image
+	// and its daemon runs, but the kubelet reports NotReady because the
+	// container network never comes up, so a Rollback can run) or
+	// CrashLoop (the new image panics before it is Ready and reboots,
+	// until the bootloader's boot counter runs out and it falls back to
+	// the previous deployment). Default FallBack.
 	BootFailure BootFailure `json:"bootFailure,omitempty" default:"FallBack"`
 }
 
 // BootFailure is how a failing boot shows itself: FallBack, NeverReady,
-// Flapping or CrashLoop.
+// Flapping, NetworkNotReady or CrashLoop.
 type BootFailure string
 
 // The ways a boot fails.
@@ -141,10 +144,13 @@ const (
 	BootNeverReady BootFailure = "NeverReady"
 	BootFlapping   BootFailure = "Flapping"
 	BootCrashLoop  BootFailure = "CrashLoop"
+	// BootNetworkNotReady is a boot whose node stays NotReady while its
+	// daemon runs.
+	BootNetworkNotReady BootFailure = "NetworkNotReady"
 )
 
 func (BootFailure) enumValues() []string {
-	return []string{string(BootFallBack), string(BootNeverReady), string(BootFlapping), string(BootCrashLoop)}
+	return []string{string(BootFallBack), string(BootNeverReady), string(BootFlapping), string(BootNetworkNotReady), string(BootCrashLoop)}
 }
 
 // Host is the timing model of the simulated hosts.

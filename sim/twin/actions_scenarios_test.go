@@ -98,7 +98,7 @@ func init() {
 			for _, l := range find(tr, "node/reboot-done", "") {
 				outcomes[l.Details["outcome"].(string)] = true
 			}
-			for _, o := range []string{"fell-back", "never-ready", "flapping"} {
+			for _, o := range []string{"fell-back", "never-ready", "flapping", "network-not-ready"} {
 				if !outcomes[o] {
 					t.Errorf("no boot with outcome %s", o)
 				}
