@@ -27,6 +27,11 @@ import (
 // `bootc status` on the host.
 const DefaultResync = 2 * time.Minute
 
+// DefaultStagingReserve is the daemon's --staging-reserve default: the
+// image-filesystem space pinned-image pulls leave free for the next OS
+// image staging (8Gi, what staging a 4Gi OS image needs).
+const DefaultStagingReserve int64 = 8 << 30
+
 // FieldOwner is the field manager the daemon writes under, apart from the
 // controller's, so managed fields show who wrote what.
 const FieldOwner = v1alpha1.FieldManager + "-daemon"

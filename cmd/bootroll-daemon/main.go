@@ -111,7 +111,7 @@ func main() {
 
 // parseFlags reads the flags without touching the process-wide flag set.
 func parseFlags(args []string, out io.Writer) (options, error) {
-	o := options{stagingReserve: resource.MustParse("8Gi")}
+	o := options{stagingReserve: *resource.NewQuantity(nodedaemon.DefaultStagingReserve, resource.BinarySI)}
 	fs := flag.NewFlagSet("bootroll-daemon", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {

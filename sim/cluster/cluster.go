@@ -11,11 +11,19 @@
 // nothing depends on map iteration order.
 //
 // Simplifications, kept on purpose:
-//   - a Node is Ready exactly while its host runs (no heartbeats, no
-//     node-lifecycle grace period, no not-ready taints);
-//   - pods on a node that goes down stay bound and turn unready; nothing
-//     evicts them for being on a NotReady node;
-//   - workload pods tolerate no taint; DaemonSet pods tolerate every taint
+//   - a Node's Ready condition follows its host: the kubelet writes it at
+//     once for a reboot; a crashed or power-cut node stays Ready in the
+//     API until the node lifecycle controller's NodeMonitorGracePeriod
+//     has passed (there are no heartbeats otherwise; the not-ready and
+//     unreachable taints are not written, only their effect is modelled);
+//   - pods on a node that goes down stay bound and turn unready; the node
+//     lifecycle controller deletes the workload pods of a node NotReady
+//     for NotReadyEvictionTimeout (taint-based eviction), and they finish
+//     terminating when the node's kubelet runs again;
+//   - DaemonSets do not follow relabelling: a node relabelled into or out
+//     of a DaemonSet's selector keeps the DaemonSet pods it had;
+//   - workload pods tolerate no taint (beyond the default 300 s of
+//     not-ready and unreachable); DaemonSet pods tolerate every taint
 //     and are bound to their node by their controller, not the scheduler;
 //   - the scheduler binds to the node with the most free CPU (then memory,
 //     then name), which spreads like kube-scheduler's LeastAllocated score
@@ -138,6 +146,10 @@ type Cluster struct {
 
 	pullFault func(node, image string) error
 	started   bool
+
+	// Registry faults (faults.go).
+	outageUntil, slowUntil time.Time
+	slowFactor             int
 
 	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
 	starved []StageStarvation       // stagings that failed for lack of space

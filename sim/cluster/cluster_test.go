@@ -653,13 +653,19 @@ func TestCrashNode(t *testing.T) {
 	if err := h.cl.CrashNode(ctx, n, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if ready(h.node(n)) || !h.cl.Unavailable(n) || h.down[n] != 1 {
-		t.Fatalf("after the crash: Ready %v, Unavailable %v, DaemonDown %d", ready(h.node(n)), h.cl.Unavailable(n), h.down[n])
+	// Nobody tells the API at once: the Node stays Ready until the node
+	// lifecycle controller's grace period has passed.
+	if !ready(h.node(n)) || !h.cl.Unavailable(n) || h.down[n] != 1 {
+		t.Fatalf("right after the crash: Ready %v, Unavailable %v, DaemonDown %d; want still Ready in the API, unavailable, daemon down", ready(h.node(n)), h.cl.Unavailable(n), h.down[n])
+	}
+	h.runFor(cluster.NodeMonitorGracePeriod)
+	if ready(h.node(n)) {
+		t.Fatalf("Ready %v after the grace period, want Unknown", ready(h.node(n)))
 	}
 	if got := h.pdb("web"); !got.Violated {
 		t.Errorf("web PDB with a pod on a crashed node = %+v, want violated", got)
 	}
-	h.runFor(3 * time.Minute)
+	h.runFor(3*time.Minute - cluster.NodeMonitorGracePeriod)
 	if !ready(h.node(n)) || h.node(n).Status.NodeInfo.BootID != n+"-boot-2" || h.cl.Booted(n) != refV1 {
 		t.Fatalf("after downFor: Ready %v, bootID %q", ready(h.node(n)), h.node(n).Status.NodeInfo.BootID)
 	}

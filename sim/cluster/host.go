@@ -31,6 +31,13 @@ type deployment struct {
 	// downloadOnly is set from staging until Apply unlocks it; a reboot
 	// other than Apply's discards a download-only deployment.
 	downloadOnly bool
+	// flaps is set on a deployment that booted in the Flapping way: the
+	// node flaps NotReady and Ready for as long as it boots it.
+	flaps bool
+	// netDown is set on a deployment that booted in the NetworkNotReady
+	// way: the kubelet reports NotReady for as long as it boots it, while
+	// host-network pods (the daemon) run.
+	netDown bool
 }
 
 func (d *deployment) hostImage() *v1alpha1.HostImage {
@@ -71,6 +78,13 @@ type host struct {
 
 	reboots      int
 	requestedFor map[string]int // by digest
+
+	// Host faults (faults.go).
+	requestAt    time.Time            // when the last reboot was requested
+	longNext     time.Duration        // the next requested reboot takes this long
+	failNext     scenario.BootFailure // the next boot into a new image fails this way
+	loopAttempts int                  // failed boots of the crash loop so far
+	flapH        *engine.Handle       // the next flap of a Flapping image
 
 	imgfs *imageFs    // the image filesystem (imagefs.go)
 	pf    *prefetcher // the running daemon's prefetch executor (prefetch.go)
@@ -161,11 +175,14 @@ func (h *host) Stage(_ context.Context, image string) error {
 			return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %v", image, image, err))
 		}
 	}
+	if h.c.registryDown() {
+		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %s", image, image, registryError))
+	}
 	if ok, need := h.fs().stageStart(im.Size.Value()); !ok {
 		h.c.starved = append(h.c.starved, StageStarvation{Node: h.n.name, Image: image, Need: need, Available: h.fs().available(), PinnedHeld: h.fs().pinnedHeld})
 		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: writing blob: no space left on device", image, image))
 	}
-	d := h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.sc.Host.PullBandwidth.Value())
+	d := h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.pullBandwidth())
 	run := &stageRun{image: image, im: im}
 	run.done = h.c.eng.After(d, "node/stage/"+h.n.name, func() { h.stageDone(run) })
 	h.stage = run
@@ -292,6 +309,11 @@ func (h *host) requestReboot(reason string) {
 	h.requestedFor[to.im.Digest]++
 	h.state = hostShuttingDown
 	total := h.c.sc.Host.Reboot.Sample(h.c.eng.Rand())
+	if h.longNext > 0 {
+		total, h.longNext = h.longNext, 0
+		h.c.trace("node/long-reboot", h.object(), map[string]any{"duration": total.String()})
+	}
+	h.requestAt = h.c.eng.Now()
 	down := min(ShutdownDelay, total/2)
 	h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
 	if h.c.hooks.Reboot != nil {
@@ -303,6 +325,13 @@ func (h *host) requestReboot(reason string) {
 // shutdown takes the host down for a requested reboot.
 func (h *host) shutdown(rest time.Duration) {
 	h.event = nil
+	h.stopFlapping()
+	if h.longNext > 0 {
+		// A long reboot that hit while the host was shutting down.
+		rest = max(h.requestAt.Add(h.longNext).Sub(h.c.eng.Now()), 0)
+		h.c.trace("node/long-reboot", h.object(), map[string]any{"duration": h.longNext.String()})
+		h.longNext = 0
+	}
 	h.c.trace("node/reboot-start", h.object(), map[string]any{"from": h.booted.ref, "to": h.next(true).ref})
 	h.abortStage("reboot")
 	h.daemonDown("reboot")
@@ -311,8 +340,9 @@ func (h *host) shutdown(rest time.Duration) {
 	h.event = h.c.eng.After(rest, "node/boot/"+h.n.name, h.boot)
 }
 
-// crash takes the host down hard for downFor.
-func (h *host) crash(downFor time.Duration) {
+// crash takes the host down hard for downFor; kind is the trace kind
+// (node/crash, node/power-cycle).
+func (h *host) crash(downFor time.Duration, kind string) {
 	switch h.state {
 	case hostRemoved:
 		return
@@ -323,17 +353,25 @@ func (h *host) crash(downFor time.Duration) {
 		}
 		h.event.Cancel()
 		h.event = h.c.eng.At(at, "node/boot/"+h.n.name, h.boot)
-		h.c.trace("node/crash", h.object(), map[string]any{"downFor": downFor.String(), "while": "down"})
+		h.c.trace(kind, h.object(), map[string]any{"downFor": downFor.String(), "while": "down"})
 		return
 	}
-	wasReady := h.kubeletRuns()
-	h.c.trace("node/crash", h.object(), map[string]any{"downFor": downFor.String()})
+	wasUp := h.kubeletRuns()
+	h.c.trace(kind, h.object(), map[string]any{"downFor": downFor.String()})
 	h.event.Cancel()
+	h.stopFlapping()
 	h.abortStage("node crash")
 	h.daemonDown("node crash")
 	h.state, h.bootClean, h.requested = hostDown, false, false
-	if wasReady {
-		h.c.nodeDown(h.n, "NodeCrashed")
+	switch {
+	case wasUp && h.n.ready:
+		// Nobody tells the API: the node lifecycle controller notices
+		// after its grace period.
+		h.c.kubeletStopped(h.n)
+	case !h.n.ready:
+		// A hung boot or a flap had it NotReady already; its pods are
+		// unready and the lifecycle controller's clock runs.
+		h.c.notReadyEviction(h.n)
 	}
 	h.event = h.c.eng.After(downFor, "node/boot/"+h.n.name, h.boot)
 }
@@ -349,17 +387,38 @@ func (h *host) boot() {
 	outcome := "booted"
 	h.badBoot = false
 	if to != prev {
+		mode := scenario.BootFailure("")
 		switch {
-		case to.im.FailsToBoot && to.im.BootFailure == "NeverReady":
+		case h.failNext != "":
+			mode, h.failNext = h.failNext, ""
+		case to.im.FailsToBoot:
+			mode = to.im.BootFailure
+		}
+		switch mode {
+		case scenario.BootNeverReady:
 			h.booted, h.rollback = to, prev
 			h.badBoot = true
 			outcome = "never-ready"
-		case to.im.FailsToBoot:
+		case scenario.BootFallBack:
 			outcome = "fell-back"
+		case scenario.BootCrashLoop:
+			if h.crashLoop(to) {
+				return
+			}
+			outcome = "fell-back"
+		case scenario.BootFlapping:
+			h.booted, h.rollback = to, prev
+			to.flaps = true
+			outcome = "flapping"
+		case scenario.BootNetworkNotReady:
+			h.booted, h.rollback = to, prev
+			to.netDown = true
+			outcome = "network-not-ready"
 		default:
 			h.booted, h.rollback = to, prev
 		}
 	}
+	h.loopAttempts = 0
 	h.staged, h.rollbackQueued, h.requested = nil, false, false
 	h.fs().booted()
 	h.bootN++
@@ -374,8 +433,20 @@ func (h *host) boot() {
 		return
 	}
 	h.state = hostUp
+	if h.booted.netDown {
+		// The kubelet runs but the container network never comes up: the
+		// Node stays NotReady, its pods do not start, and the daemon (a
+		// host-network pod tolerating not-ready) runs.
+		h.c.setReady(h.n, false, ReasonNetworkNotReady)
+		h.c.notReadyEviction(h.n)
+		h.scheduleDaemon(0)
+		return
+	}
 	h.c.nodeUp(h.n)
 	h.scheduleDaemon(0)
+	if h.booted.flaps {
+		h.flapH = h.c.eng.After(FlapReady, "node/flap/"+h.n.name, h.flapDown)
+	}
 }
 
 // scheduleDaemon starts the daemon after wait plus host.daemonStartup.
@@ -419,6 +490,7 @@ func (h *host) daemonDown(reason string) {
 // remove ends the host with its Node.
 func (h *host) remove() {
 	h.event.Cancel()
+	h.stopFlapping()
 	h.abortStage("node removed")
 	h.daemonDown("node removed")
 	h.state = hostRemoved

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -49,6 +50,14 @@ type node struct {
 	schedulable bool  // counted in SchedulableCapacity and in the heaps
 	heapPos     []int // position in each selector's heap, -1 when absent
 	readySince  metav1.Time
+	// evictH is the node lifecycle controller's pending eviction of the
+	// pods of this NotReady node (actions.go).
+	evictH *engine.Handle
+	// graceH is the node lifecycle controller's pending Ready=Unknown of a
+	// node whose kubelet died (actions.go); lastHeartbeat is the kubelet's
+	// last status post.
+	graceH        *engine.Handle
+	lastHeartbeat metav1.Time
 }
 
 func (n *node) free() res { return n.g.alloc.minus(n.used) }
@@ -121,7 +130,13 @@ func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStat
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: n.readySince,
 	}
-	if !ready {
+	switch {
+	case !ready && reason == ReasonNodeStatusUnknown:
+		// The node lifecycle controller's write: the kubelet stopped
+		// posting; the last heartbeat is the one before.
+		cond.Status, cond.Message = corev1.ConditionUnknown, "Kubelet stopped posting node status."
+		cond.Reason, cond.LastHeartbeatTime = reason, n.lastHeartbeat
+	case !ready:
 		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, reason, "node is down: "+reason
 	}
 	capacity := corev1.ResourceList{
@@ -144,6 +159,11 @@ func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStat
 
 // setReady writes the node's Ready condition.
 func (c *Cluster) setReady(n *node, ready bool, reason string) {
+	n.graceH.Cancel()
+	n.graceH = nil
+	if reason != ReasonNodeStatusUnknown {
+		n.lastHeartbeat = metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	}
 	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: c.nodeStatus(n, ready, reason)}
 	must(c.c.Status().Update(context.Background(), obj), "writing the status of node "+n.name)
@@ -284,6 +304,8 @@ func (c *Cluster) nodeGone(n *node) {
 	if i, ok := slices.BinarySearch(n.g.live, n.index); ok {
 		n.g.live = slices.Delete(n.g.live, i, i+1)
 	}
+	n.evictH.Cancel()
+	n.graceH.Cancel()
 	c.trace("node/removed", "node/"+n.name, map[string]any{"pods": len(n.pods)})
 	for _, p := range slices.Clone(n.pods) {
 		c.forceDelete(p)
@@ -292,7 +314,8 @@ func (c *Cluster) nodeGone(n *node) {
 
 // CrashNode takes a node down hard: the daemon dies, an in-flight stage or
 // reboot request is lost, the Node turns NotReady and its pods unready
-// (they stay bound). After downFor the host boots its default deployment
+// (they stay bound, as on a node whose kubelet died, until the node
+// lifecycle controller evicts them after NotReadyEvictionTimeout). After downFor the host boots its default deployment
 // (a staged one is lost, a queued rollback boots) and the node is Ready
 // again; the daemon starts after host.daemonStartup. Crashing a node that
 // is down already keeps it down for at least downFor more.
@@ -301,7 +324,7 @@ func (c *Cluster) CrashNode(ctx context.Context, node string, downFor time.Durat
 	if n == nil || n.gone {
 		return fmt.Errorf("cluster: crashing node %s: no such node", node)
 	}
-	n.host.crash(downFor)
+	n.host.crash(downFor, "node/crash")
 	return nil
 }
 
@@ -329,9 +352,16 @@ func (c *Cluster) CrashDaemonFor(node string, downFor time.Duration) error {
 	return nil
 }
 
-// nodeDown marks the node NotReady and its pods unready.
+// nodeDown marks the node NotReady and its pods unready; the node
+// lifecycle controller evicts them if it stays NotReady.
 func (c *Cluster) nodeDown(n *node, reason string) {
 	c.setReady(n, false, reason)
+	c.notReadyEviction(n)
+	c.podsNotReady(n)
+}
+
+// podsNotReady marks the started pods of the node unready.
+func (c *Cluster) podsNotReady(n *node) {
 	for _, p := range slices.Clone(n.pods) {
 		p.startH.Cancel()
 		if p.started && !p.terminating {
@@ -344,6 +374,13 @@ func (c *Cluster) nodeDown(n *node, reason string) {
 // nodeUp marks the node Ready; its pods start again and pods deleted while
 // it was down finish terminating.
 func (c *Cluster) nodeUp(n *node) {
+	n.evictH.Cancel()
+	n.evictH = nil
+	if n.graceH.Pending() {
+		// The node came back before anyone noticed it was gone: its
+		// kubelet starts the pods again, which are not ready meanwhile.
+		c.podsNotReady(n)
+	}
 	c.setReady(n, true, "")
 	for _, p := range slices.Clone(n.pods) {
 		switch {

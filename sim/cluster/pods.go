@@ -218,6 +218,7 @@ func (c *Cluster) createPod(ctx context.Context, p *pod, running bool) error {
 	var tolerations []corev1.Toleration
 	if p.w != nil {
 		labels, nodeSelector, req, owner = p.w.podLabels(), p.w.spec.NodeSelector, p.w.spec.Requests, p.w.owner
+		tolerations = defaultTolerations()
 	} else {
 		labels, nodeSelector, req, owner = map[string]string{LabelApp: p.ds.spec.Name}, p.ds.spec.NodeSelector, p.ds.spec.Requests, p.ds.owner
 		tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}

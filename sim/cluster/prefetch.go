@@ -134,8 +134,15 @@ func (p *prefetcher) start(a prefetch.Action) {
 	}
 	f := h.fs()
 	run := &pullRun{ref: a.Image, attempt: a.Attempt}
-	bw := h.c.sc.Host.PullBandwidth.Value()
+	bw := h.c.pullBandwidth()
 	im := h.c.pinnedImages()[a.Image]
+	if h.c.registryDown() {
+		run.done = h.c.eng.After(PullOverhead, "node/pull/"+h.n.name, func() {
+			p.end(run, status.Errorf(codes.Unavailable, "failed to pull and unpack image %q: failed to resolve reference %q: %s", a.Image, a.Image, registryError))
+		})
+		p.pulls[a.Image] = run
+		return
+	}
 	if im == nil {
 		run.done = h.c.eng.After(PullOverhead, "node/pull/"+h.n.name, func() {
 			p.end(run, status.Errorf(codes.NotFound, "failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", a.Image, a.Image, a.Image))

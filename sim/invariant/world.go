@@ -899,3 +899,10 @@ func (p *Pool) UnavailableNodes() []string {
 	slices.Sort(out)
 	return out
 }
+
+// SetIntendedCordon records that someone other than bootroll (an admin's
+// kubectl cordon or uncordon, a scenario event) set the node's cordon:
+// from then on that is the cordon bootroll must leave the node with.
+func (w *World) SetIntendedCordon(node string, unschedulable bool) {
+	w.node(node).InitialUnschedulable = unschedulable
+}

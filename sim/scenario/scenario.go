@@ -129,15 +129,36 @@ type Image struct {
 
 	// BootFailure is how a boot into the image fails when failsToBoot is set:
 	// FallBack (the bootloader returns to the previous deployment, so the node
-	// comes back Ready on the old digest) or NeverReady (the node stays
-	// NotReady until something else reboots it). Default FallBack.
+	// comes back Ready on the old digest), NeverReady (the node stays
+	// NotReady until something else reboots it), Flapping (the node comes
+	// up Ready on the new image with its daemon running, then flaps
+	// NotReady and Ready), NetworkNotReady (the node boots the new image
+	// and its daemon runs, but the kubelet reports NotReady because the
+	// container network never comes up, so a Rollback can run) or
+	// CrashLoop (the new image panics before it is Ready and reboots,
+	// until the bootloader's boot counter runs out and it falls back to
+	// the previous deployment). Default FallBack.
 	BootFailure BootFailure `json:"bootFailure,omitempty" default:"FallBack"`
 }
 
-// BootFailure is how a failing boot shows itself: FallBack or NeverReady.
+// BootFailure is how a failing boot shows itself: FallBack, NeverReady,
+// Flapping, NetworkNotReady or CrashLoop.
 type BootFailure string
 
-func (BootFailure) enumValues() []string { return []string{"FallBack", "NeverReady"} }
+// The ways a boot fails.
+const (
+	BootFallBack   BootFailure = "FallBack"
+	BootNeverReady BootFailure = "NeverReady"
+	BootFlapping   BootFailure = "Flapping"
+	BootCrashLoop  BootFailure = "CrashLoop"
+	// BootNetworkNotReady is a boot whose node stays NotReady while its
+	// daemon runs.
+	BootNetworkNotReady BootFailure = "NetworkNotReady"
+)
+
+func (BootFailure) enumValues() []string {
+	return []string{string(BootFallBack), string(BootNeverReady), string(BootFlapping), string(BootNetworkNotReady), string(BootCrashLoop)}
+}
 
 // Host is the timing model of the simulated hosts.
 type Host struct {
@@ -655,6 +676,138 @@ type Event struct {
 
 	// SetNodeClassImage changes the boot image of a Karpenter node class.
 	SetNodeClassImage *SetNodeClassImage `json:"setNodeClassImage,omitempty" oneOf:"action"`
+
+	// human and Karpenter actions (helper actions)
+
+	// DeletePool deletes a BootcNodePool, as kubectl delete does.
+	DeletePool *DeletePool `json:"deletePool,omitempty" oneOf:"action"`
+
+	// CreatePool creates a BootcNodePool, as kubectl apply does: a new
+	// pool, or one deleted earlier created again.
+	CreatePool *Pool `json:"createPool,omitempty" oneOf:"action"`
+
+	// SetPool changes the fields of a pool's spec that it gives.
+	SetPool *SetPool `json:"setPool,omitempty" oneOf:"action"`
+
+	// RelabelNode sets and removes labels of a node, which may move it
+	// into or out of a pool.
+	RelabelNode *RelabelNode `json:"relabelNode,omitempty" oneOf:"action"`
+
+	// DeleteNode deletes a Node object, as an admin's kubectl delete node.
+	DeleteNode *NodeRef `json:"deleteNode,omitempty" oneOf:"action"`
+
+	// DeleteBootcNode deletes a node's BootcNode object.
+	DeleteBootcNode *NodeRef `json:"deleteBootcNode,omitempty" oneOf:"action"`
+
+	// CordonNode cordons a node by hand, as kubectl cordon does.
+	CordonNode *NodeRef `json:"cordonNode,omitempty" oneOf:"action"`
+
+	// UncordonNode uncordons a node by hand, as kubectl uncordon does.
+	UncordonNode *NodeRef `json:"uncordonNode,omitempty" oneOf:"action"`
+
+	// SetPDB creates or changes a workload's PodDisruptionBudget.
+	SetPDB *SetPDB `json:"setPDB,omitempty" oneOf:"action"`
+
+	// DeletePDB deletes a workload's PodDisruptionBudget.
+	DeletePDB *DeletePDB `json:"deletePDB,omitempty" oneOf:"action"`
+
+	// KarpenterCRDs installs or removes Karpenter's CRDs (and with them
+	// Karpenter).
+	KarpenterCRDs *KarpenterCRDs `json:"karpenterCRDs,omitempty" oneOf:"action"`
+}
+
+// DeletePool deletes a BootcNodePool; its finalizers, if the controller
+// sets any, run as they would in a cluster.
+type DeletePool struct {
+	// Pool is the pool's name.
+	Pool string `json:"pool" required:"true"`
+}
+
+// SetPool changes a pool's spec as an operator's kubectl edit does: only
+// the fields given change, the others keep their value. Setting image
+// back to the previous one is a revert; two setPool events in a row a
+// flip-flop.
+type SetPool struct {
+	// Pool is the pool's name.
+	Pool string `json:"pool" required:"true"`
+
+	// Image is the short name of the new image.
+	Image string `json:"image,omitempty"`
+
+	// NodeSelector replaces the pool's node selector; it must not be
+	// empty.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// MaxUnavailable is the new number of reboot slots: an integer or a
+	// percentage.
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxStaging is the new staging limit (0: no limit).
+	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+
+	// Paused pauses (true) or resumes (false) the pool.
+	Paused *bool `json:"paused,omitempty"`
+
+	// FailurePolicy replaces the pool's failure policy.
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// Windows replaces the pool's maintenance windows; an empty list
+	// removes them.
+	Windows *[]MaintenanceWindow `json:"windows,omitempty"`
+
+	// DrainTimeout is the new drain timeout.
+	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+
+	// HealthTimeout is the new health timeout.
+	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+}
+
+// RelabelNode changes a node's labels as kubectl label does.
+type RelabelNode struct {
+	// Node is the node's name, <group>-<i>.
+	Node string `json:"node" required:"true"`
+
+	// Set are labels to add or change.
+	Set map[string]string `json:"set,omitempty"`
+
+	// Remove are label keys to remove.
+	Remove []string `json:"remove,omitempty"`
+}
+
+// NodeRef names the node an action acts on.
+type NodeRef struct {
+	// Node is the node's name, <group>-<i>.
+	Node string `json:"node" required:"true"`
+}
+
+// SetPDB creates a workload's PodDisruptionBudget, or replaces its budget;
+// exactly one of maxUnavailable and minAvailable is given.
+type SetPDB struct {
+	// Workload is the workload's name.
+	Workload string `json:"workload" required:"true"`
+
+	// MaxUnavailable is how many pods may be unavailable: an integer or a
+	// percentage.
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty" oneOf:"budget"`
+
+	// MinAvailable is how many pods must stay available: an integer or a
+	// percentage.
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty" oneOf:"budget"`
+}
+
+// DeletePDB deletes a workload's PodDisruptionBudget.
+type DeletePDB struct {
+	// Workload is the workload's name.
+	Workload string `json:"workload" required:"true"`
+}
+
+// KarpenterCRDs installs or removes Karpenter's CRDs. Removing them, as a
+// helm uninstall with CRDs does, deletes every NodePool and NodeClaim
+// (their finalizers are dropped, the nodes stay) and stops Karpenter;
+// installing them again starts Karpenter as karpenter.installCRDsAt does.
+type KarpenterCRDs struct {
+	// Installed is true to install, false to remove.
+	Installed bool `json:"installed" required:"true"`
 }
 
 // SetNodeClassImage changes the boot image a Karpenter node class launches
@@ -742,8 +895,10 @@ type Fault struct {
 	// DaemonCrash kills node daemons; they start again after downFor.
 	DaemonCrash *DaemonCrash `json:"daemonCrash,omitempty" oneOf:"kind"`
 
-	// NodeCrash takes nodes down hard (NotReady, pods lost); they boot again
-	// after downFor on their current boot image.
+	// NodeCrash takes nodes down hard: the kubelet dies, the Node shows
+	// Ready=Unknown after the node lifecycle controller's grace period
+	// (50s) and its pods stay bound until they are evicted 300s later;
+	// the nodes boot again after downFor on their current boot image.
 	NodeCrash *NodeCrash `json:"nodeCrash,omitempty" oneOf:"kind"`
 
 	// API and watch faults (helper cache). These are in effect over a span
@@ -767,6 +922,86 @@ type Fault struct {
 	// DaemonWriteCrash crashes node daemons right after one of their writes
 	// succeeds; each starts again after downFor.
 	DaemonWriteCrash *DaemonWriteCrash `json:"daemonWriteCrash,omitempty" oneOf:"kind"`
+	// host and cluster faults (helper actions)
+
+	// PowerCycle switches nodes off and on again.
+	PowerCycle *PowerCycle `json:"powerCycle,omitempty" oneOf:"kind"`
+
+	// LongReboot makes the next reboot of nodes take much longer than
+	// host.reboot says.
+	LongReboot *LongReboot `json:"longReboot,omitempty" oneOf:"kind"`
+
+	// BootFailure makes the next boot of nodes into a new image fail.
+	BootFailure *BootFailureFault `json:"bootFailure,omitempty" oneOf:"kind"`
+
+	// RegistryOutage makes every image pull fail for a while.
+	RegistryOutage *RegistryOutage `json:"registryOutage,omitempty" oneOf:"kind"`
+
+	// SlowPulls makes image pulls slower for a while.
+	SlowPulls *SlowPulls `json:"slowPulls,omitempty" oneOf:"kind"`
+
+	// DiskFill fills the image filesystem of nodes.
+	DiskFill *DiskFill `json:"diskFill,omitempty" oneOf:"kind"`
+}
+
+// PowerCycle switches the targeted nodes off and, after offFor, on again:
+// as a node crash, the daemon and any stage or reboot in flight are lost
+// and the pods stay bound; off for less than the node lifecycle
+// controller's grace period (50s), the Node never shows NotReady.
+type PowerCycle struct {
+	Target `json:",inline"`
+
+	// OffFor is how long the nodes stay off. Default 30s.
+	OffFor time.Duration `json:"offFor,omitempty" default:"30s"`
+}
+
+// LongReboot makes the next requested reboot of the targeted nodes (or the
+// one in progress) take duration from its request until the node is
+// Ready, instead of a draw from host.reboot.
+type LongReboot struct {
+	Target `json:",inline"`
+
+	// Duration is how long the reboot takes. Default 30m.
+	Duration time.Duration `json:"duration,omitempty" default:"30m"`
+}
+
+// BootFailureFault makes the next boot of the targeted nodes into an image
+// other than the booted one fail in the way mode says, whatever the image.
+type BootFailureFault struct {
+	Target `json:",inline"`
+
+	// Mode is how the boot fails (see images[].bootFailure).
+	Mode BootFailure `json:"mode" required:"true"`
+}
+
+// RegistryOutage makes every pull from the registry (OS staging and
+// pinned images) fail from the fault's time for duration.
+type RegistryOutage struct {
+	// For is how long the outage lasts.
+	For time.Duration `json:"for" required:"true"`
+}
+
+// SlowPulls divides the download rate of the pulls that start in the
+// window by factor.
+type SlowPulls struct {
+	// For is how long pulls are slow.
+	For time.Duration `json:"for" required:"true"`
+
+	// Factor is how many times longer a download takes. Default 10.
+	Factor int `json:"factor,omitempty" default:"10" minimum:"2" maximum:"1000"`
+}
+
+// DiskFill makes something other than bootroll (logs, other images) take
+// size of the image filesystem of the targeted nodes, for duration or
+// for good.
+type DiskFill struct {
+	Target `json:",inline"`
+
+	// Size is how much space is taken; it is capped at what is free.
+	Size resource.Quantity `json:"size" required:"true"`
+
+	// For is how long the space stays taken; absent means for good.
+	For *time.Duration `json:"for,omitempty"`
 }
 
 // APIErrors fails or slows the API requests of a process kind.
@@ -868,7 +1103,9 @@ type TimeRange struct {
 	To time.Duration `json:"to" required:"true"`
 }
 
-// ControllerRestart restarts the bootroll controller.
+// ControllerRestart restarts the bootroll controller. There is never more
+// than one controller process: a restart while the controller is down
+// keeps it down until the later of the two starts.
 type ControllerRestart struct {
 	// DownFor is how long no controller runs. Default 0s.
 	DownFor time.Duration `json:"downFor,omitempty" default:"0s"`

@@ -230,17 +230,17 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:6: nodeGroups[0].bootImage: required field is missing`,
 		}},
 		{"no event action", base + "events:\n  - at: 1m\n", []string{
-			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage is required`,
+			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, deletePool, createPool, setPool, relabelNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs is required`,
 		}},
 		{"two event actions", poolDoc + "events:\n  - at: 1m\n    pause: {pool: workers}\n    addNodes: {group: workers, count: 1}\n", []string{
-			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage may be given, got pause and addNodes`,
+			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, deletePool, createPool, setPool, relabelNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs may be given, got pause and addNodes`,
 		}},
 		{"fault time", poolDoc + "faults:\n  - daemonCrash: {node: workers-0}\n", []string{
 			`t.yaml:15: faults[0]: one of at, window is required`,
 		}},
 		{"fault target", poolDoc + "faults:\n  - at: 1m\n    daemonCrash: {node: workers-0, count: 2}\n  - at: 1m\n    daemonCrash: {group: workers}\n    nodeCrash: {group: workers}\n", []string{
 			`t.yaml:16: faults[0].daemonCrash.count: count goes with group, not with node`,
-			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash may be given, got daemonCrash and nodeCrash`,
+			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash, powerCycle, longReboot, bootFailure, registryOutage, slowPulls, diskFill may be given, got daemonCrash and nodeCrash`,
 		}},
 		{"api fault", poolDoc + "profile: fresh\nfaults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [409], rate: 2}\n  - at: 1m\n    controllerCrash: {afterWrites: 1, rate: 0.5}\n", []string{
 			`t.yaml:14: profile: invalid value "fresh": want one of default, stale, instant`,

@@ -93,6 +93,10 @@ func (v *validator) check() {
 		if e.AddNodes != nil {
 			v.added[e.AddNodes.Group] += e.AddNodes.Count
 		}
+		// Pools that events create may be referred to like the others.
+		if e.CreatePool != nil && v.pools.names != nil {
+			v.pools.names[e.CreatePool.Name] = true
+		}
 	}
 
 	for i, im := range s.Images {
@@ -320,8 +324,16 @@ func (v *validator) pool(p string, pl Pool) {
 	if pl.HealthTimeout != nil {
 		v.positive(joinKey(p, "healthTimeout"), *pl.HealthTimeout)
 	}
-	for i, w := range pl.Windows {
-		wp := joinIndex(joinKey(p, "windows"), i)
+	v.windows(joinKey(p, "windows"), pl.Windows)
+	if d := pl.Karpenter.PostUpdateProtection; d != nil {
+		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), *d)
+	}
+}
+
+// windows checks a pool's maintenance windows.
+func (v *validator) windows(p string, ws []MaintenanceWindow) {
+	for i, w := range ws {
+		wp := joinIndex(p, i)
 		if w.Duration <= 0 || w.Duration > 24*time.Hour {
 			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", w.Duration)
 		}
@@ -332,9 +344,6 @@ func (v *validator) pool(p string, pl Pool) {
 			}
 			seen[day] = true
 		}
-	}
-	if d := pl.Karpenter.PostUpdateProtection; d != nil {
-		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), *d)
 	}
 }
 
@@ -463,7 +472,108 @@ func (v *validator) event(p string, e Event) {
 		ap := joinKey(p, "setNodeClassImage")
 		v.ref(joinKey(ap, "nodeClass"), "node class", e.SetNodeClassImage.NodeClass, v.nodeClasses)
 		v.ref(joinKey(ap, "image"), "image", e.SetNodeClassImage.Image, v.images)
+	default:
+		v.action(p, e)
 	}
+}
+
+// action checks the human and Karpenter actions of an event.
+func (v *validator) action(p string, e Event) {
+	switch {
+	case e.DeletePool != nil:
+		v.ref(joinKey(joinKey(p, "deletePool"), "pool"), "pool", e.DeletePool.Pool, v.pools)
+	case e.CreatePool != nil:
+		v.pool(joinKey(p, "createPool"), *e.CreatePool)
+	case e.SetPool != nil:
+		v.setPool(joinKey(p, "setPool"), e.SetPool)
+	case e.RelabelNode != nil:
+		ap := joinKey(p, "relabelNode")
+		e := e.RelabelNode
+		v.node(joinKey(ap, "node"), e.Node)
+		v.labels(joinKey(ap, "set"), e.Set)
+		if len(e.Set) == 0 && len(e.Remove) == 0 {
+			v.errorf(ap, "nothing to change: give set or remove")
+		}
+		for i, k := range e.Remove {
+			rp := joinIndex(joinKey(ap, "remove"), i)
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				v.errorf(rp, "invalid label key %q: %s", k, strings.Join(errs, "; "))
+			}
+			if _, ok := e.Set[k]; ok {
+				v.errorf(rp, "label %q is both set and removed", k)
+			}
+		}
+	case e.DeleteNode != nil:
+		v.node(joinKey(joinKey(p, "deleteNode"), "node"), e.DeleteNode.Node)
+	case e.DeleteBootcNode != nil:
+		v.node(joinKey(joinKey(p, "deleteBootcNode"), "node"), e.DeleteBootcNode.Node)
+	case e.CordonNode != nil:
+		v.node(joinKey(joinKey(p, "cordonNode"), "node"), e.CordonNode.Node)
+	case e.UncordonNode != nil:
+		v.node(joinKey(joinKey(p, "uncordonNode"), "node"), e.UncordonNode.Node)
+	case e.SetPDB != nil:
+		v.ref(joinKey(joinKey(p, "setPDB"), "workload"), "workload", e.SetPDB.Workload, v.workloads)
+	case e.DeletePDB != nil:
+		v.ref(joinKey(joinKey(p, "deletePDB"), "workload"), "workload", e.DeletePDB.Workload, v.workloads)
+	case e.KarpenterCRDs != nil:
+		if v.s.Karpenter == nil {
+			v.errorf(joinKey(joinKey(p, "karpenterCRDs"), "installed"), "Karpenter's CRDs need a karpenter section")
+		}
+	}
+}
+
+func (v *validator) setPool(p string, e *SetPool) {
+	v.ref(joinKey(p, "pool"), "pool", e.Pool, v.pools)
+	if e.Image != "" {
+		v.ref(joinKey(p, "image"), "image", e.Image, v.images)
+	}
+	if v.has(joinKey(p, "nodeSelector")) && len(e.NodeSelector) == 0 {
+		v.errorf(joinKey(p, "nodeSelector"), "must not be empty")
+	}
+	v.labels(joinKey(p, "nodeSelector"), e.NodeSelector)
+	if e.DrainTimeout != nil {
+		v.positive(joinKey(p, "drainTimeout"), *e.DrainTimeout)
+	}
+	if e.HealthTimeout != nil {
+		v.positive(joinKey(p, "healthTimeout"), *e.HealthTimeout)
+	}
+	if e.Windows != nil {
+		v.windows(joinKey(p, "windows"), *e.Windows)
+	}
+	if e.Image == "" && e.NodeSelector == nil && e.MaxUnavailable == nil && e.MaxStaging == nil && e.Paused == nil &&
+		e.FailurePolicy == nil && e.Windows == nil && e.DrainTimeout == nil && e.HealthTimeout == nil {
+		v.errorf(p, "nothing to change: give at least one field besides pool")
+	}
+}
+
+// node checks a node name an action names: <group>-<i> of a node that
+// exists at the start or that an event adds, or any index of a group (or
+// NodePool) whose nodes Karpenter launches.
+func (v *validator) node(p, name string) {
+	if v.groups.broken {
+		return
+	}
+	if v.nodeExists(name) {
+		return
+	}
+	if k := v.s.Karpenter; k != nil {
+		var prefixes []string
+		for _, g := range v.s.NodeGroups {
+			if g.Karpenter != nil {
+				prefixes = append(prefixes, g.Name)
+			}
+		}
+		for _, np := range k.NodePools {
+			prefixes = append(prefixes, np.Name)
+		}
+		for _, pre := range prefixes {
+			rest, ok := strings.CutPrefix(name, pre+"-")
+			if i, err := strconv.Atoi(rest); ok && err == nil && strconv.Itoa(i) == rest && i >= 0 {
+				return
+			}
+		}
+	}
+	v.errorf(p, "unknown node %q: node names are <group>-<i> for a group's nodes, counting nodes added by events (any i for nodes Karpenter launches)", name)
 }
 
 func (v *validator) fault(p string, f Fault) {
@@ -485,6 +595,27 @@ func (v *validator) fault(p string, f Fault) {
 		v.target(joinKey(p, "daemonCrash"), f.DaemonCrash.Target)
 	case f.NodeCrash != nil:
 		v.target(joinKey(p, "nodeCrash"), f.NodeCrash.Target)
+	case f.PowerCycle != nil:
+		v.target(joinKey(p, "powerCycle"), f.PowerCycle.Target)
+		v.positive(joinKey(joinKey(p, "powerCycle"), "offFor"), f.PowerCycle.OffFor)
+	case f.LongReboot != nil:
+		v.target(joinKey(p, "longReboot"), f.LongReboot.Target)
+		v.positive(joinKey(joinKey(p, "longReboot"), "duration"), f.LongReboot.Duration)
+	case f.BootFailure != nil:
+		v.target(joinKey(p, "bootFailure"), f.BootFailure.Target)
+	case f.RegistryOutage != nil:
+		v.positive(joinKey(joinKey(p, "registryOutage"), "for"), f.RegistryOutage.For)
+	case f.SlowPulls != nil:
+		v.positive(joinKey(joinKey(p, "slowPulls"), "for"), f.SlowPulls.For)
+	case f.DiskFill != nil:
+		fp := joinKey(p, "diskFill")
+		v.target(fp, f.DiskFill.Target)
+		if f.DiskFill.Size.Sign() <= 0 {
+			v.errorf(joinKey(fp, "size"), "invalid value %s: must be more than 0", f.DiskFill.Size.String())
+		}
+		if f.DiskFill.For != nil {
+			v.positive(joinKey(fp, "for"), *f.DiskFill.For)
+		}
 	case f.APIErrors != nil:
 		for i, verb := range f.APIErrors.Verbs {
 			if !slices.Contains(apiVerbs, verb) {

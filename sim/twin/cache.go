@@ -398,13 +398,15 @@ func (g *gate) crash(fault int, req apiserver.Request, down time.Duration) {
 	if g.who == "controller" {
 		r.tr.emit("fault.controllerCrash", "", fields)
 		r.stopController()
-		if down <= 0 {
-			// A new process, in an event of its own: the crashed
-			// reconcile is still on the stack.
-			r.eng.After(0, "fault/controller-start", r.startController)
+		// A new process, in an event of its own (the crashed reconcile is
+		// still on the stack), and never a second one: a start already
+		// pending for later stands (see restartController).
+		at := r.eng.Now().Add(max(down, 0))
+		if p := r.act.ctrlStart; p.Pending() && !p.When().Before(at) {
 			return
 		}
-		r.eng.After(down, "fault/controller-start", r.startController)
+		r.act.ctrlStart.Cancel()
+		r.act.ctrlStart = r.eng.At(at, "fault/controller-start", r.startControllerOnce)
 		return
 	}
 	r.tr.emit("fault.daemonWriteCrash", "Node/"+g.node, fields)

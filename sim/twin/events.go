@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -47,16 +48,7 @@ func (r *runner) schedule() {
 			off = f.Window.From + time.Duration(r.eng.Rand().Int64N(int64(f.Window.To-f.Window.From)))
 		}
 		at := start.Add(off)
-		switch {
-		case f.ControllerRestart != nil:
-			later(at.Add(f.ControllerRestart.DownFor))
-		case f.DaemonCrash != nil:
-			later(at.Add(f.DaemonCrash.DownFor))
-		case f.NodeCrash != nil:
-			later(at.Add(f.NodeCrash.DownFor))
-		default:
-			later(at)
-		}
+		later(at.Add(faultLasts(f)))
 		r.eng.At(at, fmt.Sprintf("scenario/fault/%d", i), func() {
 			if err := r.fault(f); err != nil {
 				r.fail(fmt.Errorf("faults[%d] at %s: %w", i, off, err))
@@ -85,10 +77,7 @@ func (r *runner) event(ev scenario.Event) error {
 		r.tr.emit("scenario.scaleWorkload", "Workload/"+e.Workload, map[string]any{"replicas": e.Replicas})
 		return r.cl.ScaleWorkload(r.ctx, e.Workload, e.Replicas)
 	case ev.AddNodes != nil:
-		e := ev.AddNodes
-		names, err := r.cl.AddNodes(r.ctx, e.Group, e.Count)
-		r.tr.emit("scenario.addNodes", "NodeGroup/"+e.Group, map[string]any{"count": e.Count, "nodes": names})
-		return err
+		return r.addNodes(ev.AddNodes)
 	case ev.RemoveNodes != nil:
 		e := ev.RemoveNodes
 		names, err := r.cl.RemoveNodes(r.ctx, e.Group, e.Count)
@@ -99,7 +88,7 @@ func (r *runner) event(ev scenario.Event) error {
 	case ev.SetNodeClassImage != nil:
 		return r.setNodeClassImage(ev.SetNodeClassImage)
 	}
-	return fmt.Errorf("event with no action")
+	return r.action(ev)
 }
 
 // updatePool changes a pool's spec as a user would, with the admin client.
@@ -107,6 +96,11 @@ func (r *runner) updatePool(name string, mutate func(*v1alpha1.BootcNodePool)) e
 	c := r.api.AdminClient()
 	var p v1alpha1.BootcNodePool
 	if err := c.Get(r.ctx, client.ObjectKey{Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			// A deletePool event (or an explored schedule) took it away.
+			r.skipped("scenario.updatePool", "BootcNodePool/"+name, "no such pool now")
+			return nil
+		}
 		return fmt.Errorf("get pool %s: %w", name, err)
 	}
 	mutate(&p)
@@ -120,19 +114,15 @@ func (r *runner) updatePool(name string, mutate func(*v1alpha1.BootcNodePool)) e
 func (r *runner) fault(f scenario.Fault) error {
 	switch {
 	case f.ControllerRestart != nil:
-		down := f.ControllerRestart.DownFor
-		r.tr.emit("fault.controllerRestart", "", map[string]any{"downFor": down.String()})
-		r.stopController()
-		if down <= 0 {
-			r.startController()
-			return nil
-		}
-		r.eng.After(down, "fault/controller-start", r.startController)
+		r.restartController(f.ControllerRestart.DownFor)
 		return nil
 	case f.DaemonCrash != nil:
 		nodes := r.targets(f.DaemonCrash.Target)
 		r.tr.emit("fault.daemonCrash", "", map[string]any{"nodes": nodes, "downFor": f.DaemonCrash.DownFor.String()})
 		for _, n := range nodes {
+			if r.nodeGone("fault.daemonCrash", n) {
+				continue
+			}
 			if err := r.cl.CrashDaemonFor(n, f.DaemonCrash.DownFor); err != nil {
 				if errors.Is(err, cluster.ErrNotRunning) {
 					// The node is rebooting or down: there is no daemon to kill.
@@ -147,13 +137,16 @@ func (r *runner) fault(f scenario.Fault) error {
 		nodes := r.targets(f.NodeCrash.Target)
 		r.tr.emit("fault.nodeCrash", "", map[string]any{"nodes": nodes, "downFor": f.NodeCrash.DownFor.String()})
 		for _, n := range nodes {
+			if r.nodeGone("fault.nodeCrash", n) {
+				continue
+			}
 			if err := r.cl.CrashNode(r.ctx, n, f.NodeCrash.DownFor); err != nil {
 				return fmt.Errorf("nodeCrash %s: %w", n, err)
 			}
 		}
 		return nil
 	}
-	return fmt.Errorf("fault with no kind")
+	return r.hostFault(f)
 }
 
 // targets resolves a fault's target to node names: the named node, or

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,7 +23,10 @@ type karpenterRun struct {
 	ctrls     []fakekarpenter.Controller
 	queues    []*engine.Queue
 	installed bool
-	prov      *cluster.KarpenterProvider
+	// subscribed is set once dispatchKarpenter follows the API server's
+	// watch; it stays across a removal and a new installation.
+	subscribed bool
+	prov       *cluster.KarpenterProvider
 	// images is the boot image reference each node class launches now.
 	images map[string]string
 }
@@ -128,31 +132,8 @@ func (r *runner) installKarpenter() {
 		}
 	}
 	for _, m := range kp.prov.ExistingNodes() {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(fakekarpenter.NodeClaimGVK)
-		u.SetName(m.Node)
-		u.SetLabels(map[string]string{fakekarpenter.LabelNodePool: m.NodePool})
-		ann := map[string]string{cluster.AnnotationExistingNode: m.Node}
-		if im := r.sc.Image(r.groupBoot(m.Node)); im != nil {
-			ann[fakekarpenter.AnnotationBootImage] = im.Ref
-		}
-		u.SetAnnotations(ann)
-		u.SetFinalizers([]string{fakekarpenter.FinalizerTermination})
-		var ncName string
-		for _, np := range sk.NodePools {
-			if np.Name == m.NodePool {
-				ncName = np.NodeClass
-			}
-		}
-		spec := map[string]any{"nodeClassRef": map[string]any{"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": ncName}}
-		for _, np := range sk.NodePools {
-			if np.Name == m.NodePool && !np.ExpireAfter.Never {
-				spec["expireAfter"] = np.ExpireAfter.Duration.String()
-			}
-		}
-		u.Object["spec"] = spec
-		if err := c.Create(r.ctx, u); err != nil {
-			r.fail(fmt.Errorf("installing Karpenter: creating the NodeClaim of node %s: %w", m.Node, err))
+		if err := r.createExistingClaim(m.Node, m.NodePool, r.groupBoot(m.Node)); err != nil {
+			r.fail(fmt.Errorf("installing Karpenter: %w", err))
 			return
 		}
 	}
@@ -160,7 +141,10 @@ func (r *runner) installKarpenter() {
 	for _, ct := range kp.ctrls {
 		kp.queues = append(kp.queues, engine.NewQueue(r.eng, ct.Name, r.withLogger(ct.Reconciler), engine.QueueOptions{}))
 	}
-	r.api.Subscribe(r.dispatchKarpenter)
+	if !kp.subscribed {
+		r.api.Subscribe(r.dispatchKarpenter)
+		kp.subscribed = true
+	}
 	for i, ct := range kp.ctrls {
 		if ct.Start == nil {
 			continue
@@ -200,13 +184,24 @@ func (r *runner) setNodeClassImage(e *scenario.SetNodeClassImage) error {
 	return nil
 }
 
-// groupBoot is the boot image of the node group of node at the start.
+// groupBoot is the boot image of the node group of node, for the nodes
+// the group creates itself (at the start or by addNodes events), not
+// those Karpenter launched into it.
 func (r *runner) groupBoot(node string) string {
 	for _, g := range r.sc.NodeGroups {
-		for i := range g.Count {
-			if scenario.NodeName(g.Name, i) == node {
-				return g.BootImage
+		rest, ok := strings.CutPrefix(node, g.Name+"-")
+		i, err := strconv.Atoi(rest)
+		if !ok || err != nil || i < 0 || scenario.NodeName(g.Name, i) != node {
+			continue
+		}
+		own := g.Count
+		for _, ev := range r.sc.Events {
+			if ev.AddNodes != nil && ev.AddNodes.Group == g.Name {
+				own += ev.AddNodes.Count
 			}
+		}
+		if i < own {
+			return g.BootImage
 		}
 	}
 	return ""

@@ -9,7 +9,6 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/nodedaemon"
-	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/invariant"
@@ -49,18 +48,16 @@ func (r *runner) stopPinnedController() {
 	r.pinnedQ = nil
 }
 
-// stagingReserve is the OS staging reserve every daemon keeps: what
-// staging the largest OS image of the scenario needs, or none under
-// bootroll.testOnly.noStagingReserve.
+// stagingReserve is the OS staging reserve every daemon keeps: the
+// daemon's own default (--staging-reserve), as a daemon deployed with the
+// shipped manifests runs, or none under bootroll.testOnly.noStagingReserve.
+// It is not derived from the scenario's images: a reserve that happens to
+// fit the images would hide a default that does not.
 func stagingReserve(sc *scenario.Scenario) int64 {
 	if sc.Bootroll.TestOnly.NoStagingReserve {
 		return 0
 	}
-	var largest int64
-	for _, im := range sc.Images {
-		largest = max(largest, im.Size.Value())
-	}
-	return prefetch.StagingNeed(largest)
+	return nodedaemon.DefaultStagingReserve
 }
 
 // configureDaemon gives a new daemon process its prefetch executor,

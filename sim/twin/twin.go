@@ -246,6 +246,7 @@ type runner struct {
 	controllerUp bool
 	daemons      map[string]*daemonProc
 	kp           *karpenterRun // karpenter.go; nil without a karpenter section
+	act          actionState   // actions.go
 
 	reconciles map[string]uint64
 	// quietAfter is the virtual time after which no scenario event or
