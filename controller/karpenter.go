@@ -216,6 +216,9 @@ func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 	}
 	orig := cl.Claim.DeepCopy()
 	ann, added := protect(cl.Claim.GetAnnotations())
+	if r.opts.TestOnly.DropAnnotationOwnership && len(added) > 0 {
+		added = protectAnnotations // claims the ones that were there before
+	}
 	if len(added) == 0 {
 		return nil
 	}
@@ -244,7 +247,9 @@ func (r *NodeReconciler) unprotectClaim(ctx context.Context, s *nodeStep) error 
 	if cl.Claim != nil {
 		orig := cl.Claim.DeepCopy()
 		ann := cl.Claim.GetAnnotations()
-		unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations)
+		if !r.opts.TestOnly.KeepAnnotations {
+			unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations)
+		}
 		cl.Claim.SetAnnotations(ann)
 		if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("unprotect NodeClaim %s: %w", cl.Claim.GetName(), err)

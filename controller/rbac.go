@@ -10,11 +10,12 @@ package controller
 // blockOwnerDeletion on the BootcNodes' owner reference to their pool
 // (controllerutil.SetControllerReference) on clusters that enforce
 // OwnerReferencesPermissionEnforcement, such as OpenShift.
-// +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools/status,verbs=update;patch
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodes/finalizers,verbs=update
 
 // Cordon and annotate Nodes; drain them through the Eviction API, reading
 // pods and the PodDisruptionBudgets that guard them.
