@@ -53,8 +53,8 @@ type TestOnly struct {
 	// maxUnavailable nodes can be down at once.
 	FreeSlotBeforeVerify bool
 	// KeepBootOrder leaves spec.desiredState Booted on a node that has
-	// finished (Updated, Failed or RolledBack), so anything that changes
-	// its desired image later reboots it without a slot.
+	// finished (Updated, Failed or RolledBack), also when the pool gives
+	// it a new desired image, so the new image is booted without a slot.
 	KeepBootOrder bool
 	// CountSlotsFromCache writes the pool's slot table with a plain merge
 	// patch of what the cache said, without the optimistic lock, so a

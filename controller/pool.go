@@ -576,7 +576,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		b := bn.DeepCopy()
 		b.Spec.DesiredImage = target
 		b.Spec.Rollback = false
-		if !holdsSlot(row.phase) {
+		if !holdsSlot(row.phase) && !r.opts.TestOnly.KeepBootOrder {
 			b.Spec.DesiredState = v1alpha1.DesiredStaged
 		}
 		if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
