@@ -98,25 +98,25 @@ type harness struct {
 	prefix string
 	label  map[string]string
 
-	mu        sync.Mutex
-	hosts     map[string]*fakeHost
-	daemons   map[string]*nodedaemon.Daemon
-	failing   map[string]bool // digests that fail to boot
-	noSpace   map[string]bool // pinned images that fit on no node
-	reboots   map[string]int  // node -> reboots done
-	maxCord   int             // most nodes cordoned by bootroll at once
+	mu      sync.Mutex
+	hosts   map[string]*fakeHost
+	daemons map[string]*nodedaemon.Daemon
+	failing map[string]bool // digests that fail to boot
+	noSpace map[string]bool // pinned images that fit on no node
+	reboots map[string]int  // node -> reboots done
+	maxCord int             // most nodes cordoned by bootroll at once
 	// unprotected lists the reboots that started while their Node was not
 	// cordoned with bootroll's slot marker ("node: why").
 	unprotected []string
 	// rebootTicks is how many world ticks (50 ms) a reboot takes; 0 means 4.
 	rebootTicks int
-	stopMgr   context.CancelFunc
-	mgrDone   chan struct{}
-	ctx       context.Context
-	clk       clock.PassiveClock
-	opts      controller.Options
-	stopWorld context.CancelFunc
-	events    *eventLog
+	stopMgr     context.CancelFunc
+	mgrDone     chan struct{}
+	ctx         context.Context
+	clk         clock.PassiveClock
+	opts        controller.Options
+	stopWorld   context.CancelFunc
+	events      *eventLog
 }
 
 // eventLog records the Events the controller emits, per object.
