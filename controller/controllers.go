@@ -68,8 +68,9 @@ type TestOnly struct {
 	// node's record lifts the halt.
 	HaltFromLiveRecords bool
 	// SkipCleanupOnDelete removes bootroll's finalizers without undoing
-	// anything, so a deleted pool or record leaves its Nodes cordoned and
-	// annotated.
+	// anything, and the node reconciler does not give back what a node of
+	// a deleted pool holds, so a deleted pool or record leaves its Nodes
+	// cordoned and annotated.
 	SkipCleanupOnDelete bool
 	// DropAnnotationOwnership records every Karpenter protection
 	// annotation as added by bootroll, also those that were there before,

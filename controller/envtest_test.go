@@ -143,7 +143,11 @@ func (e *eventLog) of(name string) []string {
 
 func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) *harness {
 	t.Helper()
-	return newHarnessWith(t, prefix, nodes, func(h *harness) { h.clk = clk })
+	return newHarnessWith(t, prefix, nodes, func(h *harness) {
+		if clk != nil {
+			h.clk = clk
+		}
+	})
 }
 
 // newHarnessWith is newHarness with the harness's settings changed by

@@ -112,6 +112,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || !selects(s.pool, s.node) {
+		if r.opts.TestOnly.SkipCleanupOnDelete && (s.pool == nil || s.pool.DeletionTimestamp != nil) {
+			return reconcile.Result{}, nil // planted: nothing undone when a pool goes
+		}
 		// Left the pool: give back anything bootroll holds on the Node.
 		if ro.Cordoned || holdsSlot(bn.Status.Phase) {
 			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
@@ -737,6 +740,14 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 			return reconcile.Result{}, r.setPhase(ctx, s, phase, reason, msg)
 		}
 		return reconcile.Result{}, nil
+	}
+	// A halted target is not booted here either (verify checks the pool
+	// afresh before the boot order; this spares a halted node the loop).
+	if haltedFor(s.pool, target) {
+		return reconcile.Result{}, nil
+	}
+	if ra := ro.RetryAfter; ra != nil && s.now.Before(ra.Time) {
+		return reconcile.Result{RequeueAfter: ra.Sub(s.now)}, nil
 	}
 	bn.Status.Phase = v1alpha1.PhaseRebooting
 	ro.PhaseSince = &metav1.Time{Time: s.now}
