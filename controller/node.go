@@ -233,12 +233,16 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 // drainTimeout gives the slot back and backs off.
 func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	ro := &s.bn.Status.Rollout
-	if !ro.Cordoned {
+	if !ro.Cordoned || haltedFor(s.pool, ro.TargetImage) {
 		// A slot granted for an image the pool has since halted on is
-		// given back before the node is touched.
+		// given back: before the node is touched (read afresh), or as
+		// soon as the cache shows the halt (a halt lasts until the
+		// target changes, so a cached one is never out of date).
 		if halted, err := r.halted(ctx, s); err != nil || halted {
 			return reconcile.Result{}, err
 		}
+	}
+	if !ro.Cordoned {
 		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
 			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 		}
