@@ -74,7 +74,8 @@ type TestOnly struct {
 	SkipCleanupOnDelete bool
 	// DropAnnotationOwnership records every Karpenter protection
 	// annotation as added by bootroll, also those that were there before,
-	// so bootroll removes annotations it did not add.
+	// and removes them without asking who wrote them since, so bootroll
+	// removes annotations it did not add.
 	DropAnnotationOwnership bool
 	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair.
 	SkipKarpenterProtection bool

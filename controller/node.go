@@ -650,7 +650,7 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
 	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {
-		unprotect(n, m.Annotations, ro.AddedAnnotations)
+		unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if !apiequality.Semantic.DeepEqual(n, m) {
 		if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
@@ -694,7 +694,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 	}
 	m := s.node.DeepCopy()
 	if !r.opts.TestOnly.KeepAnnotations {
-		unprotect(s.node, m.Annotations, ro.AddedAnnotations)
+		unprotect(s.node, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if !apiequality.Semantic.DeepEqual(s.node, m) {
 		if err := r.client.Patch(ctx, m, nodePatch{from: s.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
