@@ -201,3 +201,50 @@ func TestRevertDuringRebootIsProtected(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackHaltsAtOnce: with failurePolicy Rollback, a node that boots
+// the new image but never gets Ready is rolled back; its failure is on the
+// pool (and halts it) from the moment the rollback starts, so no other node
+// gets a slot for the image while it rolls back, and the record keeps the
+// failed image after the rollback. Each finished node keeps no boot order.
+func TestRollbackHaltsAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "rb", 3, nil)
+	sick := digestRef("sick")
+	h.mu.Lock()
+	h.sick[controller.DigestOf(sick)] = true
+	h.mu.Unlock()
+	p := h.pool("rb", sick, intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
+		p.Spec.FailurePolicy.Action = v1alpha1.FailureRollback
+		p.Spec.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})
+	var pool v1alpha1.BootcNodePool
+	rolling, others := "", map[string]bool{}
+	g.Eventually(func() v1alpha1.NodePhase {
+		for name, bn := range h.bootcNodes() {
+			if bn.Spec.Rollback {
+				rolling = name
+			}
+			if name != rolling && bn.Spec.DesiredImage == sick && (bn.Spec.DesiredState == v1alpha1.DesiredBooted || bn.Status.Phase == v1alpha1.PhaseDraining) {
+				others[name] = true
+			}
+		}
+		if rolling == "" {
+			return ""
+		}
+		return h.bootcNodes()[rolling].Status.Phase
+	}, 60*time.Second, 20*time.Millisecond).Should(Equal(v1alpha1.PhaseRolledBack))
+	delete(others, rolling)
+	g.Expect(others).To(BeEmpty(), "nodes given a slot for the failing image while one rolled back")
+	g.Expect(k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)).To(Succeed())
+	g.Expect(pool.Status.Halt).NotTo(BeNil())
+	g.Expect(pool.Status.Halt.Image).To(Equal(sick))
+	g.Expect(pool.Status.Halt.Failures[0].Node).To(Equal(rolling))
+	g.Expect(pool.Status.Halt.Failures[0].Reason).To(Equal("HealthTimeout"))
+	bn := h.bootcNodes()[rolling]
+	g.Expect(bn.Status.Rollout.FailedImage).To(Equal(sick))
+	g.Expect(bn.Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged), "the rollback's boot order is withdrawn once it booted")
+	g.Expect(bn.Status.Booted.Digest).To(Equal(controller.DigestOf(digestRef("v1"))))
+	g.Consistently(func() []string { return h.inSlotFor(sick) }, 2*time.Second, 100*time.Millisecond).Should(BeEmpty())
+	g.Expect(h.node(rolling).Spec.Unschedulable).To(BeFalse())
+}

@@ -102,6 +102,7 @@ type harness struct {
 	hosts   map[string]*fakeHost
 	daemons map[string]*nodedaemon.Daemon
 	failing map[string]bool // digests that fail to boot
+	sick    map[string]bool // digests that boot but leave the Node NotReady
 	noSpace map[string]bool // pinned images that fit on no node
 	reboots map[string]int  // node -> reboots done
 	maxCord int             // most nodes cordoned by bootroll at once
@@ -159,7 +160,7 @@ func newHarnessWith(t *testing.T, prefix string, nodes int, configure func(*harn
 		t.Skip("needs a real API server (KUBEBUILDER_ASSETS); run make test")
 	}
 	h := &harness{t: t, prefix: prefix, label: map[string]string{"bootroll-test": prefix},
-		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, noSpace: map[string]bool{}, reboots: map[string]int{}, clk: clock.RealClock{}}
+		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, sick: map[string]bool{}, noSpace: map[string]bool{}, reboots: map[string]int{}, clk: clock.RealClock{}}
 	configure(h)
 	clk := h.clk
 	ctx, cancel := context.WithCancel(context.Background())
@@ -342,8 +343,11 @@ type fakeHost struct {
 	boots     int
 	rebooting int // ticks left
 	ticks     int // a reboot's ticks; 0 means 4
-	stageErr  string
-	last      *nodedaemon.StageResult
+	// rollbackQueued: a bootc rollback was run; the rollback deployment
+	// boots next.
+	rollbackQueued bool
+	stageErr       string
+	last           *nodedaemon.StageResult
 }
 
 func (f *fakeHost) Observe(context.Context) (nodedaemon.Observation, error) {
@@ -352,7 +356,7 @@ func (f *fakeHost) Observe(context.Context) (nodedaemon.Observation, error) {
 	if f.rebooting > 0 {
 		return nodedaemon.Observation{}, fmt.Errorf("host is rebooting")
 	}
-	return nodedaemon.Observation{Booted: f.booted.DeepCopy(), Staged: f.staged.DeepCopy(), Rollback: f.rollback.DeepCopy(), BootID: f.bootID, LastStage: f.last}, nil
+	return nodedaemon.Observation{Booted: f.booted.DeepCopy(), Staged: f.staged.DeepCopy(), Rollback: f.rollback.DeepCopy(), RollbackQueued: f.rollbackQueued, BootID: f.bootID, LastStage: f.last}, nil
 }
 
 func (f *fakeHost) Stage(_ context.Context, image string) error {
@@ -384,8 +388,15 @@ func (f *fakeHost) isRebooting() bool {
 	return f.rebooting > 0
 }
 
-func (f *fakeHost) Rollback(context.Context) error { return nil }
-func (f *fakeHost) Reboot(context.Context) error   { return f.Apply(context.Background(), "") }
+func (f *fakeHost) Rollback(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rollback != nil {
+		f.rollbackQueued = !f.rollbackQueued
+	}
+	return nil
+}
+func (f *fakeHost) Reboot(context.Context) error { return f.Apply(context.Background(), "") }
 
 // advance moves a reboot on; it reports true when a reboot completed.
 func (f *fakeHost) advance(h *harness) bool {
@@ -415,13 +426,20 @@ func (f *fakeHost) advance(h *harness) bool {
 	}
 	f.boots++
 	f.bootID = fmt.Sprintf("boot-%d", f.boots)
-	if f.staged != nil && !failing {
+	switch {
+	case f.rollbackQueued:
+		f.rollback, f.booted = f.booted, f.rollback
+		f.rollbackQueued = false
+	case f.staged != nil && !failing:
 		f.rollback, f.booted = f.booted, f.staged
 	}
 	f.staged = nil
 	f.last = nil
+	h.mu.Lock()
+	sick := h.sick[f.booted.Digest]
+	h.mu.Unlock()
 	f.mu.Unlock()
-	setReady(h.t, h.ctx, name, true)
+	setReady(h.t, h.ctx, name, !sick)
 	return true
 }
 
