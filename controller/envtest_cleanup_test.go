@@ -161,3 +161,41 @@ func TestBootcNodeDeletedByHandCleansUp(t *testing.T) {
 	}
 	g.Expect(h.events.of("bnd-0")).To(ContainElement("Released"))
 }
+
+// TestRelabelOutOfPoolCleansUp relabels a node out of its pool while it
+// is cordoned in its slot: bootroll gives back the cordon, the marker and
+// the Karpenter annotations it added, and the record goes.
+func TestRelabelOutOfPoolCleansUp(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "rel", 1, nil)
+	h.pods("rel-0", 1, "db")
+	h.blockingPDB("db", 1)
+	h.pool("rel", digestRef("v2"), intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
+		p.Spec.DrainTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+	})
+	g.Eventually(func() bool {
+		n := h.node("rel-0")
+		return n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == "rel" && n.Annotations[v1alpha1.KarpenterDoNotDisrupt] == "true"
+	}, 60*time.Second, 100*time.Millisecond).Should(BeTrue())
+	g.Eventually(func() error {
+		n := h.node("rel-0")
+		n.Labels = map[string]string{"elsewhere": "yes"}
+		return k8s.Update(h.ctx, &n)
+	}, 10*time.Second).Should(Succeed())
+	g.Eventually(func() error {
+		n := h.node("rel-0")
+		for _, k := range []string{v1alpha1.AnnotationSlot, v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair} {
+			if _, ok := n.Annotations[k]; ok {
+				return fmt.Errorf("annotation %s left: %v", k, n.Annotations)
+			}
+		}
+		if n.Spec.Unschedulable {
+			return fmt.Errorf("still cordoned")
+		}
+		var bn v1alpha1.BootcNode
+		if err := k8s.Get(h.ctx, client.ObjectKey{Name: "rel-0"}, &bn); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("record still there (err %v, phase %s)", err, bn.Status.Phase)
+		}
+		return nil
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
