@@ -16,10 +16,14 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// finalize lets a deleted pool go once its BootcNodes are gone: it deletes
-// them, and each record's own finalizer (NodeReconciler.finalize) first
-// undoes what bootroll did to its Node and NodeClaim. The records are
-// listed from the API server, not the cache, so none is missed.
+// finalize lets a deleted pool go once its BootcNodes are gone. A node in
+// its slot is first given back by the node reconciler, as for any node that
+// leaves its pool (its boot order withdrawn, and the cordon kept until the
+// daemon can no longer act on it, which the daemon reports only while its
+// record is not being deleted); the other records are deleted at once, and
+// each record's own finalizer (NodeReconciler.finalize) undoes what bootroll
+// still holds on its Node and NodeClaim. The records are listed from the
+// API server, not the cache, so none is missed.
 func (r *PoolReconciler) finalize(ctx context.Context, p *v1alpha1.BootcNodePool) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(p, v1alpha1.Finalizer) {
 		return reconcile.Result{}, nil
@@ -36,7 +40,7 @@ func (r *PoolReconciler) finalize(ctx context.Context, p *v1alpha1.BootcNodePool
 				continue
 			}
 			left++
-			if bn.DeletionTimestamp != nil {
+			if bn.DeletionTimestamp != nil || bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) {
 				continue
 			}
 			if err := r.client.Delete(ctx, bn); client.IgnoreNotFound(err) != nil {
@@ -85,39 +89,47 @@ func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNod
 	obj := &bn
 	if !r.opts.TestOnly.SkipCleanupOnDelete {
 		s := &nodeStep{orig: recordOf(&bn), bn: &bn, now: r.clock.Now()}
+		pool, err := sharedPool(ctx, r.client, bn.Spec.Pool)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		s.pool = pool // for its healthTimeout only: nil is fine
 		var node corev1.Node
-		err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node)
+		err = r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node)
 		switch {
 		case err == nil:
 			s.node = &node
 		case !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
-		if err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil {
-			return reconcile.Result{}, err
+		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, err
 		}
 		obj = s.bn
 	}
 	return reconcile.Result{}, removeFinalizer(ctx, r.client, obj)
 }
 
-// release withdraws the record's boot order and gives back everything
-// bootroll holds on the Node and its NodeClaim: the cordon (to the state
-// recorded before bootroll's), the slot marker, and the annotations it
-// recorded adding. It records the result, so a crash part way is resumed.
-func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg string) error {
-	if s.bn.Spec.DesiredState == v1alpha1.DesiredBooted && !r.opts.TestOnly.KeepBootOrder {
-		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredStaged }); err != nil {
-			return fmt.Errorf("withdraw the boot order of BootcNode %s: %w", s.bn.Name, err)
-		}
+// release withdraws the record's boot order and, once the daemon can no
+// longer act on it (bootOrderSettled; wait says how soon to look again
+// until then), gives back everything bootroll holds on the Node and its
+// NodeClaim: the cordon (to the state recorded before bootroll's), the slot
+// marker, and the annotations it recorded adding. It records the result,
+// so a crash part way is resumed.
+func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg string) (wait time.Duration, err error) {
+	if err := r.withdrawBootOrder(ctx, s); err != nil {
+		return 0, err
+	}
+	if ok, wait := r.bootOrderSettled(s); !ok {
+		return wait, nil
 	}
 	ro := &s.bn.Status.Rollout
 	if s.node != nil {
 		if err := r.uncordon(ctx, s, false); err != nil {
-			return err
+			return 0, err
 		}
 		if err := r.unprotectClaim(ctx, s); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	ro.AddedAnnotations, ro.AddedNodeClaimAnnotations, ro.ProtectUntil = nil, nil, nil
@@ -128,12 +140,12 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 	}
 	ro.Reason, ro.Message = reason, msg
 	if err := r.patchStatus(ctx, s); err != nil {
-		return err
+		return 0, err
 	}
 	if s.node != nil {
 		r.event(s.bn, corev1.EventTypeNormal, reason, "%s", msg)
 	}
-	return nil
+	return 0, nil
 }
 
 // clearStrayMarker removes a slot marker that no record of bootroll's

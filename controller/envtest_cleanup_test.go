@@ -199,3 +199,40 @@ func TestRelabelOutOfPoolCleansUp(t *testing.T) {
 		return nil
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }
+
+// TestPoolDeletedMidRebootKeepsCordonUntilRebooted deletes a pool while a
+// node reboots into the new image: the boot order is withdrawn at once,
+// but the node stays cordoned until the daemon is past the reboot (it may
+// have read the order before the withdrawal), and is then given back.
+func TestPoolDeletedMidRebootKeepsCordonUntilRebooted(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarnessWith(t, "mrb", 1, func(h *harness) { h.rebootTicks = 40 })
+	h.mu.Lock()
+	host := h.hosts["mrb-0"]
+	h.mu.Unlock()
+	p := h.pool("mrb", digestRef("v2"), intstr.FromInt32(1))
+	g.Eventually(host.isRebooting, 30*time.Second, 10*time.Millisecond).Should(BeTrue())
+	g.Expect(k8s.Delete(h.ctx, p)).To(Succeed())
+	for host.isRebooting() {
+		n := h.node("mrb-0")
+		g.Expect(n.Spec.Unschedulable).To(BeTrue(), "uncordoned while its reboot runs")
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.Eventually(func() error {
+		n := h.node("mrb-0")
+		if n.Spec.Unschedulable || len(n.Annotations) > 0 {
+			var bn v1alpha1.BootcNode
+			err := k8s.Get(h.ctx, client.ObjectKey{Name: "mrb-0"}, &bn)
+			return fmt.Errorf("unschedulable=%v annotations=%v; record: err=%v deleting=%v generation=%d daemon observed %d", n.Spec.Unschedulable, n.Annotations, err, bn.DeletionTimestamp, bn.Generation, bn.Status.Daemon.ObservedGeneration)
+		}
+		var x v1alpha1.BootcNodePool
+		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &x); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pool still there: %v", err)
+		}
+		return nil
+	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.Expect(h.unprotected).To(BeEmpty())
+	g.Expect(h.reboots["mrb-0"]).To(Equal(1))
+}

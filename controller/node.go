@@ -115,8 +115,16 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		if r.opts.TestOnly.SkipCleanupOnDelete && (s.pool == nil || s.pool.DeletionTimestamp != nil) {
 			return reconcile.Result{}, nil // planted: nothing undone when a pool goes
 		}
-		// Left the pool: give back anything bootroll holds on the Node.
+		// Left the pool: give back anything bootroll holds on the Node,
+		// once a boot order it may hold is withdrawn and the daemon can
+		// no longer act on it.
 		if ro.Cordoned || holdsSlot(bn.Status.Phase) {
+			if err := r.withdrawBootOrder(ctx, s); err != nil {
+				return reconcile.Result{}, err
+			}
+			if ok, wait := r.bootOrderSettled(s); !ok {
+				return reconcile.Result{RequeueAfter: wait}, nil
+			}
 			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
 		}
 		return reconcile.Result{}, nil
@@ -453,6 +461,33 @@ func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) err
 		return fmt.Errorf("withdraw the boot order of BootcNode %s: %w", s.bn.Name, err)
 	}
 	return nil
+}
+
+// bootOrderSettled reports whether the daemon can no longer act on a boot
+// order of this slot that was withdrawn: none was issued, or the daemon
+// has acted on the record's current spec and is not in the middle of a
+// reboot. Until then the node stays cordoned, so a daemon that read the
+// order before the withdrawal does not reboot an uncordoned node. It waits
+// at most the pool's healthTimeout from the reboot request (a daemon that
+// is down may never answer); wait is how soon to look again.
+func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Duration) {
+	ro := &s.bn.Status.Rollout
+	if ro.RebootRequestedAt == nil || s.node == nil {
+		return true, 0
+	}
+	d := &s.bn.Status.Daemon
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting {
+		return true, 0
+	}
+	timeout := DefaultHealthTimeout
+	if s.pool != nil {
+		timeout = durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	}
+	left := ro.RebootRequestedAt.Add(timeout).Sub(s.now)
+	if left <= 0 {
+		return true, 0
+	}
+	return false, min(left, DrainPoll)
 }
 
 // current returns a conflict when the record this reconcile acts on is
