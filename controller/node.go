@@ -217,6 +217,14 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 			return err
 		}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
+		if s.bn.Spec.Rollback {
+			// The controller's own rollback order (recordFailure), whose
+			// record write did not happen: the node is cordoned, drained
+			// and in its slot for it.
+			ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+			ro.Reason, ro.Message = "RollingBack", "rolling back to "+target
+			break
+		}
 		if err := r.withdrawBootOrder(ctx, s); err != nil {
 			return err
 		}
@@ -432,6 +440,14 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 		if DigestOf(ref) == "" {
 			ref = refWithDigest(prev.Image, prev.Digest)
 		}
+		// The failed image is recorded before the rollback order, so that
+		// no crash between the writes can lose it.
+		if s.bn.Status.Rollout.FailedImage != failedImage {
+			s.bn.Status.Rollout.FailedImage = failedImage
+			if err := r.patchStatus(ctx, s); err != nil {
+				return err
+			}
+		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) {
 			b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
 		}); err != nil {
@@ -443,10 +459,21 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 		return r.patchStatus(ctx, s)
 	}
-	// Stop asking for the boot (finish withdraws it): an unplanned reboot
-	// must not retry it. A failed rollback keeps the image that failed.
-	if !bn.Spec.Rollback || s.bn.Status.Rollout.FailedImage == "" {
-		s.bn.Status.Rollout.FailedImage = failedImage
+	// A failed rollback keeps the image that failed. Failed is recorded
+	// before finish withdraws the boot order (so an unplanned reboot does
+	// not retry it): once the daemon sees the withdrawal its report of the
+	// failed boot is gone, and a retry after a conflict must still know.
+	ro := &s.bn.Status.Rollout
+	if !bn.Spec.Rollback || ro.FailedImage == "" {
+		ro.FailedImage = failedImage
+	}
+	if s.bn.Status.Phase != v1alpha1.PhaseFailed {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	s.bn.Status.Phase = v1alpha1.PhaseFailed
+	ro.Reason, ro.Message = reason, msg
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
 	}
 	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
 }

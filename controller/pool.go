@@ -573,13 +573,20 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
-		b := bn.DeepCopy()
-		b.Spec.DesiredImage = target
-		b.Spec.Rollback = false
-		if !holdsSlot(row.phase) && !r.opts.TestOnly.KeepBootOrder {
-			b.Spec.DesiredState = v1alpha1.DesiredStaged
+		b, err := r.retarget(ctx, bn, target)
+		if apierrors.IsConflict(err) {
+			// The row was stale (a daemon reporting often can keep it
+			// so): decide again on the record read afresh, once.
+			var fresh v1alpha1.BootcNode
+			if err = r.reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err == nil {
+				if p := fresh.Status.Phase; p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying ||
+					fresh.Spec.DesiredImage == target || fresh.Status.Rollout.FailedImage == target {
+					continue
+				}
+				b, err = r.retarget(ctx, &fresh, target)
+			}
 		}
-		if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -595,6 +602,23 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		}
 	}
 	return retry, nil
+}
+
+// retarget writes target as bn's desired image, locked on bn's
+// resourceVersion, and returns the record written. The boot order, if
+// any, goes with the old image (desiredState Staged) unless the node is in
+// its slot.
+func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
+	b := bn.DeepCopy()
+	b.Spec.DesiredImage = target
+	b.Spec.Rollback = false
+	if !holdsSlot(bn.Status.Phase) && !r.opts.TestOnly.KeepBootOrder {
+		b.Spec.DesiredState = v1alpha1.DesiredStaged
+	}
+	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow, members int, target string) {
