@@ -98,11 +98,10 @@ func runExplore(stdout, stderr io.Writer, files []string, f exploreFlags) error 
 		}
 		targets = append(targets, explore.Target{File: file, Data: data})
 	}
-	cmdLine := "bootroll scenario explore " + strings.Join(files, " ") + fmt.Sprintf(" --seeds %d --first-seed %d --faults %s", f.seeds, f.firstSeed, f.faults)
 	rep, err := explore.Run(targets, explore.Config{
 		Seeds: f.seeds, FirstSeed: f.firstSeed, Categories: cats, Jobs: f.jobs,
 		UntilFailure: f.untilFailure, Budget: f.budget, ShrinkRuns: f.shrinkRuns,
-		Out: f.out, Command: cmdLine,
+		Out: f.out,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -27,8 +27,7 @@ func TestExploreBudget(t *testing.T) {
 	tgs := shipped(t)
 	seeds := (BudgetRuns + len(tgs) - 1) / len(tgs)
 	out := t.TempDir()
-	rep, err := Run(tgs, Config{Seeds: seeds, Categories: budgetCategories, Jobs: runtime.GOMAXPROCS(0), Out: out,
-		Command: fmt.Sprintf("go test ./sim/explore -run TestExploreBudget (bootroll scenario explore scenarios/*.yaml --seeds %d)", seeds)})
+	rep, err := Run(tgs, Config{Seeds: seeds, Categories: budgetCategories, Jobs: runtime.GOMAXPROCS(0), Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

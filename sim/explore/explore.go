@@ -36,9 +36,6 @@ type Config struct {
 	ShrinkRuns int
 	// Out is the directory the reproducers are written to; "" writes none.
 	Out string
-	// Command is how the reproducers' header names the command that found
-	// them.
-	Command string
 	// Now reads the wall clock, for the budget and the wall times reported
 	// (the twin never reads it). Nil: time.Now.
 	Now func() time.Time
@@ -357,7 +354,13 @@ func failure(p prepared, o runOut, inv string, cfg Config) Failure {
 		f.Err = err.Error()
 		return f
 	}
-	found := fmt.Sprintf("Found by: %s (scenario %s, seed %d).", cfg.Command, p.doc.file, o.v.seed)
+	cats := make([]string, len(cfg.Categories))
+	for i, c := range cfg.Categories {
+		cats[i] = string(c)
+	}
+	// The run alone: its schedule depends on the file, the seed and the
+	// categories only.
+	found := fmt.Sprintf("Found by: bootroll scenario explore %s --seeds 1 --first-seed %d --faults %s", p.doc.file, o.v.seed, strings.Join(cats, ","))
 	full := o.v
 	full.name = dnsLabel(p.sc.Name + "-" + inv)
 	full.header = []string{found, "Violates " + inv + ": " + oneLine(f.Message),

@@ -136,7 +136,7 @@ func TestPlantedBugIsWrittenAndShrunk(t *testing.T) {
 	}
 	out := t.TempDir()
 	tg := target(t, "plain-rollout-10", "bootroll.testOnly.ignoreSlotLimit=true")
-	rep, err := Run([]Target{tg}, Config{Seeds: 3, FirstSeed: 4, Categories: []Category{Crash, Human}, Out: out, Command: "test"})
+	rep, err := Run([]Target{tg}, Config{Seeds: 3, FirstSeed: 4, Categories: []Category{Crash, Human}, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -513,3 +513,32 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 		})
 	}
 }
+
+// A node in a deleted pool's slot table counts as unavailable no more once
+// bootroll gave it back, and not in a pool created again under the same
+// name: no max-unavailable there (the twin's World once kept it).
+func TestDeletedPoolsSlotsDoNotCountInItsSuccessor(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+	f.slots(imgB, "a")
+	f.node("a", mark)
+	f.check(time.Second)
+	if got := f.c.World().InSlot(); got != 1 {
+		t.Fatalf("InSlot %d before the deletion, want 1", got)
+	}
+	f.at(time.Minute)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+	f.node("a", unmark)
+	f.check(time.Minute + time.Second)
+	again := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}, Spec: f.pool.Spec}
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: again})
+	f.check(2 * time.Minute)
+	if got := f.c.World().InSlot(); got != 0 {
+		t.Errorf("InSlot %d after the pool was deleted, its node given back and the pool created again, want 0", got)
+	}
+	// The new pool grants b its one slot: within maxUnavailable 1.
+	f.pool = again
+	f.slots(imgB, "b")
+	f.node("b", mark)
+	f.check(3 * time.Minute)
+	f.want(scenario.InvMaxUnavailable, 0, "with the successor's one slot")
+}

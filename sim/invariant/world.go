@@ -588,7 +588,7 @@ func (n *Node) Unavailable() bool {
 	if !n.Exists || n.Deleting {
 		return false
 	}
-	if n.Marked || n.slotIn != nil {
+	if n.Marked || n.slotIn != nil && n.slotIn.live {
 		return true
 	}
 	return !n.OSNotReady && (holdsSlot(n.Phase) || n.rebooting)
@@ -616,7 +616,10 @@ func (w *World) updateUnavailable(n *Node) {
 		switch {
 		case n.Marked && w.Pool(n.MarkPool) != nil:
 			in = w.Pool(n.MarkPool)
-		case n.slotIn != nil:
+		case n.slotIn != nil && n.slotIn.live:
+			// A deleted pool's slot table counts no more: its nodes are
+			// judged by cleanup, and a pool created again under its name
+			// starts with its own.
 			in = n.slotIn
 		default:
 			// A marker naming no pool still makes the node unavailable;
