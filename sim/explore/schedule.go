@@ -18,6 +18,7 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -423,7 +424,8 @@ var generators = []generator{
 		}
 		p := pick(rng, w.sc.Bootroll.Pools)
 		body := map[string]any{"pool": p.Name}
-		for len(body) == 1 {
+		windowsAt := false
+		for len(body) == 1 && !windowsAt {
 			if rng.IntN(3) == 0 {
 				body["maxUnavailable"] = pick(rng, []any{1, 2, 3, "25%", "50%"})
 			}
@@ -440,15 +442,22 @@ var generators = []generator{
 				body["healthTimeout"] = between(rng, 3*time.Minute, 20*time.Minute).String()
 			}
 			if rng.IntN(5) == 0 {
-				// A window that opens later today, or none.
-				if rng.IntN(2) == 0 {
-					body["windows"] = []any{}
-				} else {
-					body["windows"] = []any{map[string]any{"start": fmt.Sprintf("%02d:%02d", rng.IntN(24), 15*rng.IntN(4)), "duration": between(rng, 30*time.Minute, 4*time.Hour).String()}}
-				}
+				windowsAt = true
 			}
 		}
-		return one(Human, Events, w.at(rng), "setPool", body), true
+		t := w.at(rng)
+		if windowsAt {
+			// No window, or a daily one that opens within an hour of the
+			// edit (a window that opens only after the run's limit would
+			// stall the rollout by design, which is no finding).
+			if rng.IntN(2) == 0 {
+				body["windows"] = []any{}
+			} else {
+				open := w.sc.Start.Add(t + between(rng, 0, time.Hour)).UTC()
+				body["windows"] = []any{map[string]any{"start": fmt.Sprintf("%02d:%02d", open.Hour(), open.Minute()), "duration": between(rng, time.Hour, 4*time.Hour).String()}}
+			}
+		}
+		return one(Human, Events, t, "setPool", body), true
 	}},
 	{Human, "relabelNode", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		// A node leaves its pool (a selector label removed) and, half the
@@ -504,7 +513,21 @@ var generators = []generator{
 		} else {
 			body["minAvailable"] = pick(rng, []any{0, 1, "50%", "90%", "100%"})
 		}
-		return one(Human, Events, w.at(rng), "setPDB", body), true
+		// The PDB is set back later: one that allows no disruption for
+		// good stalls every drain by design, which is no finding.
+		t := w.at(rng)
+		it := one(Human, Events, t, "setPDB", body)
+		back := Entry{Section: Events, At: t + between(rng, time.Minute, 20*time.Minute), Key: "deletePDB", Body: map[string]any{"workload": wl.Name}}
+		if pdb := wl.PDB; pdb != nil {
+			back.Key, back.Body = "setPDB", map[string]any{"workload": wl.Name}
+			if pdb.MaxUnavailable != nil {
+				back.Body["maxUnavailable"] = intOrString(*pdb.MaxUnavailable)
+			} else if pdb.MinAvailable != nil {
+				back.Body["minAvailable"] = intOrString(*pdb.MinAvailable)
+			}
+		}
+		it.Entries = append(it.Entries, back)
+		return it, true
 	}},
 	{Human, "deletePDB", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		var ws []string
@@ -600,4 +623,12 @@ func draw(w *world, cats []Category, rng *rand.Rand) Schedule {
 	}
 	slices.SortStableFunc(s, func(a, b Item) int { return int(a.Entries[0].At - b.Entries[0].At) })
 	return s
+}
+
+// intOrString is v as YAML writes it: a number or a percentage string.
+func intOrString(v intstr.IntOrString) any {
+	if v.Type == intstr.Int {
+		return int(v.IntVal)
+	}
+	return v.StrVal
 }

@@ -542,3 +542,37 @@ func TestDeletedPoolsSlotsDoNotCountInItsSuccessor(t *testing.T) {
 	f.check(3 * time.Minute)
 	f.want(scenario.InvMaxUnavailable, 0, "with the successor's one slot")
 }
+
+// A node in the slot of a pool being deleted (its finalizer gives nodes
+// back once they are safe) may still reboot for the boot order it got;
+// one the deleted pool's slot table did not list may not.
+func TestRebootInTheSlotOfAPoolBeingDeleted(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(2), "a", "b")
+	f.slots(imgB, "a")
+	f.node("a", mark)
+	f.node("b", mark) // marked, but the table does not list it
+	f.at(time.Minute)
+	gone := f.pool.DeepCopy()
+	gone.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Minute)}
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool.DeepCopy(), Object: gone})
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 0, "reboot in the deleted pool's slot")
+	f.c.Reboot("b", imgA, imgB)
+	f.want(scenario.InvNoUnprotectedReboot, 1, "reboot outside the deleted pool's slots")
+}
+
+// A pool deleted and created again is an operator's do-over: its nodes
+// may boot the image again; within one pool they may not.
+func TestDoubleRebootAcrossARecreatedPool(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	f.slots(imgB, "a")
+	f.node("a", mark)
+	f.c.Reboot("a", imgA, imgB)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+	again := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}, Spec: f.pool.Spec}
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: again})
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 0, "after the pool was created again")
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 1, "twice within the recreated pool")
+}

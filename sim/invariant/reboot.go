@@ -16,7 +16,10 @@ import (
 // pool's image.
 type rebootKey struct {
 	node, digest, pool string
-	epoch              int
+	// incarnation tells a pool created again under its name from the one
+	// deleted (an operator's deliberate do-over); epoch counts spec.image
+	// changes within one.
+	incarnation, epoch int
 }
 
 // Reboot takes a reboot the cluster model reports at the instant it is
@@ -73,7 +76,14 @@ func unprotected(w *World, n *Node) string {
 			why = append(why, "holding no slot (no pool's status.slots lists it)")
 		}
 	case p == nil:
-		why = append(why, fmt.Sprintf("its slot marker names %q, which is no live pool", n.MarkPool))
+		// A pool being deleted gives its slots back only once their
+		// nodes are safe (its finalizer), so a node its last slot table
+		// lists is still in a slot; cleanup bounds how long.
+		if dp := w.pools[n.MarkPool]; dp == nil || dp.live {
+			why = append(why, fmt.Sprintf("its slot marker names %q, which is no pool", n.MarkPool))
+		} else if _, ok := dp.slots[n.Name]; !ok {
+			why = append(why, fmt.Sprintf("its slot marker names %q, a deleted pool whose last status.slots does not list it", n.MarkPool))
+		}
 	default:
 		if _, ok := p.slots[n.Name]; !ok {
 			why = append(why, fmt.Sprintf("holding no slot (pool %s's status.slots does not list it)", p.Name))
@@ -96,7 +106,7 @@ func (c *Checker) checkDoubleReboot(n *Node, node, to string, at time.Duration) 
 	if n != nil && n.BootcPool != "" {
 		k.pool = n.BootcPool
 		if p := c.world.Pool(n.BootcPool); p != nil {
-			k.epoch = p.ImageEpoch
+			k.incarnation, k.epoch = p.incarnation, p.ImageEpoch
 		}
 	}
 	c.reboots[k]++

@@ -39,7 +39,9 @@ type World struct {
 	converged   int // live pools that are converged
 	phaseCounts [numPhases]int
 	inSlot      int // nodes unavailable because of bootroll, all pools
-	marked      int // nodes that carry bootroll's slot marker
+	// incarnations counts the pools created so far (Pool.incarnation).
+	incarnations int
+	marked       int // nodes that carry bootroll's slot marker
 
 	podsChanged bool
 	// podRemoved is set when a pod started terminating or went away in
@@ -180,8 +182,11 @@ type Pool struct {
 	TargetImage        string
 	// SpecImage is spec.image; ImageEpoch counts its changes, and
 	// ImageChangedAt is when it last changed (the pool's creation first).
-	SpecImage      string
-	ImageEpoch     int
+	SpecImage  string
+	ImageEpoch int
+	// incarnation numbers the pools the World has seen created, so that a
+	// pool created again under a deleted one's name is told apart.
+	incarnation    int
 	ImageChangedAt time.Time
 	// DrainTimeout, HealthTimeout and PostUpdateProtection are the spec's,
 	// with the API's documented defaults (10m, 15m, none).
@@ -723,7 +728,8 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 		return
 	}
 	if p == nil || !p.live {
-		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, slots: map[string]v1alpha1.Slot{}, live: true, ImageEpoch: 1, SpecImage: string(o.Spec.Image)}
+		w.incarnations++
+		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, slots: map[string]v1alpha1.Slot{}, live: true, ImageEpoch: 1, SpecImage: string(o.Spec.Image), incarnation: w.incarnations}
 		w.pools[o.Name] = p
 		i, _ := slices.BinarySearchFunc(w.poolList, p.Name, func(a *Pool, name string) int {
 			switch {
