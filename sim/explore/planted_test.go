@@ -26,6 +26,17 @@ var plantedBugs = []plantedBug{
 	{"bootroll.testOnly.deleteInsteadOfEvict=true", "pdb-blocks-drain", "pdb-respected"},
 	{"bootroll.testOnly.forgetLastReboot=true", "bad-image-halt-recover", "no-double-reboot"},
 	{"bootroll.testOnly.noStagingReserve=true", "storage-exhaustion-during-prefetch", "os-staging-not-starved"},
+	{"bootroll.testOnly.freeSlotBeforeVerify=true", "plain-rollout-10", "max-unavailable"},
+	{"bootroll.testOnly.keepBootOrder=true", "plain-rollout-10", "no-unprotected-reboot"},
+	{"bootroll.testOnly.countSlotsFromCache=true", "plain-rollout-10", "max-unavailable"},
+	{"bootroll.testOnly.forgetPriorCordon=true", "pool-deleted-mid-rollout", "cleanup"},
+	{"bootroll.testOnly.haltFromLiveRecords=true", "bad-image-halt-recover", "halt-is-final"},
+	{"bootroll.testOnly.skipCleanupOnDelete=true", "plain-rollout-10", "cleanup"},
+	{"bootroll.testOnly.dropAnnotationOwnership=true", "pool-deleted-mid-rollout", "cleanup"},
+	{"bootroll.testOnly.skipKarpenterProtection=true", "repair-during-slow-reboot", "no-reap-while-updating"},
+	{"bootroll.testOnly.keepAnnotations=true", "plain-rollout-10", "no-leaked-annotation"},
+	{"bootroll.testOnly.forgetSlotsOnRestart=true", "controller-restart-mid-drain", "max-unavailable"},
+	{"bootroll.testOnly.noHealthTimeout=true", "boot-failure-modes", "converges"},
 }
 
 // TestPlantedBugsAreFound proves the harness: every planted bug is found by
