@@ -181,6 +181,7 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 	if !n.Exists {
 		return
 	}
+	c.followChurn(n, old, c.now())
 	t := &n.touch
 	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted {
 		return // untouched, and stays so
