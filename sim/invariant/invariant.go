@@ -154,12 +154,12 @@ const maxRecorded = 20
 func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) {
 	c := &Checker{
 		sc: sc, src: src, start: start,
-		enabled:     map[scenario.Invariant]bool{},
-		world:       NewWorld(),
-		caught:      map[string]int{},
-		reboots:     map[rebootKey]int{},
-		halts:       map[string][]*halt{},
-		lastNow:     start,
+		enabled: map[scenario.Invariant]bool{},
+		world:   NewWorld(),
+		caught:  map[string]int{},
+		reboots: map[rebootKey]int{},
+		halts:   map[string][]*halt{},
+		lastNow: start,
 	}
 	w := c.world
 	w.nodeHook = c.nodeChanged
