@@ -205,6 +205,17 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.disrupt("b", fakekarpenter.ReasonExpired, 11*time.Minute)
 	f.disrupt("c", fakekarpenter.ReasonUnhealthy, 11*time.Minute)
 	f.want(scenario.InvNoChurn, 0, "emptied by others, expiry, repair outside a slot")
+	// Pods come back after the update (the protection ends with them, as
+	// the API documents), then an operator's scale-down empties the node
+	// and Karpenter consolidates it inside the 5m.
+	f = churnFixture(t, 5*time.Minute)
+	f.update("a", true)
+	f.at(10*time.Minute + 5*time.Second)
+	back := f.webPod("back", "a")
+	f.at(11 * time.Minute)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: back})
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 11*time.Minute+30*time.Second)
+	f.want(scenario.InvNoChurn, 0, "refilled after the update, then emptied by a scale-down")
 
 	// Bootroll's churn: disrupted in a slot, inside the post-update
 	// protection, or consolidated on bootroll's drain before the node was

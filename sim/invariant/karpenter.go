@@ -52,6 +52,23 @@ type churnRecord struct {
 	// karpenter.postUpdateProtection.
 	protectUntil time.Time
 	drainedAt    time.Time
+	// refilled is set when a workload pod is bound to the node after the
+	// marker's removal: the post-update protection ends then (the API:
+	// "or until the node runs non-DaemonSet pods again"), and Karpenter's
+	// consolidateAfter counts from that pod event, not bootroll's drain.
+	refilled bool
+}
+
+// followRefill notes a workload pod bound to a node bootroll released.
+func (c *Checker) followRefill(ev apiserver.Event) {
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok || ev.Type == apiserver.Deleted || p.Spec.NodeName == "" {
+		return
+	}
+	n := c.world.Node(p.Spec.NodeName)
+	if n != nil && !n.Marked && !n.churn.releasedAt.IsZero() && n.WorkloadPods > 0 {
+		n.churn.refilled = true
+	}
 }
 
 // followChurn updates the node's churnRecord after a Node event: old is
@@ -68,6 +85,7 @@ func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
 	switch {
 	case n.Marked && !was:
 		n.churn.markedAt = now
+		n.churn.refilled = false
 	case !n.Marked && was:
 		var pup time.Duration
 		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil {
@@ -213,7 +231,8 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 //     pod event, and the last was bootroll's drain: a disruption before
 //     the node has been schedulable for consolidateAfter counted time the
 //     node spent cordoned by bootroll, and a node released empty without
-//     that time would not have been disrupted yet.
+//     that time would not have been disrupted yet. A workload pod bound
+//     to the node after the uncordon is a later pod event, and ends this.
 //
 // A node that was schedulable and unprotected for consolidateAfter after
 // its update, a node others emptied or deleted, drift from a NodeClass
@@ -234,6 +253,9 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	switch {
 	case c.inSlot(node):
 		c.churnViolation(node, at, what+" while it held a bootroll slot")
+	case rec.refilled:
+		// Pods came back after the update: the protection ended with them,
+		// and the emptiness Karpenter counts is not bootroll's drain.
 	case graceful && !rec.releasedAt.IsZero() && now.Before(rec.protectUntil):
 		c.churnViolation(node, at, fmt.Sprintf("%s %s after its slot ended, inside its pool's post-update protection of %s", what, now.Sub(rec.releasedAt), rec.protectUntil.Sub(rec.releasedAt)))
 	case consolidation && !rec.markedAt.IsZero() && !rec.drainedAt.Before(rec.markedAt) && !rec.releasedAt.Before(rec.markedAt) && !rec.releasedAt.IsZero():
