@@ -161,8 +161,13 @@ func churnFixture(t *testing.T, pup time.Duration) *fixture {
 }
 
 // update runs bootroll's slot on node from 1m: cordon and mark, drain
-// its pod (by bootroll's eviction when byBootroll), release at 10m.
-func (f *fixture) update(node string, byBootroll bool) {
+// its pod (by bootroll's eviction when byBootroll), reboot at 3m, release
+// at 10m.
+func (f *fixture) update(node string, byBootroll bool) { f.slot(node, byBootroll, true) }
+
+// slot is update, with the reboot only when reboot is set (a drain
+// abandoned without an update, e.g. when the pool image is set back).
+func (f *fixture) slot(node string, byBootroll, reboot bool) {
 	f.at(time.Minute)
 	f.node(node, protect)
 	p := f.webPod("w-"+node, node)
@@ -172,6 +177,10 @@ func (f *fixture) update(node string, byBootroll bool) {
 	}
 	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: p})
 	f.check(2 * time.Minute)
+	if reboot {
+		f.at(3 * time.Minute)
+		f.c.Reboot(node, imgA, imgB)
+	}
 	f.at(10 * time.Minute)
 	f.node(node, func(n *corev1.Node) {
 		n.Spec.Unschedulable = false
@@ -216,6 +225,12 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: back})
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 11*time.Minute+30*time.Second)
 	f.want(scenario.InvNoChurn, 0, "refilled after the update, then emptied by a scale-down")
+	// A drain abandoned without an update: no post-update protection is
+	// promised, so drift a minute later is the operator's.
+	f = churnFixture(t, 5*time.Minute)
+	f.slot("a", true, false)
+	f.disrupt("a", fakekarpenter.ReasonDrifted, 11*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "drift after a drain abandoned without an update")
 
 	// Bootroll's churn: disrupted in a slot, inside the post-update
 	// protection, or consolidated on bootroll's drain before the node was
@@ -235,6 +250,11 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.update("a", true)
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)
 	f.want(scenario.InvNoChurn, 1, "emptiness on bootroll's drain, 1s of protection")
+	// The same after a drain abandoned without an update.
+	f2 := churnFixture(t, 5*time.Minute)
+	f2.slot("b", true, false)
+	f2.disrupt("b", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)
+	f2.want(scenario.InvNoChurn, 1, "emptiness on bootroll's abandoned drain")
 	if vs := f.of(scenario.InvNoChurn); len(vs) != 1 || vs[0].Objects[0] != "Node/a" {
 		t.Errorf("no-churn violations %v, want one of Node/a", vs)
 	}

@@ -49,8 +49,12 @@ type karpenterState struct {
 type churnRecord struct {
 	markedAt, releasedAt time.Time
 	// protectUntil is releasedAt plus the pool's
-	// karpenter.postUpdateProtection.
+	// karpenter.postUpdateProtection when the slot ended after an update
+	// (rebooted: bootroll's daemon was asked to reboot the node while
+	// marked), releasedAt otherwise: the protection is promised "after
+	// the update".
 	protectUntil time.Time
+	rebooted     bool
 	drainedAt    time.Time
 	// refilled is set when a workload pod is bound to the node after the
 	// marker's removal: the post-update protection ends then (the API:
@@ -85,10 +89,10 @@ func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
 	switch {
 	case n.Marked && !was:
 		n.churn.markedAt = now
-		n.churn.refilled = false
+		n.churn.refilled, n.churn.rebooted = false, false
 	case !n.Marked && was:
 		var pup time.Duration
-		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil {
+		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil && n.churn.rebooted {
 			pup = p.PostUpdateProtection
 		}
 		n.churn.releasedAt = now
