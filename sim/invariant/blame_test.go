@@ -207,6 +207,11 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.disrupt("b", fakekarpenter.ReasonEmpty, 16*time.Minute)
 	f.disrupt("c", fakekarpenter.ReasonDrifted, 16*time.Minute)
 	f.want(scenario.InvNoChurn, 0, "consolidation and drift outside bootroll's protection")
+	// A slot just given (BootcNode Draining) to a node bootroll has not
+	// cordoned yet: Karpenter's drift of it is its own.
+	f.bn("b", phase(v1alpha1.PhaseDraining))
+	f.disrupt("b", fakekarpenter.ReasonDrifted, 17*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "drift of a node given a slot but not cordoned yet")
 	f = churnFixture(t, 0)
 	f.update("a", false) // emptied by a scale-down while in its slot, not by bootroll
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+10*time.Second)

@@ -220,8 +220,12 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 // reason, not an expiry) at now is churn bootroll caused (no-churn):
 //
 //   - protection: Karpenter disrupts the node while bootroll's protection
-//     should be on it, i.e. the node holds a slot (the slot marker, or a
-//     slot phase of its BootcNode), or, for
+//     should be on it, i.e. bootroll has taken the node for its update:
+//     it carries the slot marker (bootroll's cordon) or its BootcNode is
+//     Rebooting or Verifying. A node whose BootcNode was just given a slot
+//     (Draining) but that bootroll has not cordoned yet is untouched:
+//     Karpenter's decision about it is its own (no-reap-while-updating
+//     still judges that window). Or, for
 //     a graceful disruption (Empty, Underutilized, Drifted), before the
 //     post-update protection of its last slot has run out (the marker's
 //     removal plus the pool's karpenter.postUpdateProtection). A repair
@@ -255,8 +259,8 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	what := fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v)", node, details["method"], reason, details["decision"])
 	rec := n.churn
 	switch {
-	case c.inSlot(node):
-		c.churnViolation(node, at, what+" while it held a bootroll slot")
+	case n.Marked || n.Phase == v1alpha1.PhaseRebooting || n.Phase == v1alpha1.PhaseVerifying:
+		c.churnViolation(node, at, what+" while bootroll had it cordoned for an update (slot marker or a reboot phase)")
 	case rec.refilled:
 		// Pods came back after the update: the protection ended with them,
 		// and the emptiness Karpenter counts is not bootroll's drain.
