@@ -142,6 +142,7 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	t.Run("controller RBAC", func(t *testing.T) {
 		checkAccess(t, c, controllerName, []access{
 			{"watch", bn, "bootcnodepools", "", ""},
+			{"patch", bn, "bootcnodepools", "", ""}, // its finalizer
 			{"patch", bn, "bootcnodepools", "status", ""},
 			{"update", bn, "bootcnodepools", "finalizers", ""},
 			{"create", bn, "bootcnodes", "", ""},

@@ -48,6 +48,45 @@ type TestOnly struct {
 	// of evicting them, so no PodDisruptionBudget is honoured (see
 	// NewDrainer).
 	DeleteInsteadOfEvict bool
+	// FreeSlotBeforeVerify gives a node's slot back as soon as its reboot
+	// is requested, before the node is verified, so more than
+	// maxUnavailable nodes can be down at once.
+	FreeSlotBeforeVerify bool
+	// KeepBootOrder leaves spec.desiredState Booted on a node that has
+	// finished (Updated, Failed or RolledBack), also when the pool gives
+	// it a new desired image, so the new image is booted without a slot.
+	KeepBootOrder bool
+	// CountSlotsFromCache writes the pool's slot table with a plain merge
+	// patch of what the cache said, without the optimistic lock, so a
+	// pass on a stale pool hands out slots another pass already gave.
+	CountSlotsFromCache bool
+	// ForgetPriorCordon does not record a Node's cordon state before
+	// bootroll cordons it, so a node an admin had cordoned is uncordoned.
+	ForgetPriorCordon bool
+	// HaltFromLiveRecords computes the halt from the live BootcNodes only
+	// (the old behaviour), ignoring status.halt: deleting the failed
+	// node's record lifts the halt.
+	HaltFromLiveRecords bool
+	// SkipCleanupOnDelete removes bootroll's finalizers without undoing
+	// anything, and the node reconciler does not give back what a node of
+	// a deleted pool holds, so a deleted pool or record leaves its Nodes
+	// cordoned and annotated.
+	SkipCleanupOnDelete bool
+	// DropAnnotationOwnership records every Karpenter protection
+	// annotation as added by bootroll, also those that were there before,
+	// and removes them without asking who wrote them since, so bootroll
+	// removes annotations it did not add.
+	DropAnnotationOwnership bool
+	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair.
+	SkipKarpenterProtection bool
+	// KeepAnnotations never removes the annotations bootroll added.
+	KeepAnnotations bool
+	// ForgetSlotsOnRestart makes a new pool reconciler (a restarted
+	// controller) ignore the slot table it reads on its first pass of a
+	// pool, so it hands the recorded slots out again.
+	ForgetSlotsOnRestart bool
+	// NoHealthTimeout never fails a node that does not come back healthy.
+	NoHealthTimeout bool
 }
 
 // Options are the edges and settings shared by the reconcilers.
@@ -134,8 +173,11 @@ func WatchTable(reader client.Reader, feed *PoolFeed) []WatchSpec {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
 	return []WatchSpec{
+		// A pool being deleted is a generation change too (the API server
+		// bumps it with the deletionTimestamp); the explicit check keeps
+		// that from depending on it.
 		{Controller: PoolController, Object: &v1alpha1.BootcNodePool{}, For: true, Handler: self,
-			Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+			Predicates: []predicate.Predicate{predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged)}},
 		// Node events that can change membership or eligibility reach the
 		// pools that select the node, debounced like BootcNode events: a
 		// reboot flips readiness twice per node.
@@ -169,6 +211,13 @@ func WatchTable(reader client.Reader, feed *PoolFeed) []WatchSpec {
 				}}}},
 	}
 }
+
+// deletionChanged passes an update that set or cleared the deletionTimestamp,
+// or changed the finalizers.
+var deletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
+		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+}}
 
 // Reconcilers builds the three reconcilers, by controller name.
 func Reconcilers(c client.Client, opts Options) map[string]reconcile.Reconciler {

@@ -98,20 +98,26 @@ type harness struct {
 	prefix string
 	label  map[string]string
 
-	mu        sync.Mutex
-	hosts     map[string]*fakeHost
-	daemons   map[string]*nodedaemon.Daemon
-	failing   map[string]bool // digests that fail to boot
-	noSpace   map[string]bool // pinned images that fit on no node
-	reboots   map[string]int  // node -> reboots done
-	maxCord   int             // most nodes cordoned by bootroll at once
-	stopMgr   context.CancelFunc
-	mgrDone   chan struct{}
-	ctx       context.Context
-	clk       clock.PassiveClock
-	opts      controller.Options
-	stopWorld context.CancelFunc
-	events    *eventLog
+	mu      sync.Mutex
+	hosts   map[string]*fakeHost
+	daemons map[string]*nodedaemon.Daemon
+	failing map[string]bool // digests that fail to boot
+	sick    map[string]bool // digests that boot but leave the Node NotReady
+	noSpace map[string]bool // pinned images that fit on no node
+	reboots map[string]int  // node -> reboots done
+	maxCord int             // most nodes cordoned by bootroll at once
+	// unprotected lists the reboots that started while their Node was not
+	// cordoned with bootroll's slot marker ("node: why").
+	unprotected []string
+	// rebootTicks is how many world ticks (50 ms) a reboot takes; 0 means 4.
+	rebootTicks int
+	stopMgr     context.CancelFunc
+	mgrDone     chan struct{}
+	ctx         context.Context
+	clk         clock.PassiveClock
+	opts        controller.Options
+	stopWorld   context.CancelFunc
+	events      *eventLog
 }
 
 // eventLog records the Events the controller emits, per object.
@@ -138,11 +144,25 @@ func (e *eventLog) of(name string) []string {
 
 func newHarness(t *testing.T, prefix string, nodes int, clk clock.PassiveClock) *harness {
 	t.Helper()
+	return newHarnessWith(t, prefix, nodes, func(h *harness) {
+		if clk != nil {
+			h.clk = clk
+		}
+	})
+}
+
+// newHarnessWith is newHarness with the harness's settings changed by
+// configure before the nodes are made (the clock is RealClock unless it
+// sets one).
+func newHarnessWith(t *testing.T, prefix string, nodes int, configure func(*harness)) *harness {
+	t.Helper()
 	if cfg == nil {
 		t.Skip("needs a real API server (KUBEBUILDER_ASSETS); run make test")
 	}
 	h := &harness{t: t, prefix: prefix, label: map[string]string{"bootroll-test": prefix},
-		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, noSpace: map[string]bool{}, reboots: map[string]int{}, clk: clk}
+		hosts: map[string]*fakeHost{}, daemons: map[string]*nodedaemon.Daemon{}, failing: map[string]bool{}, sick: map[string]bool{}, noSpace: map[string]bool{}, reboots: map[string]int{}, clk: clock.RealClock{}}
+	configure(h)
+	clk := h.clk
 	ctx, cancel := context.WithCancel(context.Background())
 	h.ctx = ctx
 	h.stopWorld = cancel
@@ -170,7 +190,7 @@ func (h *harness) addNode(name string, cordoned bool) {
 		h.t.Fatalf("create node %s: %v", name, err)
 	}
 	setReady(h.t, h.ctx, name, true)
-	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: controller.DigestOf(digestRef("v1"))}, bootID: "boot-0"}
+	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: controller.DigestOf(digestRef("v1"))}, bootID: "boot-0", ticks: h.rebootTicks}
 	h.mu.Lock()
 	h.hosts[name] = host
 	d := nodedaemon.New(name, k8s, host, clock.RealClock{}, logr.Discard())
@@ -290,7 +310,25 @@ func (h *harness) step() {
 			h.reboots[name]++
 			h.mu.Unlock()
 		}
+		was := host.isRebooting()
 		_, _ = d.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+		if !was && host.isRebooting() {
+			h.checkProtected(name)
+		}
+	}
+}
+
+// checkProtected records a reboot of node that starts while the Node is
+// not cordoned with bootroll's slot marker.
+func (h *harness) checkProtected(name string) {
+	var n corev1.Node
+	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		return
+	}
+	if _, marked := n.Annotations[v1alpha1.AnnotationSlot]; !marked || !n.Spec.Unschedulable {
+		h.mu.Lock()
+		h.unprotected = append(h.unprotected, fmt.Sprintf("%s (unschedulable=%v, marked=%v)", name, n.Spec.Unschedulable, marked))
+		h.mu.Unlock()
 	}
 }
 
@@ -304,8 +342,12 @@ type fakeHost struct {
 	bootID    string
 	boots     int
 	rebooting int // ticks left
-	stageErr  string
-	last      *nodedaemon.StageResult
+	ticks     int // a reboot's ticks; 0 means 4
+	// rollbackQueued: a bootc rollback was run; the rollback deployment
+	// boots next.
+	rollbackQueued bool
+	stageErr       string
+	last           *nodedaemon.StageResult
 }
 
 func (f *fakeHost) Observe(context.Context) (nodedaemon.Observation, error) {
@@ -314,7 +356,7 @@ func (f *fakeHost) Observe(context.Context) (nodedaemon.Observation, error) {
 	if f.rebooting > 0 {
 		return nodedaemon.Observation{}, fmt.Errorf("host is rebooting")
 	}
-	return nodedaemon.Observation{Booted: f.booted.DeepCopy(), Staged: f.staged.DeepCopy(), Rollback: f.rollback.DeepCopy(), BootID: f.bootID, LastStage: f.last}, nil
+	return nodedaemon.Observation{Booted: f.booted.DeepCopy(), Staged: f.staged.DeepCopy(), Rollback: f.rollback.DeepCopy(), RollbackQueued: f.rollbackQueued, BootID: f.bootID, LastStage: f.last}, nil
 }
 
 func (f *fakeHost) Stage(_ context.Context, image string) error {
@@ -333,13 +375,28 @@ func (f *fakeHost) Apply(context.Context, string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rebooting == 0 {
-		f.rebooting = 4
+		f.rebooting = f.rebootTicks()
 	}
 	return nil
 }
 
-func (f *fakeHost) Rollback(context.Context) error { return nil }
-func (f *fakeHost) Reboot(context.Context) error   { return f.Apply(context.Background(), "") }
+func (f *fakeHost) rebootTicks() int { return max(f.ticks, 4) }
+
+func (f *fakeHost) isRebooting() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rebooting > 0
+}
+
+func (f *fakeHost) Rollback(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rollback != nil {
+		f.rollbackQueued = !f.rollbackQueued
+	}
+	return nil
+}
+func (f *fakeHost) Reboot(context.Context) error { return f.Apply(context.Background(), "") }
 
 // advance moves a reboot on; it reports true when a reboot completed.
 func (f *fakeHost) advance(h *harness) bool {
@@ -358,7 +415,7 @@ func (f *fakeHost) advance(h *harness) bool {
 	failing := f.staged != nil && h.failing[f.staged.Digest]
 	h.mu.Unlock()
 	f.rebooting--
-	if f.rebooting == 3 {
+	if f.rebooting == f.rebootTicks()-1 {
 		f.mu.Unlock()
 		setReady(h.t, h.ctx, name, false)
 		return false
@@ -369,13 +426,20 @@ func (f *fakeHost) advance(h *harness) bool {
 	}
 	f.boots++
 	f.bootID = fmt.Sprintf("boot-%d", f.boots)
-	if f.staged != nil && !failing {
+	switch {
+	case f.rollbackQueued:
+		f.rollback, f.booted = f.booted, f.rollback
+		f.rollbackQueued = false
+	case f.staged != nil && !failing:
 		f.rollback, f.booted = f.booted, f.staged
 	}
 	f.staged = nil
 	f.last = nil
+	h.mu.Lock()
+	sick := h.sick[f.booted.Digest]
+	h.mu.Unlock()
 	f.mu.Unlock()
-	setReady(h.t, h.ctx, name, true)
+	setReady(h.t, h.ctx, name, !sick)
 	return true
 }
 

@@ -197,10 +197,11 @@ func foreignOwned(obj client.Object, key string) bool {
 }
 
 // unprotect removes from annotations the keys bootroll added, except those
-// another party has written since.
-func unprotect(obj client.Object, annotations map[string]string, added []string) {
+// another party has written since (unless ignoreOthers, the test-only
+// DropAnnotationOwnership).
+func unprotect(obj client.Object, annotations map[string]string, added []string, ignoreOthers bool) {
 	for _, k := range added {
-		if !foreignOwned(obj, k) {
+		if ignoreOthers || !foreignOwned(obj, k) {
 			delete(annotations, k)
 		}
 	}
@@ -216,6 +217,9 @@ func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 	}
 	orig := cl.Claim.DeepCopy()
 	ann, added := protect(cl.Claim.GetAnnotations())
+	if r.opts.TestOnly.DropAnnotationOwnership && len(added) > 0 {
+		added = protectAnnotations // claims the ones that were there before
+	}
 	if len(added) == 0 {
 		return nil
 	}
@@ -244,7 +248,9 @@ func (r *NodeReconciler) unprotectClaim(ctx context.Context, s *nodeStep) error 
 	if cl.Claim != nil {
 		orig := cl.Claim.DeepCopy()
 		ann := cl.Claim.GetAnnotations()
-		unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations)
+		if !r.opts.TestOnly.KeepAnnotations {
+			unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
+		}
 		cl.Claim.SetAnnotations(ann)
 		if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("unprotect NodeClaim %s: %w", cl.Claim.GetName(), err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -62,6 +63,25 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.client.Get(ctx, req.NamespacedName, &bn); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if bn.DeletionTimestamp != nil {
+		res, err := r.finalize(ctx, &bn)
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return res, err
+	}
+	if !controllerutil.ContainsFinalizer(&bn, v1alpha1.Finalizer) {
+		// Records made before bootroll had finalizers get one: before a
+		// record goes, what bootroll did to its Node is undone.
+		before := bn.DeepCopy()
+		controllerutil.AddFinalizer(&bn, v1alpha1.Finalizer)
+		if err := r.client.Patch(ctx, &bn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	s := &nodeStep{orig: recordOf(&bn), bn: &bn, now: r.clock.Now()}
 	var node corev1.Node
 	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node); err != nil {
@@ -92,8 +112,19 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || !selects(s.pool, s.node) {
-		// Left the pool: give back anything bootroll holds on the Node.
+		if r.opts.TestOnly.SkipCleanupOnDelete && (s.pool == nil || s.pool.DeletionTimestamp != nil) {
+			return reconcile.Result{}, nil // planted: nothing undone when a pool goes
+		}
+		// Left the pool: give back anything bootroll holds on the Node,
+		// once a boot order it may hold is withdrawn and the daemon can
+		// no longer act on it.
 		if ro.Cordoned || holdsSlot(bn.Status.Phase) {
+			if err := r.withdrawBootOrder(ctx, s); err != nil {
+				return reconcile.Result{}, err
+			}
+			if ok, wait := r.bootOrderSettled(s); !ok {
+				return reconcile.Result{RequeueAfter: wait}, nil
+			}
 			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
 		}
 		return reconcile.Result{}, nil
@@ -119,6 +150,11 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	if ro.Cordoned {
 		// A crash between the node's last steps left the cordon: restore it.
 		return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
+	}
+	if _, marked := s.node.Annotations[v1alpha1.AnnotationSlot]; marked {
+		// A marker no record accounts for: left by a pool or a bootroll
+		// removed without cleaning up.
+		return reconcile.Result{}, r.clearStrayMarker(ctx, s)
 	}
 	var res reconcile.Result
 	if ro.ProtectUntil != nil || (len(ro.AddedAnnotations) > 0 && ro.ProtectUntil == nil) || len(ro.AddedNodeClaimAnnotations) > 0 {
@@ -168,9 +204,11 @@ func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 }
 
 // retarget moves the record to a new desired image. A drain in progress is
-// abandoned (the node is uncordoned); a node already asked to reboot stays
-// in its slot and boots the new image instead; a failed node keeps the
-// image that failed for debugging and starts over.
+// abandoned (the node is uncordoned); a failed node keeps the image that
+// failed for debugging and starts over. The pool does not retarget a node
+// asked to reboot until it has finished (direct); should one be retargeted
+// all the same, its boot order is withdrawn first and it stays cordoned in
+// its slot and is drained again before it may boot the new image.
 func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
 	ro := &s.bn.Status.Rollout
 	switch s.bn.Status.Phase {
@@ -179,8 +217,23 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 			return err
 		}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
-		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; booting "+target
+		if s.bn.Spec.Rollback {
+			// The controller's own rollback order (recordFailure), whose
+			// record write did not happen: the node is cordoned, drained
+			// and in its slot for it.
+			ro.RebootRequestedAt = &metav1.Time{Time: s.now}
+			ro.Reason, ro.Message = "RollingBack", "rolling back to "+target
+			break
+		}
+		if err := r.withdrawBootOrder(ctx, s); err != nil {
+			return err
+		}
+		ro = &s.bn.Status.Rollout
+		s.bn.Status.Phase = v1alpha1.PhaseDraining
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+		ro.RebootRequestedAt = nil
+		ro.DrainStartedAt = &metav1.Time{Time: s.now}
+		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; draining again before booting "+target
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
 		s.bn.Status.Phase = v1alpha1.PhasePending
 		ro.Reason, ro.Message = "Retargeted", fmt.Sprintf("retargeted to %s after %s failed", target, ro.FailedImage)
@@ -196,12 +249,24 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 // drainTimeout gives the slot back and backs off.
 func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	ro := &s.bn.Status.Rollout
+	if !ro.Cordoned || haltedFor(s.pool, ro.TargetImage) {
+		// A slot granted for an image the pool has since halted on is
+		// given back: before the node is touched (read afresh), or as
+		// soon as the cache shows the halt (a halt lasts until the
+		// target changes, so a cached one is never out of date).
+		if halted, err := r.halted(ctx, s); err != nil || halted {
+			return reconcile.Result{}, err
+		}
+	}
 	if !ro.Cordoned {
-		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours {
+		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
 			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 		}
 		if r.protects(s) {
 			_, added := protect(maps.Clone(s.node.Annotations))
+			if r.opts.TestOnly.DropAnnotationOwnership {
+				added = protectAnnotations // claims the ones that were there before
+			}
 			ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
 		}
 		ro.ProtectUntil = nil
@@ -276,7 +341,18 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if bn.Spec.DesiredState != v1alpha1.DesiredBooted {
+	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && digestOfHost(bn.Status.Booted) != DigestOf(bn.Spec.DesiredImage) {
+		if bn.Spec.DesiredImage != ro.TargetImage {
+			// The record has not caught up with the desired image yet
+			// (retarget runs first): no boot order for either.
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		// The last moment a halt can stop the node: before the boot order.
+		if !bn.Spec.Rollback {
+			if halted, err := r.halted(ctx, s); err != nil || halted {
+				return reconcile.Result{}, err
+			}
+		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
 		}
@@ -314,7 +390,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		}
 	}
 	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
-	if took >= timeout {
+	if took >= timeout && !r.opts.TestOnly.NoHealthTimeout {
 		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, nodeReady(s.node))
 		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
 	}
@@ -331,6 +407,17 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
 	took := s.now.Sub(bn.Status.Rollout.RebootRequestedAt.Time)
+	// The failure goes on the pool first, before anything that can
+	// conflict: a record deleted, or a write lost, cannot lose it. A failed
+	// rollback is a failure of the image it rolled back from.
+	image := bn.Spec.DesiredImage
+	if bn.Spec.Rollback && bn.Status.Rollout.FailedImage != "" {
+		image, reason = bn.Status.Rollout.FailedImage, "RollbackFailed"
+		msg = "rollback failed: " + msg
+	}
+	if err := r.recordPoolFailure(ctx, s, image, reason, msg); err != nil {
+		return err
+	}
 	// Counted only once written: a conflicting write is retried.
 	if err := r.recordFailure(ctx, s, reason, msg); err != nil {
 		return err
@@ -353,6 +440,14 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 		if DigestOf(ref) == "" {
 			ref = refWithDigest(prev.Image, prev.Digest)
 		}
+		// The failed image is recorded before the rollback order, so that
+		// no crash between the writes can lose it.
+		if s.bn.Status.Rollout.FailedImage != failedImage {
+			s.bn.Status.Rollout.FailedImage = failedImage
+			if err := r.patchStatus(ctx, s); err != nil {
+				return err
+			}
+		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) {
 			b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
 		}); err != nil {
@@ -364,14 +459,121 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 		return r.patchStatus(ctx, s)
 	}
-	// Stop asking for the boot: an unplanned reboot must not retry it.
-	if bn.Spec.DesiredState == v1alpha1.DesiredBooted {
-		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredStaged }); err != nil {
-			return fmt.Errorf("stop boot of BootcNode %s: %w", bn.Name, err)
-		}
+	// A failed rollback keeps the image that failed. Failed is recorded
+	// before finish withdraws the boot order (so an unplanned reboot does
+	// not retry it): once the daemon sees the withdrawal its report of the
+	// failed boot is gone, and a retry after a conflict must still know.
+	ro := &s.bn.Status.Rollout
+	if !bn.Spec.Rollback || ro.FailedImage == "" {
+		ro.FailedImage = failedImage
 	}
-	s.bn.Status.Rollout.FailedImage = failedImage
+	if s.bn.Status.Phase != v1alpha1.PhaseFailed {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	s.bn.Status.Phase = v1alpha1.PhaseFailed
+	ro.Reason, ro.Message = reason, msg
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
 	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
+}
+
+// withdrawBootOrder sets spec.desiredState back to Staged when it is
+// Booted (locked on the record read, like every spec write).
+func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
+	if s.bn.Spec.DesiredState != v1alpha1.DesiredBooted || r.opts.TestOnly.KeepBootOrder {
+		return nil
+	}
+	if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredStaged }); err != nil {
+		return fmt.Errorf("withdraw the boot order of BootcNode %s: %w", s.bn.Name, err)
+	}
+	return nil
+}
+
+// bootOrderSettled reports whether the daemon can no longer act on a boot
+// order of this slot that was withdrawn: none was issued, or the daemon
+// has acted on the record's current spec and is not in the middle of a
+// reboot. Until then the node stays cordoned, so a daemon that read the
+// order before the withdrawal does not reboot an uncordoned node. It waits
+// at most the pool's healthTimeout from the reboot request (a daemon that
+// is down may never answer); wait is how soon to look again.
+func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Duration) {
+	ro := &s.bn.Status.Rollout
+	if ro.RebootRequestedAt == nil || s.node == nil {
+		return true, 0
+	}
+	d := &s.bn.Status.Daemon
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting {
+		return true, 0
+	}
+	timeout := DefaultHealthTimeout
+	if s.pool != nil {
+		timeout = durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	}
+	left := ro.RebootRequestedAt.Add(timeout).Sub(s.now)
+	if left <= 0 {
+		return true, 0
+	}
+	return false, min(left, DrainPoll)
+}
+
+// current returns a conflict when the record this reconcile acts on is
+// not the one the API server holds.
+func (r *NodeReconciler) current(ctx context.Context, s *nodeStep) error {
+	var fresh v1alpha1.BootcNode
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
+		return fmt.Errorf("re-read BootcNode %s: %w", s.bn.Name, err)
+	}
+	if fresh.ResourceVersion != s.bn.ResourceVersion {
+		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), s.bn.Name,
+			fmt.Errorf("the cached record is stale (%s, current %s)", s.bn.ResourceVersion, fresh.ResourceVersion))
+	}
+	return nil
+}
+
+// halted reads the pool from the API server (a cached pool may not show
+// a halt just set) and, when it is halted for the node's target, gives
+// the slot back: the node is restored and stays Staged. It reports
+// whether it did.
+func (r *NodeReconciler) halted(ctx context.Context, s *nodeStep) (bool, error) {
+	var p v1alpha1.BootcNodePool
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read pool %s for its halt: %w", s.bn.Spec.Pool, err)
+	}
+	if !haltedFor(&p, s.bn.Status.Rollout.TargetImage) {
+		return false, nil
+	}
+	ro := &s.bn.Status.Rollout
+	// Retry no sooner than the slot was given, so the pool drops it.
+	ro.RetryAfter = &metav1.Time{Time: s.now.Add(BackoffBase)}
+	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", p.Status.Halt.Image)
+	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
+	return true, r.finish(ctx, s, v1alpha1.PhaseStaged, "Halted", msg, false)
+}
+
+// recordPoolFailure records the node's failure of image on its pool (read
+// from the API server, written under its resourceVersion), and the halt
+// when it is the one that reaches maxFailures.
+func (r *NodeReconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) error {
+	if r.opts.TestOnly.HaltFromLiveRecords {
+		return nil // the old behaviour: the failure lives on the record only
+	}
+	var p v1alpha1.BootcNodePool
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	before := p.DeepCopy()
+	if !noteFailure(&p.Status, failureAt(s.bn.Name, image, reason, msg, s.now), maxFailuresOf(&p)) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, &p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("record the failure of %s on pool %s: %w", s.bn.Name, p.Name, err)
+	}
+	r.event(&p, corev1.EventTypeWarning, reason, "node %s failed %s: %s", s.bn.Name, image, msg)
+	return nil
 }
 
 // patchSpec changes the BootcNode spec with an optimistic lock and keeps
@@ -436,6 +638,20 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 // and gives the slot back. Each step is idempotent, so a crash between
 // them is repaired by the next reconcile.
 func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
+	// The boot order is withdrawn before anything else, so that no stale
+	// read can act on it once the node is out of its slot.
+	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
+		if err := r.withdrawBootOrder(ctx, s); err != nil {
+			return err
+		}
+	}
+	if s.bn.Status.Rollout.Cordoned {
+		// Uncordoning on a stale read of the record could end a slot the
+		// record has moved on from: check that it is the current one.
+		if err := r.current(ctx, s); err != nil {
+			return err
+		}
+	}
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	keep := false
 	if success && s.pool != nil && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
@@ -495,8 +711,8 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 		m.Spec.Unschedulable = want
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
-	if !keepProtection {
-		unprotect(n, m.Annotations, ro.AddedAnnotations)
+	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {
+		unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if !apiequality.Semantic.DeepEqual(n, m) {
 		if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
@@ -513,6 +729,9 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 // protects reports whether the pool protects its nodes from Karpenter
 // (karpenter.protect, default true).
 func (r *NodeReconciler) protects(s *nodeStep) bool {
+	if r.opts.TestOnly.SkipKarpenterProtection {
+		return false
+	}
 	p := s.pool.Spec.Karpenter.Protect
 	return p == nil || *p
 }
@@ -536,7 +755,9 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 		}
 	}
 	m := s.node.DeepCopy()
-	unprotect(s.node, m.Annotations, ro.AddedAnnotations)
+	if !r.opts.TestOnly.KeepAnnotations {
+		unprotect(s.node, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
+	}
 	if !apiequality.Semantic.DeepEqual(s.node, m) {
 		if err := r.client.Patch(ctx, m, nodePatch{from: s.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return 0, fmt.Errorf("end protection of node %s: %w", s.node.Name, err)
@@ -585,6 +806,14 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 			return reconcile.Result{}, r.setPhase(ctx, s, phase, reason, msg)
 		}
 		return reconcile.Result{}, nil
+	}
+	// A halted target is not booted here either (verify checks the pool
+	// afresh before the boot order; this spares a halted node the loop).
+	if haltedFor(s.pool, target) {
+		return reconcile.Result{}, nil
+	}
+	if ra := ro.RetryAfter; ra != nil && s.now.Before(ra.Time) {
+		return reconcile.Result{RequeueAfter: ra.Sub(s.now)}, nil
 	}
 	bn.Status.Phase = v1alpha1.PhaseRebooting
 	ro.PhaseSince = &metav1.Time{Time: s.now}

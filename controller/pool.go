@@ -105,9 +105,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	orig := findPool(pools, req.Name)
-	if orig == nil || orig.DeletionTimestamp != nil {
+	if orig == nil {
 		r.forget(req.Name)
 		return reconcile.Result{}, nil
+	}
+	if orig.DeletionTimestamp != nil {
+		r.forget(req.Name)
+		return r.finalize(ctx, orig)
 	}
 	if r.feed == nil {
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("pool reconciler built without Options.Feed: nothing tells it about BootcNodes and Nodes"))
@@ -119,6 +123,17 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{RequeueAfter: every - now.Sub(last.at)}, nil
 	}
 	pool := *orig.DeepCopy()
+	if !controllerutil.ContainsFinalizer(&pool, v1alpha1.Finalizer) {
+		// Before the pool can go, its nodes are cleaned up (finalize).
+		before := pool.DeepCopy()
+		controllerutil.AddFinalizer(&pool, v1alpha1.Finalizer)
+		if err := r.client.Patch(ctx, &pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("add finalizer %s to pool %s: %w", v1alpha1.Finalizer, pool.Name, err)
+		}
+	}
 	st := &pool.Status
 	var requeue time.Duration
 	wake := func(d time.Duration) {
@@ -179,23 +194,36 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		row.setBN(nil, r.feed.intern)
 	}
 
-	// 3. Halt: failed nodes for the current target.
-	var failed []string
+	// 3. Halt. The failures of the target are recorded on the pool (the
+	// node reconciler writes each one there first); the live records add
+	// any not recorded yet. A node rolling back from the target counts as
+	// failed while it rolls back. The halt is durable: once set it lasts
+	// until the target changes, whatever happens to the failed nodes.
+	var live []v1alpha1.NodeFailure
 	for i := range rows {
 		row := &rows[i]
-		if row.bn == nil {
+		if row.bn == nil || target == "" || row.failed != target {
 			continue
 		}
-		if target != "" && row.failed == target && (row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack) {
+		if row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack || holdsSlot(row.phase) {
 			ro := &row.bn.Status.Rollout
-			failed = append(failed, fmt.Sprintf("%s (%s: %s)", row.name, ro.Reason, ro.Message))
+			at := now
+			if ro.PhaseSince != nil {
+				at = ro.PhaseSince.Time
+			}
+			live = append(live, failureAt(row.name, target, ro.Reason, ro.Message, at))
 		}
 	}
-	maxFailures := int(DefaultMaxFailures)
-	if pool.Spec.FailurePolicy.MaxFailures != nil {
-		maxFailures = int(*pool.Spec.FailurePolicy.MaxFailures)
+	maxFailures := maxFailuresOf(&pool)
+	halted := settleHalt(st, target, live, maxFailures)
+	failed := failureLines(st.Failures)
+	if r.opts.TestOnly.HaltFromLiveRecords {
+		// The old behaviour: the halt lasts only as long as the failed
+		// records do.
+		st.Failures, st.Halt = nil, nil
+		failed = failureLines(live)
+		halted = target != "" && len(live) >= maxFailures
 	}
-	halted := target != "" && len(failed) >= maxFailures
 	open, untilOpen := InWindow(pool.Spec.Windows, now)
 	if !open {
 		wake(untilOpen)
@@ -204,17 +232,35 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 4. Staging directives, bounded by maxStaging.
 	if active {
-		if err := r.direct(ctx, &pool, target, rows); err != nil {
+		retry, err := r.direct(ctx, &pool, target, rows)
+		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if retry {
+			wake(time.Second)
 		}
 	}
 
-	// 5. Slots. Drop entries whose node left; grant free slots.
+	// 5. Slots. Drop entries whose node left; grant free slots. A halt
+	// withdraws the slots granted for the halted image that no node has
+	// started on (the node reconciler also checks before it cordons and
+	// before it asks for the reboot).
+	if r.opts.TestOnly.ForgetSlotsOnRestart && !seen {
+		st.Slots = nil
+	}
 	var held []v1alpha1.Slot
 	for _, s := range st.Slots {
-		if row := findRow(rows, s.Node); row != nil && row.bn != nil && slotInUse(row.bn, s) {
-			held = append(held, s)
+		row := findRow(rows, s.Node)
+		if row == nil || row.bn == nil || !slotInUse(row.bn, s) {
+			continue
 		}
+		if halted && s.Image == target && !row.bn.Status.Rollout.Cordoned && !holdsSlot(row.phase) {
+			continue
+		}
+		if r.opts.TestOnly.FreeSlotBeforeVerify && (row.phase == v1alpha1.PhaseRebooting || row.phase == v1alpha1.PhaseVerifying) {
+			continue
+		}
+		held = append(held, s)
 	}
 	maxU, err := MaxUnavailable(pool.Spec.Rollout.MaxUnavailable, members)
 	if err != nil {
@@ -295,7 +341,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// replaced whole. The update carries the resourceVersion read, an
 		// optimistic lock that makes the slot table safe: a reconcile that
 		// read a stale pool cannot hand out a slot twice.
-		if err := r.client.Status().Update(ctx, &pool); err != nil {
+		write := func() error { return r.client.Status().Update(ctx, &pool) }
+		if r.opts.TestOnly.CountSlotsFromCache {
+			// No optimistic lock: what the cache said is written over
+			// whatever another pass wrote.
+			write = func() error { return r.client.Status().Patch(ctx, &pool, client.MergeFrom(orig)) }
+		}
+		if err := write(); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{Requeue: true}, nil
 			}
@@ -464,7 +516,7 @@ func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNo
 
 func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node) (*v1alpha1.BootcNode, error) {
 	bn := &v1alpha1.BootcNode{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{v1alpha1.LabelPool: pool.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{v1alpha1.LabelPool: pool.Name}, Finalizers: []string{v1alpha1.Finalizer}},
 		Spec:       v1alpha1.BootcNodeSpec{Pool: pool.Name},
 	}
 	if err := controllerutil.SetControllerReference(pool, bn, r.client.Scheme()); err != nil {
@@ -481,8 +533,12 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 
 // direct writes spec.desiredImage for nodes that should stage the target,
 // keeping at most maxStaging nodes staging at once. Nodes that already run
-// the target, or that failed this very target, are not counted.
-func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, rows []poolRow) error {
+// the target, or that failed this very target, are not counted. A node
+// asked to reboot (Rebooting, Verifying) keeps its image until it has
+// finished and been verified; then it stages the new target and takes a
+// fresh slot, cordon and drain for it. Each write is locked on the record
+// read, so a stale row is never retargeted; retry reports such a row.
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, rows []poolRow) (retry bool, err error) {
 	limit := -1
 	if ms := pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
 		limit = int(*ms)
@@ -504,6 +560,9 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		if row.failed == target {
 			continue
 		}
+		if row.phase == v1alpha1.PhaseRebooting || row.phase == v1alpha1.PhaseVerifying {
+			continue
+		}
 		todo = append(todo, row)
 	}
 	for _, row := range todo {
@@ -514,24 +573,52 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		if !onIt && limit >= 0 && staging >= limit {
 			continue
 		}
-		b := bn.DeepCopy()
-		b.Spec.DesiredImage = target
-		b.Spec.Rollback = false
-		if !holdsSlot(row.phase) {
-			b.Spec.DesiredState = v1alpha1.DesiredStaged
+		b, err := r.retarget(ctx, bn, target)
+		if apierrors.IsConflict(err) {
+			// The row was stale (a daemon reporting often can keep it
+			// so): decide again on the record read afresh, once.
+			var fresh v1alpha1.BootcNode
+			if err = r.reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err == nil {
+				if p := fresh.Status.Phase; p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying ||
+					fresh.Spec.DesiredImage == target || fresh.Status.Rollout.FailedImage == target {
+					continue
+				}
+				b, err = r.retarget(ctx, &fresh, target)
+			}
 		}
-		if err := r.client.Patch(ctx, b, specPatch(bn, false)); err != nil {
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
+			if apierrors.IsConflict(err) {
+				retry = true
+				continue
+			}
+			return retry, fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
 		}
 		row.setBN(b, r.feed.intern)
 		if !onIt {
 			staging++
 		}
 	}
-	return nil
+	return retry, nil
+}
+
+// retarget writes target as bn's desired image, locked on bn's
+// resourceVersion, and returns the record written. The boot order, if
+// any, goes with the old image (desiredState Staged) unless the node is in
+// its slot.
+func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
+	b := bn.DeepCopy()
+	b.Spec.DesiredImage = target
+	b.Spec.Rollback = false
+	if !holdsSlot(bn.Status.Phase) && !r.opts.TestOnly.KeepBootOrder {
+		b.Spec.DesiredState = v1alpha1.DesiredStaged
+	}
+	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow, members int, target string) {
@@ -600,6 +687,9 @@ func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr err
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
 	}
 	if halted {
+		if st.Halt != nil {
+			failed = failureLines(st.Halt.Failures)
+		}
 		set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonMaxFailures,
 			fmt.Sprintf("%d node(s) failed %s (maxFailures reached); set a new spec.image to recover: %s", len(failed), st.TargetImage, truncateList(failed)))
 	} else {

@@ -5,12 +5,12 @@ package controller
 // and Role bootroll-controller in bootroll-system for the namespaced rules);
 // config/manifests_test.go fails when role.yaml is out of date.
 
-// Its own API: it reads pools and writes only their status; it owns the
-// BootcNodes. bootcnodepools/finalizers update lets it set
+// Its own API: it reads pools and writes their status and, by patch, its
+// finalizer (bootroll.dev/cleanup); it owns the BootcNodes. bootcnodepools/finalizers update lets it set
 // blockOwnerDeletion on the BootcNodes' owner reference to their pool
 // (controllerutil.SetControllerReference) on clusters that enforce
 // OwnerReferencesPermissionEnforcement, such as OpenShift.
-// +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools/status,verbs=update;patch
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodepools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=bootroll.dev,resources=bootcnodes,verbs=get;list;watch;create;update;patch;delete

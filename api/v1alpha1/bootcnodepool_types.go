@@ -202,6 +202,31 @@ type BootcNodePoolStatus struct {
 	// +listType=atomic
 	Slots []Slot `json:"slots,omitempty"`
 
+	// Failures records each node that failed the current target (or is
+	// rolling back from it), written by the node reconciler before it
+	// touches anything else, so that neither a deleted BootcNode or Node
+	// nor a write conflict can lose it. It holds failures of
+	// status.targetImage only: when the target changes, the pool
+	// reconciler moves a halt (with its failures) to LastHalt and drops
+	// the rest.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Failures []NodeFailure `json:"failures,omitempty"`
+
+	// Halt is set the moment failurePolicy.maxFailures nodes have failed
+	// the target: while it names the target no node gets a slot or a boot
+	// order for it, whatever happens to the failed nodes. It is cleared
+	// only when spec.image changes to a different target (moved to
+	// LastHalt).
+	// +optional
+	Halt *HaltRecord `json:"halt,omitempty"`
+
+	// LastHalt is the halt that the last change of spec.image lifted,
+	// kept for debugging.
+	// +optional
+	LastHalt *HaltRecord `json:"lastHalt,omitempty"`
+
 	// Summary breaks the pool down, e.g. "7/10 updated; 2 staging; 1 rebooting".
 	// +optional
 	Summary string `json:"summary,omitempty"`
@@ -211,6 +236,38 @@ type BootcNodePoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeFailure is one node's failure of one target image.
+type NodeFailure struct {
+	// Node is the Node (and BootcNode) name.
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Image is the target digest reference the node failed.
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// Reason is a CamelCase reason, e.g. BootFailed or HealthTimeout.
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// Message explains Reason to a person.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// Time is when the failure was recorded.
+	Time metav1.Time `json:"time"`
+}
+
+// HaltRecord is why a pool stopped rolling an image out.
+type HaltRecord struct {
+	// Image is the target digest reference that failed.
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// Since is when maxFailures was reached.
+	Since metav1.Time `json:"since"`
+	// Failures are the failures that halted the pool.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Failures []NodeFailure `json:"failures"`
 }
 
 // DigestCount is how many nodes boot a digest.

@@ -22,6 +22,12 @@ const (
 	// KarpenterDisruptedTaint is put on nodes Karpenter is terminating.
 	KarpenterDisruptedTaint = "karpenter.sh/disrupted"
 
+	// Finalizer is put on every BootcNodePool and BootcNode: before one
+	// goes away, bootroll restores the Nodes' prior cordon state and
+	// removes exactly the annotations it added (from the Node and its
+	// NodeClaim).
+	Finalizer = "bootroll.dev/cleanup"
+
 	// FieldManager is the name bootroll writes under.
 	FieldManager = "bootroll"
 )

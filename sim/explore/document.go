@@ -90,7 +90,7 @@ func (d *document) render(v variant) ([]byte, error) {
 				root.Content = append(root.Content, scalar(string(e.Section)), seq)
 			}
 			var body yaml.Node
-			if err := body.Encode(e.Body); err != nil {
+			if err := body.Encode(bodyValue(e.Body)); err != nil {
 				return nil, fmt.Errorf("encoding %s: %w", e.Key, err)
 			}
 			setFlow(&body)
@@ -185,4 +185,19 @@ func dnsLabel(s string) string {
 		s = s[:63]
 	}
 	return strings.Trim(s, "-")
+}
+
+// bodyValue is what an entry's body encodes as: the body, or its one
+// value under the key "" (a whole node copied from the document, as
+// createPool takes a pool), cloned so that styling it leaves the document
+// alone.
+func bodyValue(body map[string]any) any {
+	v, ok := body[""]
+	if !ok {
+		return body
+	}
+	if n, ok := v.(*yaml.Node); ok {
+		return clone(n)
+	}
+	return v
 }

@@ -165,7 +165,7 @@ func Run(targets []Target, cfg Config) (*Report, error) {
 		t := tasks[i]
 		seed := cfg.FirstSeed + uint64(t.k)
 		p := preps[t.ti]
-		sched := draw(newWorld(p.sc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
+		sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
 		v := variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}
 		out := run(p.doc, v, cfg.Now)
 		mu.Lock()
@@ -506,7 +506,7 @@ func Hunt(t Target, inv string, maxRuns int, cfg Config) (*Failure, int, error) 
 	}
 	for k := range maxRuns {
 		seed := cfg.FirstSeed + uint64(k)
-		sched := draw(newWorld(p.sc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
+		sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
 		o := run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}, cfg.Now)
 		if o.violates(inv) {
 			f := failure(p, o, inv, cfg)

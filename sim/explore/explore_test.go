@@ -60,7 +60,7 @@ func TestEveryDrawnScheduleLoads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := newWorld(sc, 20*time.Minute)
+		w := newWorld(sc, doc, 20*time.Minute)
 		for seed := range uint64(40) {
 			s := draw(w, AllCategories, rand.New(rand.NewPCG(seed, 7)))
 			entries := 0

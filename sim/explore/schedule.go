@@ -113,9 +113,11 @@ func (it Item) End() time.Duration {
 	var end time.Duration
 	for _, e := range it.Entries {
 		t := max(e.At, e.Until)
-		if d, ok := e.Body["downFor"].(string); ok {
-			if dd, err := time.ParseDuration(d); err == nil {
-				t += dd
+		for _, k := range []string{"downFor", "offFor", "duration", "for"} {
+			if d, ok := e.Body[k].(string); ok {
+				if dd, err := time.ParseDuration(d); err == nil {
+					t = max(t, e.At+dd)
+				}
 			}
 		}
 		end = max(end, t)
@@ -142,7 +144,7 @@ func (it Item) String() string {
 // flow renders a body as YAML flow text.
 func flow(body map[string]any) string {
 	var n yaml.Node
-	if err := n.Encode(body); err != nil {
+	if err := n.Encode(bodyValue(body)); err != nil {
 		return fmt.Sprint(body)
 	}
 	setFlow(&n)
@@ -177,10 +179,24 @@ type world struct {
 	sc      *scenario.Scenario
 	horizon time.Duration
 	nodes   []string // nodes that exist at the start, <group>-<i>
+	// pools are the document's bootroll.pools entries, by pool name, for
+	// recreating a deleted pool as it was.
+	pools map[string]*yaml.Node
 }
 
-func newWorld(sc *scenario.Scenario, horizon time.Duration) *world {
-	w := &world{sc: sc, horizon: horizon}
+func newWorld(sc *scenario.Scenario, doc *document, horizon time.Duration) *world {
+	w := &world{sc: sc, horizon: horizon, pools: map[string]*yaml.Node{}}
+	if doc != nil {
+		if br := get(doc.root, "bootroll"); br != nil && br.Kind == yaml.MappingNode {
+			if ps := get(br, "pools"); ps != nil && ps.Kind == yaml.SequenceNode {
+				for _, pn := range ps.Content {
+					if name := get(pn, "name"); name != nil {
+						w.pools[name.Value] = pn
+					}
+				}
+			}
+		}
+	}
 	for _, g := range sc.NodeGroups {
 		for i := range g.Count {
 			w.nodes = append(w.nodes, fmt.Sprintf("%s-%d", g.Name, i))
@@ -389,6 +405,175 @@ var generators = []generator{
 		im := pick(rng, w.sc.Images)
 		return one(Karpenter, Events, w.at(rng), "setNodeClassImage", map[string]any{"nodeClass": nc.Name, "image": im.Name}), true
 	}},
+	{Human, "deletePool", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Bootroll.Pools) == 0 {
+			return Item{}, false
+		}
+		p := pick(rng, w.sc.Bootroll.Pools)
+		t := w.at(rng)
+		it := one(Human, Events, t, "deletePool", map[string]any{"pool": p.Name})
+		if pn := w.pools[p.Name]; pn != nil && rng.IntN(2) == 0 {
+			it.Entries = append(it.Entries, Entry{Section: Events, At: t + between(rng, time.Second, 10*time.Minute), Key: "createPool", Body: map[string]any{"": pn}})
+		}
+		return it, true
+	}},
+	{Human, "setPool", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Bootroll.Pools) == 0 {
+			return Item{}, false
+		}
+		p := pick(rng, w.sc.Bootroll.Pools)
+		body := map[string]any{"pool": p.Name}
+		for len(body) == 1 {
+			if rng.IntN(3) == 0 {
+				body["maxUnavailable"] = pick(rng, []any{1, 2, 3, "25%", "50%"})
+			}
+			if rng.IntN(4) == 0 {
+				body["maxStaging"] = rng.IntN(4)
+			}
+			if rng.IntN(4) == 0 {
+				body["failurePolicy"] = map[string]any{"action": pick(rng, []string{"Halt", "Rollback"}), "maxFailures": 1 + rng.IntN(2)}
+			}
+			if rng.IntN(5) == 0 {
+				body["drainTimeout"] = between(rng, time.Minute, 15*time.Minute).String()
+			}
+			if rng.IntN(5) == 0 {
+				body["healthTimeout"] = between(rng, 3*time.Minute, 20*time.Minute).String()
+			}
+			if rng.IntN(5) == 0 {
+				// A window that opens later today, or none.
+				if rng.IntN(2) == 0 {
+					body["windows"] = []any{}
+				} else {
+					body["windows"] = []any{map[string]any{"start": fmt.Sprintf("%02d:%02d", rng.IntN(24), 15*rng.IntN(4)), "duration": between(rng, 30*time.Minute, 4*time.Hour).String()}}
+				}
+			}
+		}
+		return one(Human, Events, w.at(rng), "setPool", body), true
+	}},
+	{Human, "relabelNode", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		// A node leaves its pool (a selector label removed) and, half the
+		// time, comes back.
+		var cands []string
+		var keys []string
+		for _, g := range w.sc.NodeGroups {
+			for _, p := range w.sc.Bootroll.Pools {
+				for k, v := range p.NodeSelector {
+					if g.Labels[k] == v {
+						for i := range g.Count {
+							cands = append(cands, fmt.Sprintf("%s-%d", g.Name, i))
+							keys = append(keys, k+"="+v)
+						}
+					}
+				}
+			}
+		}
+		if len(cands) == 0 {
+			return Item{}, false
+		}
+		i := rng.IntN(len(cands))
+		k, v, _ := strings.Cut(keys[i], "=")
+		t := w.at(rng)
+		it := one(Human, Events, t, "relabelNode", map[string]any{"node": cands[i], "remove": []string{k}})
+		if rng.IntN(2) == 0 {
+			it.Entries = append(it.Entries, Entry{Section: Events, At: t + between(rng, time.Second, 10*time.Minute), Key: "relabelNode", Body: map[string]any{"node": cands[i], "set": map[string]string{k: v}}})
+		}
+		return it, true
+	}},
+	{Human, "deleteNode", "", nodeAction("deleteNode")},
+	{Human, "deleteBootcNode", "", nodeAction("deleteBootcNode")},
+	{Human, "cordonNode", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		n, t := pick(rng, w.nodes), w.at(rng)
+		it := one(Human, Events, t, "cordonNode", map[string]any{"node": n})
+		if rng.IntN(3) != 0 {
+			it.Entries = append(it.Entries, Entry{Section: Events, At: t + between(rng, time.Second, 15*time.Minute), Key: "uncordonNode", Body: map[string]any{"node": n}})
+		}
+		return it, true
+	}},
+	{Human, "uncordonNode", "", nodeAction("uncordonNode")},
+	{Human, "setPDB", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.sc.Workloads) == 0 {
+			return Item{}, false
+		}
+		wl := pick(rng, w.sc.Workloads)
+		body := map[string]any{"workload": wl.Name}
+		if rng.IntN(2) == 0 {
+			body["maxUnavailable"] = rng.IntN(4)
+		} else {
+			body["minAvailable"] = pick(rng, []any{0, 1, "50%", "90%", "100%"})
+		}
+		return one(Human, Events, w.at(rng), "setPDB", body), true
+	}},
+	{Human, "deletePDB", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		var ws []string
+		for _, wl := range w.sc.Workloads {
+			if wl.PDB != nil {
+				ws = append(ws, wl.Name)
+			}
+		}
+		if len(ws) == 0 {
+			return Item{}, false
+		}
+		return one(Human, Events, w.at(rng), "deletePDB", map[string]any{"workload": pick(rng, ws)}), true
+	}},
+	{Host, "powerCycle", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		return one(Host, Faults, w.at(rng), "powerCycle", map[string]any{"node": pick(rng, w.nodes), "offFor": between(rng, 5*time.Second, 5*time.Minute).String()}), true
+	}},
+	{Host, "longReboot", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		return one(Host, Faults, w.at(rng), "longReboot", map[string]any{"node": pick(rng, w.nodes), "duration": between(rng, 10*time.Minute, time.Hour).String()}), true
+	}},
+	{Host, "bootFailure", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		modes := []string{"FallBack", "NeverReady", "Flapping", "NetworkNotReady", "CrashLoop"}
+		return one(Host, Faults, w.at(rng), "bootFailure", map[string]any{"node": pick(rng, w.nodes), "mode": pick(rng, modes)}), true
+	}},
+	{Host, "registryOutage", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		return one(Host, Faults, w.at(rng), "registryOutage", map[string]any{"for": between(rng, 30*time.Second, 20*time.Minute).String()}), true
+	}},
+	{Host, "slowPulls", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		return one(Host, Faults, w.at(rng), "slowPulls", map[string]any{"for": between(rng, time.Minute, 20*time.Minute).String(), "factor": 2 + rng.IntN(30)}), true
+	}},
+	{Host, "diskFill", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		body := map[string]any{"node": pick(rng, w.nodes), "size": fmt.Sprintf("%dGi", 1+rng.IntN(100))}
+		if rng.IntN(2) == 0 {
+			body["for"] = between(rng, time.Minute, 30*time.Minute).String()
+		}
+		return one(Host, Faults, w.at(rng), "diskFill", body), true
+	}},
+	{Karpenter, "karpenterCRDs", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if w.sc.Karpenter == nil {
+			return Item{}, false
+		}
+		t := w.at(rng)
+		it := one(Karpenter, Events, t, "karpenterCRDs", map[string]any{"installed": false})
+		if rng.IntN(3) != 0 {
+			it.Entries = append(it.Entries, Entry{Section: Events, At: t + between(rng, time.Second, 10*time.Minute), Key: "karpenterCRDs", Body: map[string]any{"installed": true}})
+		}
+		return it, true
+	}},
+}
+
+// nodeAction draws an action whose body names one node.
+func nodeAction(key string) func(w *world, rng *rand.Rand) (Item, bool) {
+	return func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		return one(Human, Events, w.at(rng), key, map[string]any{"node": pick(rng, w.nodes)}), true
+	}
 }
 
 // MaxItems is the most items one run's schedule holds.

@@ -430,3 +430,59 @@ func TestIndependentOfController(t *testing.T) {
 		}
 	}
 }
+
+// A node that leaves its pool while it reboots may stay cordoned until the
+// reboot is over and CleanupBound after; one that never comes back is
+// judged at CleanupRebootCap.
+func TestCleanupWaitsForARebootInProgress(t *testing.T) {
+	setReady := func(ready bool) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			st := corev1.ConditionFalse
+			if ready {
+				st = corev1.ConditionTrue
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		backAt   time.Duration // 0: never Ready again
+		restored time.Duration // when the Node is given back; 0: never
+		want     int
+		wantAt   time.Duration
+	}{
+		{"given back after the reboot", 5 * time.Minute, 6 * time.Minute, 0, 0},
+		{"kept past the grace after the reboot", 5 * time.Minute, 0, 1, 5*time.Minute + CleanupBound},
+		{"never Ready again", 0, 0, 1, 10*time.Second + CleanupRebootCap},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.node("a", setReady(true))
+			f.slots(imgB, "a")
+			f.node("a", protect)
+			f.check(time.Second)
+			f.c.Reboot("a", imgA, imgB)
+			f.node("a", setReady(false))
+			f.check(5 * time.Second)
+			f.at(10 * time.Second)
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+			for at := 20 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
+				if tc.backAt > 0 && at == tc.backAt {
+					f.at(at)
+					f.node("a", setReady(true))
+				}
+				if tc.restored > 0 && at == tc.restored {
+					f.at(at)
+					f.node("a", unmark)
+				}
+				f.check(at)
+			}
+			f.want(scenario.InvCleanup, tc.want, "by 20m")
+			if tc.want > 0 {
+				if v := f.of(scenario.InvCleanup)[0]; v.At < tc.wantAt || v.At > tc.wantAt+cleanupPoll {
+					t.Errorf("violation at %s, want %s (within %s): %s", v.At, tc.wantAt, cleanupPoll, v)
+				}
+			}
+		})
+	}
+}

@@ -36,6 +36,17 @@ const (
 	// and its NodeClaim to the state it found them in: a few reconciles
 	// and their retries.
 	CleanupBound = 2 * time.Minute
+	// CleanupRebootCap is how long a reboot in progress (requested and
+	// the Node not Ready again yet) may hold a cleanup back: bootroll keeps
+	// a rebooting node cordoned, so that a daemon that read a boot order
+	// before it was withdrawn does not reboot an uncordoned node, and
+	// gives it back CleanupBound after it is Ready again; a node that does
+	// not come back within this cap (a boot that never gets Ready) is
+	// judged then. It is the API's default healthTimeout.
+	CleanupRebootCap = 15 * time.Minute
+	// cleanupPoll is how often a cleanup held back by a reboot looks
+	// again.
+	cleanupPoll = 10 * time.Second
 	// StrandSlack is added to a pool's drainTimeout + 2 × healthTimeout
 	// (a drain, a reboot into the target and, with failurePolicy
 	// Rollback, a reboot back) to bound how long a node that holds a slot
@@ -112,6 +123,10 @@ type deadline struct {
 	// left the pool (a cleanup that no longer applies if it is back).
 	pool, why string
 	left      bool
+	// since is when the cleanup was triggered; waited is true once the
+	// deadline was moved past a reboot in progress (CleanupRebootCap).
+	since          time.Time
+	waited, graced bool
 }
 
 type deadlineHeap []deadline
@@ -288,7 +303,7 @@ func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	if !n.Exists || !n.touch.active {
 		return
 	}
-	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left})
+	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left, since: c.now()})
 }
 
 // leftPool is the World's leftHook: a node stopped matching a live pool.
@@ -358,9 +373,31 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		c.record(Violation{Invariant: string(scenario.InvNoStrandedNode), At: due.Sub(c.start), Objects: []string{"Node/" + n.Name},
 			Message: fmt.Sprintf("node %s has been %s since %s, longer than %s", n.Name, c.leftovers(n), t.strandSince.Sub(c.start), bound)})
 	case dlCleanup:
+		if n.rebooting && now.Before(d.since.Add(CleanupRebootCap)) {
+			// A reboot in progress holds the cleanup back: look again
+			// CleanupBound after it ends, or at the cap.
+			d.waited = true
+			d.at = now.Add(cleanupPoll)
+			if cap := d.since.Add(CleanupRebootCap); cap.Before(d.at) {
+				d.at = cap
+			}
+			c.push(d)
+			return
+		}
+		if d.waited && !d.graced && now.Before(d.since.Add(CleanupRebootCap)) {
+			// The reboot ended within the last cleanupPoll.
+			d.graced = true
+			d.at = now.Add(CleanupBound)
+			c.push(d)
+			return
+		}
 		if c.enabled[scenario.InvCleanup] {
+			bound := CleanupBound.String()
+			if d.waited {
+				bound = fmt.Sprintf("%s (%s after a reboot in progress ended, at most %s)", now.Sub(d.since), CleanupBound, CleanupRebootCap)
+			}
 			c.record(Violation{Invariant: string(scenario.InvCleanup), At: at, Objects: []string{"Node/" + n.Name},
-				Message: fmt.Sprintf("%s after %s at %s, node %s is still %s", CleanupBound, d.why, (d.at.Add(-CleanupBound)).Sub(c.start), n.Name, c.leftovers(n))})
+				Message: fmt.Sprintf("%s after %s at %s, node %s is still %s", bound, d.why, d.since.Sub(c.start), n.Name, c.leftovers(n))})
 		}
 	case dlProtection:
 		if c.enabled[scenario.InvNoLeakedAnnotation] {

@@ -444,24 +444,65 @@ type TestOnly struct {
 	// the Eviction API, so PDBs are not honoured; caught by pdb-respected.
 	DeleteInsteadOfEvict bool `json:"deleteInsteadOfEvict,omitempty"`
 
-	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair;
-	// caught by no-reap-while-updating.
+	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair,
+	// so Karpenter may reap a node in its slot; caught by
+	// no-reap-while-updating.
 	SkipKarpenterProtection bool `json:"skipKarpenterProtection,omitempty"`
 
 	// SkipUncordon leaves updated nodes cordoned; caught by no-leaked-cordon.
 	SkipUncordon bool `json:"skipUncordon,omitempty"`
 
-	// KeepAnnotations leaves bootroll's annotations on updated nodes; caught
-	// by no-leaked-annotation.
+	// KeepAnnotations never removes the Karpenter annotations bootroll
+	// added (do-not-disrupt, do-not-repair) from Nodes and NodeClaims;
+	// caught by no-leaked-annotation.
 	KeepAnnotations bool `json:"keepAnnotations,omitempty"`
 
-	// ForgetSlotsOnRestart makes a restarted controller ignore the recorded
-	// slot ownership; caught by no-double-reboot.
+	// ForgetSlotsOnRestart makes a restarted controller ignore the slot
+	// table it finds on its first pass of a pool, so it hands the held
+	// slots out again and more than maxUnavailable nodes are down; caught
+	// by max-unavailable (with a controller restart mid-rollout).
 	ForgetSlotsOnRestart bool `json:"forgetSlotsOnRestart,omitempty"`
 
 	// NoHealthTimeout never fails a node that does not come back healthy, so
 	// a bad image stalls the rollout; caught by converges.
 	NoHealthTimeout bool `json:"noHealthTimeout,omitempty"`
+
+	// FreeSlotBeforeVerify gives a node's reboot slot back as soon as its
+	// reboot is requested, before it is verified, so more nodes than
+	// maxUnavailable are down at once; caught by max-unavailable.
+	FreeSlotBeforeVerify bool `json:"freeSlotBeforeVerify,omitempty"`
+
+	// KeepBootOrder leaves spec.desiredState Booted on a node that has
+	// finished (Updated, Failed, RolledBack), so a later change of its
+	// desired image or an unplanned reboot boots it outside a slot; caught
+	// by no-unprotected-reboot.
+	KeepBootOrder bool `json:"keepBootOrder,omitempty"`
+
+	// CountSlotsFromCache writes the pool's slot table without the
+	// optimistic lock, from what a possibly stale cache said, so two passes
+	// hand out the same free slot; caught by max-unavailable (with stale
+	// caches).
+	CountSlotsFromCache bool `json:"countSlotsFromCache,omitempty"`
+
+	// ForgetPriorCordon does not record a Node's cordon state before
+	// bootroll cordons it, so a node an admin had cordoned is uncordoned
+	// after its update; caught by cleanup.
+	ForgetPriorCordon bool `json:"forgetPriorCordon,omitempty"`
+
+	// HaltFromLiveRecords computes a pool's halt from the live BootcNodes
+	// only (the old behaviour), so deleting the failed node lifts the halt
+	// and the bad image rolls on; caught by halt-is-final.
+	HaltFromLiveRecords bool `json:"haltFromLiveRecords,omitempty"`
+
+	// SkipCleanupOnDelete removes bootroll's finalizers without undoing
+	// anything, so a deleted pool or BootcNode leaves its Nodes cordoned
+	// and annotated; caught by cleanup.
+	SkipCleanupOnDelete bool `json:"skipCleanupOnDelete,omitempty"`
+
+	// DropAnnotationOwnership records every Karpenter protection
+	// annotation as bootroll's, also one that was there before, so bootroll
+	// removes annotations it did not add; caught by cleanup.
+	DropAnnotationOwnership bool `json:"dropAnnotationOwnership,omitempty"`
 
 	// NoStagingReserve runs the node daemons with no OS staging reserve, so
 	// pinned-image pulls may take the room the next OS image needs; caught

@@ -55,7 +55,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -278,10 +277,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	if seed == 0 {
 		seed = sc.Seed
 	}
-	to, err := testOnly(sc.Bootroll.TestOnly)
-	if err != nil {
-		return nil, err
-	}
+	to := testOnly(sc.Bootroll.TestOnly)
 	prof, err := profile(sc, opts)
 	if err != nil {
 		return nil, err
@@ -388,30 +384,27 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	return r.finish()
 }
 
-// testOnly maps the scenario's deliberately broken settings to the
-// controller's; a setting the controller does not have is refused rather
-// than silently ignored, so a negative control cannot pass vacuously. The
-// daemons' settings (noStagingReserve, forgetLastReboot) are applied by
-// configureDaemon.
-func testOnly(t scenario.TestOnly) (controller.TestOnly, error) {
-	var missing []string
-	for _, f := range []struct {
-		set  bool
-		name string
-	}{
-		{t.SkipKarpenterProtection, "skipKarpenterProtection"},
-		{t.KeepAnnotations, "keepAnnotations"},
-		{t.ForgetSlotsOnRestart, "forgetSlotsOnRestart"},
-		{t.NoHealthTimeout, "noHealthTimeout"},
-	} {
-		if f.set {
-			missing = append(missing, "bootroll.testOnly."+f.name)
-		}
+// testOnly maps the scenario's deliberately broken controller settings to
+// controller.TestOnly, one field each: every setting the schema publishes
+// works. The daemons' settings (noStagingReserve, forgetLastReboot) are
+// applied by configureDaemon.
+func testOnly(t scenario.TestOnly) controller.TestOnly {
+	return controller.TestOnly{
+		IgnoreSlotLimit:         t.IgnoreSlotLimit,
+		SkipUncordon:            t.SkipUncordon,
+		DeleteInsteadOfEvict:    t.DeleteInsteadOfEvict,
+		SkipKarpenterProtection: t.SkipKarpenterProtection,
+		KeepAnnotations:         t.KeepAnnotations,
+		ForgetSlotsOnRestart:    t.ForgetSlotsOnRestart,
+		NoHealthTimeout:         t.NoHealthTimeout,
+		FreeSlotBeforeVerify:    t.FreeSlotBeforeVerify,
+		KeepBootOrder:           t.KeepBootOrder,
+		CountSlotsFromCache:     t.CountSlotsFromCache,
+		ForgetPriorCordon:       t.ForgetPriorCordon,
+		HaltFromLiveRecords:     t.HaltFromLiveRecords,
+		SkipCleanupOnDelete:     t.SkipCleanupOnDelete,
+		DropAnnotationOwnership: t.DropAnnotationOwnership,
 	}
-	if len(missing) > 0 {
-		return controller.TestOnly{}, fmt.Errorf("%s: not supported yet: controller.TestOnly has no such setting", strings.Join(missing, ", "))
-	}
-	return controller.TestOnly{IgnoreSlotLimit: t.IgnoreSlotLimit, SkipUncordon: t.SkipUncordon, DeleteInsteadOfEvict: t.DeleteInsteadOfEvict}, nil
 }
 
 func request(name string) reconcile.Request {

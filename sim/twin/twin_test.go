@@ -227,12 +227,3 @@ func TestResult(t *testing.T) {
 		t.Errorf("reconciles %v", res.Reconciles)
 	}
 }
-
-// TestUnsupportedTestOnly refuses broken settings the controller lacks, so
-// a negative control cannot pass vacuously.
-func TestUnsupportedTestOnly(t *testing.T) {
-	sc := load(t, "plain-rollout-10.yaml", "bootroll.testOnly.skipKarpenterProtection=true")
-	if _, err := twin.Run(sc, twin.Options{}); err == nil || !strings.Contains(err.Error(), "skipKarpenterProtection") {
-		t.Errorf("err = %v; want skipKarpenterProtection not supported", err)
-	}
-}

@@ -1,0 +1,250 @@
+package controller_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
+)
+
+// withTestOnly restarts the harness's controller with broken settings.
+func (h *harness) withTestOnly(to controller.TestOnly) {
+	h.stopManager()
+	h.opts.TestOnly = to
+	h.startManager()
+}
+
+// forget removes a node from the harness's fleet (its daemon stops).
+func (h *harness) forget(name string) {
+	h.mu.Lock()
+	delete(h.hosts, name)
+	delete(h.daemons, name)
+	h.mu.Unlock()
+}
+
+// inSlotFor counts the nodes that are in a slot or asked to boot image.
+func (h *harness) inSlotFor(image string) []string {
+	var out []string
+	for name, bn := range h.bootcNodes() {
+		if bn.Spec.DesiredImage != image {
+			continue
+		}
+		if bn.Spec.DesiredState == v1alpha1.DesiredBooted || bn.Status.Phase == v1alpha1.PhaseDraining || bn.Status.Phase == v1alpha1.PhaseRebooting {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestHaltSurvivesDeletionOfFailedNode: the halt is recorded on the pool,
+// so deleting the failed node's Node and BootcNode (as Karpenter's repair
+// or an admin would) does not lift it; a new spec.image does, and the
+// halt stays readable in status.lastHalt. The planted old behaviour
+// (halt from live records) resumes the bad rollout, which shows the test
+// can fail.
+func TestHaltSurvivesDeletionOfFailedNode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		to     controller.TestOnly
+		resume bool // the bad image rolls on after the deletion
+	}{
+		{name: "durable", resume: false},
+		{name: "planted-live-records", to: controller.TestOnly{HaltFromLiveRecords: true}, resume: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			prefix := "halt" + fmt.Sprint(len(tc.name))
+			h := newHarness(t, prefix, 3, clock.RealClock{})
+			h.withTestOnly(tc.to)
+			bad, good := digestRef("bad"), digestRef("v3")
+			h.mu.Lock()
+			h.failing[controller.DigestOf(bad)] = true
+			h.mu.Unlock()
+			p := h.pool(prefix, bad, intstr.FromInt32(1))
+			var pool v1alpha1.BootcNodePool
+			failed := ""
+			g.Eventually(func() string {
+				for name, bn := range h.bootcNodes() {
+					if bn.Status.Phase == v1alpha1.PhaseFailed {
+						failed = name
+					}
+				}
+				return failed
+			}, 60*time.Second, 100*time.Millisecond).ShouldNot(BeEmpty())
+			g.Eventually(func() bool {
+				_ = k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)
+				return meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionHalted)
+			}, 30*time.Second, 100*time.Millisecond).Should(BeTrue())
+			if !tc.resume {
+				g.Expect(pool.Status.Halt).NotTo(BeNil())
+				g.Expect(pool.Status.Halt.Image).To(Equal(bad))
+				g.Expect(pool.Status.Halt.Failures).To(HaveLen(1))
+				g.Expect(pool.Status.Halt.Failures[0].Node).To(Equal(failed))
+				g.Expect(pool.Status.Halt.Failures[0].Reason).To(Equal("BootFailed"))
+				// The failed node's boot order is withdrawn.
+				g.Expect(h.bootcNodes()[failed].Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged))
+			}
+
+			// Karpenter's repair (or an admin) deletes the failed node.
+			h.forget(failed)
+			g.Expect(k8s.Delete(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: failed}})).To(Succeed())
+			g.Eventually(func() bool {
+				err := k8s.Delete(h.ctx, &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: failed}})
+				if apierrors.IsNotFound(err) {
+					return true
+				}
+				var bn v1alpha1.BootcNode
+				return apierrors.IsNotFound(k8s.Get(h.ctx, client.ObjectKey{Name: failed}, &bn))
+			}, 20*time.Second, 100*time.Millisecond).Should(BeTrue())
+
+			rolled := func() []string { return h.inSlotFor(bad) }
+			if tc.resume {
+				g.Eventually(rolled, 30*time.Second, 100*time.Millisecond).ShouldNot(BeEmpty(), "with the halt taken from live records, deleting the failed node lifts it")
+				return
+			}
+			g.Consistently(rolled, 4*time.Second, 100*time.Millisecond).Should(BeEmpty(), "no node gets a slot or a boot order for the halted image")
+			g.Expect(k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionHalted)).To(BeTrue())
+			g.Expect(pool.Status.Halt).NotTo(BeNil())
+			g.Expect(pool.Status.Halt.Failures[0].Node).To(Equal(failed), "the failure outlives its node")
+
+			// A new image lifts the halt and keeps it for debugging.
+			g.Eventually(func() error {
+				if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
+					return err
+				}
+				pool.Spec.Image = v1alpha1.ImageReference(good)
+				return k8s.Update(h.ctx, &pool)
+			}, 10*time.Second).Should(Succeed())
+			g.Eventually(h.allOn(good), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+			g.Eventually(func() *v1alpha1.HaltRecord {
+				_ = k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)
+				return pool.Status.Halt
+			}, 10*time.Second, 100*time.Millisecond).Should(BeNil())
+			g.Expect(pool.Status.LastHalt).NotTo(BeNil())
+			g.Expect(pool.Status.LastHalt.Image).To(Equal(bad))
+			g.Expect(pool.Status.LastHalt.Failures[0].Node).To(Equal(failed))
+			g.Expect(pool.Status.Failures).To(BeEmpty())
+			for name, bn := range h.bootcNodes() {
+				g.Expect(bn.Spec.DesiredState).NotTo(Equal(v1alpha1.DesiredBooted), "node %s finished but keeps its boot order", name)
+			}
+		})
+	}
+}
+
+// TestRevertDuringRebootIsProtected: an operator sets the pool image back
+// while a node reboots into the new one. The node finishes its reboot and
+// verification, and boots the reverted image only with a fresh cordon,
+// drain and slot; every reboot starts while the node is cordoned by
+// bootroll, and a finished node keeps no boot order. The planted
+// KeepBootOrder shows the check can fail.
+func TestRevertDuringRebootIsProtected(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		to          controller.TestOnly
+		unprotected bool
+	}{
+		{name: "honest"},
+		{name: "planted-keep-boot-order", to: controller.TestOnly{KeepBootOrder: true}, unprotected: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			prefix := "rev" + fmt.Sprint(len(tc.name))
+			h := newHarnessWith(t, prefix, 1, func(h *harness) { h.rebootTicks = 30 })
+			h.withTestOnly(tc.to)
+			node := prefix + "-0"
+			h.pods(node, 1, "web")
+			v1, v2 := digestRef("v1"), digestRef("v2")
+			p := h.pool(prefix, v2, intstr.FromInt32(1))
+			h.mu.Lock()
+			host := h.hosts[node]
+			h.mu.Unlock()
+			g.Eventually(host.isRebooting, 30*time.Second, 10*time.Millisecond).Should(BeTrue())
+			// Revert while the node reboots into v2.
+			var pool v1alpha1.BootcNodePool
+			g.Eventually(func() error {
+				if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
+					return err
+				}
+				pool.Spec.Image = v1alpha1.ImageReference(v1)
+				return k8s.Update(h.ctx, &pool)
+			}, 10*time.Second).Should(Succeed())
+			if tc.unprotected {
+				g.Eventually(func() []string {
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					return append([]string(nil), h.unprotected...)
+				}, 60*time.Second, 100*time.Millisecond).ShouldNot(BeEmpty())
+				return
+			}
+			g.Eventually(h.allOn(v1), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+			h.mu.Lock()
+			g.Expect(h.unprotected).To(BeEmpty(), "reboots that started without bootroll's cordon and slot")
+			g.Expect(h.reboots[node]).To(Equal(2), "one reboot into v2, finished and verified, then one into v1")
+			h.mu.Unlock()
+			bn := h.bootcNodes()[node]
+			g.Expect(bn.Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged), "the boot order is withdrawn when the node finishes")
+			g.Expect(h.events.of(node)).To(ContainElements("Updated", "SlotGranted"))
+			n := h.node(node)
+			g.Expect(n.Spec.Unschedulable).To(BeFalse())
+		})
+	}
+}
+
+// TestRollbackHaltsAtOnce: with failurePolicy Rollback, a node that boots
+// the new image but never gets Ready is rolled back; its failure is on the
+// pool (and halts it) from the moment the rollback starts, so no other node
+// gets a slot for the image while it rolls back, and the record keeps the
+// failed image after the rollback. Each finished node keeps no boot order.
+func TestRollbackHaltsAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "rb", 3, nil)
+	sick := digestRef("sick")
+	h.mu.Lock()
+	h.sick[controller.DigestOf(sick)] = true
+	h.mu.Unlock()
+	p := h.pool("rb", sick, intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
+		p.Spec.FailurePolicy.Action = v1alpha1.FailureRollback
+		p.Spec.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})
+	var pool v1alpha1.BootcNodePool
+	rolling, others := "", map[string]bool{}
+	g.Eventually(func() v1alpha1.NodePhase {
+		for name, bn := range h.bootcNodes() {
+			if bn.Spec.Rollback {
+				rolling = name
+			}
+			if name != rolling && bn.Spec.DesiredImage == sick && (bn.Spec.DesiredState == v1alpha1.DesiredBooted || bn.Status.Phase == v1alpha1.PhaseDraining) {
+				others[name] = true
+			}
+		}
+		if rolling == "" {
+			return ""
+		}
+		return h.bootcNodes()[rolling].Status.Phase
+	}, 60*time.Second, 20*time.Millisecond).Should(Equal(v1alpha1.PhaseRolledBack))
+	delete(others, rolling)
+	g.Expect(others).To(BeEmpty(), "nodes given a slot for the failing image while one rolled back")
+	g.Expect(k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)).To(Succeed())
+	g.Expect(pool.Status.Halt).NotTo(BeNil())
+	g.Expect(pool.Status.Halt.Image).To(Equal(sick))
+	g.Expect(pool.Status.Halt.Failures[0].Node).To(Equal(rolling))
+	g.Expect(pool.Status.Halt.Failures[0].Reason).To(Equal("HealthTimeout"))
+	bn := h.bootcNodes()[rolling]
+	g.Expect(bn.Status.Rollout.FailedImage).To(Equal(sick))
+	g.Expect(bn.Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged), "the rollback's boot order is withdrawn once it booted")
+	g.Expect(bn.Status.Booted.Digest).To(Equal(controller.DigestOf(digestRef("v1"))))
+	g.Consistently(func() []string { return h.inSlotFor(sick) }, 2*time.Second, 100*time.Millisecond).Should(BeEmpty())
+	g.Expect(h.node(rolling).Spec.Unschedulable).To(BeFalse())
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+func TestSettleHalt(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fail := func(node, image string) v1alpha1.NodeFailure {
+		return v1alpha1.NodeFailure{Node: node, Image: image, Reason: "BootFailed", Time: metav1.NewTime(t0)}
+	}
+	halt := func(image string, fs ...v1alpha1.NodeFailure) *v1alpha1.HaltRecord {
+		return &v1alpha1.HaltRecord{Image: image, Since: metav1.NewTime(t0), Failures: fs}
+	}
+	for _, tc := range []struct {
+		name        string
+		st          v1alpha1.BootcNodePoolStatus
+		target      string
+		live        []v1alpha1.NodeFailure
+		maxFailures int
+		halted      bool
+		halt, last  *v1alpha1.HaltRecord
+		failures    int
+	}{
+		{name: "no failures", target: "B", maxFailures: 1},
+		{name: "a live failure halts", target: "B", live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 1,
+			halted: true, halt: halt("B", fail("n1", "B")), failures: 1},
+		{name: "below maxFailures", target: "B", live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 2, failures: 1},
+		{name: "the same node twice counts once", target: "B", st: v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}},
+			live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 2, failures: 1},
+		{name: "a recorded halt outlives its records", target: "B",
+			st:          v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}, Halt: halt("B", fail("n1", "B"))},
+			maxFailures: 1, halted: true, halt: halt("B", fail("n1", "B")), failures: 1},
+		{name: "a recorded failure halts without its record", target: "B",
+			st:          v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}},
+			maxFailures: 1, halted: true, halt: halt("B", fail("n1", "B")), failures: 1},
+		{name: "a new target lifts the halt and keeps it", target: "C",
+			st:          v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}, Halt: halt("B", fail("n1", "B"))},
+			maxFailures: 1, last: halt("B", fail("n1", "B"))},
+		{name: "a live failure of an old target does not halt the new one", target: "C",
+			live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 1},
+		{name: "no target: nothing decided", target: "",
+			st:          v1alpha1.BootcNodePoolStatus{Halt: halt("B", fail("n1", "B"))},
+			maxFailures: 1, halt: halt("B", fail("n1", "B"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			st.TargetImage = tc.target
+			got := settleHalt(&st, tc.target, tc.live, tc.maxFailures)
+			if got != tc.halted {
+				t.Errorf("halted = %v, want %v", got, tc.halted)
+			}
+			if !equalHalt(st.Halt, tc.halt) {
+				t.Errorf("halt = %+v, want %+v", st.Halt, tc.halt)
+			}
+			if !equalHalt(st.LastHalt, tc.last) {
+				t.Errorf("lastHalt = %+v, want %+v", st.LastHalt, tc.last)
+			}
+			if len(st.Failures) != tc.failures {
+				t.Errorf("failures = %+v, want %d", st.Failures, tc.failures)
+			}
+		})
+	}
+}
+
+func equalHalt(a, b *v1alpha1.HaltRecord) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Image != b.Image || len(a.Failures) != len(b.Failures) {
+		return false
+	}
+	for i := range a.Failures {
+		if a.Failures[i].Node != b.Failures[i].Node || a.Failures[i].Image != b.Failures[i].Image {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNoteFailure(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := v1alpha1.BootcNodePoolStatus{TargetImage: "B"}
+	f := func(node, image string) v1alpha1.NodeFailure {
+		return v1alpha1.NodeFailure{Node: node, Image: image, Reason: "HealthTimeout", Time: now}
+	}
+	if noteFailure(&st, f("n1", "A"), 1) {
+		t.Errorf("a failure of an old target changed the status: %+v", st)
+	}
+	if !noteFailure(&st, f("n1", "B"), 2) || len(st.Failures) != 1 || st.Halt != nil {
+		t.Fatalf("first failure: %+v", st)
+	}
+	if noteFailure(&st, f("n1", "B"), 2) {
+		t.Errorf("a repeated failure changed the status: %+v", st)
+	}
+	if !noteFailure(&st, f("n2", "B"), 2) || st.Halt == nil || st.Halt.Image != "B" || len(st.Halt.Failures) != 2 {
+		t.Fatalf("maxFailures reached: %+v", st)
+	}
+	halt := st.Halt
+	if noteFailure(&st, f("n3", "B"), 2); st.Halt != halt || len(st.Halt.Failures) != 2 {
+		t.Errorf("a later failure rewrote the halt: %+v", st.Halt)
+	}
+}
