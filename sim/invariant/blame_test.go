@@ -181,6 +181,10 @@ func (f *fixture) slot(node string, byBootroll, reboot bool) {
 		f.at(3 * time.Minute)
 		f.c.Reboot(node, imgA, imgB)
 	}
+	if f.deleteBootcNodeAt != 0 {
+		f.at(f.deleteBootcNodeAt)
+		f.bn(node, func(b *v1alpha1.BootcNode) { b.DeletionTimestamp = &metav1.Time{Time: f.now} })
+	}
 	f.at(10 * time.Minute)
 	f.node(node, func(n *corev1.Node) {
 		n.Spec.Unschedulable = false
@@ -230,6 +234,13 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: back})
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 11*time.Minute+30*time.Second)
 	f.want(scenario.InvNoChurn, 0, "refilled after the update, then emptied by a scale-down")
+	// An admin deletes the BootcNode mid-slot: bootroll must give the
+	// node back (cleanup), and Karpenter then consolidates it.
+	f = churnFixture(t, 5*time.Minute)
+	f.deleteBootcNodeAt = 5 * time.Minute
+	f.update("a", true)
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+20*time.Second)
+	f.want(scenario.InvNoChurn, 0, "consolidation of a node given back after its BootcNode was deleted")
 	// A drain abandoned without an update: no post-update protection is
 	// promised, so drift a minute later is the operator's.
 	f = churnFixture(t, 5*time.Minute)

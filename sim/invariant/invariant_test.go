@@ -28,6 +28,9 @@ type fixture struct {
 	booted  map[string]string
 	pdbs    []cluster.PDBState
 	evicted uint64
+	// deleteBootcNodeAt, when set, makes slot delete the BootcNode at that
+	// time, while the node is marked (blame_test.go).
+	deleteBootcNodeAt time.Duration
 }
 
 func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, nodes ...string) *fixture {

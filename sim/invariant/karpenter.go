@@ -61,6 +61,12 @@ type churnRecord struct {
 	// "or until the node runs non-DaemonSet pods again"), and Karpenter's
 	// consolidateAfter counts from that pod event, not bootroll's drain.
 	refilled bool
+	// handedBack is set when a pool's deletion, the BootcNode's deletion
+	// or the node leaving its pool makes bootroll give the node back
+	// (cleanup): the invariant cleanup then requires bootroll to remove
+	// its cordon and protection within CleanupBound, so what Karpenter
+	// does to the node once they are gone is not bootroll's churn.
+	handedBack bool
 }
 
 // followRefill notes a workload pod bound to a node bootroll released.
@@ -89,7 +95,7 @@ func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
 	switch {
 	case n.Marked && !was:
 		n.churn.markedAt = now
-		n.churn.refilled, n.churn.rebooted = false, false
+		n.churn.refilled, n.churn.rebooted, n.churn.handedBack = false, false, false
 	case !n.Marked && was:
 		var pup time.Duration
 		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil && n.churn.rebooted {
@@ -242,8 +248,10 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 //     that time would not have been disrupted yet. A workload pod bound
 //     to the node after the uncordon is a later pod event, and ends this.
 //
-// A node that was schedulable and unprotected for consolidateAfter after
-// its update, a node others emptied or deleted, drift from a NodeClass
+// A node given back because someone else deleted its pool or BootcNode or
+// relabelled it out of the pool (cleanup obliges bootroll to remove its
+// cordon and protection), a node that was schedulable and unprotected for
+// consolidateAfter after its update, a node others emptied or deleted, drift from a NodeClass
 // change outside the protection, and expiry are not bootroll's churn.
 func (c *Checker) judgeChurn(node, reason string, details map[string]any, now time.Time) {
 	if !c.enabled[scenario.InvNoChurn] {
@@ -261,6 +269,9 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	switch {
 	case n.Marked || n.Phase == v1alpha1.PhaseRebooting || n.Phase == v1alpha1.PhaseVerifying:
 		c.churnViolation(node, at, what+" while bootroll had it cordoned for an update (slot marker or a reboot phase)")
+	case rec.handedBack && !n.Marked:
+		// Given back because someone else deleted its pool or record or
+		// relabelled it: the end of the protection is theirs.
 	case rec.refilled:
 		// Pods came back after the update: the protection ended with them,
 		// and the emptiness Karpenter counts is not bootroll's drain.

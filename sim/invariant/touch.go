@@ -303,6 +303,10 @@ func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	if !n.Exists || !n.touch.active {
 		return
 	}
+	// Someone else took the node from bootroll, which must now give it
+	// back: no post-update protection or drained emptiness of this
+	// episode is bootroll's churn any more (no-churn).
+	n.churn.handedBack = true
 	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left, since: c.now()})
 }
 
