@@ -271,6 +271,21 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f2.slot("b", true, false)
 	f2.disrupt("b", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)
 	f2.want(scenario.InvNoChurn, 1, "emptiness on bootroll's abandoned drain")
+	// With a long consolidateAfter, a node idle and schedulable for most
+	// of it (past RefillBound) is spare capacity, not bootroll's.
+	f3 := churnFixture(t, 0)
+	np := &unstructured.Unstructured{}
+	np.SetAPIVersion("karpenter.sh/v1")
+	np.SetKind("NodePool")
+	np.SetName("workers")
+	_ = unstructured.SetNestedField(np.Object, "1h", "spec", "disruption", "consolidateAfter")
+	f3.c.Observe(apiserver.Event{Type: apiserver.Modified, Object: np})
+	f3.update("a", true)
+	f3.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+RefillBound+time.Second)
+	f3.want(scenario.InvNoChurn, 0, "idle past RefillBound under consolidateAfter 1h")
+	f3.update("b", true)
+	f3.disrupt("b", fakekarpenter.ReasonEmpty, 10*time.Minute+RefillBound-time.Second)
+	f3.want(scenario.InvNoChurn, 1, "consolidated before RefillBound under consolidateAfter 1h")
 	if vs := f.of(scenario.InvNoChurn); len(vs) != 1 || vs[0].Objects[0] != "Node/a" {
 		t.Errorf("no-churn violations %v, want one of Node/a", vs)
 	}

@@ -240,7 +240,8 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 //   - emptied: Karpenter consolidates (Empty, Underutilized) a node that
 //     bootroll drained (removed a workload pod from, by eviction or
 //     deletion, while its slot marker was on) sooner than its NodePool's
-//     consolidateAfter after bootroll uncordoned it (removed the marker).
+//     consolidateAfter (at most RefillBound) after bootroll uncordoned it
+//     (removed the marker).
 //     Karpenter consolidates a node only after consolidateAfter without a
 //     pod event, and the last was bootroll's drain: a disruption before
 //     the node has been schedulable for consolidateAfter counted time the
@@ -282,12 +283,19 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 		if !known || ca == nil {
 			return
 		}
-		if now.Before(rec.releasedAt.Add(*ca)) {
-			c.churnViolation(node, at, fmt.Sprintf("%s %s after bootroll uncordoned it, drained by bootroll and not yet schedulable for its NodePool's consolidateAfter %s: the emptiness Karpenter counted is bootroll's drain (post-update protection %s)",
-				what, now.Sub(rec.releasedAt), *ca, rec.protectUntil.Sub(rec.releasedAt)))
+		if window := min(*ca, RefillBound); now.Before(rec.releasedAt.Add(window)) {
+			c.churnViolation(node, at, fmt.Sprintf("%s %s after bootroll uncordoned it, drained by bootroll and schedulable for less than %s (its NodePool's consolidateAfter %s, at most %s): the emptiness Karpenter counted is bootroll's drain (post-update protection %s)",
+				what, now.Sub(rec.releasedAt), window, *ca, RefillBound, rec.protectUntil.Sub(rec.releasedAt)))
 		}
 	}
 }
+
+// RefillBound caps the window of no-churn's second rule: a node bootroll
+// drained that has been schedulable again this long (or its NodePool's
+// consolidateAfter, if shorter) had its chance to get pods back, and
+// its emptiness is no longer bootroll's drain: with a long
+// consolidateAfter, a node left idle for most of it is spare capacity.
+const RefillBound = 5 * time.Minute
 
 func (c *Checker) churnViolation(node string, at time.Duration, msg string) {
 	key := node + "\x00churn"
