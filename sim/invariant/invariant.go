@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -51,12 +53,12 @@ type Info struct {
 // order.
 var Registry = []Info{
 	{scenario.InvMaxUnavailable, "bootroll never makes a node of a pool unavailable while that would put more than maxUnavailable of the pool's current members out: an integer, or a percentage of the members (Nodes the selector matches, not being deleted) rounded down and at least 1 when above 0% and the pool has members, default 1 (api/v1alpha1). A node is unavailable because of bootroll while its Node exists and is not being deleted and it carries bootroll's slot marker, is listed in a pool's status.slots, has a reboot requested by bootroll's daemon in progress (until it was NotReady and is Ready again, or is Failed/RolledBack), or its BootcNode is in a slot phase; the last two not on the os-not-ready fast path. Members that leave or are deleted by others lower the bound without blaming bootroll: only an increase of the count past the bound is a violation", false},
-	{scenario.InvPDBRespected, "no PodDisruptionBudget becomes violated in an event in which bootroll asked to remove pods (evictions, or deletions under testOnly.deleteInsteadOfEvict) and a pod did start terminating; a refused eviction removes nothing and is never blamed", false},
-	{scenario.InvNoReapWhileUpdating, "Karpenter disrupts, taints, drains or repairs no node that holds a slot; an expiry is recorded as a forceful exception", true},
+	{scenario.InvPDBRespected, "no pod removal of bootroll's takes a PodDisruptionBudget below its floor: judged per removal bootroll's own request makes (an eviction the API server granted, or a deletion under testOnly.deleteInsteadOfEvict), from the budget's healthy count just before it; the removal is a violation when the pod was healthy (the count goes down) and the count is then below the pods that must be healthy. Refused evictions remove nothing, and pods others remove or that turn unhealthy (node crash, power cycle, scale-down, Karpenter's drain) are never bootroll's, even when they take the budget below its floor", false},
+	{scenario.InvNoReapWhileUpdating, "Karpenter decides to disrupt (consolidation, drift) or repair no node that holds a slot (bootroll's slot marker or a slot phase of its BootcNode), nor taints karpenter.sh/disrupted or drains such a node it decided to disrupt; an expiry is recorded as a forceful exception, and Karpenter's termination of a node someone else deleted (an admin's delete of the Node or NodeClaim) is not Karpenter's decision and is not blamed", true},
 	{scenario.InvNoLeakedCordon, "at the end no node outside a slot is cordoned by bootroll, and nodes cordoned before stay cordoned", false},
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
-	{scenario.InvNoChurn, "Karpenter replaces or deletes no node (expiry aside) during the run", true},
+	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn", true},
 	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit", false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and reports exactly their current images, and the images it reports present are on the host", false},
@@ -121,8 +123,11 @@ type Checker struct {
 	// not recorded.
 	caught map[string]int
 
-	pdbViolated  map[string]bool
+	// lastRemovals is bootroll's count of pod-removing requests at the
+	// last event; pdbPending are the budgets bootroll removed covered
+	// pods from in the current engine event.
 	lastRemovals uint64
+	pdbPending   []pdbRemoval
 	// reboots counts reboot requests per node, digest and pool image
 	// generation (reboot.go).
 	reboots map[rebootKey]int
@@ -149,13 +154,12 @@ const maxRecorded = 20
 func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) {
 	c := &Checker{
 		sc: sc, src: src, start: start,
-		enabled:     map[scenario.Invariant]bool{},
-		world:       NewWorld(),
-		caught:      map[string]int{},
-		pdbViolated: map[string]bool{},
-		reboots:     map[rebootKey]int{},
-		halts:       map[string][]*halt{},
-		lastNow:     start,
+		enabled: map[scenario.Invariant]bool{},
+		world:   NewWorld(),
+		caught:  map[string]int{},
+		reboots: map[rebootKey]int{},
+		halts:   map[string][]*halt{},
+		lastNow: start,
 	}
 	w := c.world
 	w.nodeHook = c.nodeChanged
@@ -199,8 +203,34 @@ func (c *Checker) Enabled(inv scenario.Invariant) bool { return c.enabled[inv] }
 // Observe applies a watch event. Subscribe it to the API server before
 // anything that writes.
 func (c *Checker) Observe(ev apiserver.Event) {
+	// A request of bootroll's that removes pods counts before the API
+	// server serves it, and the removal's watch event comes while it is
+	// served: a pod removal seen while the count moved is bootroll's. A
+	// refused eviction moves the count and removes nothing; the count is
+	// taken again at every event, so it blames nobody later.
+	if bootroll := c.syncRemovals(); bootroll {
+		if node, workload, ok := c.world.podRemoval(ev); ok {
+			c.bootrollRemovedPod(ev.Object.(*corev1.Pod), node, workload)
+		}
+	}
 	c.world.Observe(ev)
+	c.followRefill(ev)
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetKind() == "NodePool" && strings.HasPrefix(u.GetAPIVersion(), "karpenter.sh/") {
+		c.observeNodePool(ev.Type, u)
+	}
 	c.observePinned(ev)
+}
+
+// syncRemovals takes bootroll's count of pod-removing requests and reports
+// whether it moved since the last call.
+func (c *Checker) syncRemovals() bool {
+	if c.src.PodRemovals == nil {
+		return false
+	}
+	n := c.src.PodRemovals()
+	moved := n != c.lastRemovals
+	c.lastRemovals = n
+	return moved
 }
 
 // Check runs the invariants that hold at every moment; call it after every
@@ -217,10 +247,10 @@ func (c *Checker) Check(now time.Time) {
 	} else {
 		c.world.TakeDirty()
 	}
-	removed := c.world.TakePodRemoved()
-	if c.world.TakePodsChanged() && c.src.PDBs != nil {
-		c.checkPDBs(at, removed)
-	}
+	c.world.TakePodRemoved()
+	c.world.TakePodsChanged()
+	c.syncRemovals()
+	c.checkPDBs(at)
 	c.checkPinned(at)
 }
 
@@ -290,26 +320,74 @@ func intOrString(p *Pool) string {
 	return p.MaxUnavailable.String()
 }
 
-// checkPDBs refreshes the PDBs' state after pods changed. A PDB that turns
-// violated in an event in which bootroll asked to remove pods (evictions,
-// or deletions) and a pod did start terminating is a violation; one
-// violated by a node crash or a scale-down is not, nor is one violated in
-// an event in which bootroll's evictions were all refused.
-func (c *Checker) checkPDBs(at time.Duration, removed bool) {
-	var ev uint64
-	if c.src.PodRemovals != nil {
-		ev = c.src.PodRemovals()
-	}
-	evicted := ev != c.lastRemovals && removed
-	c.lastRemovals = ev
-	for _, st := range c.src.PDBs() {
-		key := st.Namespace + "/" + st.Name
-		was := c.pdbViolated[key]
-		if st.Violated && !was && evicted && c.enabled[scenario.InvPDBRespected] {
-			c.record(Violation{Invariant: string(scenario.InvPDBRespected), At: at, Objects: []string{"PodDisruptionBudget/" + key},
-				Message: fmt.Sprintf("PodDisruptionBudget %s became violated by a bootroll eviction or pod deletion: %s", key, pdbCounts(st))})
+// pdbRemoval is a PodDisruptionBudget from which bootroll removed a
+// covered pod in the current engine event, with its healthy count just
+// before the first such removal.
+type pdbRemoval struct {
+	key    string
+	before cluster.PDBState
+	pod    string
+}
+
+// bootrollRemovedPod handles a pod removal that bootroll's own request
+// (an eviction the API server granted, or a deletion) is making, at the
+// moment of the removal and before anything else has counted it: it notes
+// the healthy count of each PodDisruptionBudget that covers the pod. A
+// node that loses a workload pod this way was drained by bootroll
+// (no-churn).
+func (c *Checker) bootrollRemovedPod(p *corev1.Pod, node string, workload bool) {
+	if workload && node != "" {
+		if n := c.world.Node(node); n != nil {
+			n.churn.drainedAt = c.now()
 		}
-		c.pdbViolated[key] = st.Violated
+	}
+	if c.src.PDBs == nil || !c.enabled[scenario.InvPDBRespected] {
+		return
+	}
+	keys := c.world.PDBsCovering(p)
+	if len(keys) == 0 {
+		return
+	}
+	states := c.src.PDBs()
+	for _, key := range keys {
+		if slices.ContainsFunc(c.pdbPending, func(r pdbRemoval) bool { return r.key == key }) {
+			continue // the count before the event's first removal stands
+		}
+		for _, st := range states {
+			if st.Namespace+"/"+st.Name == key {
+				c.pdbPending = append(c.pdbPending, pdbRemoval{key: key, before: st, pod: p.Namespace + "/" + p.Name})
+			}
+		}
+	}
+}
+
+// checkPDBs judges, at the end of an engine event, the removals bootroll
+// made in it: a PodDisruptionBudget is violated by bootroll when a pod
+// bootroll removed (a granted eviction or a deletion) was healthy (the
+// budget's healthy count went down) and the count is now below the
+// budget's floor. Pods that others remove or that turn unhealthy (a node
+// crash, a power cycle, a scale-down) are never bootroll's, nor are
+// refused evictions, which remove nothing. Within one engine event only
+// bootroll's reconcile removes pods, so the drop is that of bootroll's
+// removals.
+func (c *Checker) checkPDBs(at time.Duration) {
+	if len(c.pdbPending) == 0 {
+		return
+	}
+	pending := c.pdbPending
+	c.pdbPending = nil
+	states := c.src.PDBs()
+	for _, r := range pending {
+		for _, st := range states {
+			if st.Namespace+"/"+st.Name != r.key {
+				continue
+			}
+			if st.Healthy < r.before.Healthy && st.Healthy < st.DesiredHealthy {
+				c.record(Violation{Invariant: string(scenario.InvPDBRespected), At: at, Objects: []string{"PodDisruptionBudget/" + r.key, "Pod/" + r.pod},
+					Message: fmt.Sprintf("bootroll removed healthy pod(s) covered by PodDisruptionBudget %s (an eviction or deletion of %s, the first): healthy went from %d to %d, below the %d that must be healthy (%d expected)",
+						r.key, r.pod, r.before.Healthy, st.Healthy, st.DesiredHealthy, st.ExpectedPods)})
+			}
+		}
 	}
 }
 

@@ -28,6 +28,9 @@ type fixture struct {
 	booted  map[string]string
 	pdbs    []cluster.PDBState
 	evicted uint64
+	// deleteBootcNodeAt, when set, makes slot delete the BootcNode at that
+	// time, while the node is marked (blame_test.go).
+	deleteBootcNodeAt time.Duration
 }
 
 func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, nodes ...string) *fixture {
@@ -230,31 +233,6 @@ func TestLeakedCordon(t *testing.T) {
 	f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = false })
 	f.c.Finish(Outcome{End: time.Hour, Converged: true})
 	if vs := f.c.Violations(); len(vs) != 1 || !strings.Contains(vs[0].Message, "cordoned before the rollout are uncordoned") {
-		t.Errorf("violations %v", vs)
-	}
-}
-
-func TestPDBRespected(t *testing.T) {
-	f := newFixture(t, nil, intstr.FromInt32(1), "a")
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}}
-	podEvent := func() { f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: pod}) }
-	// Violated by something else (a crash): no eviction, no violation.
-	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", Healthy: 1, DesiredHealthy: 2, Violated: true}}
-	podEvent()
-	f.check(time.Second)
-	f.pdbs[0].Violated, f.pdbs[0].Healthy = false, 2
-	podEvent()
-	f.check(2 * time.Second)
-	if n := f.c.Count("pdb-respected"); n != 0 {
-		t.Fatalf("violations without evictions: %v", f.c.Violations())
-	}
-	// Violated in an event in which bootroll evicted.
-	f.evicted++
-	f.pdbs[0].Violated, f.pdbs[0].Healthy = true, 1
-	podEvent()
-	f.check(3 * time.Second)
-	vs := f.c.Violations()
-	if len(vs) != 1 || vs[0].Invariant != "pdb-respected" || vs[0].Objects[0] != "PodDisruptionBudget/default/web" {
 		t.Errorf("violations %v", vs)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -367,32 +366,6 @@ func TestPostUpdateProtectionDeadline(t *testing.T) {
 		}
 		f.want(scenario.InvNoLeakedAnnotation, want, "protection past its deadline")
 	}
-}
-
-func TestPDBRefusedEvictionNotBlamed(t *testing.T) {
-	f := newFixture(t, nil, intstr.FromInt32(1), "a")
-	p := f.pod("web-0", "a", false)
-	f.check(time.Second)
-	// A crash makes the PDB violated while bootroll's eviction is refused
-	// in the same event: nothing was removed, bootroll is not to blame.
-	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", Healthy: 1, DesiredHealthy: 2, Violated: true}}
-	f.evicted++
-	up := p.DeepCopy()
-	up.Status.Phase = corev1.PodRunning
-	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: up})
-	f.check(2 * time.Second)
-	f.want(scenario.InvPDBRespected, 0, "refused eviction")
-	// Admitted: the pod terminates in the event.
-	f.pdbs[0].Violated = false
-	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: up})
-	f.check(3 * time.Second)
-	f.evicted++
-	f.pdbs[0].Violated = true
-	term := up.DeepCopy()
-	term.DeletionTimestamp = &metav1.Time{Time: t0}
-	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: up, Object: term})
-	f.check(4 * time.Second)
-	f.want(scenario.InvPDBRespected, 1, "admitted eviction")
 }
 
 func TestMaxUnavailableGroundTruth(t *testing.T) {

@@ -2,17 +2,21 @@ package invariant
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/fakekarpenter"
+	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
 // This file holds the invariants about the fake Karpenter:
-// no-reap-while-updating, from Karpenter's decisions as they happen, and
-// no-churn, from its counters at the end of the run.
+// no-reap-while-updating and no-churn, both from Karpenter's decisions as
+// they happen.
 
 // ExceptionForceful names the documented exception of
 // no-reap-while-updating: an expiry, which Karpenter carries out without
@@ -25,22 +29,116 @@ type karpenterState struct {
 	stats func() fakekarpenter.Stats
 	// expired are the nodes whose NodeClaim expired while they held a
 	// slot: the drain that follows is part of the exception.
-	expired    map[string]bool
+	expired map[string]bool
+	// decided are the nodes Karpenter itself decided to disrupt
+	// (consolidation, drift, repair; not expiry): the taint and drain of
+	// its termination then follow its decision. A node deleted by someone
+	// else (an admin's kubectl delete node) is terminated without one.
+	decided    map[string]bool
 	exceptions []Violation
 	reported   map[string]bool // node + "\x00" + what, reported once
+	// consolidateAfter is each NodePool's spec.disruption.consolidateAfter
+	// (nil: Never), from its objects.
+	consolidateAfter map[string]*time.Duration
 }
 
-// SetKarpenter gives the checker Karpenter's counters; without it
-// no-churn has nothing to check.
+// churnRecord is what no-churn needs of bootroll's last episode on a
+// node, from ground truth: when bootroll's slot marker went on and came
+// off, until when the pool's post-update protection runs, and when
+// bootroll last removed a workload pod from it.
+type churnRecord struct {
+	markedAt, releasedAt time.Time
+	// protectUntil is releasedAt plus the pool's
+	// karpenter.postUpdateProtection when the slot ended after an update
+	// (rebooted: bootroll's daemon was asked to reboot the node while
+	// marked), releasedAt otherwise: the protection is promised "after
+	// the update".
+	protectUntil time.Time
+	rebooted     bool
+	drainedAt    time.Time
+	// refilled is set when a workload pod is bound to the node after the
+	// marker's removal: the post-update protection ends then (the API:
+	// "or until the node runs non-DaemonSet pods again"), and Karpenter's
+	// consolidateAfter counts from that pod event, not bootroll's drain.
+	refilled bool
+	// handedBack is set when a pool's deletion, the BootcNode's deletion
+	// or the node leaving its pool makes bootroll give the node back
+	// (cleanup): the invariant cleanup then requires bootroll to remove
+	// its cordon and protection within CleanupBound, so what Karpenter
+	// does to the node once they are gone is not bootroll's churn.
+	handedBack bool
+}
+
+// followRefill notes a workload pod bound to a node bootroll released.
+func (c *Checker) followRefill(ev apiserver.Event) {
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok || ev.Type == apiserver.Deleted || p.Spec.NodeName == "" {
+		return
+	}
+	n := c.world.Node(p.Spec.NodeName)
+	if n != nil && !n.Marked && !n.churn.releasedAt.IsZero() && n.WorkloadPods > 0 {
+		n.churn.refilled = true
+	}
+}
+
+// followChurn updates the node's churnRecord after a Node event: old is
+// the Node before it (nil for a creation).
+func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
+	if old == nil {
+		// A creation, or a change of the node's slot listing.
+		if n.Marked && n.churn.markedAt.IsZero() {
+			n.churn.markedAt = now
+		}
+		return
+	}
+	_, was := old.Annotations[v1alpha1.AnnotationSlot]
+	switch {
+	case n.Marked && !was:
+		n.churn.markedAt = now
+		n.churn.refilled, n.churn.rebooted, n.churn.handedBack = false, false, false
+	case !n.Marked && was:
+		var pup time.Duration
+		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil && n.churn.rebooted {
+			pup = p.PostUpdateProtection
+		}
+		n.churn.releasedAt = now
+		n.churn.protectUntil = now.Add(pup)
+	}
+}
+
+// SetKarpenter gives the checker Karpenter's counters.
 func (c *Checker) SetKarpenter(stats func() fakekarpenter.Stats) {
 	c.kstate().stats = stats
 }
 
 func (c *Checker) kstate() *karpenterState {
 	if c.karp == nil {
-		c.karp = &karpenterState{expired: map[string]bool{}, reported: map[string]bool{}}
+		c.karp = &karpenterState{expired: map[string]bool{}, decided: map[string]bool{}, reported: map[string]bool{}, consolidateAfter: map[string]*time.Duration{}}
 	}
 	return c.karp
+}
+
+// observeNodePool keeps a NodePool's consolidateAfter.
+func (c *Checker) observeNodePool(t apiserver.EventType, u *unstructured.Unstructured) {
+	ks := c.kstate()
+	if t == apiserver.Deleted {
+		delete(ks.consolidateAfter, u.GetName())
+		return
+	}
+	after, found, _ := unstructured.NestedString(u.Object, "spec", "disruption", "consolidateAfter")
+	if !found {
+		after = "0s" // Karpenter v1's default
+	}
+	if after == "Never" {
+		ks.consolidateAfter[u.GetName()] = nil
+		return
+	}
+	d, err := time.ParseDuration(after)
+	if err != nil {
+		delete(ks.consolidateAfter, u.GetName())
+		return
+	}
+	ks.consolidateAfter[u.GetName()] = &d
 }
 
 // Exceptions returns the documented exceptions seen (forceful expiries
@@ -60,9 +158,12 @@ func (c *Checker) inSlot(node string) bool {
 }
 
 // KarpenterTrace takes one of the fake Karpenter's trace records (its
-// Options.Trace) at virtual time now: a disruption, the disrupted taint or
-// an eviction of a node that holds a slot violates no-reap-while-updating,
-// unless it is an expiry (recorded as a forceful exception).
+// Options.Trace) at virtual time now. For no-reap-while-updating: a
+// disruption or a repair of a node that holds a slot is a violation,
+// unless it is an expiry (recorded as a forceful exception); the
+// karpenter.sh/disrupted taint or an eviction on such a node is one only
+// when Karpenter decided to disrupt that node, not when it carries out
+// someone else's deletion of it. For no-churn: see judgeChurn.
 func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, now time.Time) {
 	ks := c.kstate()
 	at := now.Sub(c.start)
@@ -74,10 +175,15 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		}
 		reason, _ := details["reason"].(string)
 		forceful, _ := details["forceful"].(bool)
+		expiry := reason == fakekarpenter.ReasonExpired && forceful
+		if !expiry {
+			ks.decided[node] = true
+			c.judgeChurn(node, reason, details, now)
+		}
 		if !c.inSlot(node) {
 			return
 		}
-		if reason == fakekarpenter.ReasonExpired && forceful {
+		if expiry {
 			ks.expired[node] = true
 			ks.exceptions = append(ks.exceptions, Violation{Invariant: ExceptionForceful, At: at, Objects: []string{"Node/" + node},
 				Message: fmt.Sprintf("NodeClaim of node %s expired while the node held a bootroll slot: Karpenter deletes it forcefully, without checking do-not-disrupt (documented, not preventable)", node)})
@@ -85,18 +191,22 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		}
 		c.reapViolation(node, "disrupt", at, fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v) while it held a bootroll slot", node, details["method"], reason, details["decision"]))
 	case "karpenter/repair":
+		ks.decided[node] = true
 		if c.inSlot(node) {
 			c.reapViolation(node, "repair", at, fmt.Sprintf("Karpenter repairs node %s (profile %v, unhealthy for %v) while it holds a bootroll slot", node, details["profile"], details["unhealthyFor"]))
 		}
 	case "karpenter/tainted":
-		if c.inSlot(node) && !ks.expired[node] {
-			c.reapViolation(node, "taint", at, fmt.Sprintf("Karpenter put the %s taint on node %s while it held a bootroll slot", fakekarpenter.TaintDisrupted, node))
+		if c.inSlot(node) && ks.decided[node] && !ks.expired[node] {
+			c.reapViolation(node, "taint", at, fmt.Sprintf("Karpenter put the %s taint on node %s, which it decided to disrupt, while it held a bootroll slot", fakekarpenter.TaintDisrupted, node))
 		}
 	case "karpenter/evicted", "karpenter/pod-deleted":
 		node, _ := details["node"].(string)
-		if node != "" && c.inSlot(node) && !ks.expired[node] {
-			c.reapViolation(node, "evict", at, fmt.Sprintf("Karpenter evicted or deleted %s from node %s while the node held a bootroll slot", object, node))
+		if node != "" && c.inSlot(node) && ks.decided[node] && !ks.expired[node] {
+			c.reapViolation(node, "evict", at, fmt.Sprintf("Karpenter evicted or deleted %s from node %s, which it decided to disrupt, while the node held a bootroll slot", object, node))
 		}
+	case "karpenter/terminated":
+		delete(ks.decided, node)
+		delete(ks.expired, node)
 	}
 }
 
@@ -112,31 +222,91 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 	c.record(Violation{Invariant: string(scenario.InvNoReapWhileUpdating), At: at, Objects: []string{"Node/" + node}, Message: msg})
 }
 
-// churnReasons are the disruption reasons no-churn counts: every one but
-// expiry, which is Karpenter's own schedule and not caused by an update.
-var churnReasons = []string{fakekarpenter.ReasonEmpty, fakekarpenter.ReasonUnderutilized, fakekarpenter.ReasonDrifted, fakekarpenter.ReasonUnhealthy}
-
-// ChurnBound is the number of nodes Karpenter may replace or delete in a
-// run (the scenario format has no field for it yet).
-const ChurnBound = 0
-
-// finishKarpenter checks no-churn at the end of the run.
-func (c *Checker) finishKarpenter(at time.Duration) {
-	if !c.enabled[scenario.InvNoChurn] || c.karp == nil || c.karp.stats == nil {
+// judgeChurn decides whether Karpenter's decision to disrupt node (for
+// reason, not an expiry) at now is churn bootroll caused (no-churn):
+//
+//   - protection: Karpenter disrupts the node while bootroll's protection
+//     should be on it, i.e. bootroll has taken the node for its update:
+//     it carries the slot marker (bootroll's cordon) or its BootcNode is
+//     Rebooting or Verifying. A node whose BootcNode was just given a slot
+//     (Draining) but that bootroll has not cordoned yet is untouched:
+//     Karpenter's decision about it is its own (no-reap-while-updating
+//     still judges that window). Or, for
+//     a graceful disruption (Empty, Underutilized, Drifted), before the
+//     post-update protection of its last slot has run out (the marker's
+//     removal plus the pool's karpenter.postUpdateProtection). A repair
+//     (Unhealthy) counts only in a slot: a node that breaks later is not
+//     bootroll's doing.
+//   - emptied: Karpenter consolidates (Empty, Underutilized) a node that
+//     bootroll drained (removed a workload pod from, by eviction or
+//     deletion, while its slot marker was on) sooner than its NodePool's
+//     consolidateAfter (at most RefillBound) after bootroll uncordoned it
+//     (removed the marker).
+//     Karpenter consolidates a node only after consolidateAfter without a
+//     pod event, and the last was bootroll's drain: a disruption before
+//     the node has been schedulable for consolidateAfter counted time the
+//     node spent cordoned by bootroll, and a node released empty without
+//     that time would not have been disrupted yet. A workload pod bound
+//     to the node after the uncordon is a later pod event, and ends this.
+//
+// A node given back because someone else deleted its pool or BootcNode or
+// relabelled it out of the pool (cleanup obliges bootroll to remove its
+// cordon and protection), a node that was schedulable and unprotected for
+// consolidateAfter after its update, a node others emptied or deleted, drift from a NodeClass
+// change outside the protection, and expiry are not bootroll's churn.
+func (c *Checker) judgeChurn(node, reason string, details map[string]any, now time.Time) {
+	if !c.enabled[scenario.InvNoChurn] {
 		return
 	}
-	st := c.karp.stats()
-	total := 0
-	var parts []string
-	for _, r := range churnReasons {
-		if n := st.Disrupted(r); n > 0 {
-			total += n
-			parts = append(parts, fmt.Sprintf("%s %d", r, n))
+	n := c.world.Node(node)
+	if n == nil || !n.Exists {
+		return
+	}
+	at := now.Sub(c.start)
+	consolidation := reason == fakekarpenter.ReasonEmpty || reason == fakekarpenter.ReasonUnderutilized
+	graceful := consolidation || reason == fakekarpenter.ReasonDrifted
+	what := fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v)", node, details["method"], reason, details["decision"])
+	rec := n.churn
+	switch {
+	case n.Marked || n.Phase == v1alpha1.PhaseRebooting || n.Phase == v1alpha1.PhaseVerifying:
+		c.churnViolation(node, at, what+" while bootroll had it cordoned for an update (slot marker or a reboot phase)")
+	case rec.handedBack && !n.Marked:
+		// Given back because someone else deleted its pool or record or
+		// relabelled it: the end of the protection is theirs.
+	case rec.refilled:
+		// Pods came back after the update: the protection ended with them,
+		// and the emptiness Karpenter counts is not bootroll's drain.
+	case graceful && !rec.releasedAt.IsZero() && now.Before(rec.protectUntil):
+		c.churnViolation(node, at, fmt.Sprintf("%s %s after its slot ended, inside its pool's post-update protection of %s", what, now.Sub(rec.releasedAt), rec.protectUntil.Sub(rec.releasedAt)))
+	case consolidation && !rec.markedAt.IsZero() && !rec.drainedAt.Before(rec.markedAt) && !rec.releasedAt.Before(rec.markedAt) && !rec.releasedAt.IsZero():
+		ca, known := c.kstate().consolidateAfter[n.Labels[fakekarpenter.LabelNodePool]]
+		if !known || ca == nil {
+			return
+		}
+		if window := min(*ca, RefillBound); now.Before(rec.releasedAt.Add(window)) {
+			c.churnViolation(node, at, fmt.Sprintf("%s %s after bootroll uncordoned it, drained by bootroll and schedulable for less than %s (its NodePool's consolidateAfter %s, at most %s): the emptiness Karpenter counted is bootroll's drain (post-update protection %s)",
+				what, now.Sub(rec.releasedAt), window, *ca, RefillBound, rec.protectUntil.Sub(rec.releasedAt)))
 		}
 	}
-	slices.Sort(parts)
-	if total > ChurnBound {
-		c.record(Violation{Invariant: string(scenario.InvNoChurn), At: at, Objects: []string{"NodePool/*"},
-			Message: fmt.Sprintf("Karpenter replaced or deleted %d node(s) (%s); the bound is %d", total, strings.Join(parts, ", "), ChurnBound)})
-	}
 }
+
+// RefillBound caps the window of no-churn's second rule: a node bootroll
+// drained that has been schedulable again this long (or its NodePool's
+// consolidateAfter, if shorter) had its chance to get pods back, and
+// its emptiness is no longer bootroll's drain: with a long
+// consolidateAfter, a node left idle for most of it is spare capacity.
+const RefillBound = 5 * time.Minute
+
+func (c *Checker) churnViolation(node string, at time.Duration, msg string) {
+	key := node + "\x00churn"
+	if c.kstate().reported[key] {
+		return
+	}
+	c.kstate().reported[key] = true
+	c.record(Violation{Invariant: string(scenario.InvNoChurn), At: at, Objects: []string{"Node/" + node}, Message: msg})
+}
+
+// finishKarpenter is the end of a run for the Karpenter invariants:
+// no-churn is judged as Karpenter decides (judgeChurn), so nothing is
+// left to check.
+func (c *Checker) finishKarpenter(time.Duration) {}

@@ -45,6 +45,9 @@ func (c *Checker) Reboot(node, from, to string) {
 	if n != nil && n.Exists {
 		n.rebooting, n.rebootDown = true, false
 		c.world.updateUnavailable(n)
+		if n.Marked {
+			n.churn.rebooted = true // an update in the slot (no-churn)
+		}
 	}
 	c.checkDoubleReboot(n, node, to, at)
 	if digestOf(from) == digestOf(to) || !c.enabled[scenario.InvNoUnprotectedReboot] {

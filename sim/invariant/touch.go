@@ -196,6 +196,7 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 	if !n.Exists {
 		return
 	}
+	c.followChurn(n, old, c.now())
 	t := &n.touch
 	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted {
 		return // untouched, and stays so
@@ -302,6 +303,10 @@ func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	if !n.Exists || !n.touch.active {
 		return
 	}
+	// Someone else took the node from bootroll, which must now give it
+	// back: no post-update protection or drained emptiness of this
+	// episode is bootroll's churn any more (no-churn).
+	n.churn.handedBack = true
 	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left, since: c.now()})
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,6 +52,9 @@ type World struct {
 	pods map[string]podInfo
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
+	// pdbs are the PodDisruptionBudgets' selectors, sorted by
+	// namespace/name.
+	pdbs []pdbSelector
 
 	// nodeHook, when set, is called after every change of a Node, a
 	// NodeClaim or a node's slot listing (the Checker's bookkeeping of
@@ -132,6 +136,9 @@ type Node struct {
 	slotIn *Pool
 	// touch is the Checker's record of what bootroll did to the node.
 	touch touch
+	// churn is the Checker's record, for no-churn, of bootroll's last
+	// episode on the node (karpenter.go).
+	churn churnRecord
 
 	pools     []*Pool // live pools whose selector matches
 	unavailIn *Pool   // the pool the node counts as unavailable in
@@ -255,6 +262,8 @@ func (w *World) Observe(ev apiserver.Event) {
 		w.observeBootcNode(ev.Type, o, old)
 	case *v1alpha1.BootcNodePool:
 		w.observePool(ev.Type, o)
+	case *policyv1.PodDisruptionBudget:
+		w.observePDB(ev.Type, o)
 	case *corev1.Pod:
 		w.podsChanged = true
 		w.observePod(ev.Type, o)
@@ -453,6 +462,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		n.Exists, n.Deleting = false, false
 		n.rebooting, n.rebootDown = false, false
 		n.touch = touch{}
+		n.churn = churnRecord{}
 		w.setPools(n, nil)
 		w.updateUnavailable(n)
 		w.forget(n)
@@ -914,4 +924,60 @@ func (p *Pool) UnavailableNodes() []string {
 // from then on that is the cordon bootroll must leave the node with.
 func (w *World) SetIntendedCordon(node string, unschedulable bool) {
 	w.node(node).InitialUnschedulable = unschedulable
+}
+
+// pdbSelector is one PodDisruptionBudget's pod selector.
+type pdbSelector struct {
+	key       string // namespace/name
+	namespace string
+	selector  labels.Selector
+}
+
+// observePDB keeps the PodDisruptionBudgets' selectors: O(PDBs).
+func (w *World) observePDB(t apiserver.EventType, o *policyv1.PodDisruptionBudget) {
+	key := o.Namespace + "/" + o.Name
+	w.pdbs = slices.DeleteFunc(w.pdbs, func(p pdbSelector) bool { return p.key == key })
+	if t == apiserver.Deleted || o.DeletionTimestamp != nil {
+		return
+	}
+	sel := labels.Nothing()
+	if o.Spec.Selector != nil {
+		if s, err := metav1.LabelSelectorAsSelector(o.Spec.Selector); err == nil {
+			sel = s
+		}
+	}
+	i, _ := slices.BinarySearchFunc(w.pdbs, key, func(p pdbSelector, k string) int { return strings.Compare(p.key, k) })
+	w.pdbs = slices.Insert(w.pdbs, i, pdbSelector{key: key, namespace: o.Namespace, selector: sel})
+}
+
+// PDBsCovering returns the namespace/name of the PodDisruptionBudgets
+// whose selector matches the pod, sorted: O(PDBs).
+func (w *World) PDBsCovering(p *corev1.Pod) []string {
+	var out []string
+	set := labels.Set(p.Labels)
+	for _, b := range w.pdbs {
+		if b.namespace == p.Namespace && b.selector.Matches(set) {
+			out = append(out, b.key)
+		}
+	}
+	return out
+}
+
+// podRemoval reports whether the event removes a pod that was bound to a
+// node and not terminating yet (it gets a deletionTimestamp or goes), and
+// the node it was on and whether a drain must remove it; call it before
+// Observe applies the event.
+func (w *World) podRemoval(ev apiserver.Event) (node string, workload, ok bool) {
+	o, isPod := ev.Object.(*corev1.Pod)
+	if !isPod {
+		return "", false, false
+	}
+	info, had := w.pods[o.Namespace+"/"+o.Name]
+	if !had || info.terminating {
+		return "", false, false
+	}
+	if ev.Type == apiserver.Deleted || o.DeletionTimestamp != nil {
+		return info.node, info.workload, true
+	}
+	return "", false, false
 }

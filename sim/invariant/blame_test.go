@@ -1,0 +1,292 @@
+package invariant
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/fakekarpenter"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Tests that pdb-respected, no-reap-while-updating and no-churn blame
+// bootroll only for what bootroll did (issue 11): each has the case that
+// used to be blamed wrongly passing and the case that is bootroll's
+// caught.
+
+// webPod adds a running, ready pod of the workload "web" on node.
+func (f *fixture) webPod(name, node string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Spec:   corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: p})
+	return p
+}
+
+// terminate gives the pod a deletionTimestamp; healthyAfter is the
+// budget's healthy count once the cluster model has counted it (it
+// counts after the checker saw the event, as in the twin).
+func (f *fixture) terminate(p *corev1.Pod, healthyAfter int) {
+	term := p.DeepCopy()
+	term.DeletionTimestamp = &metav1.Time{Time: f.now}
+	f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: term})
+	f.setHealthy(healthyAfter)
+}
+
+func (f *fixture) setHealthy(h int) {
+	f.pdbs[0].Healthy = h
+	f.pdbs[0].Violated = h < f.pdbs[0].DesiredHealthy
+	f.pdbs[0].DisruptionsAllowed = max(h-f.pdbs[0].DesiredHealthy, 0)
+}
+
+func pdbFixture(t *testing.T) (*fixture, []*corev1.Pod) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: new(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}})
+	pods := []*corev1.Pod{f.webPod("web-0", "a"), f.webPod("web-1", "b"), f.webPod("web-2", "c")}
+	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 3, DesiredHealthy: 2}}
+	f.setHealthy(3)
+	f.check(time.Second)
+	return f, pods
+}
+
+func TestPDBPowerCycleDuringRefusedEvictions(t *testing.T) {
+	f, pods := pdbFixture(t)
+	// bootroll's eviction of web-0 is granted: 3 -> 2 healthy, at the floor.
+	f.evicted++
+	f.terminate(pods[0], 2)
+	f.check(2 * time.Second)
+	// Its next eviction (web-1) is refused: nothing is removed.
+	f.evicted++
+	f.check(3 * time.Second)
+	// Then a power cycle of node c takes web-2 down, and the node
+	// lifecycle controller deletes it: 1 healthy, below the floor, by
+	// someone else.
+	f.setHealthy(1)
+	f.check(4 * time.Second)
+	f.terminate(pods[2], 1)
+	f.check(5 * time.Second)
+	// A refused eviction in the same event as the crash's removal.
+	f.evicted++
+	f.node("a", func(n *corev1.Node) { n.Labels["x"] = "y" })
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: pods[0]})
+	f.check(6 * time.Second)
+	f.want(scenario.InvPDBRespected, 0, "power cycle during refused evictions")
+
+	// A bootroll deletion of an unhealthy pod changes no healthy count.
+	f.setHealthy(1)
+	p3 := f.webPod("web-3", "b")
+	f.check(7 * time.Second)
+	f.evicted++
+	f.terminate(p3, 1)
+	f.check(8 * time.Second)
+	f.want(scenario.InvPDBRespected, 0, "bootroll removed a pod that was not healthy")
+}
+
+func TestPDBBootrollDeletionCaught(t *testing.T) {
+	f, pods := pdbFixture(t)
+	// bootroll (testOnly.deleteInsteadOfEvict) deletes web-0 and web-1 in
+	// one reconcile: 3 -> 1 healthy, below the floor of 2.
+	f.evicted++
+	f.terminate(pods[0], 2)
+	f.evicted++
+	f.terminate(pods[1], 1)
+	f.check(2 * time.Second)
+	f.want(scenario.InvPDBRespected, 1, "bootroll's deletions took the budget below its floor")
+	// A pod outside the budget's selector is not judged against it.
+	f, _ = pdbFixture(t)
+	other := f.pod("other", "a", false)
+	f.setHealthy(2)
+	f.check(2 * time.Second)
+	f.evicted++
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: other})
+	f.setHealthy(1) // a crash elsewhere in the same event
+	f.check(3 * time.Second)
+	f.want(scenario.InvPDBRespected, 0, "bootroll removed a pod no budget covers")
+}
+
+func TestNoReapAdminDeletionNotBlamed(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+	for _, n := range []string{"a", "b", "c"} {
+		f.node(n, protect)
+	}
+	// An admin deletes node a while it holds a slot: Karpenter's
+	// termination taints and drains it without having decided anything.
+	f.node("a", func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: f.now} })
+	f.c.KarpenterTrace("karpenter/tainted", "node/a", map[string]any{"taint": fakekarpenter.TaintDisrupted}, f.now)
+	f.c.KarpenterTrace("karpenter/evicted", "pod/default/web-0", map[string]any{"node": "a"}, f.now)
+	f.c.KarpenterTrace("karpenter/pod-deleted", "pod/default/web-1", map[string]any{"node": "a", "reason": "drain deadline"}, f.now)
+	f.want(scenario.InvNoReapWhileUpdating, 0, "admin deletion of a node in a slot")
+
+	// Karpenter decides to disrupt node b (drift) while it holds a slot.
+	f.c.KarpenterTrace("karpenter/disrupt", "node/b", map[string]any{"method": "drift", "reason": fakekarpenter.ReasonDrifted, "decision": "replace"}, f.now)
+	f.want(scenario.InvNoReapWhileUpdating, 1, "drift of a node in a slot")
+	// Karpenter decided to consolidate node c before it got its slot, and
+	// drains it while it holds one.
+	f.node("c", unmark)
+	f.c.KarpenterTrace("karpenter/disrupt", "node/c", map[string]any{"method": "emptiness", "reason": fakekarpenter.ReasonEmpty, "decision": "delete"}, f.now)
+	f.want(scenario.InvNoReapWhileUpdating, 1, "disruption of a node outside a slot")
+	f.node("c", protect)
+	f.c.KarpenterTrace("karpenter/evicted", "pod/default/web-2", map[string]any{"node": "c"}, f.now)
+	f.want(scenario.InvNoReapWhileUpdating, 2, "Karpenter drains a node it decided to disrupt, in a slot")
+}
+
+// churnFixture is a Karpenter-managed pool of nodes a, b, c in NodePool
+// workers (consolidateAfter 30s), pool p with postUpdateProtection pup.
+func churnFixture(t *testing.T, pup time.Duration) *fixture {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+	f.setPool(func(p *v1alpha1.BootcNodePool) {
+		p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: pup}
+	})
+	np := &unstructured.Unstructured{}
+	np.SetAPIVersion("karpenter.sh/v1")
+	np.SetKind("NodePool")
+	np.SetName("workers")
+	_ = unstructured.SetNestedField(np.Object, "30s", "spec", "disruption", "consolidateAfter")
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: np})
+	for _, n := range []string{"a", "b", "c"} {
+		f.node(n, func(n *corev1.Node) { n.Labels[fakekarpenter.LabelNodePool] = "workers" })
+	}
+	f.check(time.Second)
+	return f
+}
+
+// update runs bootroll's slot on node from 1m: cordon and mark, drain
+// its pod (by bootroll's eviction when byBootroll), reboot at 3m, release
+// at 10m.
+func (f *fixture) update(node string, byBootroll bool) { f.slot(node, byBootroll, true) }
+
+// slot is update, with the reboot only when reboot is set (a drain
+// abandoned without an update, e.g. when the pool image is set back).
+func (f *fixture) slot(node string, byBootroll, reboot bool) {
+	f.at(time.Minute)
+	f.node(node, protect)
+	p := f.webPod("w-"+node, node)
+	f.at(2 * time.Minute)
+	if byBootroll {
+		f.evicted++
+	}
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: p})
+	f.check(2 * time.Minute)
+	if reboot {
+		f.at(3 * time.Minute)
+		f.c.Reboot(node, imgA, imgB)
+	}
+	if f.deleteBootcNodeAt != 0 {
+		f.at(f.deleteBootcNodeAt)
+		f.bn(node, func(b *v1alpha1.BootcNode) { b.DeletionTimestamp = &metav1.Time{Time: f.now} })
+	}
+	f.at(10 * time.Minute)
+	f.node(node, func(n *corev1.Node) {
+		n.Spec.Unschedulable = false
+		delete(n.Annotations, v1alpha1.AnnotationSlot)
+	})
+	f.check(10 * time.Minute)
+}
+
+func (f *fixture) disrupt(node, reason string, at time.Duration) {
+	f.at(at)
+	forceful := reason == fakekarpenter.ReasonExpired || reason == fakekarpenter.ReasonUnhealthy
+	f.c.KarpenterTrace("karpenter/disrupt", "node/"+node, map[string]any{"method": "m", "reason": reason, "decision": "delete", "forceful": forceful}, f.now)
+}
+
+func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
+	// The last updated node, drained by bootroll and never refilled, is
+	// consolidated after its 5m post-update protection: it was schedulable
+	// and unprotected for consolidateAfter, Karpenter's own policy.
+	f := churnFixture(t, 5*time.Minute)
+	f.update("a", true)
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 15*time.Minute+30*time.Second)
+	// Others' churn: a node an operator's scale-down emptied, drift of a
+	// NodeClass change, repair of a crashed node, an expiry.
+	f.disrupt("b", fakekarpenter.ReasonEmpty, 16*time.Minute)
+	f.disrupt("c", fakekarpenter.ReasonDrifted, 16*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "consolidation and drift outside bootroll's protection")
+	// A slot just given (BootcNode Draining) to a node bootroll has not
+	// cordoned yet: Karpenter's drift of it is its own.
+	f.bn("b", phase(v1alpha1.PhaseDraining))
+	f.disrupt("b", fakekarpenter.ReasonDrifted, 17*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "drift of a node given a slot but not cordoned yet")
+	f = churnFixture(t, 0)
+	f.update("a", false) // emptied by a scale-down while in its slot, not by bootroll
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+10*time.Second)
+	f.node("b", protect)
+	f.disrupt("b", fakekarpenter.ReasonExpired, 11*time.Minute)
+	f.disrupt("c", fakekarpenter.ReasonUnhealthy, 11*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "emptied by others, expiry, repair outside a slot")
+	// Pods come back after the update (the protection ends with them, as
+	// the API documents), then an operator's scale-down empties the node
+	// and Karpenter consolidates it inside the 5m.
+	f = churnFixture(t, 5*time.Minute)
+	f.update("a", true)
+	f.at(10*time.Minute + 5*time.Second)
+	back := f.webPod("back", "a")
+	f.at(11 * time.Minute)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: back})
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 11*time.Minute+30*time.Second)
+	f.want(scenario.InvNoChurn, 0, "refilled after the update, then emptied by a scale-down")
+	// An admin deletes the BootcNode mid-slot: bootroll must give the
+	// node back (cleanup), and Karpenter then consolidates it.
+	f = churnFixture(t, 5*time.Minute)
+	f.deleteBootcNodeAt = 5 * time.Minute
+	f.update("a", true)
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+20*time.Second)
+	f.want(scenario.InvNoChurn, 0, "consolidation of a node given back after its BootcNode was deleted")
+	// A drain abandoned without an update: no post-update protection is
+	// promised, so drift a minute later is the operator's.
+	f = churnFixture(t, 5*time.Minute)
+	f.slot("a", true, false)
+	f.disrupt("a", fakekarpenter.ReasonDrifted, 11*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "drift after a drain abandoned without an update")
+
+	// Bootroll's churn: disrupted in a slot, inside the post-update
+	// protection, or consolidated on bootroll's drain before the node was
+	// schedulable for consolidateAfter.
+	f = churnFixture(t, 5*time.Minute)
+	f.node("b", protect)
+	f.disrupt("b", fakekarpenter.ReasonEmpty, 3*time.Minute)
+	f.want(scenario.InvNoChurn, 1, "consolidation of a node in a slot")
+	f.node("c", protect)
+	f.disrupt("c", fakekarpenter.ReasonUnhealthy, 3*time.Minute)
+	f.want(scenario.InvNoChurn, 2, "repair of a node in a slot")
+	f.update("a", true)
+	f.disrupt("a", fakekarpenter.ReasonDrifted, 12*time.Minute)
+	f.want(scenario.InvNoChurn, 3, "drift inside the post-update protection")
+
+	f = churnFixture(t, time.Second)
+	f.update("a", true)
+	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)
+	f.want(scenario.InvNoChurn, 1, "emptiness on bootroll's drain, 1s of protection")
+	// The same after a drain abandoned without an update.
+	f2 := churnFixture(t, 5*time.Minute)
+	f2.slot("b", true, false)
+	f2.disrupt("b", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)
+	f2.want(scenario.InvNoChurn, 1, "emptiness on bootroll's abandoned drain")
+	// With a long consolidateAfter, a node idle and schedulable for most
+	// of it (past RefillBound) is spare capacity, not bootroll's.
+	f3 := churnFixture(t, 0)
+	np := &unstructured.Unstructured{}
+	np.SetAPIVersion("karpenter.sh/v1")
+	np.SetKind("NodePool")
+	np.SetName("workers")
+	_ = unstructured.SetNestedField(np.Object, "1h", "spec", "disruption", "consolidateAfter")
+	f3.c.Observe(apiserver.Event{Type: apiserver.Modified, Object: np})
+	f3.update("a", true)
+	f3.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+RefillBound+time.Second)
+	f3.want(scenario.InvNoChurn, 0, "idle past RefillBound under consolidateAfter 1h")
+	f3.update("b", true)
+	f3.disrupt("b", fakekarpenter.ReasonEmpty, 10*time.Minute+RefillBound-time.Second)
+	f3.want(scenario.InvNoChurn, 1, "consolidated before RefillBound under consolidateAfter 1h")
+	if vs := f.of(scenario.InvNoChurn); len(vs) != 1 || vs[0].Objects[0] != "Node/a" {
+		t.Errorf("no-churn violations %v, want one of Node/a", vs)
+	}
+}
