@@ -244,8 +244,8 @@ func (s *Server) unindexed(k *kind, ns string, reqs fields.Requirements) []*entr
 
 func matchesFields(k *kind, e *entry, reqs fields.Requirements) bool {
 	for _, r := range reqs {
-		if k.indexes[r.Field] != nil {
-			if !slices.Contains(e.vals[r.Field], r.Value) {
+		if ix := k.indexes[r.Field]; ix != nil {
+			if !slices.Contains(e.valsOf(ix), r.Value) {
 				return false
 			}
 			continue

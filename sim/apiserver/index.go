@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -30,11 +29,11 @@ func (s *Server) IndexField(_ context.Context, obj client.Object, field string, 
 	if k.indexes[field] != nil {
 		return fmt.Errorf("indexing %q of %s: indexer conflict: the field is indexed already", field, gvk)
 	}
-	k.indexes[field] = &index{extract: extract, byKey: map[indexKey]*entrySet{}}
-	k.fields = append(k.fields, field)
-	slices.Sort(k.fields)
+	ix := &index{pos: len(k.ordered), extract: extract, byKey: map[indexKey]*entrySet{}}
+	k.indexes[field] = ix
+	k.ordered = append(k.ordered, ix)
 	for _, e := range k.store.list("") {
-		k.reindexField(e, field, e.obj)
+		k.reindexField(e, ix, e.obj)
 	}
 	return nil
 }

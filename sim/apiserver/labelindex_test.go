@@ -11,8 +11,16 @@ import (
 )
 
 // TestLabelSelectorListFollowsWrites checks label-selector listings against
-// filtering a full listing, across creates, label changes and deletes.
+// filtering a full listing, across creates, label changes and deletes:
+// from the first write on, and from a listing after 200 writes (the label
+// index is built on the first label listing, from what is stored then).
 func TestLabelSelectorListFollowsWrites(t *testing.T) {
+	for _, from := range []int{0, 200} {
+		labelListsFollowWrites(t, from)
+	}
+}
+
+func labelListsFollowWrites(t *testing.T, from int) {
 	s, _ := newServer(t)
 	c := s.Client()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -50,6 +58,9 @@ func TestLabelSelectorListFollowsWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if step < from {
+			continue
+		}
 		var all corev1.PodList
 		if err := c.List(ctx, &all); err != nil {
 			t.Fatal(err)
@@ -71,7 +82,7 @@ func TestLabelSelectorListFollowsWrites(t *testing.T) {
 					t.Fatal(err)
 				}
 				if g := names(got.Items); !slices.Equal(g, want) {
-					t.Fatalf("step %d: List(%q, ns %q) = %v, want %v", step, sel, lns, g, want)
+					t.Fatalf("labels listed from step %d: step %d: List(%q, ns %q) = %v, want %v", from, step, sel, lns, g, want)
 				}
 			}
 		}

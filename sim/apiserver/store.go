@@ -43,9 +43,14 @@ type kind struct {
 
 	store   store
 	indexes map[string]*index
-	fields  []string // keys of indexes, sorted
-	// byLabel indexes the objects by each of their labels.
-	byLabel map[labelKey]*entrySet
+	// ordered are the indexes in the order they were added (index.pos).
+	ordered []*index
+	// byLabel indexes the objects by each of their labels, once a
+	// listing has asked for a label (labelsIndexed): most kinds, and
+	// most informer caches, are never listed by label, and the upkeep
+	// was a map write per label on every write.
+	byLabel       map[labelKey]*entrySet
+	labelsIndexed bool
 }
 
 func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType reflect.Type) *kind {
@@ -61,7 +66,6 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		statusField: -1,
 		store:       store{buckets: map[string]*bucket{}},
 		indexes:     map[string]*index{},
-		byLabel:     map[labelKey]*entrySet{},
 	}
 	if goType != nil {
 		for i := range goType.NumField() {
@@ -102,10 +106,12 @@ type objRef struct {
 // entry is a stored object. obj is never modified once stored: a write
 // stores a new object.
 type entry struct {
-	key  objKey
-	obj  client.Object
-	vals map[string][]string // index field → the values indexed for obj
-	// labels are the labels indexed for obj, which shares them.
+	key objKey
+	obj client.Object
+	// vals are the values indexed for obj, by index.pos.
+	vals [][]string
+	// labels are the labels indexed for obj, which shares them; nil
+	// while the kind's labels are not indexed.
 	labels map[string]string
 
 	// json is the JSON encoding of obj, or nil until encoded asks for it;
@@ -247,8 +253,18 @@ func removeFrom[K comparable](sets map[K]*entrySet, key K, e *entry) {
 // returns for them, under "<namespace>/<value>" keys and, as controller-
 // runtime's cache does, under "__all_namespaces/<value>" keys.
 type index struct {
+	// pos is the index's place in kind.ordered and entry.vals.
+	pos     int
 	extract client.IndexerFunc
 	byKey   map[indexKey]*entrySet
+}
+
+// valsOf returns the values e is indexed under by ix.
+func (e *entry) valsOf(ix *index) []string {
+	if ix.pos < len(e.vals) {
+		return e.vals[ix.pos]
+	}
+	return nil
 }
 
 type indexKey struct{ ns, val string }
@@ -272,15 +288,37 @@ func (k *kind) lookupLabel(ns, key, val string) *entrySet {
 	if ns == "" {
 		ns = allNamespaces
 	}
+	k.indexLabels()
 	return k.byLabel[labelKey{ns, key, val}]
+}
+
+// indexLabels builds the label index of k from its stored objects the
+// first time a listing needs it; writes keep it from then on.
+func (k *kind) indexLabels() {
+	if k.labelsIndexed {
+		return
+	}
+	k.labelsIndexed = true
+	k.byLabel = map[labelKey]*entrySet{}
+	for _, e := range k.store.list("") {
+		k.reindexLabels(e, e.obj)
+	}
 }
 
 // reindex updates the indexes of kind k for e, whose object is now obj, or
 // removes e from them when obj is nil.
 func (k *kind) reindex(e *entry, obj client.Object) {
-	for _, field := range k.fields {
-		k.reindexField(e, field, obj)
+	for _, ix := range k.ordered {
+		k.reindexField(e, ix, obj)
 	}
+	if k.labelsIndexed {
+		k.reindexLabels(e, obj)
+	}
+}
+
+// reindexLabels updates the label index of k for e, whose object is now
+// obj (nil: removed).
+func (k *kind) reindexLabels(e *entry, obj client.Object) {
 	var labels map[string]string
 	if obj != nil {
 		labels = obj.GetLabels()
@@ -310,15 +348,14 @@ func (k *kind) labelChange(op func(map[labelKey]*entrySet, labelKey, *entry), e 
 	}
 }
 
-func (k *kind) reindexField(e *entry, field string, obj client.Object) {
-	ix := k.indexes[field]
+func (k *kind) reindexField(e *entry, ix *index, obj client.Object) {
 	var vals []string
 	if obj != nil {
 		if vals = ix.extract(obj); len(vals) > 1 {
 			vals = slices.Compact(slices.Sorted(slices.Values(vals)))
 		}
 	}
-	old := e.vals[field]
+	old := e.valsOf(ix)
 	if slices.Equal(old, vals) {
 		return
 	}
@@ -332,10 +369,10 @@ func (k *kind) reindexField(e *entry, field string, obj client.Object) {
 			ix.add(e, v)
 		}
 	}
-	if e.vals == nil {
-		e.vals = map[string][]string{}
+	if ix.pos >= len(e.vals) {
+		e.vals = append(e.vals, make([][]string, len(k.ordered)-len(e.vals))...)
 	}
-	e.vals[field] = vals
+	e.vals[ix.pos] = vals
 }
 
 func (ix *index) add(e *entry, val string) {

@@ -56,8 +56,12 @@ func (e *Engine) Clock() *Clock { return e.clock }
 
 // Handle is a scheduled event. Cancel removes it before it runs.
 type Handle struct {
-	e     *Engine
-	at    time.Time
+	e  *Engine
+	at time.Time
+	// sec and nsec are at's Unix seconds and nanoseconds: the heap
+	// compares them instead of calling Time.Compare.
+	sec   int64
+	nsec  int32
 	seq   uint64
 	name  string
 	fn    func()
@@ -94,7 +98,7 @@ func (e *Engine) At(t time.Time, name string, fn func()) *Handle {
 	if t.Before(e.now) {
 		t = e.now
 	}
-	h := &Handle{e: e, at: t, seq: e.seq, name: name, fn: fn}
+	h := &Handle{e: e, at: t, sec: t.Unix(), nsec: int32(t.Nanosecond()), seq: e.seq, name: name, fn: fn}
 	e.seq++
 	heap.Push(&e.events, h)
 	return h
@@ -172,10 +176,14 @@ type eventHeap []*Handle
 func (h eventHeap) Len() int { return len(h) }
 
 func (h eventHeap) Less(i, j int) bool {
-	if c := h[i].at.Compare(h[j].at); c != 0 {
-		return c < 0
+	a, b := h[i], h[j]
+	if a.sec != b.sec {
+		return a.sec < b.sec
 	}
-	return h[i].seq < h[j].seq
+	if a.nsec != b.nsec {
+		return a.nsec < b.nsec
+	}
+	return a.seq < b.seq
 }
 
 func (h eventHeap) Swap(i, j int) {
