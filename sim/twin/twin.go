@@ -377,6 +377,10 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	r.startKarpenter()
 	eng.OnEvent(r.afterEvent)
+	// Convergence is judged after events; one when the last fault ends
+	// makes sure it is judged then even in a world where nothing else
+	// happens any more (a pool deleted for good, say).
+	eng.At(r.quietAfter, "twin/quiet", func() {})
 	eng.RunUntil(sc.Start.Add(sc.Limit))
 	if r.err != nil {
 		return nil, r.err
