@@ -144,6 +144,11 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		if ro.Cordoned {
 			return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
 		}
+		// A failed slot keeps post-update protection too (finish): end it.
+		if protectionPending(ro) {
+			wait, err := r.postUpdate(ctx, s)
+			return reconcile.Result{RequeueAfter: wait}, err
+		}
 		return reconcile.Result{}, nil
 	}
 	// Outside a slot: the phase follows what the daemon reports.
@@ -157,7 +162,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		return reconcile.Result{}, r.clearStrayMarker(ctx, s)
 	}
 	var res reconcile.Result
-	if ro.ProtectUntil != nil || (len(ro.AddedAnnotations) > 0 && ro.ProtectUntil == nil) || len(ro.AddedNodeClaimAnnotations) > 0 {
+	if protectionPending(ro) {
 		wait, err := r.postUpdate(ctx, s)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -179,6 +184,12 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		}
 	}
 	return res, nil
+}
+
+// protectionPending reports whether the record still holds post-update
+// protection, or annotations bootroll added, for postUpdate to end.
+func protectionPending(ro *v1alpha1.RolloutStatus) bool {
+	return ro.ProtectUntil != nil || len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0
 }
 
 // stagingPhase derives the phase of a node outside a slot from the daemon's report.
@@ -506,6 +517,9 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting {
 		return true, 0
 	}
+	if rebootOver(s) {
+		return true, 0
+	}
 	timeout := DefaultHealthTimeout
 	if s.pool != nil {
 		timeout = durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
@@ -515,6 +529,26 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 		return true, 0
 	}
 	return false, min(left, DrainPoll)
+}
+
+// rebootOver reports whether the reboot the daemon started for this slot's
+// boot order is over: the daemon recorded a reboot into the ordered image
+// at or after the order (status.daemon.lastReboot), and the Node is Ready
+// on a boot ID other than the one that reboot left (status.nodeInfo.bootID).
+// A daemon does not reboot twice for one order (its lastReboot names the
+// boot it left), so from then on no stale read of the order can reboot the
+// node; the withdrawal needs no acknowledgement, which a daemon never gives
+// for a record being deleted.
+func rebootOver(s *nodeStep) bool {
+	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
+	if ro.RebootRequestedAt == nil || r == nil || r.BootID == "" || s.node == nil {
+		return false
+	}
+	if want := DigestOf(s.bn.Spec.DesiredImage); want == "" || DigestOf(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
+		return false // a reboot from before this order, or for another image
+	}
+	boot := s.node.Status.NodeInfo.BootID
+	return boot != "" && boot != r.BootID && nodeReady(s.node)
 }
 
 // current returns a conflict when the record this reconcile acts on is
@@ -653,8 +687,13 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		}
 	}
 	bn, ro := s.bn, &s.bn.Status.Rollout
+	// Post-update protection follows every slot that ends with the node
+	// still in its pool, failed or abandoned as well as updated: each one
+	// drained the node, and an empty node is what Karpenter reaps (DESIGN
+	// §5). A node that leaves its pool is given back at once (cleanup).
 	keep := false
-	if success && s.pool != nil && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
+	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && selects(s.pool, s.node)
+	if stays && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
 		keep = true
 		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
 	}
