@@ -513,11 +513,14 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 	if ro.RebootRequestedAt == nil || s.node == nil {
 		return true, 0
 	}
-	d := &s.bn.Status.Daemon
-	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting {
+	if rebootOver(s) {
 		return true, 0
 	}
-	if rebootOver(s) {
+	// A daemon that has seen the withdrawal but already asked the host to
+	// reboot for this order cannot take that back: its node goes down
+	// whatever it reports now, so only the end of the reboot settles it.
+	d := &s.bn.Status.Daemon
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !rebootStarted(s) {
 		return true, 0
 	}
 	timeout := DefaultHealthTimeout
@@ -529,6 +532,13 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 		return true, 0
 	}
 	return false, min(left, DrainPoll)
+}
+
+// rebootStarted reports whether the daemon recorded a reboot at or after
+// this slot's boot order (status.daemon.lastReboot).
+func rebootStarted(s *nodeStep) bool {
+	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
+	return ro.RebootRequestedAt != nil && r != nil && !r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second))
 }
 
 // rebootOver reports whether the reboot the daemon started for this slot's
