@@ -172,6 +172,11 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	if hasTaint(s.node, v1alpha1.TaintOSNotReady) {
 		return r.osNotReady(ctx, s)
 	}
+	if failed, wait, err := r.notReadyOnTarget(ctx, s); err != nil || failed {
+		return reconcile.Result{}, err
+	} else if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
 	phase, reason, msg := stagingPhase(bn)
 	if reason == "" && phase == bn.Status.Phase {
 		// Keep the reason of the last wait or failure (e.g. DrainTimeout)
@@ -184,6 +189,51 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		}
 	}
 	return res, nil
+}
+
+// notReadyOnTarget fails a node outside any slot that runs its target but
+// whose kubelet has reported it NotReady for the pool's healthTimeout: a
+// boot of the target that never got Ready, whose slot ended without a
+// verdict (its pool or record was deleted mid-boot and the failure went with
+// it). The failure is recorded on the pool, so the halt counts it; the node
+// is not rolled back, as it holds no slot and no cordon. wait is how soon
+// to look again while the node is NotReady.
+func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed bool, wait time.Duration, err error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	target := bn.Spec.DesiredImage
+	want := DigestOf(target)
+	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target || s.pool == nil {
+		return false, 0, nil
+	}
+	var since time.Time
+	notReady := false
+	for _, c := range s.node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			notReady, since = c.Status == corev1.ConditionFalse, c.LastTransitionTime.Time
+		}
+	}
+	if !notReady {
+		return false, 0, nil
+	}
+	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	if left := since.Add(timeout).Sub(s.now); left > 0 {
+		return false, min(left, VerifyPoll), nil
+	}
+	msg := fmt.Sprintf("node runs %s but has been NotReady since %s, longer than healthTimeout %s", target, since.UTC().Format(time.RFC3339), timeout)
+	if err := r.recordPoolFailure(ctx, s, target, "NotReadyOnTarget", msg); err != nil {
+		return false, 0, err
+	}
+	ro.FailedImage = target
+	if bn.Status.Phase != v1alpha1.PhaseFailed {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	bn.Status.Phase = v1alpha1.PhaseFailed
+	ro.Reason, ro.Message = "NotReadyOnTarget", msg
+	if err := r.patchStatus(ctx, s); err != nil {
+		return false, 0, err
+	}
+	r.event(bn, corev1.EventTypeWarning, "NotReadyOnTarget", "%s", msg)
+	return true, 0, nil
 }
 
 // protectionPending reports whether the record still holds post-update
