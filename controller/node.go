@@ -144,6 +144,11 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		if ro.Cordoned {
 			return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
 		}
+		// A failed slot keeps post-update protection too (finish): end it.
+		if protectionPending(ro) {
+			wait, err := r.postUpdate(ctx, s)
+			return reconcile.Result{RequeueAfter: wait}, err
+		}
 		return reconcile.Result{}, nil
 	}
 	// Outside a slot: the phase follows what the daemon reports.
@@ -157,7 +162,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		return reconcile.Result{}, r.clearStrayMarker(ctx, s)
 	}
 	var res reconcile.Result
-	if ro.ProtectUntil != nil || (len(ro.AddedAnnotations) > 0 && ro.ProtectUntil == nil) || len(ro.AddedNodeClaimAnnotations) > 0 {
+	if protectionPending(ro) {
 		wait, err := r.postUpdate(ctx, s)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -166,6 +171,11 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	}
 	if hasTaint(s.node, v1alpha1.TaintOSNotReady) {
 		return r.osNotReady(ctx, s)
+	}
+	if failed, wait, err := r.notReadyOnTarget(ctx, s); err != nil || failed {
+		return reconcile.Result{}, err
+	} else if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
 	}
 	phase, reason, msg := stagingPhase(bn)
 	if reason == "" && phase == bn.Status.Phase {
@@ -179,6 +189,57 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		}
 	}
 	return res, nil
+}
+
+// notReadyOnTarget fails a node outside any slot that runs its target but
+// whose kubelet has reported it NotReady for the pool's healthTimeout: a
+// boot of the target that never got Ready, whose slot ended without a
+// verdict (its pool or record was deleted mid-boot and the failure went with
+// it). The failure is recorded on the pool, so the halt counts it; the node
+// is not rolled back, as it holds no slot and no cordon. wait is how soon
+// to look again while the node is NotReady.
+func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed bool, wait time.Duration, err error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	target := bn.Spec.DesiredImage
+	want := DigestOf(target)
+	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target || s.pool == nil {
+		return false, 0, nil
+	}
+	var since time.Time
+	notReady := false
+	for _, c := range s.node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			notReady, since = c.Status == corev1.ConditionFalse, c.LastTransitionTime.Time
+		}
+	}
+	if !notReady {
+		return false, 0, nil
+	}
+	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	if left := since.Add(timeout).Sub(s.now); left > 0 {
+		return false, min(left, VerifyPoll), nil
+	}
+	msg := fmt.Sprintf("node runs %s but has been NotReady since %s, longer than healthTimeout %s", target, since.UTC().Format(time.RFC3339), timeout)
+	if err := r.recordPoolFailure(ctx, s, target, "NotReadyOnTarget", msg); err != nil {
+		return false, 0, err
+	}
+	ro.FailedImage = target
+	if bn.Status.Phase != v1alpha1.PhaseFailed {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	bn.Status.Phase = v1alpha1.PhaseFailed
+	ro.Reason, ro.Message = "NotReadyOnTarget", msg
+	if err := r.patchStatus(ctx, s); err != nil {
+		return false, 0, err
+	}
+	r.event(bn, corev1.EventTypeWarning, "NotReadyOnTarget", "%s", msg)
+	return true, 0, nil
+}
+
+// protectionPending reports whether the record still holds post-update
+// protection, or annotations bootroll added, for postUpdate to end.
+func protectionPending(ro *v1alpha1.RolloutStatus) bool {
+	return ro.ProtectUntil != nil || len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0
 }
 
 // stagingPhase derives the phase of a node outside a slot from the daemon's report.
@@ -502,8 +563,14 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 	if ro.RebootRequestedAt == nil || s.node == nil {
 		return true, 0
 	}
+	if rebootOver(s) {
+		return true, 0
+	}
+	// A daemon that has seen the withdrawal but already asked the host to
+	// reboot for this order cannot take that back: its node goes down
+	// whatever it reports now, so only the end of the reboot settles it.
 	d := &s.bn.Status.Daemon
-	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting {
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !rebootStarted(s) {
 		return true, 0
 	}
 	timeout := DefaultHealthTimeout
@@ -515,6 +582,33 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 		return true, 0
 	}
 	return false, min(left, DrainPoll)
+}
+
+// rebootStarted reports whether the daemon recorded a reboot at or after
+// this slot's boot order (status.daemon.lastReboot).
+func rebootStarted(s *nodeStep) bool {
+	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
+	return ro.RebootRequestedAt != nil && r != nil && !r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second))
+}
+
+// rebootOver reports whether the reboot the daemon started for this slot's
+// boot order is over: the daemon recorded a reboot into the ordered image
+// at or after the order (status.daemon.lastReboot), and the Node is Ready
+// on a boot ID other than the one that reboot left (status.nodeInfo.bootID).
+// A daemon does not reboot twice for one order (its lastReboot names the
+// boot it left), so from then on no stale read of the order can reboot the
+// node; the withdrawal needs no acknowledgement, which a daemon never gives
+// for a record being deleted.
+func rebootOver(s *nodeStep) bool {
+	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
+	if ro.RebootRequestedAt == nil || r == nil || r.BootID == "" || s.node == nil {
+		return false
+	}
+	if want := DigestOf(s.bn.Spec.DesiredImage); want == "" || DigestOf(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
+		return false // a reboot from before this order, or for another image
+	}
+	boot := s.node.Status.NodeInfo.BootID
+	return boot != "" && boot != r.BootID && nodeReady(s.node)
 }
 
 // current returns a conflict when the record this reconcile acts on is
@@ -653,8 +747,13 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		}
 	}
 	bn, ro := s.bn, &s.bn.Status.Rollout
+	// Post-update protection follows every slot that ends with the node
+	// still in its pool, failed or abandoned as well as updated: each one
+	// drained the node, and an empty node is what Karpenter reaps (DESIGN
+	// §5). A node that leaves its pool is given back at once (cleanup).
 	keep := false
-	if success && s.pool != nil && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
+	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && selects(s.pool, s.node)
+	if stays && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
 		keep = true
 		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
 	}

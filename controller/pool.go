@@ -278,6 +278,18 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		for _, s := range held {
 			inSlot[s.Node] = true
 		}
+		// A member that runs the target but is not Ready, outside any slot,
+		// is down on the image this pool rolls out (released mid-boot when
+		// an earlier pool or record went, say, and its failure lost with
+		// the record): it counts against maxUnavailable as a slot would.
+		for i := range rows {
+			row := &rows[i]
+			if row.node == nil || inSlot[row.name] || row.booted != targetDigest || row.osNotReady ||
+				row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack || nodeReady(row.node) {
+				continue
+			}
+			maxFree--
+		}
 		var cands []Candidate
 		for i := range rows {
 			row := &rows[i]

@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestNotReadyOnTarget fails a node that runs its target outside any slot
+// and has been reported NotReady for the pool's healthTimeout (issue 11,
+// rollback-on-failed-boot.max-unavailable.seed9: released mid-boot by a
+// deleted pool, it counted as Updated in the recreated one), records the
+// failure on the pool, and leaves alone a node NotReady for less, a node
+// Ready, and a node on another image.
+func TestNotReadyOnTarget(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	target := settleRef("v2")
+	cases := []struct {
+		name       string
+		booted     string
+		ready      corev1.ConditionStatus
+		since      time.Duration // before now
+		wantFailed bool
+	}{
+		{"NotReady on the target past healthTimeout", target, corev1.ConditionFalse, 6 * time.Minute, true},
+		{"NotReady on the target within healthTimeout", target, corev1.ConditionFalse, 4 * time.Minute, false},
+		{"Ready on the target", target, corev1.ConditionTrue, time.Hour, false},
+		{"NotReady on another image", settleRef("v1"), corev1.ConditionFalse, time.Hour, false},
+		{"lost contact (Unknown) on the target", target, corev1.ConditionUnknown, time.Hour, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sch := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(sch); err != nil {
+				t.Fatal(err)
+			}
+			if err := v1alpha1.AddToScheme(sch); err != nil {
+				t.Fatal(err)
+			}
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+			pool.Status.TargetImage = target
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool, bn.Spec.DesiredImage = "p", target
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			bn.Status.Booted = &v1alpha1.HostImage{Image: c.booted, Digest: DigestOf(c.booted)}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: c.ready, LastTransitionTime: metav1.NewTime(now.Add(-c.since))}}
+			cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node).
+				WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+			r := NewNodeReconciler(cl, Options{})
+			var cur v1alpha1.BootcNode
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: node, pool: pool, now: now}
+			failed, wait, err := r.notReadyOnTarget(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed != c.wantFailed {
+				t.Fatalf("failed = %v (wait %s), want %v", failed, wait, c.wantFailed)
+			}
+			var got v1alpha1.BootcNode
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			var p v1alpha1.BootcNodePool
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "p"}, &p); err != nil {
+				t.Fatal(err)
+			}
+			if !c.wantFailed {
+				if got.Status.Phase != v1alpha1.PhaseUpdated || len(p.Status.Failures) != 0 {
+					t.Fatalf("phase %s, pool failures %v: want the node left alone", got.Status.Phase, p.Status.Failures)
+				}
+				return
+			}
+			if got.Status.Phase != v1alpha1.PhaseFailed || got.Status.Rollout.FailedImage != target || got.Status.Rollout.Reason != "NotReadyOnTarget" {
+				t.Fatalf("record: phase %s failedImage %q reason %q; want Failed, %s, NotReadyOnTarget", got.Status.Phase, got.Status.Rollout.FailedImage, got.Status.Rollout.Reason, target)
+			}
+			if len(p.Status.Failures) != 1 || p.Status.Failures[0].Node != "n" {
+				t.Fatalf("pool failures %+v: want the node's failure recorded", p.Status.Failures)
+			}
+			if node.Spec.Unschedulable || got.Spec.DesiredState == v1alpha1.DesiredBooted {
+				t.Fatal("a node outside a slot must be neither cordoned nor ordered to reboot")
+			}
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// settleStep builds a node step for bootOrderSettled: a record whose boot
+// order was issued at 10:00:00.5 and withdrawn (generation 3), a daemon
+// report and a Node with a Ready condition and a boot ID.
+func settleStep(now time.Time, observed int64, phase v1alpha1.DaemonPhase, last *v1alpha1.RebootRecord, ready bool, bootID string) *nodeStep {
+	ordered := time.Date(2026, 1, 5, 10, 0, 0, 500_000_000, time.UTC)
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: 3}}
+	bn.Spec.DesiredImage = settleRef("v2")
+	bn.Spec.DesiredState = v1alpha1.DesiredStaged
+	bn.Status.Rollout.RebootRequestedAt = &metav1.Time{Time: ordered}
+	bn.Status.Daemon.ObservedGeneration = observed
+	bn.Status.Daemon.Phase = phase
+	bn.Status.Daemon.LastReboot = last
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+	node.Status.NodeInfo.BootID = bootID
+	return &nodeStep{bn: bn, node: node, now: now}
+}
+
+// TestBootOrderSettled covers when a withdrawn boot order lets bootroll
+// give the node back: at once without an order or with an acknowledgement
+// from a daemon that had not started the reboot; after a started reboot
+// only once the Node is Ready on another boot (a daemon acknowledges the
+// withdrawal even after asking the host to reboot, and never reports on a
+// record being deleted); and at the latest at healthTimeout.
+func TestBootOrderSettled(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 10, 0, 30, 0, time.UTC)
+	ordered := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC) // lastReboot.at is kept to the second
+	thisReboot := &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-1", At: metav1.NewTime(ordered)}
+	earlier := &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-0", At: metav1.NewTime(ordered.Add(-time.Hour))}
+	otherImage := &v1alpha1.RebootRecord{Image: settleRef("v3"), BootID: "boot-1", At: metav1.NewTime(ordered)}
+	r := &NodeReconciler{}
+	cases := []struct {
+		name string
+		s    *nodeStep
+		want bool
+	}{
+		{"acknowledged, no reboot started", settleStep(t0, 3, v1alpha1.DaemonStaged, earlier, true, "boot-0"), true},
+		{"not acknowledged yet", settleStep(t0, 2, v1alpha1.DaemonStaged, earlier, true, "boot-0"), false},
+		{"acknowledged while rebooting", settleStep(t0, 3, v1alpha1.DaemonRebooting, thisReboot, true, "boot-1"), false},
+		// issue 11, pool-deleted-mid-rollout.max-unavailable.seed11: the
+		// daemon reported Staged for the withdrawal after asking for the reboot.
+		{"acknowledged after the reboot was asked for, host not down yet", settleStep(t0, 3, v1alpha1.DaemonStaged, thisReboot, true, "boot-1"), false},
+		{"acknowledged, host down", settleStep(t0, 3, v1alpha1.DaemonStaged, thisReboot, false, "boot-1"), false},
+		// issue 11, the cleanup reproducers: no acknowledgement ever comes
+		// for a record being deleted.
+		{"no acknowledgement, Node Ready on a new boot", settleStep(t0, 2, v1alpha1.DaemonRebooting, thisReboot, true, "boot-2"), true},
+		{"no acknowledgement, new boot not Ready", settleStep(t0, 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-2"), false},
+		{"no acknowledgement, new boot ID unknown", settleStep(t0, 2, v1alpha1.DaemonRebooting, thisReboot, true, ""), false},
+		{"reboot from before this order", settleStep(t0, 2, v1alpha1.DaemonRebooting, earlier, true, "boot-2"), false},
+		{"reboot into another image", settleStep(t0, 2, v1alpha1.DaemonRebooting, otherImage, true, "boot-2"), false},
+		{"healthTimeout passed", settleStep(t0.Add(DefaultHealthTimeout), 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-1"), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ok, wait := r.bootOrderSettled(c.s)
+			if ok != c.want {
+				t.Fatalf("bootOrderSettled = %v (wait %s), want %v", ok, wait, c.want)
+			}
+			if !ok && wait <= 0 {
+				t.Fatalf("not settled but wait = %s: nothing would look again", wait)
+			}
+		})
+	}
+	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
+	noOrder.bn.Status.Rollout.RebootRequestedAt = nil
+	if ok, _ := r.bootOrderSettled(noOrder); !ok {
+		t.Fatal("no boot order issued in this slot: want settled at once")
+	}
+}
+
+// settleRef returns a digest reference for a short image name.
+func settleRef(name string) string {
+	return "registry.example/os@sha256:" + (name + "0000000000000000000000000000000000000000000000000000000000000000")[:64]
+}
