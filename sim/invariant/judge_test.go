@@ -549,3 +549,25 @@ func TestDoubleRebootAcrossARecreatedPool(t *testing.T) {
 	f.c.Reboot("a", imgA, imgB)
 	f.want(scenario.InvNoDoubleReboot, 1, "twice within the recreated pool")
 }
+
+// A pool whose healthTimeout is longer than CleanupRebootCap lets a reboot
+// in progress hold the cleanup back that long.
+func TestCleanupRebootCapFollowsAPoolsHealthTimeout(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.HealthTimeout = &metav1.Duration{Duration: 40 * time.Minute} })
+	f.slots(imgB, "a")
+	f.node("a", protect)
+	f.c.Reboot("a", imgA, imgB)
+	f.node("a", func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	})
+	f.at(10 * time.Second)
+	f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+	for at := 20 * time.Second; at <= 45*time.Minute; at += 10 * time.Second {
+		f.check(at)
+		if at == 30*time.Minute {
+			f.want(scenario.InvCleanup, 0, "within the pool's healthTimeout")
+		}
+	}
+	f.want(scenario.InvCleanup, 1, "past the pool's healthTimeout")
+}

@@ -42,7 +42,8 @@ const (
 	// before it was withdrawn does not reboot an uncordoned node, and
 	// gives it back CleanupBound after it is Ready again; a node that does
 	// not come back within this cap (a boot that never gets Ready) is
-	// judged then. It is the API's default healthTimeout.
+	// judged then. It is the API's default healthTimeout; a pool with a
+	// longer healthTimeout gets that (cleanupRebootCap).
 	CleanupRebootCap = 15 * time.Minute
 	// cleanupPoll is how often a cleanup held back by a reboot looks
 	// again.
@@ -341,6 +342,17 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 	c.haltPool(p, o, deleted)
 }
 
+// cleanupRebootCap is how long a reboot in progress may hold back the
+// cleanup of a node of pool: CleanupRebootCap, or the pool's healthTimeout
+// (as last seen, the pool may be gone) when that is longer, since the
+// reboot itself may take that long.
+func (c *Checker) cleanupRebootCap(pool string) time.Duration {
+	if p := c.world.pools[pool]; p != nil && p.HealthTimeout > CleanupRebootCap {
+		return p.HealthTimeout
+	}
+	return CleanupRebootCap
+}
+
 // runDeadlines runs the checks due by now.
 func (c *Checker) runDeadlines(now time.Time) {
 	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
@@ -377,18 +389,19 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		c.record(Violation{Invariant: string(scenario.InvNoStrandedNode), At: due.Sub(c.start), Objects: []string{"Node/" + n.Name},
 			Message: fmt.Sprintf("node %s has been %s since %s, longer than %s", n.Name, c.leftovers(n), t.strandSince.Sub(c.start), bound)})
 	case dlCleanup:
-		if n.rebooting && now.Before(d.since.Add(CleanupRebootCap)) {
+		rebootCap := c.cleanupRebootCap(d.pool)
+		if n.rebooting && now.Before(d.since.Add(rebootCap)) {
 			// A reboot in progress holds the cleanup back: look again
 			// CleanupBound after it ends, or at the cap.
 			d.waited = true
 			d.at = now.Add(cleanupPoll)
-			if cap := d.since.Add(CleanupRebootCap); cap.Before(d.at) {
+			if cap := d.since.Add(rebootCap); cap.Before(d.at) {
 				d.at = cap
 			}
 			c.push(d)
 			return
 		}
-		if d.waited && !d.graced && now.Before(d.since.Add(CleanupRebootCap)) {
+		if d.waited && !d.graced && now.Before(d.since.Add(rebootCap)) {
 			// The reboot ended within the last cleanupPoll.
 			d.graced = true
 			d.at = now.Add(CleanupBound)
@@ -398,7 +411,7 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		if c.enabled[scenario.InvCleanup] {
 			bound := CleanupBound.String()
 			if d.waited {
-				bound = fmt.Sprintf("%s (%s after a reboot in progress ended, at most %s)", now.Sub(d.since), CleanupBound, CleanupRebootCap)
+				bound = fmt.Sprintf("%s (%s after a reboot in progress ended, at most %s)", now.Sub(d.since), CleanupBound, rebootCap)
 			}
 			c.record(Violation{Invariant: string(scenario.InvCleanup), At: at, Objects: []string{"Node/" + n.Name},
 				Message: fmt.Sprintf("%s after %s at %s, node %s is still %s", bound, d.why, d.since.Sub(c.start), n.Name, c.leftovers(n))})
