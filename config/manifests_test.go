@@ -581,6 +581,7 @@ func TestRBACWiring(t *testing.T) {
 	ds := get[*appsv1.DaemonSet](t, idx, "DaemonSet/"+namespace+"/"+daemonName)
 	daemonSA := ds.Spec.Template.Spec.ServiceAccountName
 	wantDaemon := []string{
+		"/nodes:get", // its own Node before a reboot (nodedaemon.NodeFacts)
 		pullSecretNamespace + ":/secrets:get",
 		"bootroll.dev/bootcnodes/status:patch",
 		"bootroll.dev/bootcnodes:get",

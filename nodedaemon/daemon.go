@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,7 +75,11 @@ type Daemon struct {
 	// TestOnly breaks the daemon on purpose, for the twin's negative
 	// controls; production leaves it zero.
 	TestOnly TestOnly
-	pinned   *pinnedReport
+	// NodeReader reads the daemon's own Node before a reboot (see
+	// NodeFacts); nil reads it with the client. Production passes an
+	// uncached reader (one GET, no cluster-wide Node informer).
+	NodeReader client.Reader
+	pinned     *pinnedReport
 
 	nodeName string
 	client   client.Client
@@ -132,6 +137,13 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("observe host of node %s: %w", d.nodeName, err)
 	}
+	obs.Node = NodeFacts{} // the loop's part, not the host's
+	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, ImageDigest(bn.Spec.DesiredImage)) {
+		// A reboot may be due: Step allows it only on a protected Node.
+		if obs.Node, err = d.readNode(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, d.current(&bn), obs)
 	for i, a := range actions {
 		if a.Status != nil {
@@ -156,6 +168,23 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		requeue = d.Resync
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// readNode reads the facts Step needs of the daemon's own Node, fresh from
+// the API server; a Node not found gives the zero NodeFacts.
+func (d *Daemon) readNode(ctx context.Context) (NodeFacts, error) {
+	r := d.NodeReader
+	if r == nil {
+		r = d.client
+	}
+	var node corev1.Node
+	if err := r.Get(ctx, client.ObjectKey{Name: d.nodeName}, &node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return NodeFacts{}, nil
+		}
+		return NodeFacts{}, fmt.Errorf("get Node %s: %w", d.nodeName, err)
+	}
+	return NodeFactsOf(&node), nil
 }
 
 // Prefetcher keeps the node's pinned images (nodedaemon/prefetch): the

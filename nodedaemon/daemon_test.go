@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -108,6 +109,14 @@ func newHarness(t *testing.T, spec v1alpha1.BootcNodeSpec) *harness {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// The Node, cordoned by bootroll for a slot: reboots may go ahead.
+	nd := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{v1alpha1.AnnotationSlot: "p"}},
+		Spec:       corev1.NodeSpec{Unschedulable: true},
+	}
 	bn := &v1alpha1.BootcNode{
 		ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-1", Generation: 1},
 		Spec:       spec,
@@ -125,7 +134,7 @@ func newHarness(t *testing.T, spec v1alpha1.BootcNodeSpec) *harness {
 	}
 	h.raw = fake.NewClientBuilder().
 		WithScheme(scheme).
-		WithObjects(bn).
+		WithObjects(bn, nd).
 		WithStatusSubresource(&v1alpha1.BootcNode{}).
 		Build()
 	h.client = interceptor.NewClient(h.raw, interceptor.Funcs{
@@ -558,4 +567,42 @@ func TestAsyncHost(t *testing.T) {
 	if obs.Staging || obs.LastStage == nil || obs.LastStage.Err != "" || obs.Staged == nil || obs.Staged.Digest != ImageDigest(imgA) {
 		t.Errorf("after a good stage: %+v, want LastStage ok and %s staged", obs, imgA)
 	}
+}
+
+// TestDaemonWaitsForCordonedNode: the daemon reads its own Node (not the
+// host's say) before a reboot. Uncordoned, it reports why it waits and
+// keeps the order; cordoned again, it reboots.
+func TestDaemonWaitsForCordonedNode(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	setCordon := func(on bool) {
+		var nd corev1.Node
+		if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
+			t.Fatal(err)
+		}
+		nd.Spec.Unschedulable = on
+		if err := h.raw.Update(context.Background(), &nd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setCordon(false)
+	host := &fakeHost{t: t, obs: stagedObs()} // the host's own Node facts say protected: ignored
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	res := h.reconcile(d)
+	if len(host.calls) != 0 {
+		t.Errorf("calls on an uncordoned Node = %v, want none", host.calls)
+	}
+	if res.RequeueAfter != NodeRecheck {
+		t.Errorf("requeue %v, want NodeRecheck %v", res.RequeueAfter, NodeRecheck)
+	}
+	bn := h.get()
+	if d := bn.Status.Daemon; d.Phase != v1alpha1.DaemonStaged || !strings.Contains(d.LastError, "not cordoned") || d.LastReboot != nil {
+		t.Errorf("daemon status = %+v, want Staged, a lastError saying the Node is not cordoned, no reboot record", d)
+	}
+	setCordon(true)
+	h.clock.Step(NodeRecheck)
+	h.reconcile(d)
+	if got, want := host.calls, []string{"Apply " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("calls once cordoned = %v, want %v", got, want)
+	}
+	h.checkPatches()
 }

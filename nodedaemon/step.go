@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -31,6 +32,10 @@ const (
 	StageBackoffBase = 30 * time.Second
 	// StageBackoffMax caps the wait between stage attempts.
 	StageBackoffMax = 10 * time.Minute
+	// NodeRecheck is how soon a daemon that holds back a reboot because its
+	// Node is not protected (see NodeFacts) looks at the Node again: Node
+	// changes do not wake the daemon.
+	NodeRecheck = 10 * time.Second
 	// retrySoon is the requeue when a retry is already due, so that the next
 	// attempt does not wait for the loop's resync.
 	retrySoon = time.Second
@@ -54,6 +59,63 @@ type Observation struct {
 	// LastStage is the outcome of the last stage action that finished,
 	// nil when none finished since the process started or a new one began.
 	LastStage *StageResult
+	// Node is what the loop read of the host's Node (not the Host's part):
+	// a reboot into another image needs it protected.
+	Node NodeFacts
+}
+
+// NodeFacts is what Step needs to know of the daemon's own Node before it
+// reboots the host into another image. The zero value (Node not read)
+// allows no reboot.
+type NodeFacts struct {
+	// Found is true when the Node was read.
+	Found bool
+	// Unschedulable is the Node's spec.unschedulable (cordoned).
+	Unschedulable bool
+	// SlotMarker is true when the Node carries bootroll's slot marker
+	// annotation (v1alpha1.AnnotationSlot).
+	SlotMarker bool
+	// OSNotReady is true when the Node has the startup taint
+	// v1alpha1.TaintOSNotReady (the os-not-ready fast path).
+	OSNotReady bool
+}
+
+// NodeFactsOf reads the facts Step needs from node; nil means not found.
+func NodeFactsOf(node *corev1.Node) NodeFacts {
+	if node == nil {
+		return NodeFacts{}
+	}
+	f := NodeFacts{Found: true, Unschedulable: node.Spec.Unschedulable}
+	_, f.SlotMarker = node.Annotations[v1alpha1.AnnotationSlot]
+	for _, t := range node.Spec.Taints {
+		if t.Key == v1alpha1.TaintOSNotReady {
+			f.OSNotReady = true
+		}
+	}
+	return f
+}
+
+// unprotected says why the Node does not allow a reboot into another image,
+// "" when it does: it must be cordoned by bootroll (spec.unschedulable and
+// the slot marker) or be on the os-not-ready fast path (the startup taint).
+// The controller sees to that before it orders a boot; the daemon, the last
+// actor before the reboot, checks it again, so that an admin's uncordon
+// during the slot (or a stale order) does not reboot a node that takes
+// workloads.
+func (f NodeFacts) unprotected() string {
+	switch {
+	case !f.Found:
+		return "its Node was not found"
+	case f.OSNotReady:
+		return ""
+	case !f.Unschedulable && !f.SlotMarker:
+		return "its Node is not cordoned (spec.unschedulable false) and has no " + v1alpha1.AnnotationSlot + " annotation"
+	case !f.Unschedulable:
+		return "its Node is not cordoned (spec.unschedulable false)"
+	case !f.SlotMarker:
+		return "its Node has no " + v1alpha1.AnnotationSlot + " annotation (cordoned, but not by bootroll)"
+	}
+	return ""
 }
 
 // StageResult is the outcome of one finished stage action.
@@ -195,7 +257,11 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 
 	// The host is to boot desired, does not run it, and no stage runs.
 	pending := requested(cur.LastReboot, want, obs.BootID)
-	if spec.Rollback && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback)) {
+	rollback := spec.Rollback && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback))
+	if (rollback || holds(obs.Staged, want)) && obs.Node.unprotected() != "" {
+		return holdReboot(desired, st, pending, obs.Node.unprotected())
+	}
+	if rollback {
 		st.Phase = v1alpha1.DaemonRebooting
 		if pending == nil || !pending.Rollback {
 			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now)}
@@ -219,6 +285,21 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		return decision{status: st, host: []Action{{Type: Apply, Image: desired}}, requeue: RebootRecheck}
 	}
 	return stage(now, desired, cur, st, obs)
+}
+
+// holdReboot is the decision while the Node does not allow the reboot into
+// desired (why): no host action, the order kept (spec is untouched and a
+// reboot record already made stays), and a look at the Node again after
+// NodeRecheck. The phase is Staged, or Rebooting when a reboot was already
+// asked for in this boot (pending): that cannot be taken back.
+func holdReboot(desired string, st v1alpha1.DaemonStatus, pending *v1alpha1.RebootRecord, why string) decision {
+	st.Phase = v1alpha1.DaemonStaged
+	st.LastError = fmt.Sprintf("waiting to reboot into %s: %s", desired, why)
+	if pending != nil {
+		st.Phase = v1alpha1.DaemonRebooting
+		st.LastError = fmt.Sprintf("reboot into %s already requested; not asking again: %s", desired, why)
+	}
+	return decision{status: st, requeue: NodeRecheck}
 }
 
 // stage decides how to get desired staged. Counting failures once: the

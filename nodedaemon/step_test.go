@@ -1,10 +1,13 @@
 package nodedaemon
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -35,7 +38,7 @@ func staged(state v1alpha1.DesiredState) v1alpha1.BootcNodeSpec {
 
 // onOld is a host running imgOld in boot1 with nothing staged.
 func onOld() Observation {
-	return Observation{Booted: hi(imgOld), BootID: boot1}
+	return Observation{Booted: hi(imgOld), BootID: boot1, Node: slotNode}
 }
 
 // status is what the daemon reports for obs with the given daemon part.
@@ -55,6 +58,9 @@ func with(o Observation, f func(*Observation)) Observation {
 	return o
 }
 
+// slotNode is a Node cordoned by bootroll for a slot: a reboot may go ahead.
+var slotNode = NodeFacts{Found: true, Unschedulable: true, SlotMarker: true}
+
 func TestStep(t *testing.T) {
 	failedA := "stage " + imgA + ": boom"
 	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
@@ -62,7 +68,7 @@ func TestStep(t *testing.T) {
 	stagedA := with(onOld(), func(o *Observation) { o.Staged = hi(imgA) })
 	stagingObs := with(onOld(), func(o *Observation) { o.Staging = true })
 	failedObs := with(onOld(), func(o *Observation) { o.LastStage = &StageResult{Image: imgA, Err: "boom"} })
-	rollbackA := Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1}
+	rollbackA := Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1, Node: slotNode}
 	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted, Rollback: true}
 
 	tests := []struct {
@@ -539,5 +545,136 @@ func TestImageDigest(t *testing.T) {
 		if got := ImageDigest(tt.ref); got != tt.want {
 			t.Errorf("ImageDigest(%q) = %q, want %q", tt.ref, got, tt.want)
 		}
+	}
+}
+
+// TestStepRebootNeedsProtectedNode: with the image staged (or the rollback
+// deployment there) and a boot ordered, the daemon reboots only a Node
+// cordoned with bootroll's slot marker or tainted os-not-ready; otherwise
+// it keeps the order, says why and looks again after NodeRecheck.
+func TestStepRebootNeedsProtectedNode(t *testing.T) {
+	bootA := staged(v1alpha1.DesiredBooted)
+	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted, Rollback: true}
+	stagedOn := func(f NodeFacts) Observation {
+		return Observation{Booted: hi(imgOld), Staged: hi(imgA), BootID: boot1, Node: f}
+	}
+	rollbackOn := func(f NodeFacts) Observation {
+		return Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1, Node: f}
+	}
+	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
+	tests := []struct {
+		name       string
+		spec       v1alpha1.BootcNodeSpec
+		current    v1alpha1.DaemonStatus
+		obs        Observation
+		wantHost   []ActionType // host actions, in order
+		wantPhase  v1alpha1.DaemonPhase
+		wantErr    string // substring of LastError; "" wants none
+		wantReboot *v1alpha1.RebootRecord
+	}{
+		{
+			name: "cordoned and marked: reboots", spec: bootA,
+			obs:      stagedOn(NodeFacts{Found: true, Unschedulable: true, SlotMarker: true}),
+			wantHost: []ActionType{Apply}, wantPhase: v1alpha1.DaemonRebooting, wantReboot: reboot1,
+		},
+		{
+			name: "uncordoned (marker kept): waits", spec: bootA,
+			obs:       stagedOn(NodeFacts{Found: true, SlotMarker: true}),
+			wantPhase: v1alpha1.DaemonStaged, wantErr: "waiting to reboot into " + imgA + ": its Node is not cordoned (spec.unschedulable false)",
+		},
+		{
+			name: "uncordoned and unmarked: waits", spec: bootA,
+			obs:       stagedOn(NodeFacts{Found: true}),
+			wantPhase: v1alpha1.DaemonStaged, wantErr: "not cordoned (spec.unschedulable false) and has no " + v1alpha1.AnnotationSlot,
+		},
+		{
+			name: "cordoned, marker missing: waits", spec: bootA,
+			obs:       stagedOn(NodeFacts{Found: true, Unschedulable: true}),
+			wantPhase: v1alpha1.DaemonStaged, wantErr: "has no " + v1alpha1.AnnotationSlot + " annotation (cordoned, but not by bootroll)",
+		},
+		{
+			name: "Node not found: waits", spec: bootA,
+			obs:       stagedOn(NodeFacts{}),
+			wantPhase: v1alpha1.DaemonStaged, wantErr: "its Node was not found",
+		},
+		{
+			name: "os-not-ready taint, not cordoned: reboots (fast path)", spec: bootA,
+			obs:      stagedOn(NodeFacts{Found: true, OSNotReady: true}),
+			wantHost: []ActionType{Apply}, wantPhase: v1alpha1.DaemonRebooting, wantReboot: reboot1,
+		},
+		{
+			name: "rollback on an uncordoned Node: waits, no bootc rollback", spec: rollbackSpec,
+			obs:       rollbackOn(NodeFacts{Found: true, SlotMarker: true}),
+			wantPhase: v1alpha1.DaemonStaged, wantErr: "not cordoned",
+		},
+		{
+			name: "rollback on a cordoned, marked Node: rollback and reboot", spec: rollbackSpec,
+			obs:      rollbackOn(slotNode),
+			wantHost: []ActionType{Rollback, Reboot}, wantPhase: v1alpha1.DaemonRebooting,
+			wantReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, Rollback: true, At: *at(0)},
+		},
+		{
+			name: "reboot already requested, then uncordoned: not asked again, record kept", spec: bootA,
+			current:   v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1},
+			obs:       stagedOn(NodeFacts{Found: true, SlotMarker: true}),
+			wantPhase: v1alpha1.DaemonRebooting, wantErr: "already requested; not asking again", wantReboot: reboot1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur := status(tt.obs, tt.current)
+			actions, requeue := Step(t0, tt.spec, 1, cur, tt.obs)
+			var host []ActionType
+			var rep *v1alpha1.BootcNodeStatus
+			for _, a := range actions {
+				if a.Type == ReportStatus {
+					rep = a.Status
+					continue
+				}
+				host = append(host, a.Type)
+			}
+			if !slices.Equal(host, tt.wantHost) {
+				t.Errorf("host actions %v, want %v", host, tt.wantHost)
+			}
+			if rep == nil {
+				rep = &cur
+			}
+			d := rep.Daemon
+			if d.Phase != tt.wantPhase {
+				t.Errorf("phase %q, want %q", d.Phase, tt.wantPhase)
+			}
+			if tt.wantErr == "" && d.LastError != "" || !strings.Contains(d.LastError, tt.wantErr) {
+				t.Errorf("lastError %q, want one containing %q", d.LastError, tt.wantErr)
+			}
+			if !sameReboot(d.LastReboot, tt.wantReboot) {
+				t.Errorf("lastReboot %+v, want %+v", d.LastReboot, tt.wantReboot)
+			}
+			if len(tt.wantHost) == 0 && requeue != NodeRecheck {
+				t.Errorf("requeue %v while waiting, want NodeRecheck %v", requeue, NodeRecheck)
+			}
+			if len(tt.wantHost) > 0 && requeue != RebootRecheck {
+				t.Errorf("requeue %v after a reboot request, want RebootRecheck %v", requeue, RebootRecheck)
+			}
+		})
+	}
+}
+
+func TestNodeFactsOf(t *testing.T) {
+	if got := NodeFactsOf(nil); got != (NodeFacts{}) {
+		t.Errorf("NodeFactsOf(nil) = %+v, want zero", got)
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{v1alpha1.AnnotationSlot: "p"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: "other", Effect: corev1.TaintEffectNoSchedule},
+			{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule},
+		}},
+	}
+	if got, want := NodeFactsOf(n), (NodeFacts{Found: true, Unschedulable: true, SlotMarker: true, OSNotReady: true}); got != want {
+		t.Errorf("NodeFactsOf = %+v, want %+v", got, want)
+	}
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	if got, want := NodeFactsOf(bare), (NodeFacts{Found: true}); got != want {
+		t.Errorf("NodeFactsOf(bare) = %+v, want %+v", got, want)
 	}
 }

@@ -48,7 +48,10 @@ spec.desiredImage (a digest reference) with desiredState Staged it downloads
 and stages the image (bootc switch --download-only), which does not disturb
 workloads; with desiredState Booted it records the reboot in the BootcNode's
 status and then boots the staged image (bootc switch --from-downloaded;
-systemctl reboot). With spec.rollback it returns to the rollback deployment
+systemctl reboot), but only while its Node is cordoned with bootroll's slot
+marker (annotation bootroll.dev/slot) or carries the startup taint
+bootroll.dev/os-not-ready; otherwise it waits and says why in
+status.daemon.lastError. With spec.rollback it returns to the rollback deployment
 (bootc rollback; systemctl reboot). It never reboots twice for one image:
 after a reboot that did not bring the image up it reports an error instead.
 It reports the booted, staged and rollback deployments and its own state in
@@ -60,6 +63,7 @@ Permissions:
     get, list, watch            (the cache lists and watches only its own
                                  object, with fieldSelector metadata.name)
     patch on bootcnodes/status  (JSON merge patches of the fields above)
+  on nodes: get                 (its own Node, read uncached before a reboot)
   RBAC cannot name each node's object in one DaemonSet role; to keep a
   daemon to its own BootcNode, add an admission policy that compares the
   object's name with the service account token's node name
@@ -206,6 +210,7 @@ func run(ctx context.Context, o options) error {
 	}
 	daemon := nodedaemon.New(o.nodeName, mgr.GetClient(), host, clock.RealClock{}, ctrl.Log.WithName("daemon")) // edge: production time
 	daemon.Resync = o.resync
+	daemon.NodeReader = mgr.GetAPIReader() // its own Node, one GET before a reboot: no Node informer
 	if o.criSocket != "" {
 		runtime, err := cri.Dial(ctx, o.criSocket)
 		if err != nil {

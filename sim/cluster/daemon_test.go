@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,6 +68,20 @@ func TestDaemonDrivesHost(t *testing.T) {
 		t.Fatalf("after staging: phase %q, staged %+v; want Staged %s", st.Daemon.Phase, st.Staged, digestV2)
 	}
 
+	// As the controller does for a slot: cordon the Node with bootroll's
+	// slot marker before the boot order; the daemon reboots no other Node.
+	var node corev1.Node
+	if err := h.api.AdminClient().Get(ctx, client.ObjectKey{Name: n}, &node); err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Unschedulable = true
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[v1alpha1.AnnotationSlot] = "workers"
+	if err := h.api.AdminClient().Update(ctx, &node); err != nil {
+		t.Fatal(err)
+	}
 	cur := get()
 	cur.Spec.DesiredState = v1alpha1.DesiredBooted
 	if err := h.api.AdminClient().Update(ctx, cur); err != nil {
