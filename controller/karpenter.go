@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -278,4 +282,94 @@ func hasTaint(n *corev1.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// grantCordon is what the pool reconciler writes on a Karpenter-managed
+// node it grants a slot to: the cordon and slot marker, and the protection
+// annotations bootroll adds to the Node and to its NodeClaim.
+type grantCordon struct {
+	pool      string
+	node      *corev1.Node
+	claim     *unstructured.Unstructured
+	nodeKeys  []string
+	claimKeys []string
+}
+
+// planGrantCordon records on b (the BootcNode about to be told of its slot)
+// the cordon of node n and the protection annotations bootroll adds, as
+// drain does, and returns what to write once b is written. Nodes that
+// Karpenter does not manage are cordoned by the node reconciler's drain.
+func (r *PoolReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
+	ro := &b.Status.Rollout
+	if nodeClaimName(n) == "" || ro.Cordoned {
+		return grantCordon{}, nil
+	}
+	g := grantCordon{pool: pool.Name, node: n}
+	if _, ours := n.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
+		ro.PriorUnschedulable = ptr.To(n.Spec.Unschedulable)
+	}
+	if !r.opts.TestOnly.SkipKarpenterProtection && (pool.Spec.Karpenter.Protect == nil || *pool.Spec.Karpenter.Protect) {
+		claimAll := r.opts.TestOnly.DropAnnotationOwnership
+		_, g.nodeKeys = protect(maps.Clone(n.Annotations))
+		if claimAll && len(g.nodeKeys) > 0 {
+			g.nodeKeys = protectAnnotations // test-only: claims the ones that were there before
+		}
+		cl, err := lookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
+		if err != nil {
+			return grantCordon{}, err
+		}
+		if cl.Claim != nil {
+			g.claim = cl.Claim
+			_, g.claimKeys = protect(maps.Clone(cl.Claim.GetAnnotations()))
+			if claimAll && len(g.claimKeys) > 0 {
+				g.claimKeys = protectAnnotations
+			}
+		}
+		ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, g.nodeKeys)
+		ro.AddedNodeClaimAnnotations = mergeKeys(ro.AddedNodeClaimAnnotations, g.claimKeys)
+	}
+	ro.ProtectUntil = nil
+	ro.Cordoned = true
+	ro.DrainStartedAt = &metav1.Time{Time: now}
+	return g, nil
+}
+
+// apply cordons the Node with the slot marker and the planned annotations
+// in one patch, then annotates the NodeClaim. Only missing keys are added;
+// a Node or NodeClaim that is gone is not an error (the node reconciler
+// gives the slot back).
+func (g grantCordon) apply(ctx context.Context, c client.Client) error {
+	if g.node != nil {
+		m := g.node.DeepCopy()
+		m.Spec.Unschedulable = true
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[v1alpha1.AnnotationSlot] = g.pool
+		for _, k := range g.nodeKeys {
+			if _, ok := m.Annotations[k]; !ok {
+				m.Annotations[k] = "true"
+			}
+		}
+		if err := c.Patch(ctx, m, nodePatch{from: g.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cordon node %s: %w", g.node.Name, err)
+		}
+	}
+	if g.claim != nil && len(g.claimKeys) > 0 {
+		orig := g.claim.DeepCopy()
+		ann := g.claim.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		for _, k := range g.claimKeys {
+			if _, ok := ann[k]; !ok {
+				ann[k] = "true"
+			}
+		}
+		g.claim.SetAnnotations(ann)
+		if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("annotate NodeClaim %s: %w", g.claim.GetName(), err)
+		}
+	}
+	return nil
 }

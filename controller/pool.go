@@ -386,12 +386,31 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
 		b.Status.Rollout.DrainStartedAt = nil
 		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
+		// A Karpenter-managed node is cordoned and protected from the
+		// grant on, not from the node reconciler's first pass some time
+		// later (DESIGN §3/§5): what bootroll adds is recorded with the
+		// grant (record first, so a crash cannot forget it), then the
+		// cordon, slot marker and Karpenter annotations go on the Node in
+		// one patch, and the annotations on its NodeClaim.
+		var grant grantCordon
+		if row.node != nil {
+			var err error
+			if grant, err = r.planGrantCordon(ctx, &pool, row.node, b, now); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				wake(time.Second)
 				continue
 			}
 			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
+		}
+		if err := grant.apply(ctx, r.client); err != nil {
+			return reconcile.Result{}, fmt.Errorf("cordon node %s on its slot grant: %w", s.Node, err)
+		}
+		if grant.node != nil {
+			r.event(b, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", s.Image)
 		}
 		r.event(b, corev1.EventTypeNormal, "SlotGranted", "reboot slot granted for %s", s.Image)
 		log.V(1).Info("slot granted", "node", s.Node, "image", s.Image)

@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestGrantCordonsKarpenterNode grants a slot to a Karpenter-managed node
+// (issue 11, karpenter-defaults.no-reap-while-updating.seed21 and
+// nodeclass-drift-mid-rollout.no-reap-while-updating.seed40: Karpenter
+// drifted a node between its grant and the node reconciler's cordon): the
+// grant records the cordon and the annotations bootroll adds, and writes
+// cordon, slot marker and annotations on the Node and NodeClaim at once. An
+// annotation someone else set is not claimed; a node no NodeClaim owns, or
+// a pool with protect false, gets no annotations from the grant.
+func TestGrantCordonsKarpenterNode(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name          string
+		managed       bool
+		protect       *bool
+		preset        map[string]string // Node annotations before the grant
+		wantCordon    bool
+		wantNodeKeys  []string
+		wantClaimKeys []string
+	}{
+		{"managed", true, nil, nil, true, protectAnnotations, protectAnnotations},
+		{"managed, do-not-disrupt set by someone else", true, nil,
+			map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true"}, true,
+			[]string{v1alpha1.KarpenterDoNotRepair}, protectAnnotations},
+		{"managed, protect false", true, ptr.To(false), nil, true, nil, nil},
+		{"not managed by Karpenter", false, nil, nil, false, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			sch := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(sch); err != nil {
+				t.Fatal(err)
+			}
+			if err := v1alpha1.AddToScheme(sch); err != nil {
+				t.Fatal(err)
+			}
+			sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
+			sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.Karpenter.Protect = c.protect
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: c.preset}}
+			claim := &unstructured.Unstructured{}
+			claim.SetGroupVersionKind(NodeClaimGVK)
+			claim.SetName("claim-n")
+			if c.managed {
+				node.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-n", UID: "u"}}
+			}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhaseStaged
+			cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node, claim).
+				WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+			r := NewPoolReconciler(cl, Options{})
+			var n corev1.Node
+			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
+				t.Fatal(err)
+			}
+			b := bn.DeepCopy()
+			g, err := r.planGrantCordon(ctx, pool, &n, b, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ro := &b.Status.Rollout
+			if ro.Cordoned != c.wantCordon {
+				t.Fatalf("status.rollout.cordoned = %v after the grant, want %v", ro.Cordoned, c.wantCordon)
+			}
+			if !slices.Equal(ro.AddedAnnotations, c.wantNodeKeys) || !slices.Equal(ro.AddedNodeClaimAnnotations, c.wantClaimKeys) {
+				t.Fatalf("recorded addedAnnotations %v, addedNodeClaimAnnotations %v; want %v, %v",
+					ro.AddedAnnotations, ro.AddedNodeClaimAnnotations, c.wantNodeKeys, c.wantClaimKeys)
+			}
+			if c.wantCordon && (ro.PriorUnschedulable == nil || *ro.PriorUnschedulable || ro.DrainStartedAt == nil) {
+				t.Fatalf("grant records priorUnschedulable %v, drainStartedAt %v; want false and the grant time", ro.PriorUnschedulable, ro.DrainStartedAt)
+			}
+			if err := g.apply(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Node
+			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if _, marked := got.Annotations[v1alpha1.AnnotationSlot]; got.Spec.Unschedulable != c.wantCordon || marked != c.wantCordon {
+				t.Fatalf("Node unschedulable %v, slot marker %v after the grant; want both %v", got.Spec.Unschedulable, marked, c.wantCordon)
+			}
+			for _, k := range protectAnnotations {
+				_, has := got.Annotations[k]
+				want := slices.Contains(c.wantNodeKeys, k) || c.preset[k] != ""
+				if has != want {
+					t.Fatalf("Node annotation %s present %v after the grant, want %v", k, has, want)
+				}
+			}
+			gc := &unstructured.Unstructured{}
+			gc.SetGroupVersionKind(NodeClaimGVK)
+			if err := cl.Get(ctx, types.NamespacedName{Name: "claim-n"}, gc); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range protectAnnotations {
+				_, has := gc.GetAnnotations()[k]
+				if want := slices.Contains(c.wantClaimKeys, k); has != want {
+					t.Fatalf("NodeClaim annotation %s present %v after the grant, want %v", k, has, want)
+				}
+			}
+		})
+	}
+}
