@@ -183,6 +183,9 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			{"list", bn, "bootcnodes", "", ""},
 			{"watch", bn, "bootcnodes", "", ""},
 			{"patch", bn, "bootcnodes", "status", ""},
+			// Before a reboot the daemon reads its Node: it reboots only a
+			// Node cordoned with bootroll's slot marker.
+			{"get", "", "nodes", "", ""},
 		}, []access{
 			{"update", bn, "bootcnodes", "status", ""},
 			{"patch", bn, "bootcnodes", "", ""},
@@ -190,7 +193,8 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			{"create", bn, "bootcnodes", "", ""},
 			{"delete", bn, "bootcnodes", "", ""},
 			{"get", bn, "bootcnodepools", "", ""},
-			{"get", "", "nodes", "", ""},
+			{"list", "", "nodes", "", ""},
+			{"patch", "", "nodes", "", ""},
 			{"get", "", "secrets", "", namespace},
 			{"list", "", "pods", "", ""},
 		})
