@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,10 +182,25 @@ func TestRevertDuringRebootIsProtected(t *testing.T) {
 				return k8s.Update(h.ctx, &pool)
 			}, 10*time.Second).Should(Succeed())
 			if tc.unprotected {
-				g.Eventually(func() []string {
+				// The kept boot order sends the node back to v1 with no
+				// fresh slot: the reboot starts unprotected, or the daemon,
+				// which reboots only a Node cordoned with bootroll's slot
+				// marker, refuses it and says so.
+				g.Eventually(func() string {
 					h.mu.Lock()
-					defer h.mu.Unlock()
-					return append([]string(nil), h.unprotected...)
+					unprotected := append([]string(nil), h.unprotected...)
+					h.mu.Unlock()
+					if len(unprotected) > 0 {
+						return "unprotected reboot of " + unprotected[0]
+					}
+					var bn v1alpha1.BootcNode
+					if err := k8s.Get(h.ctx, client.ObjectKey{Name: node}, &bn); err != nil {
+						return ""
+					}
+					if strings.Contains(bn.Status.Daemon.LastError, "waiting to reboot") {
+						return "daemon refused: " + bn.Status.Daemon.LastError
+					}
+					return ""
 				}, 60*time.Second, 100*time.Millisecond).ShouldNot(BeEmpty())
 				return
 			}
