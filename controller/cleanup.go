@@ -154,13 +154,8 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 // in a slot. The cordon the marker stands for is undone; the prior state
 // is unknown, so the node is uncordoned.
 func (r *NodeReconciler) clearStrayMarker(ctx context.Context, s *nodeStep) error {
-	var fresh v1alpha1.BootcNode
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
-		return fmt.Errorf("re-read BootcNode %s before clearing a stray slot marker: %w", s.bn.Name, err)
-	}
-	if fresh.ResourceVersion != s.bn.ResourceVersion {
-		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), s.bn.Name,
-			fmt.Errorf("the cached record is stale (%s, current %s)", s.bn.ResourceVersion, fresh.ResourceVersion))
+	if err := r.current(ctx, s); err != nil {
+		return fmt.Errorf("before clearing a stray slot marker: %w", err)
 	}
 	if err := r.uncordon(ctx, s, true); err != nil {
 		return err
