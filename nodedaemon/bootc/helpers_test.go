@@ -11,8 +11,9 @@ import (
 )
 
 // fixtureDir holds real `bootc status` outputs copied from the bootc
-// project. The repository and shared/ are checked out side by side.
-const fixtureDir = "../../../shared/fixtures/bootc-status"
+// project (see its SOURCE.md), kept in the repository so that the tests
+// need nothing beside it.
+const fixtureDir = "testdata/bootc-status"
 
 // fixtureFiles lists the status fixtures: every *.yaml and *.json except the
 // JSON schema.
