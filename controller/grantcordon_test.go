@@ -9,11 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -47,15 +44,6 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			sch := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
-			if err := v1alpha1.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
-			sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
-			sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.Karpenter.Protect = c.protect
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: c.preset}}
@@ -68,8 +56,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhaseStaged
-			cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node, claim).
-				WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+			cl := fakeClient(t, pool, bn, node, claim)
 			r := NewPoolReconciler(cl, Options{})
 			var n corev1.Node
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {

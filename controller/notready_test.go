@@ -7,10 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -39,13 +36,6 @@ func TestNotReadyOnTarget(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sch := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
-			if err := v1alpha1.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute}
 			pool.Status.TargetImage = target
@@ -55,8 +45,7 @@ func TestNotReadyOnTarget(t *testing.T) {
 			bn.Status.Booted = &v1alpha1.HostImage{Image: c.booted, Digest: DigestOf(c.booted)}
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: c.ready, LastTransitionTime: metav1.NewTime(now.Add(-c.since))}}
-			cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node).
-				WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+			cl := fakeClient(t, pool, bn, node)
 			r := NewNodeReconciler(cl, Options{})
 			var cur v1alpha1.BootcNode
 			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {

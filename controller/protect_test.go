@@ -7,10 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -38,13 +35,6 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sch := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
-			if err := v1alpha1.AddToScheme(sch); err != nil {
-				t.Fatal(err)
-			}
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 			pool.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: 5 * time.Minute}
@@ -60,8 +50,7 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 			bn.Status.Phase = v1alpha1.PhaseVerifying
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
-			cl := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node).
-				WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+			cl := fakeClient(t, pool, bn, node)
 			r := NewNodeReconciler(cl, Options{})
 			var cur v1alpha1.BootcNode
 			var n corev1.Node
