@@ -162,9 +162,7 @@ func Run(targets []Target, cfg Config) (*Report, error) {
 		t := tasks[i]
 		seed := cfg.FirstSeed + uint64(t.k)
 		p := preps[t.ti]
-		sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
-		v := variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}
-		out := run(p.doc, v, cfg.Now)
+		out := runSeed(p, seed, cfg)
 		mu.Lock()
 		outs[i], done[i] = out, true
 		if cfg.UntilFailure && (out.err != nil || !out.res.Passed()) && stop == "" {
@@ -286,6 +284,13 @@ func prepare(t Target, cfg Config) (prepared, error) {
 		p.horizon = max(o.res.ConvergedAt, time.Minute)
 	}
 	return p, nil
+}
+
+// runSeed draws the schedule of a seed (from the seed and the scenario's
+// name alone) and runs it.
+func runSeed(p prepared, seed uint64, cfg Config) runOut {
+	sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
+	return run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}, cfg.Now)
 }
 
 // run renders and runs one variant.
@@ -509,8 +514,7 @@ func Hunt(t Target, inv string, maxRuns int, cfg Config) (*Failure, int, error) 
 	}
 	for k := range maxRuns {
 		seed := cfg.FirstSeed + uint64(k)
-		sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
-		o := run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}, cfg.Now)
+		o := runSeed(p, seed, cfg)
 		if o.violates(inv) {
 			f := failure(p, o, inv, cfg)
 			return &f, k + 1, nil
