@@ -121,13 +121,7 @@ func TestHaltSurvivesDeletionOfFailedNode(t *testing.T) {
 			g.Expect(pool.Status.Halt.Failures[0].Node).To(Equal(failed), "the failure outlives its node")
 
 			// A new image lifts the halt and keeps it for debugging.
-			g.Eventually(func() error {
-				if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
-					return err
-				}
-				pool.Spec.Image = v1alpha1.ImageReference(good)
-				return k8s.Update(h.ctx, &pool)
-			}, 10*time.Second).Should(Succeed())
+			h.setPoolImage(p.Name, good)
 			g.Eventually(h.allOn(good), 60*time.Second, 200*time.Millisecond).Should(Succeed())
 			g.Eventually(func() *v1alpha1.HaltRecord {
 				_ = k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool)
@@ -173,14 +167,7 @@ func TestRevertDuringRebootIsProtected(t *testing.T) {
 			h.mu.Unlock()
 			g.Eventually(host.isRebooting, 30*time.Second, 10*time.Millisecond).Should(BeTrue())
 			// Revert while the node reboots into v2.
-			var pool v1alpha1.BootcNodePool
-			g.Eventually(func() error {
-				if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
-					return err
-				}
-				pool.Spec.Image = v1alpha1.ImageReference(v1)
-				return k8s.Update(h.ctx, &pool)
-			}, 10*time.Second).Should(Succeed())
+			h.setPoolImage(p.Name, v1)
 			if tc.unprotected {
 				// The kept boot order sends the node back to v1 with no
 				// fresh slot: the reboot starts unprotected, or the daemon,

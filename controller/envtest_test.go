@@ -731,13 +731,7 @@ func TestFailedNodeHaltsAndNewImageRecovers(t *testing.T) {
 	g.Expect(h.node(failed).Spec.Unschedulable).To(BeFalse(), "a failed node running its old image is uncordoned")
 
 	// A fixed image recovers the pool with no manual step.
-	g.Eventually(func() error {
-		if err := k8s.Get(h.ctx, client.ObjectKeyFromObject(p), &pool); err != nil {
-			return err
-		}
-		pool.Spec.Image = v1alpha1.ImageReference(good)
-		return k8s.Update(h.ctx, &pool)
-	}, 10*time.Second).Should(Succeed())
+	h.setPoolImage(p.Name, good)
 	g.Eventually(h.allOn(good), 60*time.Second, 200*time.Millisecond).Should(Succeed())
 	bn := h.bootcNodes()[failed]
 	g.Expect(bn.Status.Rollout.FailedImage).To(Equal(bad), "the failed image stays visible for debugging")
