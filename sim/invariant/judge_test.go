@@ -459,6 +459,11 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 		{"given back after the reboot", 5 * time.Minute, 6 * time.Minute, 0, 0},
 		{"kept past the grace after the reboot", 5 * time.Minute, 0, 1, 5*time.Minute + CleanupBound},
 		{"never Ready again", 0, 0, 1, 10*time.Second + CleanupRebootCap},
+		// A reboot that ends before the plain bound still moves it: the
+		// grace runs from the end of the reboot (found by the explorer:
+		// controller-restart-mid-drain.cleanup.seed58).
+		{"given back within the grace after a short reboot", 90 * time.Second, 3 * time.Minute, 0, 0},
+		{"kept past the grace after a short reboot", 90 * time.Second, 0, 1, 90*time.Second + CleanupBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")

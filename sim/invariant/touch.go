@@ -308,7 +308,14 @@ func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	// back: no post-update protection or drained emptiness of this
 	// episode is bootroll's churn any more (no-churn).
 	n.churn.handedBack = true
-	c.push(deadline{at: c.now().Add(CleanupBound), kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left, since: c.now()})
+	at, waited := c.now().Add(CleanupBound), n.rebooting
+	if waited {
+		// A reboot in progress holds the cleanup back until CleanupBound
+		// after it ends: follow it from now, or a reboot that ends before
+		// the bound would go unseen and its grace with it.
+		at = c.now().Add(cleanupPoll)
+	}
+	c.push(deadline{at: at, kind: dlCleanup, node: n.Name, id: n.touch.id, pool: pool, why: why, left: left, since: c.now(), waited: waited})
 }
 
 // leftPool is the World's leftHook: a node stopped matching a live pool.
