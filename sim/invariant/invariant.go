@@ -138,6 +138,10 @@ type Checker struct {
 	seq                 uint64
 	touchSeq, strandSeq uint64
 	lastNow             time.Time
+	// downSince is when the controller stopped (zero while it runs);
+	// downTotal its downtime before that (ControllerRunning).
+	downSince time.Time
+	downTotal time.Duration
 	// karp follows the fake Karpenter (karpenter.go).
 	karp *karpenterState
 	// pinned follows PinnedImageSets and pinned-image progress (pinned.go).

@@ -581,3 +581,47 @@ func TestCleanupRebootCapFollowsAPoolsHealthTimeout(t *testing.T) {
 	}
 	f.want(scenario.InvCleanup, 1, "past the pool's healthTimeout")
 }
+
+// A cleanup bound counts the time the controller runs: a controller that
+// is down cannot give a node back (found by the explorer:
+// controller-restarts-overlapping.cleanup.seed30, three overlapping
+// restarts kept it down for seven minutes).
+func TestCleanupBoundCountsControllerUptime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restored time.Duration // 0: never
+		want     int
+		wantAt   time.Duration
+	}{
+		{"given back once the controller is up", 4*time.Minute + 30*time.Second, 0, 0},
+		{"kept past the bound in uptime", 0, 1, 10*time.Second + CleanupBound + 3*time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.slots(imgB, "a")
+			f.node("a", protect)
+			f.check(time.Second)
+			f.at(10 * time.Second)
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+			f.check(10 * time.Second)
+			for at := 15 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
+				f.at(at)
+				switch at {
+				case time.Minute:
+					f.c.ControllerRunning(false)
+				case 4 * time.Minute:
+					f.c.ControllerRunning(true)
+				case tc.restored:
+					f.node("a", unmark)
+				}
+				f.check(at)
+			}
+			f.want(scenario.InvCleanup, tc.want, "by 20m")
+			if tc.want > 0 {
+				if v := f.of(scenario.InvCleanup)[0]; v.At < tc.wantAt || v.At > tc.wantAt+cleanupPoll {
+					t.Errorf("violation at %s, want %s (within %s): %s", v.At, tc.wantAt, cleanupPoll, v)
+				}
+			}
+		})
+	}
+}

@@ -128,6 +128,9 @@ type deadline struct {
 	// deadline was moved past a reboot in progress (CleanupRebootCap).
 	since          time.Time
 	waited, graced bool
+	// downBase is the controller downtime when the check was set;
+	// downUsed the downtime it was already moved by (postponed).
+	downBase, downUsed time.Duration
 }
 
 type deadlineHeap []deadline
@@ -150,8 +153,53 @@ func (h *deadlineHeap) Pop() any {
 
 func (c *Checker) push(d deadline) {
 	c.seq++
+	if d.seq == 0 {
+		// A new check: the controller downtime so far is not its own.
+		d.downBase = c.downtime(c.now())
+	}
 	d.seq = c.seq
 	heap.Push(&c.deadlines, d)
+}
+
+// ControllerRunning tells the checker that the bootroll controller process
+// started (true) or stopped (false). A bound on what only the controller
+// does (give a node back, end post-update protection) is counted in time
+// the controller runs: a controller that is down cannot act, and a check
+// that falls due then moves by the downtime since it was set.
+func (c *Checker) ControllerRunning(up bool) {
+	now := c.now()
+	switch {
+	case !up && c.downSince.IsZero():
+		c.downSince = now
+	case up && !c.downSince.IsZero():
+		c.downTotal += now.Sub(c.downSince)
+		c.downSince = time.Time{}
+	}
+}
+
+// downtime is how long the controller has been down in all, up to now.
+func (c *Checker) downtime(now time.Time) time.Duration {
+	if c.downSince.IsZero() {
+		return c.downTotal
+	}
+	return c.downTotal + now.Sub(c.downSince)
+}
+
+// postponed moves a controller-bound check d that fell due by the
+// controller downtime since it was set (and not yet accounted for), and
+// reports whether it did: the check is then pushed again.
+func (c *Checker) postponed(d deadline, now time.Time) bool {
+	extra := c.downtime(now) - d.downBase - d.downUsed
+	if !c.downSince.IsZero() && extra <= 0 {
+		extra = cleanupPoll // down now: look again once it may be up
+	}
+	if extra <= 0 {
+		return false
+	}
+	d.downUsed += extra
+	d.at = now.Add(extra)
+	c.push(d)
+	return true
 }
 
 // subset reports whether every element of a is in b.
@@ -396,6 +444,9 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		c.record(Violation{Invariant: string(scenario.InvNoStrandedNode), At: due.Sub(c.start), Objects: []string{"Node/" + n.Name},
 			Message: fmt.Sprintf("node %s has been %s since %s, longer than %s", n.Name, c.leftovers(n), t.strandSince.Sub(c.start), bound)})
 	case dlCleanup:
+		if c.postponed(d, now) {
+			return
+		}
 		rebootCap := c.cleanupRebootCap(d.pool)
 		if n.rebooting && now.Before(d.since.Add(rebootCap)) {
 			// A reboot in progress holds the cleanup back: look again
@@ -424,6 +475,9 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 				Message: fmt.Sprintf("%s after %s at %s, node %s is still %s", bound, d.why, d.since.Sub(c.start), n.Name, c.leftovers(n))})
 		}
 	case dlProtection:
+		if c.postponed(d, now) {
+			return
+		}
 		if c.enabled[scenario.InvNoLeakedAnnotation] {
 			claim, _ := c.world.ClaimOwned(n)
 			extra := minus(n.Owned, t.baseOwned)

@@ -451,6 +451,7 @@ func (r *runner) startController() {
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(p.client, opts)), qo)
 	r.pinnedQ = engine.NewQueue(r.eng, "pinnedimageset", r.withLogger(controller.NewPinnedSetReconciler(p.client, opts)), qo)
 	r.controllerUp = true
+	r.controllerRunning(true)
 	r.tr.emit("controller.start", "", map[string]any{"profile": r.profile})
 	// The manager starts its workers once the caches have synced: the
 	// initial lists reach the handlers first.
@@ -467,6 +468,7 @@ func (r *runner) startInstantController() {
 	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
 	r.startPinnedController()
 	r.controllerUp = true
+	r.controllerRunning(true)
 	r.tr.emit("controller.start", "", nil)
 	c := r.api.AdminClient()
 	var pools v1alpha1.BootcNodePoolList
@@ -496,6 +498,14 @@ func (r *runner) startInstantController() {
 	r.listPinnedSets()
 }
 
+// controllerRunning tells the checker the controller process started or
+// stopped: its time-bound checks count the time the controller runs.
+func (r *runner) controllerRunning(up bool) {
+	if r.chk != nil {
+		r.chk.ControllerRunning(up)
+	}
+}
+
 // stopController stops the controller process: its queues drop every
 // pending key, and watch events are lost until the next start.
 func (r *runner) stopController() {
@@ -513,6 +523,7 @@ func (r *runner) stopController() {
 		r.ctrl = nil
 	}
 	r.controllerUp = false
+	r.controllerRunning(false)
 	r.tr.emit("controller.stop", "", nil)
 }
 
