@@ -106,15 +106,25 @@ func mustLeave(p *corev1.Pod) bool {
 }
 
 // WorkloadPods counts the pods on a node that are not DaemonSet, mirror or
-// finished pods.
+// finished pods, and not terminating.
 func WorkloadPods(ctx context.Context, c client.Reader, node string) (int, error) {
+	return countPods(ctx, c, node, false)
+}
+
+// PodsToLeave counts the pods on a node that a drain waits for: not
+// DaemonSet, mirror or finished pods, terminating ones included.
+func PodsToLeave(ctx context.Context, c client.Reader, node string) (int, error) {
+	return countPods(ctx, c, node, true)
+}
+
+func countPods(ctx context.Context, c client.Reader, node string, terminating bool) (int, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	n := 0
 	for i := range pods.Items {
-		if mustLeave(&pods.Items[i]) && pods.Items[i].DeletionTimestamp == nil {
+		if mustLeave(&pods.Items[i]) && (terminating || pods.Items[i].DeletionTimestamp == nil) {
 			n++
 		}
 	}

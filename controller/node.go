@@ -356,6 +356,15 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if res.Remaining == 0 {
+		// The pass read the pods from the cache, which may not show a pod
+		// bound just before the cordon: before the boot order, the API
+		// server (uncached, now that the cordon is written) must agree
+		// that none is left.
+		if res.Remaining, err = PodsToLeave(ctx, r.reader, s.node.Name); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	took := s.now.Sub(ro.DrainStartedAt.Time)
 	if res.Remaining == 0 {
 		s.bn.Status.Phase = v1alpha1.PhaseRebooting
@@ -567,10 +576,15 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 		return true, 0
 	}
 	// A daemon that has seen the withdrawal but already asked the host to
-	// reboot for this order cannot take that back: its node goes down
-	// whatever it reports now, so only the end of the reboot settles it.
+	// reboot for this order cannot take that back: it reports Rebooting
+	// until its node goes down, and only the end of the reboot settles it.
+	// One that has seen the withdrawal and reports anything else did not
+	// ask in its process (a daemon that crashed after recording the reboot
+	// but before asking the host restarts on the same boot and says so).
+	// A Node that went down after a reboot was recorded is rebooting,
+	// whatever the last report said before it went.
 	d := &s.bn.Status.Daemon
-	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !rebootStarted(s) {
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !(rebootStarted(s) && !nodeReady(s.node)) {
 		return true, 0
 	}
 	timeout := DefaultHealthTimeout
@@ -798,8 +812,14 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 // uncordon restores the node's prior cordon state and removes the slot
 // marker and, unless keepProtection, the annotations bootroll added.
 func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection bool) error {
-	n := s.node
 	ro := &s.bn.Status.Rollout
+	n, err := r.freshNode(ctx, s)
+	if err != nil || n == nil {
+		if err == nil && !keepProtection {
+			ro.AddedAnnotations = nil // the Node is gone, and with it what bootroll added
+		}
+		return err
+	}
 	prior := ro.PriorUnschedulable
 	want := prior != nil && *prior
 	_, marked := n.Annotations[v1alpha1.AnnotationSlot]
@@ -823,6 +843,21 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 		ro.AddedAnnotations = nil
 	}
 	return nil
+}
+
+// freshNode reads the step's Node from the API server, or nil when it is
+// gone. What bootroll takes back (its cordon, slot marker and annotations)
+// is computed from the Node as it is: a cached copy may not show them yet,
+// and a merge patch from it would remove nothing.
+func (r *NodeReconciler) freshNode(ctx context.Context, s *nodeStep) (*corev1.Node, error) {
+	var n corev1.Node
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("re-read node %s: %w", s.bn.Name, err)
+	}
+	return &n, nil
 }
 
 // protects reports whether the pool protects its nodes from Karpenter
@@ -853,15 +888,21 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 			return wait, nil
 		}
 	}
-	m := s.node.DeepCopy()
-	if !r.opts.TestOnly.KeepAnnotations {
-		unprotect(s.node, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
+	n, err := r.freshNode(ctx, s)
+	if err != nil {
+		return 0, err
 	}
-	if !apiequality.Semantic.DeepEqual(s.node, m) {
-		if err := r.client.Patch(ctx, m, nodePatch{from: s.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
-			return 0, fmt.Errorf("end protection of node %s: %w", s.node.Name, err)
+	if n != nil {
+		m := n.DeepCopy()
+		if !r.opts.TestOnly.KeepAnnotations {
+			unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
-		s.node = m
+		if !apiequality.Semantic.DeepEqual(n, m) {
+			if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+				return 0, fmt.Errorf("end protection of node %s: %w", n.Name, err)
+			}
+			s.node = m
+		}
 	}
 	if err := r.unprotectClaim(ctx, s); err != nil {
 		return 0, err

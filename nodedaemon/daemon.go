@@ -90,6 +90,9 @@ type Daemon struct {
 	// reported is the status this process last wrote. The daemon is the
 	// only writer of those fields, so it is newer than a lagging cache.
 	reported *reported
+	// rebootAsked is the boot ID on which this process asked the host to
+	// reboot (Observation.RebootAsked).
+	rebootAsked string
 }
 
 type reported struct {
@@ -138,6 +141,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, fmt.Errorf("observe host of node %s: %w", d.nodeName, err)
 	}
 	obs.Node = NodeFacts{} // the loop's part, not the host's
+	obs.RebootAsked = d.rebootAsked != "" && d.rebootAsked == obs.BootID
 	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, ImageDigest(bn.Spec.DesiredImage)) {
 		// A reboot may be due: Step allows it only on a protected Node.
 		if obs.Node, err = d.readNode(ctx); err != nil {
@@ -150,6 +154,9 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
 		} else {
 			log.Info("performing action", "action", a.String())
+		}
+		if a.Type == Apply || a.Type == Reboot {
+			d.rebootAsked = obs.BootID // asked from here on, even if the call fails part way
 		}
 		if err := d.perform(ctx, &bn, a); err != nil {
 			return reconcile.Result{}, fmt.Errorf("node %s: %s (action %d of %d; the rest skipped): %w", d.nodeName, a, i+1, len(actions), err)

@@ -430,6 +430,29 @@ func TestDaemonReappliesWhenRebootDidNotHappen(t *testing.T) {
 	}
 }
 
+// A boot order withdrawn after the daemon asked the host to reboot: the
+// same process reports Rebooting (the host goes down anyway), so the
+// controller keeps the node cordoned; a restarted process on the same boot
+// did not ask, and reports Staged, so the controller can give the node back.
+func TestDaemonWithdrawnOrderAfterApply(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	h.reconcile(d)
+	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.DesiredState = v1alpha1.DesiredStaged })
+	h.reconcile(d)
+	if got := h.phase(); got != v1alpha1.DaemonRebooting {
+		t.Errorf("same process after the withdrawal: phase %s, want Rebooting", got)
+	}
+	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+	if got := h.phase(); got != v1alpha1.DaemonStaged {
+		t.Errorf("restarted process after the withdrawal: phase %s, want Staged", got)
+	}
+	if got, want := host.calls, []string{"Apply " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+}
+
 // noReboot is a host whose Apply returns without rebooting.
 type noReboot struct{ fakeHost }
 

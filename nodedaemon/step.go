@@ -62,6 +62,10 @@ type Observation struct {
 	// Node is what the loop read of the host's Node (not the Host's part):
 	// a reboot into another image needs it protected.
 	Node NodeFacts
+	// RebootAsked is true when this daemon process asked the host to
+	// reboot (Apply, Reboot) during the running boot (the loop's part, not
+	// the Host's): that reboot comes whatever the spec says now.
+	RebootAsked bool
 }
 
 // NodeFacts is what Step needs to know of the daemon's own Node before it
@@ -248,6 +252,14 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		return stage(now, desired, cur, st, obs)
 	}
 	if !boot {
+		if obs.RebootAsked {
+			// The order was withdrawn after this process asked the host to
+			// reboot: the host goes down anyway, so say so. The controller
+			// keeps the node cordoned until the report leaves Rebooting.
+			st.Phase = v1alpha1.DaemonRebooting
+			st.LastError = "a reboot already requested cannot be taken back: the host goes down"
+			return decision{status: st, requeue: RebootRecheck}
+		}
 		if holds(obs.Staged, want) {
 			st.Phase = v1alpha1.DaemonStaged
 			return decision{status: st}

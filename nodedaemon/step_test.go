@@ -131,6 +131,24 @@ func TestStep(t *testing.T) {
 			wantRequeue: StagePoll,
 		},
 		{
+			name:    "order withdrawn after this process asked the host to reboot: Rebooting, nothing done",
+			spec:    staged(v1alpha1.DesiredStaged),
+			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
+			obs:     with(stagedA, func(o *Observation) { o.RebootAsked = true }),
+			wantActions: []Action{report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1,
+				LastError: "a reboot already requested cannot be taken back: the host goes down"})},
+			wantRequeue: RebootRecheck,
+		},
+		{
+			// A process that recorded the reboot but crashed before asking
+			// the host restarts on the same boot: the reboot is not coming.
+			name:        "order withdrawn, reboot recorded by an earlier process on this boot: Staged",
+			spec:        staged(v1alpha1.DesiredStaged),
+			current:     status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
+			obs:         stagedA,
+			wantActions: []Action{report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, LastReboot: reboot1})},
+		},
+		{
 			name:        "empty desired state stages, never reboots",
 			spec:        v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA},
 			current:     status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged}),

@@ -312,6 +312,9 @@ var generators = []generator{
 		} else {
 			body["rate"] = float64(1+rng.IntN(10)) / 100
 		}
+		if rng.IntN(2) == 0 {
+			body["hostCalls"] = true // a crash may fall right after a host call too
+		}
 		return spanned(Crash, from, until, "daemonWriteCrash", body), true
 	}},
 	{Crash, "controllerRestart", "", func(w *world, rng *rand.Rand) (Item, bool) {

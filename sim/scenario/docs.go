@@ -45,6 +45,7 @@ var docs = map[string]string{
 	"DaemonWriteCrash":                      "DaemonWriteCrash crashes node daemons after a write.",
 	"DaemonWriteCrash.AfterWrites":          "AfterWrites crashes each daemon right after its n-th successful write counted from the start of the fault (counted per daemon); once per daemon.",
 	"DaemonWriteCrash.DownFor":              "DownFor is how long the daemon stays down. Default 10s.",
+	"DaemonWriteCrash.HostCalls":            "HostCalls counts the daemon's calls to its host (stage, apply, rollback, reboot) as steps too, so a crash can also fall right after one: for example after asking the host to reboot and before the next write.",
 	"DaemonWriteCrash.Rate":                 "Rate crashes a daemon after each successful write with this probability.",
 	"DeletePDB":                             "DeletePDB deletes a workload's PodDisruptionBudget.",
 	"DeletePDB.Workload":                    "Workload is the workload's name.",

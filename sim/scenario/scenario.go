@@ -1128,6 +1128,12 @@ type DaemonWriteCrash struct {
 
 	// DownFor is how long the daemon stays down. Default 10s.
 	DownFor time.Duration `json:"downFor,omitempty" default:"10s"`
+
+	// HostCalls counts the daemon's calls to its host (stage, apply,
+	// rollback, reboot) as steps too, so a crash can also fall right after
+	// one: for example after asking the host to reboot and before the
+	// next write.
+	HostCalls bool `json:"hostCalls,omitempty"`
 }
 
 // Profile is how stale the informer caches are: default, stale or instant.

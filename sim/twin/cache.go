@@ -351,6 +351,21 @@ func (g *gate) Served(req apiserver.Request, err error) {
 	if err != nil || !req.Write() || g.dead {
 		return
 	}
+	g.step(req.Verb, objectRef(req.Object), false)
+}
+
+// HostCalled is a daemon's successful call to its host (hostCall names
+// it): a step for the daemonWriteCrash faults that count host calls.
+func (g *gate) HostCalled(hostCall string) {
+	if !g.dead {
+		g.step(hostCall, "Node/"+g.node, true)
+	}
+}
+
+// step counts one step of the process (a successful write, or a host
+// call) for the crash faults in effect and crashes the process when one
+// says so.
+func (g *gate) step(verb, object string, hostCall bool) {
 	r := g.r
 	now := r.eng.Now()
 	rng := r.eng.Rand()
@@ -365,7 +380,7 @@ func (g *gate) Served(req apiserver.Request, err error) {
 		case g.who == "controller" && a.f.ControllerCrash != nil:
 			c := a.f.ControllerCrash
 			afterWrites, rate, down = c.AfterWrites, c.Rate, c.DownFor
-		case g.who == "daemon" && a.f.DaemonWriteCrash != nil:
+		case g.who == "daemon" && a.f.DaemonWriteCrash != nil && (!hostCall || a.f.DaemonWriteCrash.HostCalls):
 			c := a.f.DaemonWriteCrash
 			afterWrites, rate, down = c.AfterWrites, c.Rate, c.DownFor
 		default:
@@ -385,16 +400,16 @@ func (g *gate) Served(req apiserver.Request, err error) {
 			crash = rate > 0 && rng.Float64() < rate
 		}
 		if crash {
-			g.crash(a.index, req, down)
+			g.crash(a.index, verb, object, down)
 			return
 		}
 	}
 }
 
-func (g *gate) crash(fault int, req apiserver.Request, down time.Duration) {
+func (g *gate) crash(fault int, verb, object string, down time.Duration) {
 	g.dead = true
 	r := g.r
-	fields := map[string]any{"fault": fault, "afterVerb": req.Verb, "object": objectRef(req.Object), "downFor": down.String()}
+	fields := map[string]any{"fault": fault, "afterVerb": verb, "object": object, "downFor": down.String()}
 	if g.who == "controller" {
 		r.tr.emit("fault.controllerCrash", "", fields)
 		r.stopController()

@@ -112,6 +112,25 @@ func TestControllerCrashAfterWrites(t *testing.T) {
 	}
 }
 
+// TestDaemonCrashAfterHostCall crashes daemons right after a host call
+// (daemonWriteCrash with hostCalls): some crash right after asking the
+// host to stage or reboot, and the rollout still holds every invariant.
+func TestDaemonCrashAfterHostCall(t *testing.T) {
+	res, tr := run(t, withFaults(t, "faults:\n  - window: {from: 0s, to: 30m}\n    daemonWriteCrash: {rate: 0.5, downFor: 20s, hostCalls: true}\n"), 1)
+	after := map[string]int{}
+	for _, l := range parseTrace(t, tr) {
+		if l.Kind == "fault.daemonWriteCrash" {
+			after[l.Details["afterVerb"].(string)]++
+		}
+	}
+	if after["host/stage"] == 0 || after["host/apply"] == 0 {
+		t.Errorf("crashes by the step they followed: %v, want some right after host/stage and host/apply", after)
+	}
+	for _, v := range res.Violations {
+		t.Errorf("violation: %s", v)
+	}
+}
+
 // TestProfiles runs a rollout under each profile; an unknown one is
 // refused.
 func TestProfiles(t *testing.T) {

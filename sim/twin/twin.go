@@ -603,7 +603,13 @@ func (r *runner) daemonStarted(node string) {
 	// A crash after a write (cache.go) takes the daemon down in the
 	// cluster model, whose host then refuses the rest of the reconcile's
 	// actions (ErrNotRunning), as a dead process takes none.
-	d := nodedaemon.New(node, c, r.cl.Host(node), r.eng.Clock(), logr.Discard())
+	var h nodedaemon.Host = r.cl.Host(node)
+	if p.proc != nil {
+		// A crash can also fall right after a host call (daemonWriteCrash
+		// with hostCalls).
+		h = steppedHost{Host: h, g: p.proc.gate}
+	}
+	d := nodedaemon.New(node, c, h, r.eng.Clock(), logr.Discard())
 	r.configureDaemon(node, d)
 	p.queue = engine.NewQueue(r.eng, "daemon", d, qo)
 	r.daemons[node] = p
@@ -614,6 +620,36 @@ func (r *runner) daemonStarted(node string) {
 		}
 	}
 	p.queue.Add(request(node))
+}
+
+// steppedHost tells the daemon's gate of each successful host call, so a
+// crash fault can take the process down right after one.
+type steppedHost struct {
+	nodedaemon.Host
+	g *gate
+}
+
+func (h steppedHost) Stage(ctx context.Context, image string) error {
+	return h.called("stage", h.Host.Stage(ctx, image))
+}
+
+func (h steppedHost) Apply(ctx context.Context, image string) error {
+	return h.called("apply", h.Host.Apply(ctx, image))
+}
+
+func (h steppedHost) Rollback(ctx context.Context) error {
+	return h.called("rollback", h.Host.Rollback(ctx))
+}
+
+func (h steppedHost) Reboot(ctx context.Context) error {
+	return h.called("reboot", h.Host.Reboot(ctx))
+}
+
+func (h steppedHost) called(call string, err error) error {
+	if err == nil {
+		h.g.HostCalled("host/" + call)
+	}
+	return err
 }
 
 // daemonProc is one running daemon process: its work queue, the watch of
