@@ -344,6 +344,9 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			return reconcile.Result{}, err
 		}
 	}
+	if err := r.recordAdminUncordon(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := r.cordon(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -699,6 +702,35 @@ func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func
 	return nil
 }
 
+// recordAdminUncordon handles a Node found uncordoned under bootroll's
+// slot marker while it drains: someone (kubectl uncordon) removed
+// bootroll's cordon. That uncordon is now the cordon state the node is
+// given back with, so a cordon found before the slot is forgotten; the
+// drain then cordons the node again (cordon), so that no pod lands on it
+// before its reboot, and says so. The Node is read afresh first, as a
+// cached one may show such a state from an earlier slot.
+func (r *NodeReconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) error {
+	ro := &s.bn.Status.Rollout
+	if s.node.Spec.Unschedulable || s.node.Annotations[v1alpha1.AnnotationSlot] != s.bn.Spec.Pool {
+		return nil
+	}
+	var fresh corev1.Node
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.node.Name}, &fresh); err != nil {
+		return fmt.Errorf("re-read node %s: %w", s.node.Name, err)
+	}
+	if fresh.Spec.Unschedulable || fresh.Annotations[v1alpha1.AnnotationSlot] != s.bn.Spec.Pool {
+		return nil
+	}
+	if ro.PriorUnschedulable == nil || *ro.PriorUnschedulable {
+		ro.PriorUnschedulable = ptr.To(false)
+		if err := r.patchStatus(ctx, s); err != nil {
+			return err
+		}
+	}
+	r.event(s.bn, corev1.EventTypeWarning, "Recordoned", "the node was uncordoned during its drain: cordoned again until its update, and left uncordoned after it")
+	return nil
+}
+
 // cordon makes sure the Node is cordoned with bootroll's slot marker, in
 // one patch.
 func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
@@ -826,8 +858,10 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 	m := n.DeepCopy()
 	if marked {
 		// Only the cordon bootroll made is undone: a node that someone
-		// cordoned before the update stays cordoned.
-		m.Spec.Unschedulable = want
+		// cordoned before the update stays cordoned. A node that someone
+		// uncordoned during the slot stays uncordoned: bootroll never
+		// cordons a node to give it back.
+		m.Spec.Unschedulable = want && n.Spec.Unschedulable
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
 	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {

@@ -625,3 +625,33 @@ func TestCleanupBoundCountsControllerUptime(t *testing.T) {
 		})
 	}
 }
+
+// An admin's kubectl cordon or uncordon in the middle of bootroll's slot is
+// the cordon bootroll must give the node back with: bootroll is not blamed
+// for leaving the admin's uncordon, and is caught when it restores the
+// cordon it found before the slot over it (the stale prior cordon).
+func TestAdminUncordonMidSlotReplacesTheCordonFound(t *testing.T) {
+	run := func(restoresStalePrior bool) *fixture {
+		f := newFixture(t, nil, intstr.FromInt32(1), "a")
+		f.c.World().SetIntendedCordon("a", true) // kubectl cordon before the slot
+		f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+		f.slots(imgB, "a")
+		f.node("a", mark)
+		f.at(time.Minute)
+		f.c.World().SetIntendedCordon("a", false) // kubectl uncordon in the slot
+		f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = false })
+		f.at(2 * time.Minute)
+		f.node("a", func(n *corev1.Node) { n.Annotations = nil; n.Spec.Unschedulable = restoresStalePrior })
+		f.slots(imgB)
+		f.bn("a", phase(v1alpha1.PhaseUpdated))
+		f.check(2*time.Minute + UnslottedStrandBound + time.Second)
+		f.c.Finish(Outcome{End: time.Hour, Converged: true})
+		return f
+	}
+	f := run(false)
+	f.want(scenario.InvNoStrandedNode, 0, "the admin's uncordon kept")
+	f.want(scenario.InvNoLeakedCordon, 0, "the admin's uncordon kept")
+	f = run(true)
+	f.want(scenario.InvNoStrandedNode, 1, "the cordon found before the slot restored over the admin's uncordon")
+	f.want(scenario.InvNoLeakedCordon, 1, "the cordon found before the slot restored over the admin's uncordon")
+}

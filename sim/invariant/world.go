@@ -921,9 +921,16 @@ func (p *Pool) UnavailableNodes() []string {
 
 // SetIntendedCordon records that someone other than bootroll (an admin's
 // kubectl cordon or uncordon, a scenario event) set the node's cordon:
-// from then on that is the cordon bootroll must leave the node with.
+// from then on that is the cordon bootroll must leave the node with, at
+// the end (no-leaked-cordon) and when it gives the node back from the
+// episode under way (cleanup, no-stranded-node), as kubectl's last word
+// replaces the state bootroll found.
 func (w *World) SetIntendedCordon(node string, unschedulable bool) {
-	w.node(node).InitialUnschedulable = unschedulable
+	n := w.node(node)
+	n.InitialUnschedulable = unschedulable
+	if n.touch.active {
+		n.touch.baseUnschedulable = unschedulable
+	}
 }
 
 // pdbSelector is one PodDisruptionBudget's pod selector.

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// adminCordonFixture is a node n of pool p in its slot, cordoned by
+// bootroll over an admin's earlier cordon (priorUnschedulable true), that
+// an admin has since uncordoned (kubectl uncordon keeps the slot marker)
+// when uncordoned is set.
+func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool) (client.Client, *NodeReconciler) {
+	t.Helper()
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"},
+		Annotations: map[string]string{v1alpha1.AnnotationSlot: "p"}}}
+	node.Spec.Unschedulable = !uncordoned
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	bn.Spec.Pool = "p"
+	bn.Spec.DesiredImage = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	bn.Status.Phase = phase
+	ro := &bn.Status.Rollout
+	ro.TargetImage = bn.Spec.DesiredImage
+	ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(true)
+	ro.DrainStartedAt = &metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)}
+	sch := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
+	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
+	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node).
+		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{})
+	for _, ix := range Indexes() {
+		b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
+	}
+	cl := b.Build()
+	return cl, NewNodeReconciler(cl, Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
+}
+
+// getNode returns the BootcNode and the Node n.
+func getNode(ctx context.Context, t *testing.T, cl client.Client) (*v1alpha1.BootcNode, *corev1.Node) {
+	t.Helper()
+	var bn v1alpha1.BootcNode
+	var n corev1.Node
+	if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &bn); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	return &bn, &n
+}
+
+// TestAdminUncordonInTheSlotIsKept: an admin's kubectl uncordon of a node
+// in its slot replaces the cordon bootroll found before the slot (issue 11,
+// *.no-leaked-cordon reproducers: bootroll restored the stale
+// priorUnschedulable and left the node cordoned for good). After a reboot
+// the node is given back uncordoned; in a drain bootroll cordons it again
+// until its update and records that it gives it back uncordoned. A node
+// still cordoned at the end keeps the admin's earlier cordon.
+func TestAdminUncordonInTheSlotIsKept(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		uncordoned bool
+		want       bool
+	}{{"uncordoned by the admin in the slot", true, false}, {"still cordoned", false, true}} {
+		t.Run("finish/"+c.name, func(t *testing.T) {
+			cl, r := adminCordonFixture(t, v1alpha1.PhaseVerifying, c.uncordoned)
+			bn, n := getNode(ctx, t, cl)
+			var pool v1alpha1.BootcNodePool
+			if err := cl.Get(ctx, types.NamespacedName{Name: "p"}, &pool); err != nil {
+				t.Fatal(err)
+			}
+			s := &nodeStep{orig: recordOf(bn), bn: bn, node: n, pool: &pool, now: r.clock.Now()}
+			if err := r.finish(ctx, s, v1alpha1.PhaseUpdated, "Updated", "test", true); err != nil {
+				t.Fatal(err)
+			}
+			_, got := getNode(ctx, t, cl)
+			if got.Spec.Unschedulable != c.want {
+				t.Errorf("unschedulable after the slot = %v, want %v", got.Spec.Unschedulable, c.want)
+			}
+			if _, marked := got.Annotations[v1alpha1.AnnotationSlot]; marked {
+				t.Error("slot marker left")
+			}
+		})
+	}
+	t.Run("drain", func(t *testing.T) {
+		cl, r := adminCordonFixture(t, v1alpha1.PhaseDraining, true)
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
+			t.Fatal(err)
+		}
+		bn, n := getNode(ctx, t, cl)
+		if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
+			t.Fatalf("drain did not cordon the node again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+		}
+		if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
+			t.Fatalf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
+		}
+	})
+}
