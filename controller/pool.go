@@ -322,7 +322,10 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			if !ok {
 				break
 			}
-			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), findRow(rows, name).node)
+			row := findRow(rows, name)
+			// Down on the image it failed (not one it merely runs).
+			downOnFailed := row.failed != "" && row.booted == DigestOf(row.failed)
+			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.node, downOnFailed)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
