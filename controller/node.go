@@ -256,6 +256,12 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 	if !notReady {
 		return false, 0, nil
 	}
+	if d := &bn.Status.Daemon; d.LastReboot != nil && d.LastReboot.BootID == d.BootID {
+		// The daemon has not reported since it asked for a reboot: the
+		// node is going down or coming up, and status.booted names the
+		// boot it left, not the one it is coming up on.
+		return false, VerifyPoll, nil
+	}
 	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	if left := since.Add(timeout).Sub(s.now); left > 0 {
 		return false, min(left, VerifyPoll), nil
