@@ -423,6 +423,17 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
+// nodeNotReady reports whether the kubelet reports the Node NotReady
+// (Ready=False): the host is up, unlike Unknown.
+func nodeNotReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionFalse
+		}
+	}
+	return false
+}
+
 func digestOfHost(h *v1alpha1.HostImage) string {
 	if h == nil {
 		return ""

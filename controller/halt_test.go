@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -104,5 +105,56 @@ func TestNoteFailure(t *testing.T) {
 	halt := st.Halt
 	if noteFailure(&st, f("n3", "B"), 2); st.Halt != halt || len(st.Halt.Failures) != 2 {
 		t.Errorf("a later failure rewrote the halt: %+v", st.Halt)
+	}
+}
+
+func TestStalled(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const target, digest = "repo@sha256:bb", "sha256:bb"
+	ready := func(ok bool) *corev1.Node {
+		s := corev1.ConditionFalse
+		if ok {
+			s = corev1.ConditionTrue
+		}
+		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}}}
+	}
+	row := func(name string, phase v1alpha1.NodePhase, booted, failed string, up bool, mid bool) poolRow {
+		bn := &v1alpha1.BootcNode{}
+		bn.Status.Phase = phase
+		bn.Status.Rollout.FailedImage = failed
+		bn.Status.Rollout.PhaseSince = &metav1.Time{Time: t0}
+		bn.Status.Daemon.BootID = "b1"
+		if mid {
+			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: target, BootID: "b1"}
+		}
+		if booted != "" {
+			bn.Status.Booted = &v1alpha1.HostImage{Digest: booted}
+		}
+		r := poolRow{name: name, node: ready(up)}
+		r.setBN(bn, func(s string) string { return s })
+		return r
+	}
+	updated := row("a", v1alpha1.PhaseUpdated, digest, "", true, false)
+	for _, tc := range []struct {
+		name  string
+		rows  []poolRow
+		want  bool
+		wait  time.Duration
+		after time.Duration
+	}{
+		{name: "all updated", rows: []poolRow{updated}},
+		{name: "the rest rolled back", rows: []poolRow{updated, row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false)}, want: true},
+		{name: "the rest failed down on the target", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, digest, target, false, false)}, want: true},
+		{name: "a node still to roll", rows: []poolRow{row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false), row("c", v1alpha1.PhaseStaged, "sha256:aa", "", true, false)}},
+		{name: "failed while still rebooting: waits", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: time.Minute, wait: 4 * time.Minute},
+		{name: "failed while still rebooting: healthTimeout later", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: 5 * time.Minute, want: true},
+		{name: "failed on target, Ready again: updated", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, digest, target, true, false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, wait := stalled(tc.rows, target, digest, 5*time.Minute, t0.Add(tc.after))
+			if got != tc.want || wait != tc.wait {
+				t.Errorf("stalled = %v, %s; want %v, %s", got, wait, tc.want, tc.wait)
+			}
+		})
 	}
 }

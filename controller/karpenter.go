@@ -152,11 +152,16 @@ func disruptedBy(n *corev1.Node, cl claimLookup) string {
 
 // SlotBlocker says why a node must not be given a reboot slot now, or "".
 // It is used by the pool reconciler for each candidate it is about to pick.
-func SlotBlocker(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, n *corev1.Node) (string, error) {
+// A node that is not Ready is blocked, unless downOnFailed: it is down on
+// an image of bootroll's that failed, its kubelet reports it NotReady
+// (Ready=False, not Unknown: the host is up) and it has staged the new
+// target, so booting that target is how it recovers (DESIGN §4: a new
+// image retargets the failed and unavailable nodes too).
+func SlotBlocker(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, n *corev1.Node, downOnFailed bool) (string, error) {
 	if n.DeletionTimestamp != nil {
 		return "the Node is being deleted", nil
 	}
-	if !nodeReady(n) {
+	if !nodeReady(n) && !(downOnFailed && nodeNotReady(n)) {
 		return "the Node is not Ready", nil
 	}
 	cl, err := lookupClaim(ctx, reader, mapper, n)

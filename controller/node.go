@@ -125,6 +125,17 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			if ok, wait := r.bootOrderSettled(s); !ok {
 				return reconcile.Result{RequeueAfter: wait}, nil
 			}
+			if msg, down := downAfterLeaving(s); down {
+				// It booted the pool's target in its slot and is still
+				// down: a failure of that target, which the pool counts
+				// (its halt) as any other, not a node that just left.
+				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
+					return reconcile.Result{}, err
+				}
+				ro.FailedImage = bn.Spec.DesiredImage
+				r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+				return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
+			}
 			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
 		}
 		return reconcile.Result{}, nil
@@ -191,6 +202,28 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	return res, nil
 }
 
+// downAfterLeaving reports whether a node that left its (still live) pool
+// in its slot, and whose boot order is settled, booted the pool's target
+// for that order and is not Ready healthTimeout after the reboot request:
+// the boot failed, and releasing it as merely gone would lose the failure
+// (the pool would hand its slot, and the same image, to the next node).
+func downAfterLeaving(s *nodeStep) (string, bool) {
+	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
+	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || bn.Spec.Rollback ||
+		ro.RebootRequestedAt == nil || !rebootStarted(s) || nodeReady(s.node) {
+		return "", false
+	}
+	if want := DigestOf(bn.Spec.DesiredImage); want == "" || DigestOf(last.Image) != want {
+		return "", false
+	}
+	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	if s.now.Before(ro.RebootRequestedAt.Add(timeout)) {
+		return "", false
+	}
+	return fmt.Sprintf("left its pool during the update and was not healthy %s after the reboot request (booted %q, Ready=false)",
+		timeout, digestOfHost(bn.Status.Booted)), true
+}
+
 // notReadyOnTarget fails a node outside any slot that runs its target but
 // whose kubelet has reported it NotReady for the pool's healthTimeout: a
 // boot of the target that never got Ready, whose slot ended without a
@@ -200,9 +233,17 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 // to look again while the node is NotReady.
 func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed bool, wait time.Duration, err error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
+	if s.pool == nil {
+		return false, 0, nil
+	}
 	target := bn.Spec.DesiredImage
+	if target == "" {
+		// A record the pool has not directed yet (it is halted or paused):
+		// the node came back into the pool down on its target.
+		target = s.pool.Status.TargetImage
+	}
 	want := DigestOf(target)
-	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target || s.pool == nil {
+	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target {
 		return false, 0, nil
 	}
 	var since time.Time
@@ -214,6 +255,12 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 	}
 	if !notReady {
 		return false, 0, nil
+	}
+	if d := &bn.Status.Daemon; d.LastReboot != nil && d.LastReboot.BootID == d.BootID {
+		// The daemon has not reported since it asked for a reboot: the
+		// node is going down or coming up, and status.booted names the
+		// boot it left, not the one it is coming up on.
+		return false, VerifyPoll, nil
 	}
 	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	if left := since.Add(timeout).Sub(s.now); left > 0 {

@@ -224,6 +224,15 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		failed = failureLines(live)
 		halted = target != "" && len(live) >= maxFailures
 	}
+	if stuck, wait := stalled(rows, target, targetDigest, durationOr(pool.Spec.HealthTimeout, DefaultHealthTimeout), now); !halted && target != "" && !pool.Spec.Paused && stuck {
+		// Fewer than maxFailures nodes failed, but every node not on the
+		// target did: nothing is left to roll, and the pool says so with
+		// a halt (durable as any other) instead of rolling out for ever.
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(now), Failures: failuresOf(st.Failures, target)}
+		halted = true
+	} else {
+		wake(wait)
+	}
 	open, untilOpen := InWindow(pool.Spec.Windows, now)
 	if !open {
 		wake(untilOpen)
@@ -322,7 +331,10 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			if !ok {
 				break
 			}
-			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), findRow(rows, name).node)
+			row := findRow(rows, name)
+			// Down on the image it failed (not one it merely runs).
+			downOnFailed := row.failed != "" && row.booted == DigestOf(row.failed)
+			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.node, downOnFailed)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
@@ -680,7 +692,7 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 				digests = append(digests, digestCount{digest: d})
 			}
 			digests[j].n++
-			if target != "" && d == targetDigest && !holdsSlot(row.phase) {
+			if target != "" && d == targetDigest && onTarget(row) {
 				updated++
 			}
 		}
@@ -699,6 +711,53 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 	st.Nodes = int32(members)
 	st.UpdatedNodes = updated
 	st.Summary = Summary(updated, st.Nodes, st.Phases)
+}
+
+// onTarget reports whether a row that booted the target counts as
+// updated: it is out of its slot, and not a Failed node that is down (a
+// node that failed the target and is not Ready has not been updated).
+func onTarget(row *poolRow) bool {
+	return !holdsSlot(row.phase) && !(row.phase == v1alpha1.PhaseFailed && (row.node == nil || !nodeReady(row.node)))
+}
+
+// stalled reports whether the rollout of target cannot go on: some
+// member failed it, and every member is either updated or failed it and
+// is out of its slot (Failed or RolledBack; the pool never directs such
+// a node to the target again). A node that failed while still coming up
+// from its reboot (its daemon has not reported since) may yet boot
+// healthy: it is given healthTimeout more, and wait says when to look again.
+func stalled(rows []poolRow, target, targetDigest string, healthTimeout time.Duration, now time.Time) (bool, time.Duration) {
+	failed := false
+	var wait time.Duration
+	for i := range rows {
+		row := &rows[i]
+		if row.node == nil {
+			continue
+		}
+		if row.bn == nil || row.conflict != "" {
+			return false, 0
+		}
+		ro, d := &row.bn.Status.Rollout, &row.bn.Status.Daemon
+		switch {
+		case row.booted == targetDigest && onTarget(row):
+		case row.failed == target && (row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack) && !ro.Cordoned:
+			if row.phase == v1alpha1.PhaseFailed && d.LastReboot != nil && d.LastReboot.BootID == d.BootID && ro.PhaseSince != nil {
+				if left := ro.PhaseSince.Add(healthTimeout).Sub(now); left > 0 {
+					if wait == 0 || left < wait {
+						wait = left
+					}
+					continue
+				}
+			}
+			failed = true
+		default:
+			return false, 0
+		}
+	}
+	if wait > 0 {
+		return false, wait
+	}
+	return failed, 0
 }
 
 func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts, failed []string, halted, open bool, now time.Time) {
@@ -721,8 +780,13 @@ func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr err
 		if st.Halt != nil {
 			failed = failureLines(st.Halt.Failures)
 		}
-		set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonMaxFailures,
-			fmt.Sprintf("%d node(s) failed %s (maxFailures reached); set a new spec.image to recover: %s", len(failed), st.TargetImage, truncateList(failed)))
+		if max := maxFailuresOf(pool); len(failed) < max {
+			set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonRemainingFailed,
+				fmt.Sprintf("every node not on %s failed it (%d node(s), maxFailures %d): nothing is left to roll; set a new spec.image to recover: %s", st.TargetImage, len(failed), max, truncateList(failed)))
+		} else {
+			set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonMaxFailures,
+				fmt.Sprintf("%d node(s) failed %s (maxFailures reached); set a new spec.image to recover: %s", len(failed), st.TargetImage, truncateList(failed)))
+		}
 	} else {
 		set(v1alpha1.ConditionHalted, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "")
 	}

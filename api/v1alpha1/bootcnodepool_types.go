@@ -262,7 +262,8 @@ type HaltRecord struct {
 	// Image is the target digest reference that failed.
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
-	// Since is when maxFailures was reached.
+	// Since is when maxFailures was reached (or every node left had
+	// failed the target).
 	Since metav1.Time `json:"since"`
 	// Failures are the failures that halted the pool.
 	// +listType=atomic
@@ -301,14 +302,17 @@ const (
 	ReasonNodeConflict  = "NodeConflict"
 	ReasonResolveFailed = "ResolveFailed"
 	ReasonMaxFailures   = "MaxFailuresReached"
-	ReasonRollingOut    = "RollingOut"
-	ReasonAllUpdated    = "AllUpdated"
-	ReasonPaused        = "Paused"
-	ReasonOutsideWindow = "OutsideMaintenanceWindow"
-	ReasonNodesFailed   = "NodesFailed"
-	ReasonAsExpected    = "AsExpected"
-	ReasonNoNodes       = "NoNodes"
-	ReasonNodesDegraded = "NodesDegraded"
+	// ReasonRemainingFailed: fewer than maxFailures nodes failed the
+	// target, but every node not on it did, so the rollout cannot go on.
+	ReasonRemainingFailed = "RemainingNodesFailed"
+	ReasonRollingOut      = "RollingOut"
+	ReasonAllUpdated      = "AllUpdated"
+	ReasonPaused          = "Paused"
+	ReasonOutsideWindow   = "OutsideMaintenanceWindow"
+	ReasonNodesFailed     = "NodesFailed"
+	ReasonAsExpected      = "AsExpected"
+	ReasonNoNodes         = "NoNodes"
+	ReasonNodesDegraded   = "NodesDegraded"
 )
 
 // +kubebuilder:object:root=true
