@@ -351,7 +351,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 6. Aggregate.
 	r.aggregate(&pool, rows, members, target)
-	r.conditions(&pool, resolveErr, conflicts, failed, halted, open, now)
+	r.conditions(&pool, resolveErr, conflicts, failed, drainsBlocked(rows), halted, open, now)
 	st.ObservedGeneration = pool.Generation
 	if r.metrics != nil {
 		r.metrics.SlotsInUse.WithLabelValues(pool.Name).Set(float64(len(held)))
@@ -760,7 +760,28 @@ func stalled(rows []poolRow, target, targetDigest string, healthTimeout time.Dur
 	return failed, 0
 }
 
-func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts, failed []string, halted, open bool, now time.Time) {
+// drainsBlocked lists the members whose drain PodDisruptionBudgets hold
+// up: draining with evictions refused, or back to Staged after a drain
+// timeout and waiting to try again. Each entry names the node and what its
+// record says.
+func drainsBlocked(rows []poolRow) []string {
+	var out []string
+	for i := range rows {
+		row := &rows[i]
+		if row.bn == nil || row.node == nil {
+			continue
+		}
+		ro := &row.bn.Status.Rollout
+		switch {
+		case row.phase == v1alpha1.PhaseDraining && ro.Reason == "DrainBlocked",
+			row.phase == v1alpha1.PhaseStaged && ro.Reason == "DrainTimeout":
+			out = append(out, row.name+" ("+ro.Message+")")
+		}
+	}
+	return out
+}
+
+func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr error, conflicts, failed, blocked []string, halted, open bool, now time.Time) {
 	st := &pool.Status
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(now)})
@@ -773,6 +794,9 @@ func (r *PoolReconciler) conditions(pool *v1alpha1.BootcNodePool, resolveErr err
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+truncateList(conflicts))
 	case len(failed) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+truncateList(failed))
+	case len(blocked) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
+			"PodDisruptionBudgets refuse the evictions a drain needs (check that the workloads have room on other nodes and that their budgets allow a disruption): "+truncateList(blocked))
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
 	}

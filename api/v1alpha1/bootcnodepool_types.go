@@ -313,6 +313,9 @@ const (
 	ReasonAsExpected      = "AsExpected"
 	ReasonNoNodes         = "NoNodes"
 	ReasonNodesDegraded   = "NodesDegraded"
+	// ReasonDrainsBlocked (Degraded): PodDisruptionBudgets refuse the
+	// evictions some drain needs, so the rollout cannot go on by itself.
+	ReasonDrainsBlocked = "DrainsBlocked"
 )
 
 // +kubebuilder:object:root=true

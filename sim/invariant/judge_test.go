@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -654,4 +655,40 @@ func TestAdminUncordonMidSlotReplacesTheCordonFound(t *testing.T) {
 	f = run(true)
 	f.want(scenario.InvNoStrandedNode, 1, "the cordon found before the slot restored over the admin's uncordon")
 	f.want(scenario.InvNoLeakedCordon, 1, "the cordon found before the slot restored over the admin's uncordon")
+}
+
+// converges excuses a pool that did not finish only when it says why in
+// its status (Degraded/DrainsBlocked) and a PodDisruptionBudget in fact
+// allows no eviction at the end (found by the explorer:
+// admin-uncordon-mid-drain.converges.seed57, two nodes deleted and no room
+// left to drain).
+func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
+	blocking := []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 3, DesiredHealthy: 3}}
+	allowing := []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 4, DesiredHealthy: 3, DisruptionsAllowed: 1}}
+	for _, tc := range []struct {
+		name     string
+		degraded string // "": Degraded False
+		pdbs     []cluster.PDBState
+		want     int
+	}{
+		{"stalled by a budget and says so", "DrainsBlocked", blocking, 0},
+		{"says so but no budget blocks", "DrainsBlocked", allowing, 1},
+		{"stalled by a budget and says nothing", "", blocking, 1},
+		{"another degraded reason", "NodesFailed", blocking, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.pdbs = tc.pdbs
+			p := f.pool.DeepCopy()
+			p.Status.ObservedGeneration = p.Generation
+			p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation}}
+			if tc.degraded != "" {
+				p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation})
+			}
+			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
 }

@@ -185,6 +185,8 @@ type Pool struct {
 	UpToDateReason     string
 	Halted             bool
 	HaltedReason       string
+	Degraded           bool
+	DegradedReason     string
 	Summary            string
 	TargetImage        string
 	// SpecImage is spec.image; ImageEpoch counts its changes, and
@@ -774,6 +776,7 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.TargetImage = o.Status.TargetImage
 	p.UpToDate, p.UpToDateReason = condition(o, v1alpha1.ConditionUpToDate)
 	p.Halted, p.HaltedReason = condition(o, v1alpha1.ConditionHalted)
+	p.Degraded, p.DegradedReason = condition(o, v1alpha1.ConditionDegraded)
 	w.markDirty(p)
 	w.setConverged(p, p.ObservedGeneration == p.Generation && (p.UpToDate || (p.Halted && p.HaltedReason != "")))
 	if w.poolHook != nil {
