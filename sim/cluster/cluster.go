@@ -116,11 +116,13 @@ type Hooks struct {
 // Cluster is the cluster model of one run. It is not safe for concurrent
 // use.
 type Cluster struct {
-	eng   *engine.Engine
-	api   *apiserver.Server
-	c     client.Client // the admin client: neither counted nor faulted
-	sc    *scenario.Scenario
-	hooks Hooks
+	// evictionsRefused counts evictions a PodDisruptionBudget refused.
+	evictionsRefused uint64
+	eng              *engine.Engine
+	api              *apiserver.Server
+	c                client.Client // the admin client: neither counted nor faulted
+	sc               *scenario.Scenario
+	hooks            Hooks
 	// apps is set when the scheme serves apps/v1, so that Deployments,
 	// ReplicaSets and DaemonSets exist as objects and own their pods.
 	apps bool
@@ -368,6 +370,10 @@ type PDBState struct {
 	// Violated is true when Healthy < DesiredHealthy.
 	Violated bool
 }
+
+// EvictionsRefused returns how many evictions PodDisruptionBudgets have
+// refused so far (anyone's).
+func (c *Cluster) EvictionsRefused() uint64 { return c.evictionsRefused }
 
 // PDBStatus returns the state of every PDB, sorted by namespace and name.
 func (c *Cluster) PDBStatus() []PDBState {

@@ -59,7 +59,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end", false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String(), false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -98,6 +98,9 @@ type Sources struct {
 	// bootroll.testOnly.deleteInsteadOfEvict deletes pods, and a PDB
 	// violated by such a deletion must count as bootroll's).
 	PodRemovals func() uint64
+	// EvictionsRefused returns how many evictions PodDisruptionBudgets
+	// have refused so far; nil means none are known.
+	EvictionsRefused func() uint64
 }
 
 // Outcome is how a run ended, for the end-of-run checks.
@@ -142,6 +145,10 @@ type Checker struct {
 	// downTotal its downtime before that (ControllerRunning).
 	downSince time.Time
 	downTotal time.Duration
+	// refused is EvictionsRefused at the last Check; lastRefusal when it
+	// last grew.
+	refused     uint64
+	lastRefusal time.Time
 	// karp follows the fake Karpenter (karpenter.go).
 	karp *karpenterState
 	// pinned follows PinnedImageSets and pinned-image progress (pinned.go).
@@ -243,6 +250,11 @@ func (c *Checker) syncRemovals() bool {
 func (c *Checker) Check(now time.Time) {
 	c.lastNow = now
 	at := now.Sub(c.start)
+	if c.src.EvictionsRefused != nil {
+		if n := c.src.EvictionsRefused(); n != c.refused {
+			c.refused, c.lastRefusal = n, now
+		}
+	}
 	c.runDeadlines(now)
 	if c.enabled[scenario.InvMaxUnavailable] {
 		for _, p := range c.world.TakeDirty() {
@@ -446,7 +458,7 @@ func (c *Checker) Finish(out Outcome) {
 		}
 		if len(objs) > 0 {
 			c.record(Violation{Invariant: string(scenario.InvConverges), At: at, Objects: objs,
-				Message: fmt.Sprintf("not every pool is UpToDate or Halted with a reason, or Degraded/%s while a PodDisruptionBudget allows no eviction, at the end (%s): %s", reasonDrainsBlocked, at, strings.Join(parts, "; "))})
+				Message: fmt.Sprintf("not every pool is UpToDate or Halted with a reason, or Degraded/%s while a PodDisruptionBudget blocks evictions, at the end (%s): %s", reasonDrainsBlocked, at, strings.Join(parts, "; "))})
 		}
 	}
 	c.finishKarpenter(at)
@@ -459,8 +471,18 @@ func (c *Checker) Finish(out Outcome) {
 // the invariant does not read it from the code it judges).
 const reasonDrainsBlocked = "DrainsBlocked"
 
-// blockingPDBs names the PodDisruptionBudgets that allow no eviction now.
+// StallEvidence is how recent a refused eviction must be, at the end of a
+// run, for converges to take a pool's Degraded/DrainsBlocked at its word.
+const StallEvidence = time.Hour
+
+// blockingPDBs names the PodDisruptionBudgets that allow no eviction now,
+// or reports "an eviction was refused" when one was refused within
+// StallEvidence (a drain that timed out waits to retry, and the budget may
+// allow an eviction at the very end while it would refuse the drain's next).
 func (c *Checker) blockingPDBs() []string {
+	if !c.lastRefusal.IsZero() && c.now().Sub(c.lastRefusal) <= StallEvidence {
+		return []string{"an eviction was refused at " + c.lastRefusal.Sub(c.start).String()}
+	}
 	if c.src.PDBs == nil {
 		return nil
 	}

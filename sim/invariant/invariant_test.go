@@ -28,6 +28,7 @@ type fixture struct {
 	booted  map[string]string
 	pdbs    []cluster.PDBState
 	evicted uint64
+	refused uint64 // evictions refused by budgets
 	// deleteBootcNodeAt, when set, makes slot delete the BootcNode at that
 	// time, while the node is marked (blame_test.go).
 	deleteBootcNodeAt time.Duration
@@ -40,10 +41,11 @@ func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, no
 		sc = &scenario.Scenario{Name: "test", Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
 	}
 	c, err := New(sc, Sources{
-		Now:         func() time.Time { return f.now },
-		Booted:      func(node string) string { return f.booted[node] },
-		PDBs:        func() []cluster.PDBState { return f.pdbs },
-		PodRemovals: func() uint64 { return f.evicted },
+		Now:              func() time.Time { return f.now },
+		Booted:           func(node string) string { return f.booted[node] },
+		PDBs:             func() []cluster.PDBState { return f.pdbs },
+		PodRemovals:      func() uint64 { return f.evicted },
+		EvictionsRefused: func() uint64 { return f.refused },
 	}, t0)
 	if err != nil {
 		t.Fatal(err)

@@ -669,12 +669,15 @@ func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
 		name     string
 		degraded string // "": Degraded False
 		pdbs     []cluster.PDBState
+		refused  time.Duration // when a budget refused an eviction; 0: never
 		want     int
 	}{
-		{"stalled by a budget and says so", "DrainsBlocked", blocking, 0},
-		{"says so but no budget blocks", "DrainsBlocked", allowing, 1},
-		{"stalled by a budget and says nothing", "", blocking, 1},
-		{"another degraded reason", "NodesFailed", blocking, 1},
+		{"stalled by a budget and says so", "DrainsBlocked", blocking, 0, 0},
+		{"says so but no budget blocks", "DrainsBlocked", allowing, 0, 1},
+		{"says so, a budget refused lately", "DrainsBlocked", allowing, 50 * time.Minute, 0},
+		{"says so, a budget refused long ago", "DrainsBlocked", allowing, time.Minute, 1},
+		{"stalled by a budget and says nothing", "", blocking, 0, 1},
+		{"another degraded reason", "NodesFailed", blocking, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")
@@ -686,8 +689,13 @@ func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
 				p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation})
 			}
 			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
-			f.check(time.Hour)
-			f.c.Finish(Outcome{End: time.Hour})
+			if tc.refused > 0 {
+				f.check(tc.refused - time.Second)
+				f.refused++
+				f.check(tc.refused)
+			}
+			f.check(time.Hour + 30*time.Minute)
+			f.c.Finish(Outcome{End: time.Hour + 30*time.Minute})
 			f.want(scenario.InvConverges, tc.want, "at the end")
 		})
 	}

@@ -322,7 +322,8 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		PDBs:   func() []cluster.PDBState { return cl.PDBStatus() },
 		// Pod deletes count too: a drain that deletes instead of evicting
 		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
-		PodRemovals: func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
+		PodRemovals:      func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
+		EvictionsRefused: func() uint64 { return cl.EvictionsRefused() },
 	}, eng.Now())
 	if err != nil {
 		return nil, err
