@@ -309,6 +309,14 @@ func (r *PoolReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.Boo
 	if nodeClaimName(n) == "" || ro.Cordoned {
 		return grantCordon{}, nil
 	}
+	// The state to give back is read from the API server, not the cache
+	// (which may not show an admin's cordon yet); the cordon patch is
+	// locked on this read.
+	var fresh corev1.Node
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: n.Name}, &fresh); err != nil {
+		return grantCordon{}, fmt.Errorf("re-read node %s before its slot: %w", n.Name, err)
+	}
+	n = &fresh
 	g := grantCordon{pool: pool.Name, node: n}
 	if _, ours := n.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
 		ro.PriorUnschedulable = ptr.To(n.Spec.Unschedulable)

@@ -367,6 +367,14 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		}
 	}
 	if !ro.Cordoned {
+		// The state to give back is read from the API server: a cache that
+		// does not show an admin's cordon yet would have bootroll remove
+		// it when the slot ends.
+		fresh, err := r.freshNode(ctx, s)
+		if err != nil || fresh == nil {
+			return reconcile.Result{}, err // a Node gone is handled by its delete event
+		}
+		s.node = fresh
 		if _, ours := s.node.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
 			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 		}
