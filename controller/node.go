@@ -869,11 +869,6 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 			return err
 		}
 	}
-	if success && hasTaint(s.node, v1alpha1.TaintOSNotReady) {
-		if err := r.removeTaint(ctx, s); err != nil {
-			return err
-		}
-	}
 	if !r.opts.TestOnly.SkipUncordon {
 		ro.Cordoned = false
 		ro.PriorUnschedulable = nil
@@ -893,7 +888,17 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	}
 	// The slot is given back by this record: the pool drops the entry of
 	// a node that is neither cordoned nor in a slot phase (slotInUse).
-	return r.patchStatus(ctx, s)
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	// The startup taint goes last: a crash before it leaves a node that
+	// is Updated and still kept from workloads (the os-not-ready path
+	// removes it next), never one that takes workloads while its record
+	// says it reboots.
+	if success && hasTaint(s.node, v1alpha1.TaintOSNotReady) {
+		return r.removeTaint(ctx, s)
+	}
+	return nil
 }
 
 // uncordon restores the node's prior cordon state and removes the slot
