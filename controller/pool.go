@@ -260,10 +260,14 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	var held []v1alpha1.Slot
 	for _, s := range st.Slots {
 		row := findRow(rows, s.Node)
-		if row == nil || row.bn == nil || !slotInUse(row.bn, s) {
+		if row == nil {
 			continue
 		}
-		if halted && s.Image == target && !row.bn.Status.Rollout.Cordoned && !holdsSlot(row.phase) {
+		down := releasedDown(row, s)
+		if !down && (row.bn == nil || !slotInUse(row.bn, s)) {
+			continue
+		}
+		if !down && halted && s.Image == target && !row.bn.Status.Rollout.Cordoned && !holdsSlot(row.phase) {
 			continue
 		}
 		if r.opts.TestOnly.FreeSlotBeforeVerify && (row.phase == v1alpha1.PhaseRebooting || row.phase == v1alpha1.PhaseVerifying) {
@@ -849,6 +853,29 @@ func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ..
 // set later than the grant) has given its slot back.
 func slotInUse(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 	return bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) || grantPending(bn, s)
+}
+
+// releasedDown reports whether slot s stays held although no record is in
+// it: the record that held it was deleted (a new one may stand in its
+// place) and the member Node is not Ready. A record being deleted is
+// released at the latest healthTimeout after its reboot request, while the
+// node may still be down in that reboot; the node is unavailable because of
+// bootroll until it is back, whatever happened to its record (DESIGN §4),
+// and its new record cannot tell (its daemon is down), so the slot table
+// keeps counting it until the Node is Ready again or its new record has a
+// verdict (Failed, RolledBack).
+func releasedDown(row *poolRow, s v1alpha1.Slot) bool {
+	if row.node == nil || nodeReady(row.node) {
+		return false
+	}
+	bn := row.bn
+	if bn == nil {
+		return true
+	}
+	if row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack {
+		return false
+	}
+	return bn.DeletionTimestamp != nil || bn.CreationTimestamp.After(s.Since.Time)
 }
 
 // grantPending reports whether a node was given slot s and has not yet
