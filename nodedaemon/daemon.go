@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -149,6 +150,13 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 	}
 	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, d.current(&bn), obs)
+	if d.Prefetch != nil && slices.ContainsFunc(actions, func(a Action) bool { return a.Type == Stage }) {
+		// OS staging outranks pinned images: should something else have
+		// taken the staging reserve, the prefetch gives it back first.
+		if _, err := d.prefetch(ctx, &bn, true); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	for i, a := range actions {
 		if a.Status != nil {
 			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
@@ -163,7 +171,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 	}
 	if d.Prefetch != nil {
-		wait, err := d.prefetch(ctx, &bn)
+		wait, err := d.prefetch(ctx, &bn, false)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -202,12 +210,13 @@ type Prefetcher interface {
 }
 
 // prefetch runs one prefetch pass and writes the progress when it changed.
-func (d *Daemon) prefetch(ctx context.Context, bn *v1alpha1.BootcNode) (time.Duration, error) {
+// stagingDue says an OS staging is about to start (prefetch.Env.StagingDue).
+func (d *Daemon) prefetch(ctx context.Context, bn *v1alpha1.BootcNode, stagingDue bool) (time.Duration, error) {
 	current := bn.Status.Daemon.PinnedImages
 	if d.pinned != nil && d.pinned.uid == bn.UID {
 		current = d.pinned.progress // our own last write: newer than a lagging cache
 	}
-	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane})
+	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane, StagingDue: stagingDue})
 	if err != nil {
 		return 0, fmt.Errorf("node %s: prefetch pinned images: %w", d.nodeName, err)
 	}

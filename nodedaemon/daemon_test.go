@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
 const node = "node-1"
@@ -628,4 +629,38 @@ func TestDaemonWaitsForCordonedNode(t *testing.T) {
 		t.Errorf("calls once cordoned = %v, want %v", got, want)
 	}
 	h.checkPatches()
+}
+
+// recordingPrefetcher records each Sync's StagingDue and the host calls
+// made before it.
+type recordingPrefetcher struct {
+	host *fakeHost
+	seen []string
+}
+
+func (p *recordingPrefetcher) Sync(_ context.Context, _ time.Time, _ []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
+	p.seen = append(p.seen, fmt.Sprintf("due=%v after %d host call(s)", env.StagingDue, len(p.host.calls)))
+	return current, 0, nil
+}
+
+// TestDaemonPrefetchBeforeStage: a reconcile that stages first lets the
+// prefetch give the staging reserve back (StagingDue), then stages, then
+// runs its ordinary pass; a reconcile that does not stage runs only the
+// ordinary pass.
+func TestDaemonPrefetchBeforeStage(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	host := &fakeHost{t: t, obs: onOld()}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	pf := &recordingPrefetcher{host: host}
+	d.Prefetch = pf
+	h.reconcile(d)
+	if want := []string{"due=true after 0 host call(s)", "due=false after 1 host call(s)"}; !slices.Equal(pf.seen, want) {
+		t.Errorf("prefetch passes %v, want %v", pf.seen, want)
+	}
+	pf.seen = nil
+	h.clock.Step(10 * time.Second)
+	h.reconcile(d)
+	if want := []string{"due=false after 1 host call(s)"}; !slices.Equal(pf.seen, want) {
+		t.Errorf("prefetch passes while staging %v, want %v", pf.seen, want)
+	}
 }

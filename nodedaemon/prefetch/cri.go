@@ -46,6 +46,11 @@ func (c CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
 	return sp.Capacity, sp.Available, nil
 }
 
+// RemoveImage implements ImageService.
+func (c CRIImages) RemoveImage(ctx context.Context, ref string) error {
+	return c.Client.RemoveImage(ctx, ref)
+}
+
 // RegistrySizer reads an image's compressed size (manifest, config and
 // layers, as containerd's CRI reports it for a present image) from its
 // manifest in the registry, for this machine's platform when the

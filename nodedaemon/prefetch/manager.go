@@ -23,6 +23,10 @@
 //   - Transient failures are retried with capped exponential backoff, at
 //     most MaxAttempts pulls; out-of-space fails at once and stops every
 //     further pinned pull on the node.
+//   - OS staging outranks pinned images: when a staging is due and
+//     something else took the reserve (free space below it), present
+//     pinned images are removed, the last in pull order first, until the
+//     reserve is back; they are pulled again when they fit with it.
 package prefetch
 
 import (
@@ -165,6 +169,11 @@ type Observation struct {
 	// ControlPlane is true on control-plane nodes: one pull at a time,
 	// whatever the sets' concurrency.
 	ControlPlane bool
+	// StagingDue is true when the daemon is about to stage an OS image:
+	// if free space is then below StagingReserve (something other than
+	// the pinned pulls took it), Step removes present pinned images until
+	// their sizes cover the shortfall.
+	StagingDue bool
 }
 
 // PullResult is how one pull ended.
@@ -189,6 +198,9 @@ const (
 	// ActionCancel cancels the running pull of Action.Image: no set lists
 	// it any more.
 	ActionCancel ActionType = "Cancel"
+	// ActionRemove removes the present image Action.Image from the image
+	// service, to give the OS staging reserve back (Observation.StagingDue).
+	ActionRemove ActionType = "Remove"
 )
 
 // Action is one thing Step asks the executor to do.
@@ -235,8 +247,11 @@ func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, curren
 		s.observe(ref)
 	}
 	s.account()
+	s.reclaim()
 	for _, ref := range s.wanted {
-		s.consider(ref)
+		if !s.removed[ref] {
+			s.consider(ref)
+		}
 	}
 	for _, ref := range sortedKeys(obs.Pulling) {
 		if _, ok := s.setsOf[ref]; !ok {
@@ -285,6 +300,8 @@ type step struct {
 
 	// stopped names an image that ran out of space: no pull starts.
 	stopped string
+	// removed are the images this Step removes (reclaim).
+	removed map[string]bool
 	// running, inflightNeed and perSet count the pulls in flight.
 	running      int
 	inflightNeed int64
@@ -491,6 +508,38 @@ func (s *step) account() {
 				}
 			}
 		}
+	}
+}
+
+// reclaim removes present pinned images, the last in pull order first,
+// while an OS staging is due and free space is below the staging reserve:
+// the pulls left the reserve free, so something else took it, and the OS
+// update outranks the pinned images. The sizes are the images' compressed
+// sizes; a removal frees less when layers are shared, and the executor
+// steps again until no removal is asked. A removed image is
+// InsufficientSpace, so it is pulled again only when it fits with the
+// reserve.
+func (s *step) reclaim() {
+	short := s.obs.StagingReserve - s.obs.Fs.Available
+	if !s.obs.StagingDue || short <= 0 {
+		return
+	}
+	for i := len(s.wanted) - 1; i >= 0 && short > 0; i-- {
+		ref := s.wanted[i]
+		r := s.recs[ref]
+		if r.State != v1alpha1.PinnedPresent {
+			continue
+		}
+		size := s.m.size(s.obs, ref)
+		short -= size
+		if s.removed == nil {
+			s.removed = map[string]bool{}
+		}
+		s.removed[ref] = true
+		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
+		r.Message = fmt.Sprintf("removed to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
+			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
+		s.actions = append(s.actions, Action{Type: ActionRemove, Image: ref, Size: size})
 	}
 }
 

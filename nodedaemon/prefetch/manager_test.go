@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -387,6 +388,74 @@ func TestStepSpace(t *testing.T) {
 			wantRequeue:  DefaultPullPoll,
 		},
 	})
+}
+
+// TestStepReclaim: OS staging outranks pinned images (issue 11,
+// storage-exhaustion-during-prefetch.os-staging-not-starved.seed13: a disk
+// filled by others after the pulls starved the staging while pinned images
+// held room enough). With a staging due and free space below the reserve,
+// present images are removed, the last in pull order first, until their
+// sizes cover the shortfall, and recorded InsufficientSpace; without a
+// staging due, or with the reserve free, nothing is removed. (Not through
+// runStep: a removal changes what the next observation sees.)
+func TestStepReclaim(t *testing.T) {
+	m := New(Config{})
+	a, b, c := img(1), img(2), img(3)
+	sets := []v1alpha1.NodePinnedImageSet{pset("web", 1, a, b, c)}
+	all := []v1alpha1.PinnedSetProgress{progressOf("web", 1, present(a), present(b), present(c))}
+	images := map[string]ImageInfo{a: {Present: true, Size: 2 * gi}, b: {Present: true, Size: 2 * gi}, c: {Present: true, Size: 2 * gi}}
+	cases := []struct {
+		name string
+		obs  Observation
+		want []string
+	}{
+		{"staging due, 7Gi short: all three go, the last first", Observation{Fs: Space{Capacity: 40 * gi, Available: gi}, StagingReserve: 8 * gi, StagingDue: true}, []string{c, b, a}},
+		{"staging due, 3Gi short: two go", Observation{Fs: Space{Capacity: 40 * gi, Available: 5 * gi}, StagingReserve: 8 * gi, StagingDue: true}, []string{c, b}},
+		{"no staging due: the images stay", Observation{Fs: Space{Capacity: 40 * gi, Available: gi}, StagingReserve: 8 * gi}, nil},
+		{"the reserve is free: the images stay", Observation{Fs: Space{Capacity: 40 * gi, Available: 8 * gi}, StagingReserve: 8 * gi, StagingDue: true}, nil},
+		{"no reserve: nothing to give back", Observation{Fs: Space{Capacity: 40 * gi, Available: gi}, StagingDue: true}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.obs.Images = images
+			actions, progress, _ := m.Step(t0, sets, all, tc.obs)
+			var got []string
+			for _, act := range actions {
+				if act.Type != ActionRemove {
+					t.Errorf("unexpected action %v", act)
+				}
+				got = append(got, act.Image)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("removed %v, want %v", got, tc.want)
+			}
+			for _, e := range progress[0].Images {
+				gone := slices.Contains(tc.want, e.Image)
+				ok := e.State == v1alpha1.PinnedPresent
+				if gone {
+					ok = e.State == v1alpha1.PinnedFailed && e.Reason == v1alpha1.PinnedReasonInsufficientSpace && strings.Contains(e.Message, "removed to give OS staging its reserve (8.0 GiB) back")
+				}
+				if !ok {
+					t.Errorf("image %s (removed %v): %+v", e.Image, gone, e)
+				}
+			}
+			// Once removed and absent, with the reserve back, nothing more
+			// goes and nothing is pulled into the reserve.
+			obs2 := tc.obs
+			obs2.Images = map[string]ImageInfo{}
+			for ref, info := range images {
+				if slices.Contains(tc.want, ref) {
+					info.Present = false
+					obs2.Fs.Available += info.Size
+				}
+				obs2.Images[ref] = info
+			}
+			obs2.Fs.Available = max(obs2.Fs.Available, obs2.StagingReserve)
+			if actions2, _, _ := m.Step(t0, sets, progress, obs2); len(actions2) != 0 {
+				t.Errorf("next Step asks for %v", actions2)
+			}
+		})
+	}
 }
 
 func TestStepFailures(t *testing.T) {

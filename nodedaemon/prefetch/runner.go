@@ -21,6 +21,8 @@ type ImageService interface {
 	Pull(ctx context.Context, ref string, auth *cri.Auth) error
 	// FsInfo reports the image filesystem's size and free bytes.
 	FsInfo(ctx context.Context) (capacity, available int64, err error)
+	// RemoveImage removes ref; removing an absent image succeeds.
+	RemoveImage(ctx context.Context, ref string) error
 }
 
 // Sizer tells an absent image's compressed size, from its manifest in the
@@ -39,6 +41,8 @@ type Env struct {
 	StagingReserve int64
 	// ControlPlane is Observation.ControlPlane.
 	ControlPlane bool
+	// StagingDue is Observation.StagingDue.
+	StagingDue bool
 }
 
 // Defaults of the Runner.
@@ -106,10 +110,27 @@ type pull struct {
 // read of its BootcNode may lag its own writes. It returns the progress to
 // report and the requeue (0: none needed). An error (the runtime did not
 // answer) leaves everything as it was.
+//
+// When Step removes images (Env.StagingDue), Sync observes and steps again,
+// at most ReclaimRounds times, until Step removes no more: a removal frees
+// less than the image's size when it shares layers.
 func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
 	// One Sync at a time: each consumes the results the previous left.
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
+	for round := 1; ; round++ {
+		progress, requeue, removed, err := r.syncOnce(ctx, now, sets, current, env)
+		if err != nil || !removed || round >= ReclaimRounds {
+			return progress, requeue, err
+		}
+	}
+}
+
+// ReclaimRounds bounds the observe-and-step rounds of one Sync that removes
+// images to give OS staging its reserve back.
+const ReclaimRounds = 8
+
+func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) (progress []v1alpha1.PinnedSetProgress, requeue time.Duration, removed bool, err error) {
 	r.mu.Lock()
 	r.init()
 	pulling := make(map[string]int32, len(r.pulls))
@@ -124,7 +145,7 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 
 	capacity, available, err := r.Images.FsInfo(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("prefetch: image filesystem: %w", err)
+		return nil, 0, false, fmt.Errorf("prefetch: image filesystem: %w", err)
 	}
 	obs := Observation{
 		Images:         map[string]ImageInfo{},
@@ -133,6 +154,7 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 		Fs:             Space{Capacity: capacity, Available: available},
 		StagingReserve: env.StagingReserve,
 		ControlPlane:   env.ControlPlane,
+		StagingDue:     env.StagingDue,
 	}
 	lookups := 0
 	for _, ref := range imagesOf(sets) {
@@ -142,7 +164,7 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 		}
 		present, size, err := r.Images.ImageStatus(ctx, ref)
 		if err != nil {
-			return nil, 0, fmt.Errorf("prefetch: %w", err)
+			return nil, 0, false, fmt.Errorf("prefetch: %w", err)
 		}
 		if present {
 			r.cacheSize(ref, size)
@@ -172,9 +194,16 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 			}
 		case ActionCancel:
 			r.cancel(a.Image)
+		case ActionRemove:
+			// Step recorded the image as removed; should the removal fail,
+			// the next Sync finds it present again.
+			if err := r.Images.RemoveImage(ctx, a.Image); err != nil {
+				return nil, 0, false, fmt.Errorf("prefetch: remove %s: %w", a.Image, err)
+			}
+			removed = true
 		}
 	}
-	return progress, requeue, nil
+	return progress, requeue, removed, nil
 }
 
 // Wait waits until no pull runs.

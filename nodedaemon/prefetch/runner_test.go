@@ -25,6 +25,10 @@ type fakeImages struct {
 	auths     []*cri.Auth
 	statusErr error
 	statuses  int
+	removed   []string
+	// available, when set, gives FsInfo's free bytes from the images
+	// present.
+	available func(present map[string]bool) int64
 }
 
 func newFakeImages() *fakeImages {
@@ -70,7 +74,22 @@ func (f *fakeImages) Pull(ctx context.Context, ref string, auth *cri.Auth) error
 	}
 }
 
-func (f *fakeImages) FsInfo(context.Context) (int64, int64, error) { return 100 * gi, 80 * gi, nil }
+func (f *fakeImages) FsInfo(context.Context) (int64, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.available != nil {
+		return 100 * gi, f.available(f.present), nil
+	}
+	return 100 * gi, 80 * gi, nil
+}
+
+func (f *fakeImages) RemoveImage(_ context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, ref)
+	delete(f.present, ref)
+	return nil
+}
 
 func (f *fakeImages) finish(ref string, err error) { f.ch(ref) <- err }
 
@@ -180,6 +199,49 @@ func TestRunner(t *testing.T) {
 	p, requeue, _ = r.Sync(ctx, t0.Add(time.Hour+time.Second), sets, nil, Env{})
 	if p[0].Present != 2 || p[0].Generation != 2 || requeue != 0 {
 		t.Errorf("end: requeue %v, %+v", requeue, p)
+	}
+}
+
+// TestRunnerReclaim: with a staging due and the reserve taken, Sync
+// removes images and steps again until the reserve is back, since a
+// removal frees less than the image's size when layers are shared.
+func TestRunnerReclaim(t *testing.T) {
+	a, b, c := img(1), img(2), img(3)
+	f := newFakeImages()
+	f.present[a], f.present[b], f.present[c] = true, true, true
+	// 100 MiB images sharing 60 MiB: each frees 40 MiB, the last one 100.
+	f.available = func(present map[string]bool) int64 {
+		n := len(present)
+		used := int64(0)
+		if n > 0 {
+			used = 60*mi + int64(n)*40*mi
+		}
+		return 300*mi - used
+	}
+	r := &Runner{Images: f}
+	sets := []v1alpha1.NodePinnedImageSet{pset("web", 1, a, b, c)}
+	// 120 MiB free, 170 MiB wanted: counted at 100 MiB each, one removal
+	// would do; it frees 40 MiB, so a second round removes another.
+	progress, _, err := r.Sync(context.Background(), t0, sets, nil, Env{StagingReserve: 170 * mi, StagingDue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{c, b}; !slices.Equal(f.removed, want) {
+		t.Errorf("removed %v, want %v", f.removed, want)
+	}
+	if got := progress[0]; got.Present != 1 || got.Failed != 2 {
+		t.Errorf("progress %+v", got)
+	}
+	// Without a staging due the images stay.
+	f2 := newFakeImages()
+	f2.present[a] = true
+	f2.available = func(map[string]bool) int64 { return 0 }
+	r2 := &Runner{Images: f2}
+	if _, _, err := r2.Sync(context.Background(), t0, sets, nil, Env{StagingReserve: 170 * mi}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f2.removed) != 0 {
+		t.Errorf("removed %v with no staging due", f2.removed)
 	}
 }
 

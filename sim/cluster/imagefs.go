@@ -169,6 +169,34 @@ func (f *imageFs) store(ref string, blobs []imageLayer) {
 	f.images[ref] = true
 }
 
+// remove removes the pinned image ref and frees its blobs that no other
+// present image uses, as the runtime's RemoveImage and its garbage
+// collection do. catalog gives the images' blobs.
+func (f *imageFs) remove(ref string, catalog map[string]*pinnedImage) {
+	if !f.images[ref] {
+		return
+	}
+	delete(f.images, ref)
+	im := catalog[ref]
+	if im == nil {
+		return
+	}
+	inUse := map[string]bool{}
+	for other := range f.images {
+		if o := catalog[other]; o != nil {
+			for _, l := range o.layers {
+				inUse[l.key] = true
+			}
+		}
+	}
+	for _, l := range im.layers {
+		if n, ok := f.layers[l.key]; ok && !inUse[l.key] {
+			delete(f.layers, l.key)
+			f.releasePinned(n)
+		}
+	}
+}
+
 // stageStart takes the hold of an OS staging of size bytes, or says why it
 // does not fit.
 func (f *imageFs) stageStart(size int64) (ok bool, need int64) {

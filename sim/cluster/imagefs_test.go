@@ -108,3 +108,39 @@ func TestPrefetchKeepsStagingReserve(t *testing.T) {
 		t.Errorf("staging a 4Gi OS image does not fit after the prefetch: available %d", h.fs().available())
 	}
 }
+
+// TestPrefetchGivesReserveBack: pinned images a and b (sharing a 1Gi
+// layer) hold 3Gi, and others fill the disk to 512Mi free, 1.5Gi short of
+// the 2Gi staging reserve; a Sync with a staging due removes b (counted
+// 2Gi, it frees its own 1Gi only), steps again and removes a (its own and
+// the shared layer), and the staging fits.
+func TestPrefetchGivesReserveBack(t *testing.T) {
+	h, eng := pfHost(t, "40Gi", "16Gi")
+	pf := h.c.Prefetcher("g-0")
+	sets := []v1alpha1.NodePinnedImageSet{{Name: "s", Generation: 1, Images: []string{refA, refB}}}
+	env := prefetch.Env{StagingReserve: prefetch.StagingNeed(1 << 30)}
+	var progress []v1alpha1.PinnedSetProgress
+	for range 5 {
+		p, _, err := pf.Sync(context.Background(), eng.Now(), sets, progress, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		progress = p
+		eng.RunUntil(eng.Now().Add(time.Minute))
+	}
+	if progress[0].Present != 2 || h.fs().pinnedHeld != 3<<30 {
+		t.Fatalf("after the pulls: %+v, pinned %d", progress[0], h.fs().pinnedHeld)
+	}
+	h.fs().used = h.fs().capacity - 512<<20 // others fill the disk
+	env.StagingDue = true
+	p, _, err := pf.Sync(context.Background(), eng.Now(), sets, progress, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p[0].Present != 0 || h.fs().pinnedHeld != 0 || h.fs().available() != 3584<<20 {
+		t.Errorf("after the reclaim: %+v, pinned %d, available %d; want both removed, 3.5Gi free", p[0], h.fs().pinnedHeld, h.fs().available())
+	}
+	if ok, _ := h.fs().stageStart(1 << 30); !ok {
+		t.Errorf("staging a 1Gi OS image does not fit after the reclaim: available %d", h.fs().available())
+	}
+}

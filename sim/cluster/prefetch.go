@@ -76,7 +76,9 @@ func (h *host) stopPrefetch(reason string) {
 	}
 }
 
-// Sync implements nodedaemon.Prefetcher.
+// Sync implements nodedaemon.Prefetcher. As prefetch.Runner does, it
+// observes and steps again after Step removed images, at most
+// prefetch.ReclaimRounds times, until Step removes no more.
 func (p *prefetcher) Sync(_ context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
 	h := p.h
 	if err := h.usable("prefetch"); err != nil {
@@ -85,6 +87,16 @@ func (p *prefetcher) Sync(_ context.Context, now time.Time, sets []v1alpha1.Node
 	if p.h.pf != p {
 		return nil, 0, fmt.Errorf("prefetch on node %s: %w", h.n.name, ErrNotRunning)
 	}
+	for round := 1; ; round++ {
+		progress, requeue, removed := p.syncOnce(now, sets, current, env)
+		if !removed || round >= prefetch.ReclaimRounds {
+			return progress, requeue, nil
+		}
+	}
+}
+
+func (p *prefetcher) syncOnce(now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, bool) {
+	h := p.h
 	if p.haveLast {
 		current = p.last
 	}
@@ -97,6 +109,7 @@ func (p *prefetcher) Sync(_ context.Context, now time.Time, sets []v1alpha1.Node
 		Fs:             f.space(),
 		StagingReserve: env.StagingReserve,
 		ControlPlane:   env.ControlPlane,
+		StagingDue:     env.StagingDue,
 	}
 	for ref, run := range p.pulls {
 		obs.Pulling[ref] = run.attempt
@@ -113,15 +126,20 @@ func (p *prefetcher) Sync(_ context.Context, now time.Time, sets []v1alpha1.Node
 	actions, progress, requeue := p.m.Step(now, sets, current, obs)
 	p.results = slices.Clone(p.results[len(obs.Results):])
 	p.last, p.haveLast = progress, true
+	removed := false
 	for _, a := range actions {
 		switch a.Type {
 		case prefetch.ActionPull:
 			p.start(a)
 		case prefetch.ActionCancel:
 			p.cancel(a.Image)
+		case prefetch.ActionRemove:
+			f.remove(a.Image, catalog)
+			removed = true
+			h.c.trace("node/image-remove", h.object(), map[string]any{"image": a.Image, "available": f.available()})
 		}
 	}
-	return progress, requeue, nil
+	return progress, requeue, removed
 }
 
 // start starts a pull: it downloads the image's missing blobs at the
