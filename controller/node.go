@@ -858,6 +858,33 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		keep = true
 		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
 	}
+	leaving := holdsSlot(bn.Status.Phase) && !holdsSlot(phase)
+	if bn.Status.Phase != phase {
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	bn.Status.Phase = phase
+	ro.Reason, ro.Message = reason, msg
+	ro.DrainStartedAt = nil
+	if success {
+		ro.Failures = 0
+		ro.RetryAfter = nil
+	}
+	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
+		ro.RebootRequestedAt = nil
+	}
+	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
+		// The record leaves the slot phase first, still cordoned (the
+		// pool keeps the slot) and owning what bootroll added; only then
+		// does the Node lose its marker and protection. Removed first, a
+		// record write that then failed (or timed out unapplied) left a
+		// node in its slot unprotected until a retry landed, and Karpenter
+		// disrupted it (issue 11, karpenter-defaults.no-reap-while-updating.seed30).
+		// A crash between the two is finished by the next pass (a
+		// cordoned record outside a slot phase).
+		if err := r.patchStatus(ctx, s); err != nil {
+			return err
+		}
+	}
 	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
 		if err := r.uncordon(ctx, s, keep); err != nil {
 			return err
@@ -872,19 +899,6 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	if !r.opts.TestOnly.SkipUncordon {
 		ro.Cordoned = false
 		ro.PriorUnschedulable = nil
-	}
-	if bn.Status.Phase != phase {
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-	}
-	bn.Status.Phase = phase
-	ro.Reason, ro.Message = reason, msg
-	ro.DrainStartedAt = nil
-	if success {
-		ro.Failures = 0
-		ro.RetryAfter = nil
-	}
-	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
-		ro.RebootRequestedAt = nil
 	}
 	// The slot is given back by this record: the pool drops the entry of
 	// a node that is neither cordoned nor in a slot phase (slotInUse).

@@ -6,8 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -80,6 +84,89 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 				if pu == nil || !pu.Time.Equal(now.Add(5*time.Minute)) {
 					t.Fatalf("protectUntil = %v, want %s", pu, now.Add(5*time.Minute))
 				}
+			}
+		})
+	}
+}
+
+// TestFinishLeavesTheSlotOnTheRecordFirst ends a slot: the record leaves
+// the slot phase (still cordoned, so the pool keeps the slot) before the
+// Node loses its marker and protection (issue 11,
+// karpenter-defaults.no-reap-while-updating.seed30: the uncordon removed
+// do-not-disrupt, the record write timed out and Karpenter drifted the
+// node, still Rebooting on its record, 7 s later). With the record write
+// failing the Node is untouched; with the Node patch failing the record
+// says Updated and cordoned, and the next pass finishes; with both
+// succeeding the node is given back.
+func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name                      string
+		failRecord, failNode      bool
+		wantPhase                 v1alpha1.NodePhase
+		wantCordoned, wantProtect bool
+	}{
+		{"record write fails", true, false, v1alpha1.PhaseVerifying, true, true},
+		{"node patch fails", false, true, v1alpha1.PhaseUpdated, true, true},
+		{"both succeed", false, false, v1alpha1.PhaseUpdated, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}, Annotations: map[string]string{
+				v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true"}}}
+			node.Spec.Unschedulable = true
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhaseVerifying
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.PriorUnschedulable = ptr.To(false)
+			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
+			base := fakeClient(t, pool, bn, node)
+			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if c.failRecord {
+						return apierrors.NewTimeoutError("patch timed out", 0)
+					}
+					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+				Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if _, isNode := obj.(*corev1.Node); isNode && c.failNode {
+						return apierrors.NewTimeoutError("patch timed out", 0)
+					}
+					return cl.Patch(ctx, obj, patch, opts...)
+				},
+			})
+			r := NewNodeReconciler(cl, Options{})
+			var cur v1alpha1.BootcNode
+			var n corev1.Node
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
+				t.Fatal(err)
+			}
+			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
+			err := r.finish(context.Background(), s, v1alpha1.PhaseUpdated, "Updated", "test", true)
+			if (err != nil) != (c.failRecord || c.failNode) {
+				t.Fatalf("finish: %v", err)
+			}
+			var got corev1.Node
+			if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			_, marked := got.Annotations[v1alpha1.AnnotationSlot]
+			_, protected := got.Annotations[v1alpha1.KarpenterDoNotDisrupt]
+			if got.Spec.Unschedulable != c.wantCordoned || marked != c.wantCordoned || protected != c.wantProtect {
+				t.Fatalf("node cordoned %v marked %v protected %v, want %v %v %v", got.Spec.Unschedulable, marked, protected, c.wantCordoned, c.wantCordoned, c.wantProtect)
+			}
+			var rec v1alpha1.BootcNode
+			if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status.Phase != c.wantPhase || rec.Status.Rollout.Cordoned != c.wantCordoned {
+				t.Fatalf("record %s cordoned %v, want %s %v", rec.Status.Phase, rec.Status.Rollout.Cordoned, c.wantPhase, c.wantCordoned)
 			}
 		})
 	}
