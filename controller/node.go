@@ -480,6 +480,10 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			if halted, err := r.halted(ctx, s); err != nil || halted {
 				return reconcile.Result{}, err
 			}
+			if left, err := r.leftPool(ctx, s); err != nil || left {
+				// Given back once the cache shows it (step): no order.
+				return reconcile.Result{RequeueAfter: time.Second}, err
+			}
 		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
@@ -718,6 +722,24 @@ func (r *NodeReconciler) halted(ctx context.Context, s *nodeStep) (bool, error) 
 	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", p.Status.Halt.Image)
 	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
 	return true, r.finish(ctx, s, v1alpha1.PhaseStaged, "Halted", msg, false)
+}
+
+// leftPool reads the pool from the API server and reports whether the
+// node is no longer in it: the pool is gone or being deleted, or no longer
+// selects the Node. A cached pool may not show that yet; a boot order
+// issued then reboots a node that is being given back, and its release
+// has to wait for the reboot (found by the explorer, issue 11:
+// controller-restart-mid-drain seed 7, a boot order 5 s after the pool's
+// deletion).
+func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep) (bool, error) {
+	var p v1alpha1.BootcNodePool
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("read pool %s before the boot order: %w", s.bn.Spec.Pool, err)
+	}
+	return p.DeletionTimestamp != nil || !selects(&p, s.node), nil
 }
 
 // recordPoolFailure records the node's failure of image on its pool (read

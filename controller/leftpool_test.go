@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestLeftPool: before the boot order the pool is read afresh, and a node
+// whose pool is gone, being deleted or no longer selecting it gets none
+// (issue 11, controller-restart-mid-drain seed 7: a stale cache issued a
+// boot order 5 s after the pool's deletion).
+func TestLeftPool(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
+	pool := func(mut func(p *v1alpha1.BootcNodePool)) *v1alpha1.BootcNodePool {
+		p := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		p.Spec.NodeSelector = map[string]string{"pool": "p"}
+		if mut != nil {
+			mut(p)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		pool *v1alpha1.BootcNodePool
+		want bool
+	}{
+		{"member", pool(nil), false},
+		{"pool gone", nil, true},
+		{"pool being deleted", pool(func(p *v1alpha1.BootcNodePool) {
+			p.Finalizers = []string{v1alpha1.Finalizer}
+			p.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
+		}), true},
+		{"no longer selected", pool(func(p *v1alpha1.BootcNodePool) { p.Spec.NodeSelector = map[string]string{"pool": "q"} }), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := fakeClient(t)
+			if c.pool != nil {
+				cl = fakeClient(t, c.pool)
+			}
+			r := NewNodeReconciler(cl, Options{})
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			got, err := r.leftPool(context.Background(), &nodeStep{bn: bn, node: node})
+			if err != nil || got != c.want {
+				t.Fatalf("leftPool = %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestReleasedDown: a slot stays held while its node is down after the
+// record that held it was deleted (issue 11,
+// bootcnode-deleted-mid-reboot.max-unavailable.seed51), and only then.
+func TestReleasedDown(t *testing.T) {
+	grant := time.Date(2026, 1, 5, 0, 6, 43, 0, time.UTC)
+	slot := v1alpha1.Slot{Node: "n", Since: metav1.NewTime(grant)}
+	node := func(ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		return n
+	}
+	record := func(created time.Time, phase v1alpha1.NodePhase, deleting bool) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", CreationTimestamp: metav1.NewTime(created)}}
+		bn.Status.Phase = phase
+		if deleting {
+			bn.DeletionTimestamp = &metav1.Time{Time: grant.Add(time.Minute)}
+		}
+		return bn
+	}
+	before, after := grant.Add(-time.Hour), grant.Add(15*time.Minute)
+	cases := []struct {
+		name string
+		node *corev1.Node
+		bn   *v1alpha1.BootcNode
+		want bool
+	}{
+		{"new record, node down", node(corev1.ConditionUnknown), record(after, v1alpha1.PhasePending, false), true},
+		{"no record, node down", node(corev1.ConditionFalse), nil, true},
+		{"released record being deleted, node down", node(corev1.ConditionFalse), record(before, v1alpha1.PhasePending, true), true},
+		{"new record, node Ready again", node(corev1.ConditionTrue), record(after, v1alpha1.PhasePending, false), false},
+		{"the same record, node down", node(corev1.ConditionFalse), record(before, v1alpha1.PhaseUpdated, false), false},
+		{"new record with a verdict", node(corev1.ConditionFalse), record(after, v1alpha1.PhaseFailed, false), false},
+		{"not a member", nil, record(after, v1alpha1.PhasePending, false), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			row := &poolRow{name: "n", node: c.node}
+			row.setBN(c.bn, func(s string) string { return s })
+			if got := releasedDown(row, slot); got != c.want {
+				t.Fatalf("releasedDown = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
