@@ -109,3 +109,78 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantTakenUpAgain: a grant recorded (Staged, cordoned, owning the
+// annotations) whose Node patch did not happen is taken up again by the
+// next pass, which puts the cordon and the recorded keys on the Node
+// before the record enters the slot; on a stale record (the node
+// reconciler gave the grant back since) it does nothing.
+func TestGrantTakenUpAgain(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	for _, stale := range []bool{false, true} {
+		t.Run(map[bool]string{false: "current record", true: "stale record"}[stale], func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-n", UID: "u"}}}}
+			claim := &unstructured.Unstructured{}
+			claim.SetGroupVersionKind(NodeClaimGVK)
+			claim.SetName("claim-n")
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhaseStaged
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.PriorUnschedulable = ptr.To(false)
+			bn.Status.Rollout.AddedAnnotations = protectAnnotations
+			bn.Status.Rollout.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
+			cl := fakeClient(t, pool, bn, node, claim)
+			r := NewPoolReconciler(cl, Options{})
+			var cur v1alpha1.BootcNode
+			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			b := cur.DeepCopy()
+			if stale {
+				// The node reconciler gave the grant back meanwhile.
+				upd := cur.DeepCopy()
+				upd.Status.Rollout.Cordoned = false
+				if err := cl.Status().Update(ctx, upd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := r.planGrantCordon(ctx, pool, node, b, now)
+			if stale {
+				if err == nil || g.node != nil {
+					t.Fatalf("stale record: grant %+v, err %v; want a conflict and no Node patch", g, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(b.Status.Rollout.AddedAnnotations, protectAnnotations) {
+				t.Fatalf("ownership changed to %v", b.Status.Rollout.AddedAnnotations)
+			}
+			if err := g.apply(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Node
+			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			_, marked := got.Annotations[v1alpha1.AnnotationSlot]
+			_, dnd := got.Annotations[v1alpha1.KarpenterDoNotDisrupt]
+			if !got.Spec.Unschedulable || !marked || !dnd {
+				t.Fatalf("Node unschedulable %v marked %v do-not-disrupt %v; want all", got.Spec.Unschedulable, marked, dnd)
+			}
+			gc := &unstructured.Unstructured{}
+			gc.SetGroupVersionKind(NodeClaimGVK)
+			if err := cl.Get(ctx, types.NamespacedName{Name: "claim-n"}, gc); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := gc.GetAnnotations()[v1alpha1.KarpenterDoNotDisrupt]; !ok {
+				t.Fatal("NodeClaim lacks do-not-disrupt")
+			}
+		})
+	}
+}

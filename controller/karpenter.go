@@ -306,7 +306,7 @@ type grantCordon struct {
 // Karpenter does not manage are cordoned by the node reconciler's drain.
 func (r *PoolReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
 	ro := &b.Status.Rollout
-	if nodeClaimName(n) == "" || ro.Cordoned {
+	if nodeClaimName(n) == "" {
 		return grantCordon{}, nil
 	}
 	// The state to give back is read from the API server, not the cache
@@ -318,6 +318,31 @@ func (r *PoolReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.Boo
 	}
 	n = &fresh
 	g := grantCordon{pool: pool.Name, node: n}
+	if ro.Cordoned {
+		// A grant recorded before (its Node patch failed, or the
+		// controller stopped): the cordon and the recorded keys go on
+		// again, the missing ones only; what bootroll owns stays as
+		// recorded. No record write locks this Node patch, so the record
+		// must be the current one: the node reconciler may have given the
+		// grant back since.
+		var cur v1alpha1.BootcNode
+		if err := r.reader.Get(ctx, types.NamespacedName{Name: b.Name}, &cur); err != nil {
+			return grantCordon{}, fmt.Errorf("re-read BootcNode %s before its slot: %w", b.Name, err)
+		}
+		if cur.ResourceVersion != b.ResourceVersion {
+			return grantCordon{}, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), b.Name,
+				fmt.Errorf("the cached record is stale (%s, current %s)", b.ResourceVersion, cur.ResourceVersion))
+		}
+		g.nodeKeys = ro.AddedAnnotations
+		if len(ro.AddedNodeClaimAnnotations) > 0 {
+			cl, err := lookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
+			if err != nil {
+				return grantCordon{}, err
+			}
+			g.claim, g.claimKeys = cl.Claim, ro.AddedNodeClaimAnnotations
+		}
+		return g, nil
+	}
 	if _, ours := n.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
 		ro.PriorUnschedulable = ptr.To(n.Spec.Unschedulable)
 	}

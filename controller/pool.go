@@ -398,32 +398,53 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		bn := row.bn
 		b := bn.DeepCopy()
-		b.Status.Phase = v1alpha1.PhaseDraining
-		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
-		b.Status.Rollout.DrainStartedAt = nil
-		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
 		// A Karpenter-managed node is cordoned and protected from the
 		// grant on, not from the node reconciler's first pass some time
-		// later (DESIGN §3/§5): what bootroll adds is recorded with the
-		// grant (record first, so a crash cannot forget it), then the
-		// cordon, slot marker and Karpenter annotations go on the Node in
-		// one patch, and the annotations on its NodeClaim.
+		// later (DESIGN §3/§5): what bootroll adds is recorded first (so a
+		// crash cannot forget it), still Staged; then the cordon, slot
+		// marker and Karpenter annotations go on the Node in one patch,
+		// and the annotations on its NodeClaim; only then does the record
+		// enter the slot (Draining). Karpenter never finds a record in its
+		// slot on an unprotected Node, whatever write fails or crashes
+		// part way (a grant left Staged and cordoned is taken up again by
+		// the next pass, which puts back what the Node misses).
 		var grant grantCordon
 		if row.node != nil {
 			var err error
 			if grant, err = r.planGrantCordon(ctx, &pool, row.node, b, now); err != nil {
+				if apierrors.IsConflict(err) {
+					wake(time.Second)
+					continue
+				}
 				return reconcile.Result{}, err
 			}
 		}
+		if grant.node != nil {
+			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
+				if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
+					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+						wake(time.Second)
+						continue
+					}
+					return reconcile.Result{}, fmt.Errorf("record the cordon of %s on its slot grant: %w", s.Node, err)
+				}
+			}
+			if err := grant.apply(ctx, r.client); err != nil {
+				return reconcile.Result{}, fmt.Errorf("cordon node %s on its slot grant: %w", s.Node, err)
+			}
+			bn, b = b, b.DeepCopy()
+		} else {
+			b.Status.Rollout.DrainStartedAt = nil
+		}
+		b.Status.Phase = v1alpha1.PhaseDraining
+		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
+		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
 		if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				wake(time.Second)
 				continue
 			}
 			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
-		}
-		if err := grant.apply(ctx, r.client); err != nil {
-			return reconcile.Result{}, fmt.Errorf("cordon node %s on its slot grant: %w", s.Node, err)
 		}
 		if grant.node != nil {
 			r.event(b, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", s.Image)
