@@ -724,13 +724,14 @@ func (r *NodeReconciler) halted(ctx context.Context, s *nodeStep) (bool, error) 
 	return true, r.finish(ctx, s, v1alpha1.PhaseStaged, "Halted", msg, false)
 }
 
-// leftPool reads the pool from the API server and reports whether the
-// node is no longer in it: the pool is gone or being deleted, or no longer
-// selects the Node. A cached pool may not show that yet; a boot order
-// issued then reboots a node that is being given back, and its release
-// has to wait for the reboot (found by the explorer, issue 11:
-// controller-restart-mid-drain seed 7, a boot order 5 s after the pool's
-// deletion).
+// leftPool reads the pool and the Node from the API server and reports
+// whether the node is no longer in the pool: the pool is gone or being
+// deleted, or no longer selects the Node (or the Node is gone). A cache
+// may not show that yet; a boot order issued then reboots a node that is
+// being given back, and its release has to wait for the reboot (found by
+// the explorer, issue 11: controller-restart-mid-drain seed 7, a boot order
+// 5 s after the pool's deletion; node-churn seed 415, 2 s after a
+// relabel).
 func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep) (bool, error) {
 	var p v1alpha1.BootcNodePool
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
@@ -739,7 +740,14 @@ func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep) (bool, error
 		}
 		return false, fmt.Errorf("read pool %s before the boot order: %w", s.bn.Spec.Pool, err)
 	}
-	return p.DeletionTimestamp != nil || !selects(&p, s.node), nil
+	if p.DeletionTimestamp != nil {
+		return true, nil
+	}
+	n, err := r.freshNode(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	return n == nil || !selects(&p, n), nil
 }
 
 // recordPoolFailure records the node's failure of image on its pool (read
