@@ -915,16 +915,20 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 			return err
 		}
 	}
+	if !keep {
+		// The NodeClaim first: once the Node loses its marker, what is
+		// left to give back has a deadline, and a claim patch that fails
+		// and backs off would spend it (the Node keeps do-not-disrupt
+		// until its own patch).
+		if err := r.unprotectClaim(ctx, s); err != nil {
+			return err
+		}
+	}
 	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
 		if err := r.uncordon(ctx, s, keep); err != nil {
 			return err
 		}
 		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
-	}
-	if !keep {
-		if err := r.unprotectClaim(ctx, s); err != nil {
-			return err
-		}
 	}
 	if !r.opts.TestOnly.SkipUncordon {
 		ro.Cordoned = false
