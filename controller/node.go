@@ -1027,7 +1027,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 			if wait > 15*time.Second {
 				wait = 15 * time.Second
 			}
-			return wait, nil
+			return wait, r.keepProtected(ctx, s)
 		}
 	}
 	n, err := r.freshNode(ctx, s)
@@ -1052,6 +1052,40 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 	ro.AddedAnnotations, ro.ProtectUntil = nil, nil
 	r.event(s.bn, corev1.EventTypeNormal, "ProtectionEnded", "removed the Karpenter protection bootroll added")
 	return 0, r.patchStatus(ctx, s)
+}
+
+// keepProtected keeps the promise of post-update protection: a protection
+// annotation that someone else had put on the node (so bootroll did not
+// add it) and has since removed is added again, as bootroll's own, until
+// the protection ends. Ownership is recorded before the Node is written.
+func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
+	if s.pool == nil || !r.protects(s) {
+		return nil
+	}
+	if _, added := protect(maps.Clone(s.node.Annotations)); len(added) == 0 {
+		return nil // the cache shows every protection annotation
+	}
+	n, err := r.freshNode(ctx, s)
+	if err != nil || n == nil {
+		return err
+	}
+	ann, added := protect(maps.Clone(n.Annotations))
+	if len(added) == 0 {
+		return nil
+	}
+	ro := &s.bn.Status.Rollout
+	ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	m := n.DeepCopy()
+	m.Annotations = ann
+	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		return fmt.Errorf("keep the post-update protection of node %s: %w", n.Name, err)
+	}
+	s.node = m
+	r.event(s.bn, corev1.EventTypeNormal, "ProtectionRestored", "added %s again until the post-update protection ends at %s", strings.Join(added, ", "), ro.ProtectUntil.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // osNotReady updates a node that joined with an old boot image and the

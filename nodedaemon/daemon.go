@@ -133,16 +133,28 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if d.TestOnly.ForgetLastReboot {
 		bn.Status.Daemon.LastReboot = nil
 	}
-	if !bn.DeletionTimestamp.IsZero() {
-		// The node is leaving bootroll: start nothing on the host.
-		return reconcile.Result{}, nil
-	}
 	obs, err := d.host.Observe(ctx)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("observe host of node %s: %w", d.nodeName, err)
 	}
 	obs.Node = NodeFacts{} // the loop's part, not the host's
 	obs.RebootAsked = d.rebootAsked != "" && d.rebootAsked == obs.BootID
+	if !bn.DeletionTimestamp.IsZero() {
+		// The node is leaving bootroll: start nothing on the host, but
+		// acknowledge the record (a withdrawn boot order above all), so
+		// the controller need not wait out healthTimeout to let it go.
+		spec := bn.Spec
+		spec.DesiredState = v1alpha1.DesiredStaged
+		actions, _ := Step(d.clock.Now(), spec, bn.Generation, d.current(&bn), obs)
+		for _, a := range actions {
+			if a.Type == ReportStatus {
+				if err := d.perform(ctx, &bn, a); err != nil {
+					return reconcile.Result{}, client.IgnoreNotFound(err)
+				}
+			}
+		}
+		return reconcile.Result{}, nil
+	}
 	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, ImageDigest(bn.Spec.DesiredImage)) {
 		// A reboot may be due: Step allows it only on a protected Node.
 		if obs.Node, err = d.readNode(ctx); err != nil {

@@ -664,3 +664,33 @@ func TestDaemonPrefetchBeforeStage(t *testing.T) {
 		t.Errorf("prefetch passes while staging %v, want %v", pf.seen, want)
 	}
 }
+
+// A record being deleted gets no host action, but the daemon still
+// acknowledges it: a process that asked the host to reboot says Rebooting,
+// one that did not (restarted on the same boot) says Staged, so the
+// controller can give the node back without waiting out healthTimeout.
+func TestDaemonAcknowledgesARecordBeingDeleted(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	h.reconcile(d)
+	bn := h.get()
+	bn.Finalizers = []string{v1alpha1.Finalizer}
+	if err := h.raw.Update(context.Background(), bn); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.raw.Delete(context.Background(), h.get()); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(d)
+	if got := h.phase(); got != v1alpha1.DaemonRebooting {
+		t.Errorf("the process that asked for the reboot: phase %s, want Rebooting", got)
+	}
+	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+	if got := h.phase(); got != v1alpha1.DaemonStaged {
+		t.Errorf("a restarted process: phase %s, want Staged", got)
+	}
+	if got, want := host.calls, []string{"Apply " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v (nothing on the host for a record being deleted)", got, want)
+	}
+}

@@ -173,6 +173,29 @@ func (c *Cluster) Relabel(ctx context.Context, name string, set map[string]strin
 	return nil
 }
 
+// Annotate sets and removes a node's annotations, as kubectl annotate.
+func (c *Cluster) Annotate(ctx context.Context, name string, set map[string]string, remove []string) error {
+	if _, err := c.liveNode(name, "annotating a node"); err != nil {
+		return err
+	}
+	obj := &corev1.Node{}
+	if err := c.c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+		return fmt.Errorf("cluster: annotating node %s: %w", name, err)
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	maps.Copy(obj.Annotations, set)
+	for _, k := range remove {
+		delete(obj.Annotations, k)
+	}
+	if err := c.c.Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("cluster: annotating node %s: %w", name, err)
+	}
+	return nil
+}
+
 // SetPDB gives a workload a PodDisruptionBudget with this budget: it
 // creates the PDB when the workload has none, else it changes its spec.
 func (c *Cluster) SetPDB(ctx context.Context, workload string, spec scenario.PDB) error {

@@ -505,6 +505,20 @@ var generators = []generator{
 		return it, true
 	}},
 	{Human, "uncordonNode", "", nodeAction("uncordonNode")},
+	{Human, "annotateNode", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		// An operator protects a node from Karpenter by hand and, half
+		// the time, lifts it later: bootroll must leave it as they did.
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		n, t := pick(rng, w.nodes), w.at(rng)
+		key := pick(rng, []string{"karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-repair"})
+		it := one(Human, Events, t, "annotateNode", map[string]any{"node": n, "set": map[string]string{key: "true"}})
+		if rng.IntN(2) == 0 {
+			it.Entries = append(it.Entries, Entry{Section: Events, At: t + between(rng, time.Second, 15*time.Minute), Key: "annotateNode", Body: map[string]any{"node": n, "remove": []string{key}}})
+		}
+		return it, true
+	}},
 	{Human, "setPDB", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.sc.Workloads) == 0 {
 			return Item{}, false

@@ -56,7 +56,7 @@ var Registry = []Info{
 	{scenario.InvPDBRespected, "no pod removal of bootroll's takes a PodDisruptionBudget below its floor: judged per removal bootroll's own request makes (an eviction the API server granted, or a deletion under testOnly.deleteInsteadOfEvict), from the budget's healthy count just before it; the removal is a violation when the pod was healthy (the count goes down) and the count is then below the pods that must be healthy. Refused evictions remove nothing, and pods others remove or that turn unhealthy (node crash, power cycle, scale-down, Karpenter's drain) are never bootroll's, even when they take the budget below its floor", false},
 	{scenario.InvNoReapWhileUpdating, "Karpenter decides to disrupt (consolidation, drift) or repair no node that holds a slot (bootroll's slot marker or a slot phase of its BootcNode), nor taints karpenter.sh/disrupted or drains such a node it decided to disrupt; an expiry is recorded as a forceful exception, and Karpenter's termination of a node someone else deleted (an admin's delete of the Node or NodeClaim) is not Karpenter's decision and is not blamed", true},
 	{scenario.InvNoLeakedCordon, "at the end no node outside a slot is cordoned by bootroll, and nodes cordoned before stay cordoned", false},
-	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead", false},
+	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn", true},
 	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String(), false},
@@ -541,7 +541,7 @@ func (c *Checker) leakedCordons(names []string, at time.Duration) {
 }
 
 func (c *Checker) leakedAnnotations(names []string, at time.Duration) {
-	var leaked, parts []string
+	var leaked, parts, removed, rparts []string
 	for _, name := range names {
 		n := c.world.nodes[name]
 		if !n.Exists || holdsSlot(n.Phase) {
@@ -560,10 +560,26 @@ func (c *Checker) leakedAnnotations(names []string, at time.Duration) {
 			leaked = append(leaked, name)
 			parts = append(parts, name+" ("+strings.Join(extra, ", ")+")")
 		}
+		// Nor may bootroll take away a protection someone else put on the
+		// node (an operator's do-not-disrupt) and left there.
+		var lost []string
+		for _, a := range n.InitialOwned {
+			if a != v1alpha1.AnnotationSlot && !slices.Contains(n.Owned, a) {
+				lost = append(lost, a)
+			}
+		}
+		if len(lost) > 0 {
+			removed = append(removed, name)
+			rparts = append(rparts, name+" ("+strings.Join(lost, ", ")+")")
+		}
 	}
 	if len(leaked) > 0 {
 		c.record(Violation{Invariant: string(scenario.InvNoLeakedAnnotation), At: at, Objects: nodeObjects(leaked),
 			Message: fmt.Sprintf("%d node(s) outside a slot keep annotations bootroll added: %s", len(leaked), short(parts))})
+	}
+	if len(removed) > 0 {
+		c.record(Violation{Invariant: string(scenario.InvNoLeakedAnnotation), At: at, Objects: nodeObjects(removed),
+			Message: fmt.Sprintf("%d node(s) lost protection annotations that were there before bootroll or that an operator set, and that nobody else removed: %s", len(removed), short(rparts))})
 	}
 }
 

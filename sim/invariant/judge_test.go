@@ -700,3 +700,44 @@ func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
 		})
 	}
 }
+
+// no-leaked-annotation also catches bootroll taking away a protection it
+// did not add: one the Node had, or one an operator set and left (the
+// planted testOnly.dropAnnotationOwnership does this).
+func TestNoLeakedAnnotationCatchesARemovedForeignProtection(t *testing.T) {
+	const dnd = "karpenter.sh/do-not-disrupt"
+	for _, tc := range []struct {
+		name     string
+		operator string // "": none; "set": the operator sets it at 1m; "set+remove": and removes it at 3m
+		removed  bool   // someone else (bootroll, here) removes it at 2m
+		want     int
+	}{
+		{"operator's protection kept", "set", false, 0},
+		{"operator's protection removed by another party", "set", true, 1},
+		{"operator set and lifted it", "set+remove", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.at(time.Minute)
+			if tc.operator != "" {
+				f.c.World().SetIntendedAnnotation("a", dnd, true)
+				f.node("a", func(n *corev1.Node) { n.Annotations = map[string]string{dnd: "true"} })
+			}
+			f.check(time.Minute)
+			if tc.removed {
+				f.at(2 * time.Minute)
+				f.node("a", func(n *corev1.Node) { delete(n.Annotations, dnd) })
+				f.check(2 * time.Minute)
+			}
+			if tc.operator == "set+remove" {
+				f.at(3 * time.Minute)
+				f.c.World().SetIntendedAnnotation("a", dnd, false)
+				f.node("a", func(n *corev1.Node) { delete(n.Annotations, dnd) })
+				f.check(3 * time.Minute)
+			}
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour, Converged: true})
+			f.want(scenario.InvNoLeakedAnnotation, tc.want, "at the end")
+		})
+	}
+}

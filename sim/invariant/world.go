@@ -936,6 +936,30 @@ func (w *World) SetIntendedCordon(node string, unschedulable bool) {
 	}
 }
 
+// SetIntendedAnnotation records that someone other than bootroll (an
+// operator's kubectl annotate, a scenario event) set (present) or removed
+// annotation key on the node: when key is one of bootroll's protection
+// annotations, that is how bootroll must leave it, at the end
+// (no-leaked-annotation) and when it gives the node back (cleanup).
+func (w *World) SetIntendedAnnotation(node, key string, present bool) {
+	if !slices.Contains(ownedAnnotations, key) || key == v1alpha1.AnnotationSlot {
+		return
+	}
+	n := w.node(node)
+	set := func(l []string) []string {
+		l = slices.DeleteFunc(slices.Clone(l), func(k string) bool { return k == key })
+		if present {
+			l = append(l, key)
+			slices.Sort(l)
+		}
+		return l
+	}
+	n.InitialOwned = set(n.InitialOwned)
+	if n.touch.active {
+		n.touch.baseOwned = set(n.touch.baseOwned)
+	}
+}
+
 // pdbSelector is one PodDisruptionBudget's pod selector.
 type pdbSelector struct {
 	key       string // namespace/name

@@ -121,6 +121,11 @@ func TestParseActionErrors(t *testing.T) {
 			`t.yaml:20: events[1].relabelNode.set["a b"]: invalid label key "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
 			`t.yaml:20: events[1].relabelNode.remove[0]: label "pool" is both set and removed`,
 		}},
+		{"annotate", actionsBase + "  - {at: 1m, annotateNode: {node: workers-0}}\n  - {at: 2m, annotateNode: {node: workers-0, set: {karpenter.sh/do-not-disrupt: \"true\"}, remove: [karpenter.sh/do-not-disrupt, \"a b\"]}}\n", []string{
+			`t.yaml:19: events[0].annotateNode: nothing to change: give set or remove`,
+			`t.yaml:20: events[1].annotateNode.remove[0]: annotation "karpenter.sh/do-not-disrupt" is both set and removed`,
+			`t.yaml:20: events[1].annotateNode.remove[1]: invalid annotation key "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		}},
 		{"createPool", actionsBase + "  - {at: 1m, createPool: {name: more, nodeSelector: {}, image: v9}}\n  - {at: 2m, createPool: {name: Bad_Name, nodeSelector: {pool: x}, image: v1}}\n", []string{
 			`t.yaml:19: events[0].createPool.nodeSelector: must not be empty`,
 			`t.yaml:19: events[0].createPool.image: unknown image "v9" (known: v1, v2) (did you mean "v1"?)`,

@@ -734,6 +734,11 @@ type Event struct {
 	// into or out of a pool.
 	RelabelNode *RelabelNode `json:"relabelNode,omitempty" oneOf:"action"`
 
+	// AnnotateNode sets and removes annotations of a node, as kubectl
+	// annotate does: for example an operator's
+	// karpenter.sh/do-not-disrupt, which bootroll must leave alone.
+	AnnotateNode *AnnotateNode `json:"annotateNode,omitempty" oneOf:"action"`
+
 	// DeleteNode deletes a Node object, as an admin's kubectl delete node.
 	DeleteNode *NodeRef `json:"deleteNode,omitempty" oneOf:"action"`
 
@@ -812,6 +817,18 @@ type RelabelNode struct {
 	Set map[string]string `json:"set,omitempty"`
 
 	// Remove are label keys to remove.
+	Remove []string `json:"remove,omitempty"`
+}
+
+// AnnotateNode changes a node's annotations as kubectl annotate does.
+type AnnotateNode struct {
+	// Node is the node's name, <group>-<i>.
+	Node string `json:"node" required:"true"`
+
+	// Set are annotations to add or change.
+	Set map[string]string `json:"set,omitempty"`
+
+	// Remove are annotation keys to remove.
 	Remove []string `json:"remove,omitempty"`
 }
 

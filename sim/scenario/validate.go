@@ -503,6 +503,27 @@ func (v *validator) action(p string, e Event) {
 				v.errorf(rp, "label %q is both set and removed", k)
 			}
 		}
+	case e.AnnotateNode != nil:
+		ap := joinKey(p, "annotateNode")
+		e := e.AnnotateNode
+		v.node(joinKey(ap, "node"), e.Node)
+		if len(e.Set) == 0 && len(e.Remove) == 0 {
+			v.errorf(ap, "nothing to change: give set or remove")
+		}
+		for _, k := range sortedKeys(e.Set) {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				v.errorf(joinKey(joinKey(ap, "set"), k), "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
+			}
+		}
+		for i, k := range e.Remove {
+			rp := joinIndex(joinKey(ap, "remove"), i)
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				v.errorf(rp, "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
+			}
+			if _, ok := e.Set[k]; ok {
+				v.errorf(rp, "annotation %q is both set and removed", k)
+			}
+		}
 	case e.DeleteNode != nil:
 		v.node(joinKey(joinKey(p, "deleteNode"), "node"), e.DeleteNode.Node)
 	case e.DeleteBootcNode != nil:

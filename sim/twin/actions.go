@@ -91,6 +91,8 @@ func (r *runner) action(ev scenario.Event) error {
 		}
 		r.tr.emit("scenario.relabelNode", "Node/"+e.Node, map[string]any{"set": joinLabels(e.Set), "remove": e.Remove})
 		return r.cl.Relabel(r.ctx, e.Node, e.Set, e.Remove)
+	case ev.AnnotateNode != nil:
+		return r.adminAnnotate(ev.AnnotateNode)
 	case ev.DeleteNode != nil:
 		e := ev.DeleteNode
 		if r.nodeGone("scenario.deleteNode", e.Node) {
@@ -162,6 +164,36 @@ func (r *runner) adminCordon(kind, node string, on bool) error {
 	}
 	r.w.SetIntendedCordon(node, on)
 	return r.cl.SetUnschedulable(r.ctx, node, on)
+}
+
+// adminAnnotate changes a node's annotations as kubectl annotate does.
+// The invariants learn first which of bootroll's protection annotations
+// an operator now wants on the node (or off it), for the keys the action
+// changes: bootroll must leave those as the operator left them.
+func (r *runner) adminAnnotate(e *scenario.AnnotateNode) error {
+	if r.nodeGone("scenario.annotateNode", e.Node) {
+		return nil
+	}
+	var n corev1.Node
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: e.Node}, &n); err != nil {
+		return fmt.Errorf("annotate node %s: %w", e.Node, err)
+	}
+	remove := e.Remove
+	if remove == nil {
+		remove = []string{}
+	}
+	r.tr.emit("scenario.annotateNode", "Node/"+e.Node, map[string]any{"set": joinLabels(e.Set), "remove": remove})
+	for _, k := range sortedKeys(e.Set) {
+		if v, ok := n.Annotations[k]; !ok || v != e.Set[k] {
+			r.w.SetIntendedAnnotation(e.Node, k, true)
+		}
+	}
+	for _, k := range remove {
+		if _, ok := n.Annotations[k]; ok {
+			r.w.SetIntendedAnnotation(e.Node, k, false)
+		}
+	}
+	return r.cl.Annotate(r.ctx, e.Node, e.Set, remove)
 }
 
 func joinLabels(m map[string]string) []string {
