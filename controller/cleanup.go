@@ -102,6 +102,16 @@ func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNod
 		case !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
+		if ok, _ := r.bootOrderSettled(s); ok {
+			if msg, down := downAfterLeaving(s, "its record was deleted"); down {
+				// The boot of the pool's target failed in the slot: the
+				// failure goes on the pool before the record goes.
+				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
+					return reconcile.Result{}, err
+				}
+				r.event(&bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+			}
+		}
 		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, err
 		}

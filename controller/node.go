@@ -125,7 +125,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			if ok, wait := r.bootOrderSettled(s); !ok {
 				return reconcile.Result{RequeueAfter: wait}, nil
 			}
-			if msg, down := downAfterLeaving(s); down {
+			if msg, down := downAfterLeaving(s, "left its pool"); down {
 				// It booted the pool's target in its slot and is still
 				// down: a failure of that target, which the pool counts
 				// (its halt) as any other, not a node that just left.
@@ -207,7 +207,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 // for that order and is not Ready healthTimeout after the reboot request:
 // the boot failed, and releasing it as merely gone would lose the failure
 // (the pool would hand its slot, and the same image, to the next node).
-func downAfterLeaving(s *nodeStep) (string, bool) {
+func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || bn.Spec.Rollback ||
 		ro.RebootRequestedAt == nil || !rebootStarted(s) || nodeReady(s.node) {
@@ -220,8 +220,8 @@ func downAfterLeaving(s *nodeStep) (string, bool) {
 	if s.now.Before(ro.RebootRequestedAt.Add(timeout)) {
 		return "", false
 	}
-	return fmt.Sprintf("left its pool during the update and was not healthy %s after the reboot request (booted %q, Ready=false)",
-		timeout, digestOfHost(bn.Status.Booted)), true
+	return fmt.Sprintf("%s during the update and was not healthy %s after the reboot request (booted %q, Ready=false)",
+		why, timeout, digestOfHost(bn.Status.Booted)), true
 }
 
 // notReadyOnTarget fails a node outside any slot that runs its target but
