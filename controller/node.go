@@ -146,6 +146,13 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			return reconcile.Result{}, err
 		}
 	}
+	if ro.Cordoned && holdsSlot(bn.Status.Phase) {
+		// A protection someone else put on the node, and so did not
+		// become bootroll's, may be lifted in the middle of the slot.
+		if err := r.keepProtected(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	switch bn.Status.Phase {
 	case v1alpha1.PhaseDraining:
 		return r.drain(ctx, s)
@@ -1054,10 +1061,11 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 	return 0, r.patchStatus(ctx, s)
 }
 
-// keepProtected keeps the promise of post-update protection: a protection
-// annotation that someone else had put on the node (so bootroll did not
-// add it) and has since removed is added again, as bootroll's own, until
-// the protection ends. Ownership is recorded before the Node is written.
+// keepProtected keeps the node protected from Karpenter while it holds a
+// slot and until its post-update protection ends: a protection annotation
+// that someone else had put on the node (so bootroll did not add it) and
+// has since removed is added again, as bootroll's own. Ownership is
+// recorded before the Node is written.
 func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if s.pool == nil || !r.protects(s) {
 		return nil
@@ -1084,7 +1092,11 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 		return fmt.Errorf("keep the post-update protection of node %s: %w", n.Name, err)
 	}
 	s.node = m
-	r.event(s.bn, corev1.EventTypeNormal, "ProtectionRestored", "added %s again until the post-update protection ends at %s", strings.Join(added, ", "), ro.ProtectUntil.UTC().Format(time.RFC3339))
+	until := "the slot ends"
+	if ro.ProtectUntil != nil {
+		until = "the post-update protection ends at " + ro.ProtectUntil.UTC().Format(time.RFC3339)
+	}
+	r.event(s.bn, corev1.EventTypeNormal, "ProtectionRestored", "added %s again until %s", strings.Join(added, ", "), until)
 	return nil
 }
 

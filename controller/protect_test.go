@@ -171,3 +171,65 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepProtected: a node in its slot, or in its post-update protection,
+// whose do-not-disrupt someone else had put there and has since lifted
+// gets it again as bootroll's own (recorded before the Node is written);
+// one that still shows every protection annotation is not written at all
+// (issue 11, crd-install-mid-rollout seed1029: an operator lifted their
+// do-not-disrupt mid-slot and Karpenter reaped the drained node).
+func TestKeepProtected(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		present map[string]string
+		want    []string // recorded as bootroll's
+	}{
+		{"operator lifted do-not-disrupt", map[string]string{v1alpha1.KarpenterDoNotRepair: "true"}, []string{v1alpha1.KarpenterDoNotRepair, v1alpha1.KarpenterDoNotDisrupt}},
+		{"all present", map[string]string{v1alpha1.KarpenterDoNotRepair: "true", v1alpha1.KarpenterDoNotDisrupt: "true"}, []string{v1alpha1.KarpenterDoNotRepair}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			ann := map[string]string{v1alpha1.AnnotationSlot: "p"}
+			for k, v := range c.present {
+				ann[k] = v
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}, Annotations: ann}}
+			node.Spec.Unschedulable = true
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhaseRebooting
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotRepair}
+			cl := fakeClient(t, pool, bn, node)
+			r := NewNodeReconciler(cl, Options{})
+			var cur v1alpha1.BootcNode
+			var n corev1.Node
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
+				t.Fatal(err)
+			}
+			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
+			if err := r.keepProtected(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Node
+			var rec v1alpha1.BootcNode
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := got.Annotations[v1alpha1.KarpenterDoNotDisrupt]; !ok {
+				t.Errorf("do-not-disrupt missing after keepProtected: %v", got.Annotations)
+			}
+			if g := rec.Status.Rollout.AddedAnnotations; len(g) != len(c.want) {
+				t.Errorf("recorded as bootroll's: %v, want %v", g, c.want)
+			}
+		})
+	}
+}
