@@ -1081,6 +1081,11 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if len(added) == 0 {
 		return nil
 	}
+	// Only on the current record: a cached one may still show a slot
+	// that has just ended, and protecting then would outlive it.
+	if err := r.current(ctx, s); err != nil {
+		return fmt.Errorf("before restoring the protection of node %s: %w", n.Name, err)
+	}
 	ro := &s.bn.Status.Rollout
 	ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
 	if err := r.patchStatus(ctx, s); err != nil {
