@@ -27,6 +27,11 @@
 //     something else took the reserve (free space below it), present
 //     pinned images are removed, the last in pull order first, until the
 //     reserve is back; they are pulled again when they fit with it.
+//   - An image of unknown size is admitted on an estimate, so nothing
+//     bounds what its pull takes: while a staging is due, such a pull is
+//     canceled and none starts, so that the staging takes its room first
+//     (the pull starts again afterwards, and fails alone if it does not
+//     fit).
 package prefetch
 
 import (
@@ -196,7 +201,7 @@ const (
 	// Observation.Pulling from then on, and its end in Results.
 	ActionPull ActionType = "Pull"
 	// ActionCancel cancels the running pull of Action.Image: no set lists
-	// it any more.
+	// it any more, or its size is unknown and an OS staging is due.
 	ActionCancel ActionType = "Cancel"
 	// ActionRemove removes the present image Action.Image from the image
 	// service, to give the OS staging reserve back (Observation.StagingDue).
@@ -246,6 +251,7 @@ func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, curren
 	for _, ref := range s.wanted {
 		s.observe(ref)
 	}
+	s.yieldToStaging()
 	s.account()
 	s.reclaim()
 	for _, ref := range s.wanted {
@@ -302,6 +308,9 @@ type step struct {
 	stopped string
 	// removed are the images this Step removes (reclaim).
 	removed map[string]bool
+	// yielded are the running pulls of unknown size this Step cancels for
+	// a staging that is due (yieldToStaging).
+	yielded map[string]bool
 	// running, inflightNeed and perSet count the pulls in flight.
 	running      int
 	inflightNeed int64
@@ -486,10 +495,40 @@ func (s *step) time(t time.Time) *metav1.Time {
 	return &mt
 }
 
+// yieldToStaging cancels, while an OS staging is due, the running pulls of
+// images whose size is unknown. Such a pull was admitted on
+// Config.EstimatedSize: it may take far more than the estimate, up to all
+// the free space (containerd writes until the filesystem is full), and so
+// the staging reserve, which reclaim cannot give back since the image is
+// not present. The record goes back to Pending without counting the
+// attempt, as a pull canceled by the executor does; consider starts it
+// again once no staging is due, when the staging holds its room.
+func (s *step) yieldToStaging() {
+	if !s.obs.StagingDue {
+		return
+	}
+	for _, ref := range sortedKeys(s.obs.Pulling) {
+		if _, wanted := s.setsOf[ref]; !wanted || s.obs.Images[ref].Size > 0 {
+			continue
+		}
+		r := s.recs[ref]
+		r.State, r.Attempts, r.RetryAfter = v1alpha1.PinnedPending, max(s.obs.Pulling[ref]-1, 0), nil
+		r.Reason, r.Message = "", ""
+		if s.yielded == nil {
+			s.yielded = map[string]bool{}
+		}
+		s.yielded[ref] = true
+		s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
+	}
+}
+
 // account counts the pulls in flight, finds whether the node is stopped by
 // an out-of-space failure, and the last start of each set.
 func (s *step) account() {
 	for _, ref := range sortedKeys(s.obs.Pulling) {
+		if s.yielded[ref] {
+			continue
+		}
 		s.running++
 		s.inflightNeed += PullNeed(s.m.size(s.obs, ref))
 		for _, i := range s.setsOf[ref] {
@@ -519,9 +558,14 @@ func (s *step) account() {
 // steps again until no removal is asked. A removed image is
 // InsufficientSpace, so it is pulled again only when it fits with the
 // reserve.
+//
+// A Step that cancels pulls of unknown size (yieldToStaging) removes
+// nothing: their bytes, unknown, are part of the shortfall and come back
+// as they end; should the reserve still be short, the staging's next
+// attempt finds it so and reclaims then.
 func (s *step) reclaim() {
 	short := s.obs.StagingReserve - s.obs.Fs.Available
-	if !s.obs.StagingDue || short <= 0 {
+	if !s.obs.StagingDue || short <= 0 || len(s.yielded) > 0 {
 		return
 	}
 	for i := len(s.wanted) - 1; i >= 0 && short > 0; i-- {
@@ -571,6 +615,12 @@ func (s *step) consider(ref string) {
 		r.Reason, r.Message = "", ""
 	}
 
+	if s.obs.StagingDue && s.obs.Images[ref].Size <= 0 {
+		// Its size is unknown: it could take the room the staging that is
+		// about to start needs (see yieldToStaging). It starts once the
+		// staging holds that room.
+		return
+	}
 	size := s.m.size(s.obs, ref)
 	need := PullNeed(size)
 	floor, minFree := s.floor(ref)

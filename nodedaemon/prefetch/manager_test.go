@@ -852,3 +852,57 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// An image of unknown size is admitted on an estimate, so its pull may take
+// any free space, the staging reserve included: while an OS staging is due
+// it is neither started nor left running (storage-exhaustion-during-prefetch
+// seed 47: a daemon restarted on a crashed node started such a pull in the
+// pass before Stage, and the staging found the disk full).
+func TestStepUnknownSizeYieldsToStaging(t *testing.T) {
+	m := New(Config{})
+	a, b := img(1), img(2)
+	sets := []v1alpha1.NodePinnedImageSet{pset("edge", 1, a, b)}
+	images := func() map[string]ImageInfo { return with(absent(b), a, ImageInfo{}) } // a: size unknown
+	fs := Space{Capacity: 30 * gi, Available: 22 * gi}
+	aPending := v1alpha1.PinnedImageProgress{Image: a, State: v1alpha1.PinnedPending, LastAttempt: mt(t0.Add(-5 * time.Minute))}
+	runStep(t, m, []stepCase{
+		{
+			name:        "restarted with the pull lost, staging due: the unknown one waits, the known one starts",
+			sets:        sets,
+			current:     []v1alpha1.PinnedSetProgress{progressOf("edge", 1, pulling(a, 1, t0.Add(-5*time.Minute)), pending(b))},
+			obs:         Observation{Images: images(), Fs: fs, StagingReserve: 8 * gi, StagingDue: true},
+			wantActions: []Action{pullAction(b, "edge", 1)},
+			wantProgress: []v1alpha1.PinnedSetProgress{progressOf("edge", 1,
+				aPending, pulling(b, 1, t0))},
+			wantRequeue: DefaultPullPoll,
+		},
+		{
+			name:        "staging due while the unknown one runs: it is canceled, its attempt not counted",
+			sets:        sets,
+			current:     []v1alpha1.PinnedSetProgress{progressOf("edge", 1, pulling(a, 1, t0.Add(-5*time.Minute)), present(b))},
+			obs:         Observation{Images: with(images(), b, ImageInfo{Present: true, Size: 100 * mi}), Pulling: map[string]int32{a: 1}, Fs: Space{Capacity: 30 * gi, Available: 8 * gi}, StagingReserve: 8 * gi, StagingDue: true},
+			wantActions: []Action{{Type: ActionCancel, Image: a}},
+			wantProgress: []v1alpha1.PinnedSetProgress{progressOf("edge", 1,
+				aPending, present(b))},
+		},
+		{
+			name:        "no staging due: the estimate admits it",
+			sets:        sets,
+			current:     []v1alpha1.PinnedSetProgress{progressOf("edge", 1, aPending, present(b))},
+			obs:         Observation{Images: with(images(), b, ImageInfo{Present: true, Size: 100 * mi}), Fs: fs, StagingReserve: 8 * gi},
+			wantActions: []Action{{Type: ActionPull, Image: a, Set: "edge", Attempt: 1, Size: DefaultEstimatedSize}},
+			wantProgress: []v1alpha1.PinnedSetProgress{progressOf("edge", 1,
+				pulling(a, 1, t0), present(b))},
+			wantRequeue: DefaultPullPoll,
+		},
+	})
+
+	// The unknown one filled the disk (containerd writes until ENOSPC):
+	// canceling it gives the room back, so present images stay.
+	current := []v1alpha1.PinnedSetProgress{progressOf("edge", 1, pulling(a, 1, t0.Add(-5*time.Minute)), present(b))}
+	obs := Observation{Images: with(images(), b, ImageInfo{Present: true, Size: 100 * mi}), Pulling: map[string]int32{a: 1}, Fs: Space{Capacity: 30 * gi}, StagingReserve: 8 * gi, StagingDue: true}
+	actions, _, _ := m.Step(t0, sets, current, obs)
+	if want := []Action{{Type: ActionCancel, Image: a}}; !cmp.Equal(actions, want) {
+		t.Errorf("disk full by the unknown pull: actions %v, want %v", actions, want)
+	}
+}
