@@ -58,7 +58,12 @@ func TestLeftPool(t *testing.T) {
 			r := NewNodeReconciler(cl, Options{})
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
-			got, err := r.leftPool(context.Background(), &nodeStep{bn: bn, node: node})
+			s := &nodeStep{bn: bn, node: node}
+			pool, err := r.freshPool(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.leftPool(context.Background(), s, pool)
 			if err != nil || got != c.want {
 				t.Fatalf("leftPool = %v, %v; want %v", got, err, c.want)
 			}

@@ -369,7 +369,11 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		// given back: before the node is touched (read afresh), or as
 		// soon as the cache shows the halt (a halt lasts until the
 		// target changes, so a cached one is never out of date).
-		if halted, err := r.halted(ctx, s); err != nil || halted {
+		fresh, err := r.freshPool(ctx, s)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if halted, err := r.haltedOn(ctx, s, fresh); err != nil || halted {
 			return reconcile.Result{}, err
 		}
 	}
@@ -484,10 +488,14 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		}
 		// The last moment a halt can stop the node: before the boot order.
 		if !bn.Spec.Rollback {
-			if halted, err := r.halted(ctx, s); err != nil || halted {
+			fresh, err := r.freshPool(ctx, s)
+			if err != nil {
 				return reconcile.Result{}, err
 			}
-			if left, err := r.leftPool(ctx, s); err != nil || left {
+			if halted, err := r.haltedOn(ctx, s, fresh); err != nil || halted {
+				return reconcile.Result{}, err
+			}
+			if left, err := r.leftPool(ctx, s, fresh); err != nil || left {
 				// Given back once the cache shows it (step): no order.
 				return reconcile.Result{RequeueAfter: time.Second}, err
 			}
@@ -708,19 +716,26 @@ func (r *NodeReconciler) current(ctx context.Context, s *nodeStep) error {
 	return nil
 }
 
-// halted reads the pool from the API server (a cached pool may not show
-// a halt just set) and, when it is halted for the node's target, gives
-// the slot back: the node is restored and stays Staged. It reports
-// whether it did.
-func (r *NodeReconciler) halted(ctx context.Context, s *nodeStep) (bool, error) {
+// freshPool reads the record's pool from the API server (a cached pool may
+// not show a halt just set, or a deletion); nil when it is gone. One read
+// serves every check made at one point of the slot: the pool's status
+// grows with its slots, and the read is made for every node.
+func (r *NodeReconciler) freshPool(ctx context.Context, s *nodeStep) (*v1alpha1.BootcNodePool, error) {
 	var p v1alpha1.BootcNodePool
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, fmt.Errorf("read pool %s for its halt: %w", s.bn.Spec.Pool, err)
+		return nil, fmt.Errorf("read pool %s: %w", s.bn.Spec.Pool, err)
 	}
-	if !haltedFor(&p, s.bn.Status.Rollout.TargetImage) {
+	return &p, nil
+}
+
+// haltedOn gives the slot back when the pool p (read by freshPool; nil:
+// gone) is halted for the node's target: the node is restored and stays
+// Staged. It reports whether it did.
+func (r *NodeReconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
+	if p == nil || !haltedFor(p, s.bn.Status.Rollout.TargetImage) {
 		return false, nil
 	}
 	ro := &s.bn.Status.Rollout
@@ -739,22 +754,15 @@ func (r *NodeReconciler) halted(ctx context.Context, s *nodeStep) (bool, error) 
 // the explorer, issue 11: controller-restart-mid-drain seed 7, a boot order
 // 5 s after the pool's deletion; node-churn seed 415, 2 s after a
 // relabel).
-func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep) (bool, error) {
-	var p v1alpha1.BootcNodePool
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, fmt.Errorf("read pool %s before the boot order: %w", s.bn.Spec.Pool, err)
-	}
-	if p.DeletionTimestamp != nil {
+func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
+	if p == nil || p.DeletionTimestamp != nil {
 		return true, nil
 	}
 	n, err := r.freshNode(ctx, s)
 	if err != nil {
 		return false, err
 	}
-	return n == nil || !selects(&p, n), nil
+	return n == nil || !selects(p, n), nil
 }
 
 // recordPoolFailure records the node's failure of image on its pool (read
