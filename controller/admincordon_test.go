@@ -7,14 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -39,21 +35,7 @@ func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool)
 	ro.TargetImage = bn.Spec.DesiredImage
 	ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(true)
 	ro.DrainStartedAt = &metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)}
-	sch := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
-	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
-	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(pool, bn, node).
-		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{})
-	for _, ix := range Indexes() {
-		b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
-	}
-	cl := b.Build()
+	cl := fakeClient(t, pool, bn, node)
 	return cl, NewNodeReconciler(cl, Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
 }
 

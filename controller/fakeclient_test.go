@@ -14,7 +14,8 @@ import (
 
 // fakeClient is a controller-runtime fake client holding objs, with the
 // Kubernetes, bootroll and (unstructured) NodeClaim kinds and the status
-// subresource of pools and BootcNodes, for unit tests of one reconcile.
+// subresource of pools and BootcNodes and the controller's field indexes,
+// for unit tests of one reconcile.
 func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
 	sch := runtime.NewScheme()
@@ -26,6 +27,10 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 	}
 	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
 	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
-	return fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}).Build()
+	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{})
+	for _, ix := range Indexes() {
+		b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
+	}
+	return b.Build()
 }

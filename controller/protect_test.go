@@ -56,15 +56,8 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
 			cl := fakeClient(t, pool, bn, node)
 			r := NewNodeReconciler(cl, Options{})
-			var cur v1alpha1.BootcNode
-			var n corev1.Node
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
-				t.Fatal(err)
-			}
-			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
+			s := stepOf(t, cl, pool, now)
+			cur := s.bn
 			if err := r.finish(context.Background(), s, c.phase, c.reason, "test", c.success); err != nil {
 				t.Fatal(err)
 			}
@@ -139,15 +132,7 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 				},
 			})
 			r := NewNodeReconciler(cl, Options{})
-			var cur v1alpha1.BootcNode
-			var n corev1.Node
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
-				t.Fatal(err)
-			}
-			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
+			s := stepOf(t, cl, pool, now)
 			err := r.finish(context.Background(), s, v1alpha1.PhaseUpdated, "Updated", "test", true)
 			if (err != nil) != (c.failRecord || c.failNode) {
 				t.Fatalf("finish: %v", err)
@@ -204,15 +189,7 @@ func TestKeepProtected(t *testing.T) {
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotRepair}
 			cl := fakeClient(t, pool, bn, node)
 			r := NewNodeReconciler(cl, Options{})
-			var cur v1alpha1.BootcNode
-			var n corev1.Node
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
-				t.Fatal(err)
-			}
-			s := &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
+			s := stepOf(t, cl, pool, now)
 			if err := r.keepProtected(context.Background(), s); err != nil {
 				t.Fatal(err)
 			}
@@ -232,4 +209,18 @@ func TestKeepProtected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepOf reads record and Node "n" from cl into a node step of pool at now.
+func stepOf(t *testing.T, cl client.Client, pool *v1alpha1.BootcNodePool, now time.Time) *nodeStep {
+	t.Helper()
+	var cur v1alpha1.BootcNode
+	var n corev1.Node
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	return &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
 }

@@ -148,50 +148,37 @@ func (c *Cluster) SetUnschedulable(ctx context.Context, name string, unschedulab
 	return nil
 }
 
-// Relabel sets and removes labels of a node as kubectl label does. The
-// scheduler and the selectors follow at once; DaemonSet pods already on the
-// node stay (the model's DaemonSets do not follow relabelling).
+// Relabel sets and removes a node's labels, as kubectl label.
 func (c *Cluster) Relabel(ctx context.Context, name string, set map[string]string, remove []string) error {
-	if _, err := c.liveNode(name, "relabelling a node"); err != nil {
-		return err
-	}
-	obj := &corev1.Node{}
-	if err := c.c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-		return fmt.Errorf("cluster: relabelling node %s: %w", name, err)
-	}
-	patch := client.MergeFrom(obj.DeepCopy())
-	if obj.Labels == nil {
-		obj.Labels = map[string]string{}
-	}
-	maps.Copy(obj.Labels, set)
-	for _, k := range remove {
-		delete(obj.Labels, k)
-	}
-	if err := c.c.Patch(ctx, obj, patch); err != nil {
-		return fmt.Errorf("cluster: relabelling node %s: %w", name, err)
-	}
-	return nil
+	return c.editMeta(ctx, name, "relabelling", func(o *corev1.Node) *map[string]string { return &o.Labels }, set, remove)
 }
 
 // Annotate sets and removes a node's annotations, as kubectl annotate.
 func (c *Cluster) Annotate(ctx context.Context, name string, set map[string]string, remove []string) error {
-	if _, err := c.liveNode(name, "annotating a node"); err != nil {
+	return c.editMeta(ctx, name, "annotating", func(o *corev1.Node) *map[string]string { return &o.Annotations }, set, remove)
+}
+
+// editMeta sets and removes keys of one of a live node's metadata maps
+// (field picks it) with a merge patch; doing names the edit in errors.
+func (c *Cluster) editMeta(ctx context.Context, name, doing string, field func(*corev1.Node) *map[string]string, set map[string]string, remove []string) error {
+	if _, err := c.liveNode(name, doing+" a node"); err != nil {
 		return err
 	}
 	obj := &corev1.Node{}
 	if err := c.c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-		return fmt.Errorf("cluster: annotating node %s: %w", name, err)
+		return fmt.Errorf("cluster: %s node %s: %w", doing, name, err)
 	}
 	patch := client.MergeFrom(obj.DeepCopy())
-	if obj.Annotations == nil {
-		obj.Annotations = map[string]string{}
+	m := field(obj)
+	if *m == nil {
+		*m = map[string]string{}
 	}
-	maps.Copy(obj.Annotations, set)
+	maps.Copy(*m, set)
 	for _, k := range remove {
-		delete(obj.Annotations, k)
+		delete(*m, k)
 	}
 	if err := c.c.Patch(ctx, obj, patch); err != nil {
-		return fmt.Errorf("cluster: annotating node %s: %w", name, err)
+		return fmt.Errorf("cluster: %s node %s: %w", doing, name, err)
 	}
 	return nil
 }

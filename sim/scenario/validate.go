@@ -477,6 +477,23 @@ func (v *validator) event(p string, e Event) {
 	}
 }
 
+// keyEdits checks the set and remove of a label or annotation edit at ap:
+// something to change, valid keys to remove, none both set and removed.
+func (v *validator) keyEdits(ap, what string, set map[string]string, remove []string) {
+	if len(set) == 0 && len(remove) == 0 {
+		v.errorf(ap, "nothing to change: give set or remove")
+	}
+	for i, k := range remove {
+		rp := joinIndex(joinKey(ap, "remove"), i)
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			v.errorf(rp, "invalid %s key %q: %s", what, k, strings.Join(errs, "; "))
+		}
+		if _, ok := set[k]; ok {
+			v.errorf(rp, "%s %q is both set and removed", what, k)
+		}
+	}
+}
+
 // action checks the human and Karpenter actions of an event.
 func (v *validator) action(p string, e Event) {
 	switch {
@@ -491,39 +508,17 @@ func (v *validator) action(p string, e Event) {
 		e := e.RelabelNode
 		v.node(joinKey(ap, "node"), e.Node)
 		v.labels(joinKey(ap, "set"), e.Set)
-		if len(e.Set) == 0 && len(e.Remove) == 0 {
-			v.errorf(ap, "nothing to change: give set or remove")
-		}
-		for i, k := range e.Remove {
-			rp := joinIndex(joinKey(ap, "remove"), i)
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				v.errorf(rp, "invalid label key %q: %s", k, strings.Join(errs, "; "))
-			}
-			if _, ok := e.Set[k]; ok {
-				v.errorf(rp, "label %q is both set and removed", k)
-			}
-		}
+		v.keyEdits(ap, "label", e.Set, e.Remove)
 	case e.AnnotateNode != nil:
 		ap := joinKey(p, "annotateNode")
 		e := e.AnnotateNode
 		v.node(joinKey(ap, "node"), e.Node)
-		if len(e.Set) == 0 && len(e.Remove) == 0 {
-			v.errorf(ap, "nothing to change: give set or remove")
-		}
 		for _, k := range sortedKeys(e.Set) {
 			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 				v.errorf(joinKey(joinKey(ap, "set"), k), "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
 			}
 		}
-		for i, k := range e.Remove {
-			rp := joinIndex(joinKey(ap, "remove"), i)
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				v.errorf(rp, "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
-			}
-			if _, ok := e.Set[k]; ok {
-				v.errorf(rp, "annotation %q is both set and removed", k)
-			}
-		}
+		v.keyEdits(ap, "annotation", e.Set, e.Remove)
 	case e.DeleteNode != nil:
 		v.node(joinKey(joinKey(p, "deleteNode"), "node"), e.DeleteNode.Node)
 	case e.DeleteBootcNode != nil:
