@@ -55,6 +55,18 @@ type nodeStep struct {
 	// pool is shared with the cache (sharedPool): read it, never change it.
 	pool *v1alpha1.BootcNodePool
 	now  time.Time
+	// recorded, when set, runs once finish has written the new phase
+	// (the outcome's event and metric: said once, when it is durable,
+	// even if a later write of the same finish fails and is retried).
+	recorded func()
+}
+
+// phaseRecorded runs s.recorded once.
+func (s *nodeStep) phaseRecorded() {
+	if f := s.recorded; f != nil {
+		s.recorded = nil
+		f()
+	}
 }
 
 // Reconcile advances one BootcNode.
@@ -516,13 +528,17 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, took.Round(time.Second))
-		// Recorded only once the record is written: a write that
-		// conflicts is retried, and the retry must not count twice.
+		// Recorded once the phase is written: a write that conflicts is
+		// retried, and the retry must not count twice; a later write of
+		// the same finish that fails must not lose it either (the retry
+		// finds the phase written and only gives the Node back).
+		s.recorded = func() {
+			r.observe(s, "reboot", took, "ok")
+			r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
+		}
 		if err := r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.observe(s, "reboot", took, "ok")
-		r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
 		return reconcile.Result{}, nil
 	}
 	if d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want {
@@ -929,6 +945,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		if err := r.patchStatus(ctx, s); err != nil {
 			return err
 		}
+		s.phaseRecorded()
 	}
 	if !keep {
 		// The NodeClaim first: once the Node loses its marker, what is
@@ -954,6 +971,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	if err := r.patchStatus(ctx, s); err != nil {
 		return err
 	}
+	s.phaseRecorded()
 	// The startup taint goes last: a crash before it leaves a node that
 	// is Updated and still kept from workloads (the os-not-ready path
 	// removes it next), never one that takes workloads while its record

@@ -133,9 +133,18 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 			})
 			r := NewNodeReconciler(cl, Options{})
 			s := stepOf(t, cl, pool, now)
+			told := 0
+			s.recorded = func() { told++ }
 			err := r.finish(context.Background(), s, v1alpha1.PhaseUpdated, "Updated", "test", true)
 			if (err != nil) != (c.failRecord || c.failNode) {
 				t.Fatalf("finish: %v", err)
+			}
+			// The outcome (event, metric) is told once the phase is
+			// written, also when a later write fails: the retry finds the
+			// phase written and would never tell it (envtest
+			// TestRolloutRespectsMaxUnavailable lost "Updated" so).
+			if want := map[bool]int{true: 0, false: 1}[c.failRecord]; told != want {
+				t.Fatalf("outcome told %d time(s), want %d", told, want)
 			}
 			var got corev1.Node
 			if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
