@@ -199,8 +199,8 @@ func TestRevertDuringRebootIsProtected(t *testing.T) {
 			bn := h.bootcNodes()[node]
 			g.Expect(bn.Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged), "the boot order is withdrawn when the node finishes")
 			g.Expect(h.events.of(node)).To(ContainElements("Updated", "SlotGranted"))
-			n := h.node(node)
-			g.Expect(n.Spec.Unschedulable).To(BeFalse())
+			// The slot ends on the record first; the Node follows.
+			g.Eventually(func() bool { return h.node(node).Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
 		})
 	}
 }

@@ -228,10 +228,11 @@ func TestPostUpdateProtection(t *testing.T) {
 		p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: 3 * time.Second}
 	})
 	g.Eventually(func() v1alpha1.NodePhase { return h.bootcNodes()["pup-0"].Status.Phase }, 60*time.Second, 50*time.Millisecond).Should(Equal(v1alpha1.PhaseUpdated))
-	// Uncordoned but still protected: the node is empty right after its drain.
-	n := h.node("pup-0")
-	g.Expect(n.Spec.Unschedulable).To(BeFalse())
-	g.Expect(n.Annotations).To(HaveKeyWithValue(v1alpha1.KarpenterDoNotDisrupt, "true"))
+	// Uncordoned but still protected: the node is empty right after its
+	// drain. (The slot ends on the record first, still cordoned; the Node
+	// is given back by the next write.)
+	g.Eventually(func() bool { return h.node("pup-0").Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
+	g.Expect(h.node("pup-0").Annotations).To(HaveKeyWithValue(v1alpha1.KarpenterDoNotDisrupt, "true"))
 	// The protection ends when the time is up (no pods came back).
 	g.Eventually(func() map[string]string { return h.node("pup-0").Annotations }, 20*time.Second, 100*time.Millisecond).ShouldNot(HaveKey(v1alpha1.KarpenterDoNotDisrupt))
 	g.Expect(h.node("pup-0").Annotations).NotTo(HaveKey(v1alpha1.KarpenterDoNotRepair))

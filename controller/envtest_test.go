@@ -635,9 +635,9 @@ func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
 	g.Expect(bn.Status.Phase).To(Equal(v1alpha1.PhaseStaged))
 	g.Expect(bn.Status.Rollout.Message).To(ContainSubstring("default/pdb-0-db-0"))
 	g.Expect(bn.Status.Rollout.RetryAfter).NotTo(BeNil())
-	n := h.node("pdb-0")
-	g.Expect(n.Spec.Unschedulable).To(BeFalse())
-	g.Expect(n.Annotations).NotTo(HaveKey(v1alpha1.AnnotationSlot))
+	// The slot ends on the record first; the Node is given back next.
+	g.Eventually(func() bool { return h.node("pdb-0").Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
+	g.Expect(h.node("pdb-0").Annotations).NotTo(HaveKey(v1alpha1.AnnotationSlot))
 	// The pool drops the slot at its next pass (within PoolStatusDebounce).
 	g.Eventually(func() []v1alpha1.Slot {
 		var pool v1alpha1.BootcNodePool
