@@ -54,3 +54,31 @@ func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
 	}
 	return nil
 }
+
+// A record whose node left the pool keeps its slot while the grant is
+// fresh and the pool's cache does not show it on the record yet (issue 11,
+// node-relabelled-out-mid-drain.max-unavailable.seed2008: the record was
+// deleted, its slot given to the next node while the node reconciler
+// drained the first), but not past grantSettle.
+func TestSlotGrantedToALeavingNode(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	bn.Status.Phase = v1alpha1.PhaseStaged
+	bn.Status.Rollout.TargetImage = "img"
+	slot := func(node string, ago time.Duration) []v1alpha1.Slot {
+		return []v1alpha1.Slot{{Node: node, Image: "img", Since: metav1.NewTime(now.Add(-ago))}}
+	}
+	for _, c := range []struct {
+		name  string
+		slots []v1alpha1.Slot
+		want  bool
+	}{
+		{"fresh grant", slot("a", 10*time.Second), true},
+		{"grant of another node", slot("b", 10*time.Second), false},
+		{"grant older than grantSettle", slot("a", grantSettle+time.Second), false},
+	} {
+		if got := slotGranted(c.slots, bn, now); got != c.want {
+			t.Errorf("%s: slotGranted = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

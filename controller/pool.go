@@ -179,6 +179,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if bn.Status.Rollout.Cordoned || holdsSlot(row.phase) {
 			continue
 		}
+		if slotGranted(st.Slots, bn, now) {
+			// A grant this cache does not show yet (the record's slot
+			// phase is the pool's own write): the node reconciler may act
+			// on it, so the record and its slot stay until it has left.
+			continue
+		}
 		if row.conflict != "" && row.node != nil {
 			continue // left alone while in conflict
 		}
@@ -897,6 +903,24 @@ func releasedDown(row *poolRow, s v1alpha1.Slot) bool {
 		return false
 	}
 	return bn.DeletionTimestamp != nil || bn.CreationTimestamp.After(s.Since.Time)
+}
+
+// grantSettle bounds how long a grant that the pool's cache does not show
+// on the record keeps a record of a node that left the pool: longer than a
+// watch event takes, short enough that a grant whose record write never
+// landed does not hold its slot for good.
+const grantSettle = 2 * time.Minute
+
+// slotGranted reports whether slots hold a grant for bn's node, made less
+// than grantSettle before now, that bn has not been told of yet
+// (grantPending).
+func slotGranted(slots []v1alpha1.Slot, bn *v1alpha1.BootcNode, now time.Time) bool {
+	for _, s := range slots {
+		if s.Node == bn.Name && grantPending(bn, s) && now.Sub(s.Since.Time) < grantSettle {
+			return true
+		}
+	}
+	return false
 }
 
 // grantPending reports whether a node was given slot s and has not yet
