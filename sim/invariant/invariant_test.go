@@ -56,6 +56,7 @@ func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, no
 	c.Observe(apiserver.Event{Type: apiserver.Added, Object: f.pool.DeepCopy()})
 	for _, n := range nodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "p"}}}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		f.nodes[n] = node
 		c.Observe(apiserver.Event{Type: apiserver.Added, Object: node.DeepCopy()})
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: v1alpha1.BootcNodeSpec{Pool: "p"}}

@@ -741,3 +741,57 @@ func TestNoLeakedAnnotationCatchesARemovedForeignProtection(t *testing.T) {
 		})
 	}
 }
+
+// A node that is down (crashed, NotReady) when its record is deleted may
+// stay cordoned until it is Ready again and CleanupBound after, as for a
+// reboot: bootroll cannot hear from its daemon, which may still act on a
+// boot order (found by the explorer:
+// admin-uncordon-mid-drain.cleanup.seed2020, a node crash then a deleted
+// BootcNode).
+func TestCleanupWaitsForANodeThatIsDown(t *testing.T) {
+	ready := func(on bool) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			st := corev1.ConditionFalse
+			if on {
+				st = corev1.ConditionTrue
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		restored time.Duration // 0: never
+		want     int
+	}{
+		{"given back once it is back", 7*time.Minute + 10*time.Second, 0},
+		{"kept past the bound after it is back", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.slots(imgB, "a")
+			f.node("a", protect)
+			f.check(time.Second)
+			f.at(time.Minute)
+			f.node("a", ready(false))
+			f.check(time.Minute)
+			f.at(4 * time.Minute)
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+			for at := 4*time.Minute + 5*time.Second; at <= 20*time.Minute; at += 5 * time.Second {
+				f.at(at)
+				if at == 7*time.Minute {
+					f.node("a", ready(true))
+				}
+				if tc.restored > 0 && at == tc.restored {
+					f.node("a", unmark)
+				}
+				f.check(at)
+			}
+			f.want(scenario.InvCleanup, tc.want, "by 20m")
+			if tc.want > 0 {
+				if v := f.of(scenario.InvCleanup)[0]; v.At < 7*time.Minute+CleanupBound || v.At > 7*time.Minute+CleanupBound+cleanupPoll {
+					t.Errorf("violation at %s, want %s: %s", v.At, 7*time.Minute+CleanupBound, v)
+				}
+			}
+		})
+	}
+}

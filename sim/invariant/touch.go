@@ -356,7 +356,7 @@ func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
 	// back: no post-update protection or drained emptiness of this
 	// episode is bootroll's churn any more (no-churn).
 	n.churn.handedBack = true
-	at, waited := c.now().Add(CleanupBound), n.rebooting
+	at, waited := c.now().Add(CleanupBound), down(n)
 	if waited {
 		// A reboot in progress holds the cleanup back until CleanupBound
 		// after it ends: follow it from now, or a reboot that ends before
@@ -396,6 +396,11 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 	}
 	c.haltPool(p, o, deleted)
 }
+
+// down reports whether a node is rebooting or not Ready: bootroll keeps
+// such a node cordoned until it is back (a daemon it cannot hear from may
+// still act on a boot order), so its cleanup waits as for a reboot.
+func down(n *Node) bool { return n.rebooting || !n.Ready }
 
 // cleanupRebootCap is how long a reboot in progress may hold back the
 // cleanup of a node of pool: CleanupRebootCap, or the pool's healthTimeout
@@ -448,7 +453,7 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 			return
 		}
 		rebootCap := c.cleanupRebootCap(d.pool)
-		if n.rebooting && now.Before(d.since.Add(rebootCap)) {
+		if down(n) && now.Before(d.since.Add(rebootCap)) {
 			// A reboot in progress holds the cleanup back: look again
 			// CleanupBound after it ends, or at the cap.
 			d.waited = true
