@@ -373,25 +373,16 @@ func TestMaxUnavailableGroundTruth(t *testing.T) {
 	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
 	// A reboot bootroll's daemon requested makes a node unavailable even
 	// with no marker and no slot phase, until it is back Ready.
-	ready := func(on bool) func(*corev1.Node) {
-		return func(n *corev1.Node) {
-			st := corev1.ConditionFalse
-			if on {
-				st = corev1.ConditionTrue
-			}
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
-		}
-	}
 	for _, n := range []string{"a", "b", "c"} {
-		f.node(n, ready(true))
+		f.node(n, readyCond(true))
 	}
 	f.node("a", mark)
 	f.check(time.Second)
 	f.c.Reboot("b", imgA, imgB)
 	f.check(2 * time.Second)
 	f.want(scenario.InvMaxUnavailable, 1, "a marked and b rebooting")
-	f.node("b", ready(false))
-	f.node("b", ready(true))
+	f.node("b", readyCond(false))
+	f.node("b", readyCond(true))
 	f.node("a", unmark)
 	f.check(3 * time.Second)
 	if p := f.c.World().Pool("p"); p.Unavailable != 0 {
@@ -441,15 +432,6 @@ func TestIndependentOfController(t *testing.T) {
 // reboot is over and CleanupBound after; one that never comes back is
 // judged at CleanupRebootCap.
 func TestCleanupWaitsForARebootInProgress(t *testing.T) {
-	setReady := func(ready bool) func(*corev1.Node) {
-		return func(n *corev1.Node) {
-			st := corev1.ConditionFalse
-			if ready {
-				st = corev1.ConditionTrue
-			}
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
-		}
-	}
 	for _, tc := range []struct {
 		name     string
 		backAt   time.Duration // 0: never Ready again
@@ -468,19 +450,19 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")
-			f.node("a", setReady(true))
+			f.node("a", readyCond(true))
 			f.slots(imgB, "a")
 			f.node("a", protect)
 			f.check(time.Second)
 			f.c.Reboot("a", imgA, imgB)
-			f.node("a", setReady(false))
+			f.node("a", readyCond(false))
 			f.check(5 * time.Second)
 			f.at(10 * time.Second)
 			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
 			for at := 20 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
 				if tc.backAt > 0 && at == tc.backAt {
 					f.at(at)
-					f.node("a", setReady(true))
+					f.node("a", readyCond(true))
 				}
 				if tc.restored > 0 && at == tc.restored {
 					f.at(at)
@@ -749,15 +731,6 @@ func TestNoLeakedAnnotationCatchesARemovedForeignProtection(t *testing.T) {
 // admin-uncordon-mid-drain.cleanup.seed2020, a node crash then a deleted
 // BootcNode).
 func TestCleanupWaitsForANodeThatIsDown(t *testing.T) {
-	ready := func(on bool) func(*corev1.Node) {
-		return func(n *corev1.Node) {
-			st := corev1.ConditionFalse
-			if on {
-				st = corev1.ConditionTrue
-			}
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
-		}
-	}
 	for _, tc := range []struct {
 		name     string
 		restored time.Duration // 0: never
@@ -772,14 +745,14 @@ func TestCleanupWaitsForANodeThatIsDown(t *testing.T) {
 			f.node("a", protect)
 			f.check(time.Second)
 			f.at(time.Minute)
-			f.node("a", ready(false))
+			f.node("a", readyCond(false))
 			f.check(time.Minute)
 			f.at(4 * time.Minute)
 			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
 			for at := 4*time.Minute + 5*time.Second; at <= 20*time.Minute; at += 5 * time.Second {
 				f.at(at)
 				if at == 7*time.Minute {
-					f.node("a", ready(true))
+					f.node("a", readyCond(true))
 				}
 				if tc.restored > 0 && at == tc.restored {
 					f.node("a", unmark)
@@ -793,5 +766,16 @@ func TestCleanupWaitsForANodeThatIsDown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// readyCond sets a Node's Ready condition.
+func readyCond(ready bool) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
 	}
 }
