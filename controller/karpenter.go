@@ -171,6 +171,13 @@ func SlotBlocker(ctx context.Context, reader client.Reader, mapper meta.RESTMapp
 	if cl.Missing {
 		return "its NodeClaim " + nodeClaimName(n) + " cannot be found (unsafe: Karpenter may be replacing it)", nil
 	}
+	if !cl.Managed || cl.Absent {
+		// No NodeClaim owns the node, or Karpenter's CRDs are gone: no
+		// Karpenter disrupts it, and a karpenter.sh/disrupted taint left
+		// behind (Karpenter removed mid-disruption) is stale; it would
+		// keep the node from its update for good.
+		return "", nil
+	}
 	return disruptedBy(n, cl), nil
 }
 
