@@ -415,6 +415,20 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// part way (a grant left Staged and cordoned is taken up again by
 		// the next pass, which puts back what the Node misses).
 		var grant grantCordon
+		if row.node != nil && nodeClaimName(row.node) != "" {
+			// The Node is written on this grant: only for the record as
+			// the API server has it. A cache that lags may still show a
+			// grant the node has long finished, and cordoning it again
+			// would leave the cordon and protection behind.
+			var fresh v1alpha1.BootcNode
+			if err := r.reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err != nil || fresh.ResourceVersion != bn.ResourceVersion {
+				if client.IgnoreNotFound(err) != nil {
+					return reconcile.Result{}, fmt.Errorf("re-read BootcNode %s before its slot grant: %w", bn.Name, err)
+				}
+				wake(time.Second)
+				continue
+			}
+		}
 		if row.node != nil {
 			var err error
 			if grant, err = r.planGrantCordon(ctx, &pool, row.node, b, now); err != nil {
