@@ -443,12 +443,12 @@ func (c *Checker) Finish(out Outcome) {
 	}
 	if c.enabled[scenario.InvConverges] && !out.Converged {
 		var objs, parts []string
-		blocking := c.blockingPDBs()
+		blocking := c.budgetsBlock()
 		for _, p := range w.Pools() {
 			if p.converged {
 				continue
 			}
-			if len(blocking) > 0 && p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonDrainsBlocked {
+			if blocking && p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonDrainsBlocked {
 				// Stalled by budgets that allow no eviction, and says so:
 				// the world's doing, reported honestly.
 				continue
@@ -475,24 +475,23 @@ const reasonDrainsBlocked = "DrainsBlocked"
 // run, for converges to take a pool's Degraded/DrainsBlocked at its word.
 const StallEvidence = time.Hour
 
-// blockingPDBs names the PodDisruptionBudgets that allow no eviction now,
-// or reports "an eviction was refused" when one was refused within
-// StallEvidence (a drain that timed out waits to retry, and the budget may
-// allow an eviction at the very end while it would refuse the drain's next).
-func (c *Checker) blockingPDBs() []string {
+// budgetsBlock reports whether PodDisruptionBudgets block evictions: one
+// was refused within StallEvidence (a drain that timed out waits to retry,
+// and a budget may allow an eviction at the very end while it would refuse
+// the drain's next), or one allows none now.
+func (c *Checker) budgetsBlock() bool {
 	if !c.lastRefusal.IsZero() && c.now().Sub(c.lastRefusal) <= StallEvidence {
-		return []string{"an eviction was refused at " + c.lastRefusal.Sub(c.start).String()}
+		return true
 	}
 	if c.src.PDBs == nil {
-		return nil
+		return false
 	}
-	var out []string
 	for _, p := range c.src.PDBs() {
 		if p.DisruptionsAllowed <= 0 && p.ExpectedPods > 0 {
-			out = append(out, p.Namespace+"/"+p.Name)
+			return true
 		}
 	}
-	return out
+	return false
 }
 
 func poolState(p *Pool) string {
