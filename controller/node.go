@@ -721,13 +721,21 @@ func rebootOver(s *nodeStep) bool {
 // current returns a conflict when the record this reconcile acts on is
 // not the one the API server holds.
 func (r *NodeReconciler) current(ctx context.Context, s *nodeStep) error {
+	return recordCurrent(ctx, r.reader, s.bn)
+}
+
+// recordCurrent reads bn from the API server (reader is uncached) and
+// returns a conflict when the copy at hand is not the one it holds: a
+// cached record may be stale, and what is written on its word (a Node's
+// cordon, protection) would then act on a state that has moved on.
+func recordCurrent(ctx context.Context, reader client.Reader, bn *v1alpha1.BootcNode) error {
 	var fresh v1alpha1.BootcNode
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
-		return fmt.Errorf("re-read BootcNode %s: %w", s.bn.Name, err)
+	if err := reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err != nil {
+		return fmt.Errorf("re-read BootcNode %s: %w", bn.Name, err)
 	}
-	if fresh.ResourceVersion != s.bn.ResourceVersion {
-		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), s.bn.Name,
-			fmt.Errorf("the cached record is stale (%s, current %s)", s.bn.ResourceVersion, fresh.ResourceVersion))
+	if fresh.ResourceVersion != bn.ResourceVersion {
+		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), bn.Name,
+			fmt.Errorf("the cached record is stale (%s, current %s)", bn.ResourceVersion, fresh.ResourceVersion))
 	}
 	return nil
 }
@@ -863,13 +871,8 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 	// Writing the Node on a stale read of the record could cordon a node
 	// that has already been uncordoned and released: check first that the
 	// record this reconcile acts on is the current one.
-	var fresh v1alpha1.BootcNode
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
-		return fmt.Errorf("re-read BootcNode %s before cordoning: %w", s.bn.Name, err)
-	}
-	if fresh.ResourceVersion != s.bn.ResourceVersion {
-		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), s.bn.Name,
-			fmt.Errorf("the cached record is stale (%s, current %s)", s.bn.ResourceVersion, fresh.ResourceVersion))
+	if err := r.current(ctx, s); err != nil {
+		return fmt.Errorf("before cordoning: %w", err)
 	}
 	m := n.DeepCopy()
 	m.Spec.Unschedulable = true

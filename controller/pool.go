@@ -420,10 +420,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			// the API server has it. A cache that lags may still show a
 			// grant the node has long finished, and cordoning it again
 			// would leave the cordon and protection behind.
-			var fresh v1alpha1.BootcNode
-			if err := r.reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err != nil || fresh.ResourceVersion != bn.ResourceVersion {
-				if client.IgnoreNotFound(err) != nil {
-					return reconcile.Result{}, fmt.Errorf("re-read BootcNode %s before its slot grant: %w", bn.Name, err)
+			if err := recordCurrent(ctx, r.reader, bn); err != nil {
+				if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+					return reconcile.Result{}, fmt.Errorf("before the slot grant: %w", err)
 				}
 				wake(time.Second)
 				continue
