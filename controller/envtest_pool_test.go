@@ -174,8 +174,13 @@ func TestMaintenanceWindowWithInjectedClock(t *testing.T) {
 	h.pool("win", digestRef("v2"), intstr.FromInt32(2), func(p *v1alpha1.BootcNodePool) {
 		p.Spec.Windows = []v1alpha1.MaintenanceWindow{{Start: "02:00", Duration: metav1.Duration{Duration: time.Hour}}}
 	})
-	// Staging happens at any time; slots wait for the window.
+	// Staging happens at any time; slots wait for the window. The pool
+	// makes at most one full pass per passInterval of its clock, so the
+	// test steps the fake clock while it waits (a frozen clock would allow
+	// one pass per generation and the test would depend on which events
+	// that pass happened to see).
 	g.Eventually(func() int {
+		clk.Step(time.Second)
 		n := 0
 		for _, bn := range h.bootcNodes() {
 			if bn.Status.Phase == v1alpha1.PhaseStaged {
@@ -184,7 +189,10 @@ func TestMaintenanceWindowWithInjectedClock(t *testing.T) {
 		}
 		return n
 	}, 20*time.Second, 100*time.Millisecond).Should(Equal(2))
-	g.Consistently(func() int { return len(h.getPool("win").Status.Slots) }, 3*time.Second, 100*time.Millisecond).Should(Equal(0))
+	g.Consistently(func() int {
+		clk.Step(time.Second)
+		return len(h.getPool("win").Status.Slots)
+	}, 3*time.Second, 100*time.Millisecond).Should(Equal(0))
 	c := meta.FindStatusCondition(h.getPool("win").Status.Conditions, v1alpha1.ConditionUpToDate)
 	g.Expect(c).NotTo(BeNil())
 	g.Expect(c.Reason).To(Equal(v1alpha1.ReasonOutsideWindow))
@@ -195,5 +203,9 @@ func TestMaintenanceWindowWithInjectedClock(t *testing.T) {
 	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Name: "win-0"}, &n)).To(Succeed())
 	n.Labels = mergeLabels(n.Labels, map[string]string{"nudge": fmt.Sprint(time.Now().UnixNano())})
 	g.Expect(k8s.Update(h.ctx, &n)).To(Succeed())
-	g.Eventually(h.allOn(digestRef("v2")), 60*time.Second, 200*time.Millisecond).Should(Succeed())
+	allOn := h.allOn(digestRef("v2"))
+	g.Eventually(func() error {
+		clk.Step(time.Second) // 5 minutes at most: the window stays open
+		return allOn()
+	}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -297,6 +298,36 @@ func printBench(w io.Writer, res *twin.Result, wall time.Duration) {
 	fmt.Fprintf(w, "  bench: wall %s  virtual %s  events %d  events/s %.0f  peak heap %.1f MiB  reconciles pool %d node %d daemon %d  GOMAXPROCS %d  GOGC %s\n",
 		wallString(wall), ms(res.End), res.Events, rate, float64(res.PeakHeap)/(1<<20),
 		res.Reconciles["pool"], res.Reconciles["node"], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc)
+	printWrites(w, res)
+}
+
+// printWrites prints the writes per node update of the controller and the
+// daemons, and what they were, most frequent first.
+func printWrites(w io.Writer, res *twin.Result) {
+	updates := len(res.NodeUpdates)
+	if updates == 0 || len(res.Writes) == 0 {
+		return
+	}
+	for _, who := range []string{"controller", "daemon"} {
+		byVerb := res.Writes[who]
+		var total uint64
+		keys := make([]string, 0, len(byVerb))
+		for k, n := range byVerb {
+			total += n
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			if c := cmp.Compare(byVerb[b], byVerb[a]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %.2f", k, float64(byVerb[k])/float64(updates))
+		}
+		fmt.Fprintf(w, "  bench: %s writes per node update %.2f (%d writes, %d updates): %s\n", who, float64(total)/float64(updates), total, updates, strings.Join(parts, ", "))
+	}
 }
 
 // replay is the command line that reruns a scenario exactly.

@@ -351,6 +351,7 @@ func (g *gate) Served(req apiserver.Request, err error) {
 	if err != nil || !req.Write() || g.dead {
 		return
 	}
+	g.r.countWrite(g.who, req)
 	g.step(req.Verb, objectRef(req.Object), false)
 }
 
@@ -431,4 +432,21 @@ func (g *gate) crash(fault int, verb, object string, down time.Duration) {
 		r.tr.emit("fault.skipped", "Node/"+g.node, map[string]any{"reason": err.Error()})
 		r.daemonDown(g.node)
 	}
+}
+
+// countWrite counts a served write of a process of kind who (Result.Writes).
+func (r *runner) countWrite(who string, req apiserver.Request) {
+	if r.writes == nil {
+		r.writes = map[string]map[string]uint64{}
+	}
+	m := r.writes[who]
+	if m == nil {
+		m = map[string]uint64{}
+		r.writes[who] = m
+	}
+	kind := "?"
+	if co, ok := req.Object.(client.Object); ok {
+		kind = reflect.TypeOf(co).Elem().Name()
+	}
+	m[req.Verb+" "+kind]++
 }

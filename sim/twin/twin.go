@@ -174,6 +174,11 @@ type Result struct {
 	Requests []apiserver.VerbCount
 	// Recorded counts the controller's Kubernetes events by type/reason.
 	Recorded map[string]int
+	// Writes counts the successful writes each kind of process made
+	// ("controller" or "daemon", then "verb Kind", e.g. "patch/status
+	// BootcNode"), as the API server served them through the process's
+	// gate; empty under the instant profile, which has no gates.
+	Writes map[string]map[string]uint64
 	// Reboots is the number of reboots of all nodes.
 	Reboots int
 	// PeakHeap is the largest heap seen in a bench run, in bytes.
@@ -248,6 +253,9 @@ type runner struct {
 	act          actionState   // actions.go
 
 	reconciles map[string]uint64
+	// writes counts served writes per process kind and "verb Kind"
+	// (Result.Writes).
+	writes map[string]map[string]uint64
 	// quietAfter is the virtual time after which no scenario event or
 	// fault is still to come or still in effect.
 	quietAfter time.Time
@@ -878,6 +886,7 @@ func (r *runner) finish() (*Result, error) {
 		Enqueued:    map[string]uint64{},
 		Requests:    r.api.Counts(),
 		Recorded:    r.rec.counts,
+		Writes:      r.writes,
 		NodeUpdates: slices.Clone(r.nodeUpdates),
 		PeakHeap:    r.peakHeap,
 	}
