@@ -257,6 +257,14 @@ func (c *Cluster) PinnedPresent(node, ref string) bool {
 	return n.host.imgfs.images[ref]
 }
 
+// DaemonRunning reports whether the node's daemon process runs now: not
+// while the host is down, rebooting or hung in a boot that never gets
+// Ready, nor while a crashed daemon has not started again.
+func (c *Cluster) DaemonRunning(node string) bool {
+	n := c.nodes[node]
+	return n != nil && !n.gone && n.host.daemonUp
+}
+
 // ImageFsUsage is a node's image filesystem: capacity, used, and what
 // pinned images hold.
 func (c *Cluster) ImageFsUsage(node string) (capacity, used, pinned int64) {

@@ -26,6 +26,9 @@ type PinnedSources struct {
 	TakeStageStarvations func() []cluster.StageStarvation
 	// PinnedPresent reports whether a pinned image is on a node.
 	PinnedPresent func(node, ref string) bool
+	// DaemonRunning reports whether a node's daemon process runs (nil:
+	// every daemon does).
+	DaemonRunning func(node string) bool
 }
 
 // pinnedState follows the PinnedImageSets and the BootcNodes' pinned sets
@@ -133,7 +136,11 @@ func (c *Checker) finishPinned(at time.Duration) {
 // pinnedExact checks that every BootcNode's spec carries its sets as the
 // PinnedImageSets say now, that the daemon reports exactly those sets and
 // images for the current generation, and that what it reports present is
-// on the host.
+// on the host. The report is checked only on a node whose daemon runs at
+// the end: the daemon is the only writer of BootcNode status (DESIGN.md
+// section 2), so a node whose host is down or hung in a boot that never
+// gets Ready (left Failed, DESIGN.md section 4) keeps the last report its
+// daemon wrote, and nothing may write a newer one.
 func (c *Checker) pinnedExact(ps *pinnedState, at time.Duration) {
 	var wrong, parts []string
 	for _, name := range sortedKeys(ps.nodes) {
@@ -150,29 +157,8 @@ func (c *Checker) pinnedExact(ps *pinnedState, at time.Duration) {
 				why = append(why, fmt.Sprintf("spec carries set %s generation %d, the set is at generation %d", e.Name, e.Generation, set.Generation))
 			}
 		}
-		reported := map[string]bool{}
-		for _, p := range bn.Status.Daemon.PinnedImages {
-			reported[p.Name] = true
-			e, ok := spec[p.Name]
-			if !ok {
-				why = append(why, fmt.Sprintf("reports set %s, which its spec does not carry", p.Name))
-				continue
-			}
-			var imgs []string
-			for _, im := range p.Images {
-				imgs = append(imgs, im.Image)
-				if im.State == v1alpha1.PinnedPresent && ps.src.PinnedPresent != nil && !ps.src.PinnedPresent(name, im.Image) {
-					why = append(why, fmt.Sprintf("reports %s of set %s present, the host does not have it", im.Image, p.Name))
-				}
-			}
-			if p.Generation != e.Generation || !slices.Equal(imgs, e.Images) {
-				why = append(why, fmt.Sprintf("reports set %s generation %d with %d images, the spec has generation %d with %d", p.Name, p.Generation, len(imgs), e.Generation, len(e.Images)))
-			}
-		}
-		for _, e := range bn.Spec.PinnedImageSets {
-			if !reported[e.Name] {
-				why = append(why, fmt.Sprintf("does not report set %s", e.Name))
-			}
+		if ps.src.DaemonRunning == nil || ps.src.DaemonRunning(name) {
+			why = append(why, reportWrong(ps, bn, spec)...)
 		}
 		if len(why) > 0 {
 			wrong = append(wrong, name)
@@ -183,6 +169,38 @@ func (c *Checker) pinnedExact(ps *pinnedState, at time.Duration) {
 		c.record(Violation{Invariant: string(scenario.InvPinnedSetsExact), At: at, Objects: nodeObjects(wrong),
 			Message: fmt.Sprintf("%d node(s) do not report exactly their current pinned sets at the end: %s", len(wrong), short(parts))})
 	}
+}
+
+// reportWrong says how a node's daemon report differs from the sets its
+// spec carries, and which images it reports present the host lacks.
+func reportWrong(ps *pinnedState, bn *v1alpha1.BootcNode, spec map[string]v1alpha1.NodePinnedImageSet) []string {
+	name := bn.Name
+	var why []string
+	reported := map[string]bool{}
+	for _, p := range bn.Status.Daemon.PinnedImages {
+		reported[p.Name] = true
+		e, ok := spec[p.Name]
+		if !ok {
+			why = append(why, fmt.Sprintf("reports set %s, which its spec does not carry", p.Name))
+			continue
+		}
+		var imgs []string
+		for _, im := range p.Images {
+			imgs = append(imgs, im.Image)
+			if im.State == v1alpha1.PinnedPresent && ps.src.PinnedPresent != nil && !ps.src.PinnedPresent(name, im.Image) {
+				why = append(why, fmt.Sprintf("reports %s of set %s present, the host does not have it", im.Image, p.Name))
+			}
+		}
+		if p.Generation != e.Generation || !slices.Equal(imgs, e.Images) {
+			why = append(why, fmt.Sprintf("reports set %s generation %d with %d images, the spec has generation %d with %d", p.Name, p.Generation, len(imgs), e.Generation, len(e.Images)))
+		}
+	}
+	for _, e := range bn.Spec.PinnedImageSets {
+		if !reported[e.Name] {
+			why = append(why, fmt.Sprintf("does not report set %s", e.Name))
+		}
+	}
+	return why
 }
 
 func digestStrings(in []v1alpha1.DigestReference) []string {

@@ -40,6 +40,41 @@ func TestPinnedSetsExact(t *testing.T) {
 	if vs := chk.Violations(); len(vs) != 1 || !strings.Contains(vs[0].Message, "the host does not have it") {
 		t.Fatalf("present but not on the host: violations %v", vs)
 	}
+
+	// A node whose daemon does not run at the end (a boot that never gets
+	// Ready) keeps its daemon's last report: only its spec is judged.
+	running := func(node string) bool { return node != "n-0" }
+	chk, _ = New(sc, Sources{}, t0)
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: set})
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: bn})
+	chk.SetPinnedSources(PinnedSources{DaemonRunning: running})
+	chk.Finish(Outcome{Converged: true})
+	if vs := chk.Violations(); len(vs) != 0 {
+		t.Fatalf("stale report of a node whose daemon does not run: violations %v", vs)
+	}
+	// ... but its spec still must carry the set's current generation,
+	chk, _ = New(sc, Sources{}, t0)
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: set})
+	stale := bn.DeepCopy()
+	stale.Spec.PinnedImageSets[0].Generation = 1
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: stale})
+	chk.SetPinnedSources(PinnedSources{DaemonRunning: running})
+	chk.Finish(Outcome{Converged: true})
+	if vs := chk.Violations(); len(vs) != 1 || !strings.Contains(vs[0].Message, "spec carries set s generation 1") {
+		t.Fatalf("stale spec of a node whose daemon does not run: violations %v", vs)
+	}
+	// ... and a node whose daemon runs is judged on its report.
+	chk, _ = New(sc, Sources{}, t0)
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: set})
+	other := bn.DeepCopy()
+	other.Name = "n-1"
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: bn})
+	chk.Observe(apiserver.Event{Type: apiserver.Added, Object: other})
+	chk.SetPinnedSources(PinnedSources{DaemonRunning: running})
+	chk.Finish(Outcome{Converged: true})
+	if vs := chk.Violations(); len(vs) != 1 || len(vs[0].Objects) != 1 || vs[0].Objects[0] != "Node/n-1" || !strings.Contains(vs[0].Message, "n-1: reports set s generation 1") {
+		t.Fatalf("stale report of a node whose daemon runs: violations %v", vs)
+	}
 }
 
 func TestOSStagingNotStarved(t *testing.T) {

@@ -1278,7 +1278,8 @@ type CountRange struct {
 // and cordons do not flap), converges (every pool ends up to date or
 // halted with a reason), os-staging-not-starved (no OS staging fails for
 // lack of space that pinned images hold), pinned-sets-exact (at the end
-// every node reports exactly the current images of its pinned sets),
+// every node whose daemon runs reports exactly the current images of its
+// pinned sets),
 // no-unprotected-reboot (a node reboots into another image only while
 // cordoned by bootroll, drained and holding a slot, or on the
 // os-not-ready fast path without workloads), halt-is-final (a pool halted

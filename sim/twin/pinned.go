@@ -76,6 +76,7 @@ func (r *runner) setupPinned() error {
 	r.chk.SetPinnedSources(invariant.PinnedSources{
 		TakeStageStarvations: r.cl.TakeStageStarvations,
 		PinnedPresent:        r.cl.PinnedPresent,
+		DaemonRunning:        r.cl.DaemonRunning,
 	})
 	for i := range r.sc.PinnedImageSets {
 		ps := r.sc.PinnedImageSets[i]
