@@ -59,7 +59,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String(), false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + "; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them) is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -453,6 +453,15 @@ func (c *Checker) Finish(out Outcome) {
 				// the world's doing, reported honestly.
 				continue
 			}
+			if doomed := c.expiryOutpacesUpdates(p); len(doomed) > 0 {
+				// No controller can update these nodes before Karpenter
+				// expires them, and their replacements come from the
+				// NodeClass: the world's doing, recorded as an exception.
+				ks := c.kstate()
+				ks.exceptions = append(ks.exceptions, Violation{Invariant: ExceptionExpiryOutpacesUpdates, At: at, Objects: append([]string{"BootcNodePool/" + p.Name}, nodeObjects(doomed)...),
+					Message: fmt.Sprintf("pool %s cannot converge: its nodes not on the target (%s) are Karpenter nodes whose NodeClaims expire (expireAfter) no later than the shortest reboot (host.reboot, %s), so none can finish an update before Karpenter deletes it; %s", p.Name, short(doomed), c.minReboot(), poolState(p))})
+				continue
+			}
 			objs = append(objs, "BootcNodePool/"+p.Name)
 			parts = append(parts, poolState(p))
 		}
@@ -492,6 +501,58 @@ func (c *Checker) budgetsBlock() bool {
 		}
 	}
 	return false
+}
+
+// ExceptionExpiryOutpacesUpdates names the documented exception of
+// converges: a pool whose members not on the target are all Karpenter
+// nodes that expire before any update of theirs could end (see
+// expiryOutpacesUpdates). Exceptions are recorded, not violations.
+const ExceptionExpiryOutpacesUpdates = "expiry-outpaces-updates"
+
+// expiryOutpacesUpdates returns the members of pool p not on its target
+// when every one of them is a node no controller can update: its
+// NodeClaim's expireAfter is no longer than the shortest reboot the
+// scenario's host.reboot allows. An update reboots the node, and the
+// reboot is requested after the node joined, so after its NodeClaim was
+// created; Karpenter deletes the NodeClaim expireAfter after its creation
+// (reference/karpenter.md, Expiry), before the reboot ends. Halting
+// would be wrong too (DESIGN.md section 4 halts on failed nodes, and none
+// failed). It returns nil when any member not on the target could be
+// updated, when every member is on it, or when the pool's status is not
+// of its current generation.
+func (c *Checker) expiryOutpacesUpdates(p *Pool) []string {
+	reboot := c.minReboot()
+	if reboot <= 0 || p.TargetImage == "" || p.ObservedGeneration != p.Generation || c.src.Booted == nil {
+		return nil
+	}
+	target := digestOf(p.TargetImage)
+	var doomed []string
+	for _, name := range c.world.Members(p.Name) {
+		if digestOf(c.src.Booted(name)) == target {
+			continue
+		}
+		life, ok := c.world.ClaimLife(c.world.Node(name))
+		if !ok || life > reboot {
+			return nil
+		}
+		doomed = append(doomed, name)
+	}
+	return doomed
+}
+
+// minReboot is the shortest time from a reboot request until the node is
+// Ready that the scenario's host.reboot allows (0 when unbounded below).
+func (c *Checker) minReboot() time.Duration {
+	d := c.sc.Host.Reboot
+	switch d.Dist {
+	case scenario.DistFixed:
+		return d.Value
+	case scenario.DistUniform:
+		return d.Min
+	case scenario.DistNormal, scenario.DistLognormal:
+		return d.Min
+	}
+	return 0
 }
 
 func poolState(p *Pool) string {

@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -777,5 +778,82 @@ func readyCond(ready bool) func(*corev1.Node) {
 			st = corev1.ConditionTrue
 		}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+	}
+}
+
+// converges excuses a pool that cannot finish only because Karpenter
+// expires its nodes before any update of theirs could end: every member
+// not on the target is a Karpenter node whose NodeClaim's expireAfter is
+// no longer than the shortest reboot. It is recorded as an exception. A
+// node that could be updated (a longer expireAfter, a reboot that may be
+// shorter, no NodeClaim, one that never expires) keeps the violation
+// (found by the explorer: expiry-during-update.converges.seed2035, the
+// static nodes removed and every replacement expiring after 2m while a
+// reboot takes 2m).
+func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
+	fixed := func(d time.Duration) scenario.Distribution {
+		return scenario.Distribution{Dist: scenario.DistFixed, Value: d}
+	}
+	for _, tc := range []struct {
+		name       string
+		reboot     scenario.Distribution
+		life       map[string]string // node -> its NodeClaim's spec.expireAfter ("-": no NodeClaim, "": unset)
+		onTarget   []string
+		staleGen   bool
+		want, excs int
+	}{
+		{"every node expires before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "90s"}, nil, false, 0, 1},
+		{"the nodes not on the target expire before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, []string{"b"}, false, 0, 1},
+		{"a node lives longer than a reboot", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "3m"}, nil, false, 1, 0},
+		{"a reboot may be shorter than the node's life", scenario.Distribution{Dist: scenario.DistUniform, Min: time.Minute, Max: 3 * time.Minute}, map[string]string{"a": "2m", "b": "2m"}, nil, false, 1, 0},
+		{"a static node not on the target", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, nil, false, 1, 0},
+		{"a NodeClaim that never expires", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "Never"}, nil, false, 1, 0},
+		{"a NodeClaim with the default expireAfter", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": ""}, nil, false, 1, 0},
+		{"the status is of an older generation", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "2m"}, nil, true, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &scenario.Scenario{Name: "test", Host: scenario.Host{Reboot: tc.reboot}, Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
+			f := newFixture(t, sc, intstr.FromInt32(1), "a", "b")
+			for _, name := range []string{"a", "b"} {
+				f.booted[name] = imgA
+				if slices.Contains(tc.onTarget, name) {
+					f.booted[name] = imgB
+				}
+				life := tc.life[name]
+				if life == "-" {
+					continue
+				}
+				spec := map[string]any{}
+				if life != "" {
+					spec["expireAfter"] = life
+				}
+				claim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+					"metadata": map[string]any{"name": "claim-" + name}, "spec": spec, "status": map[string]any{"nodeName": name}}}
+				f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: claim})
+				f.node(name, func(n *corev1.Node) {
+					n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-" + name}}
+				})
+			}
+			f.setPool(func(p *v1alpha1.BootcNodePool) {
+				p.Status.ObservedGeneration = p.Generation
+				if tc.staleGen {
+					p.Status.ObservedGeneration = p.Generation - 1
+				}
+				p.Status.TargetImage = imgB
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Status.ObservedGeneration}}
+			})
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+			var excs int
+			for _, e := range f.c.Exceptions() {
+				if e.Invariant == ExceptionExpiryOutpacesUpdates {
+					excs++
+				}
+			}
+			if excs != tc.excs {
+				t.Errorf("%d %s exception(s), want %d: %v", excs, ExceptionExpiryOutpacesUpdates, tc.excs, f.c.Exceptions())
+			}
+		})
 	}
 }

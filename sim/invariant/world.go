@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/apiserver"
 )
 
@@ -52,6 +53,9 @@ type World struct {
 	pods map[string]podInfo
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
+	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
+	// when unset), by name; a claim that never expires has no entry.
+	claimLife map[string]time.Duration
 	// pdbs are the PodDisruptionBudgets' selectors, sorted by
 	// namespace/name.
 	pdbs []pdbSelector
@@ -250,7 +254,7 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}}
 }
 
 // Observe applies one watch event.
@@ -334,8 +338,14 @@ func mustLeave(p *corev1.Pod) bool {
 func (w *World) observeClaim(t apiserver.EventType, o *unstructured.Unstructured) {
 	if t == apiserver.Deleted {
 		delete(w.claims, o.GetName())
+		delete(w.claimLife, o.GetName())
 	} else {
 		w.claims[o.GetName()] = ownedOf(o.GetAnnotations())
+		if d, ok := claimLife(o); ok {
+			w.claimLife[o.GetName()] = d
+		} else {
+			delete(w.claimLife, o.GetName())
+		}
 	}
 	// The claim's node names it in its ownerReferences; a claim knows its
 	// node from status.nodeName.
@@ -344,6 +354,31 @@ func (w *World) observeClaim(t apiserver.EventType, o *unstructured.Unstructured
 			w.nodeHook(n, nil)
 		}
 	}
+}
+
+// claimLife returns how long after its creation Karpenter expires the
+// NodeClaim (spec.expireAfter, Karpenter's default when unset), and false
+// when it never does ("Never") or the value does not parse.
+func claimLife(o *unstructured.Unstructured) (time.Duration, bool) {
+	s, found, _ := unstructured.NestedString(o.Object, "spec", "expireAfter")
+	if !found || s == "" {
+		return fakekarpenter.DefaultExpireAfter, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// ClaimLife returns the expireAfter of the node's NodeClaim, and whether
+// the node has a NodeClaim that expires.
+func (w *World) ClaimLife(n *Node) (time.Duration, bool) {
+	if n.Claim == "" {
+		return 0, false
+	}
+	d, ok := w.claimLife[n.Claim]
+	return d, ok
 }
 
 // ClaimOwned returns the bootroll-owned annotations of the node's
