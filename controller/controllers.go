@@ -327,6 +327,7 @@ func BootcNodeToPool(o client.Object) []reconcile.Request {
 // pool's decisions or status: its phase, images, slot-relevant record.
 func BootcNodeChangeMatters(old, cur *v1alpha1.BootcNode) bool {
 	if old.Status.Phase != cur.Status.Phase || old.Spec.DesiredImage != cur.Spec.DesiredImage ||
+		old.Status.Daemon.Phase != cur.Status.Daemon.Phase ||
 		old.Status.Rollout.Cordoned != cur.Status.Rollout.Cordoned ||
 		old.Status.Rollout.TargetImage != cur.Status.Rollout.TargetImage {
 		return true

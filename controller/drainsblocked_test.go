@@ -25,7 +25,7 @@ func TestDrainsBlockedIsReported(t *testing.T) {
 	}
 	rows := []poolRow{
 		row("a", v1alpha1.PhaseDraining, "DrainBlocked", "eviction refused by a PodDisruptionBudget: default/web-1"),
-		row("b", v1alpha1.PhaseStaged, "DrainTimeout", "drain did not finish in 10m0s"),
+		row("b", v1alpha1.PhasePending, "DrainTimeout", "drain did not finish in 10m0s"),
 		row("c", v1alpha1.PhaseDraining, "SlotGranted", "reboot slot 1/2"),
 		row("d", v1alpha1.PhaseStaged, "", ""),
 	}
@@ -65,10 +65,13 @@ func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
 func TestSlotGrantedToALeavingNode(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-	bn.Status.Phase = v1alpha1.PhaseStaged
-	bn.Status.Rollout.TargetImage = "img"
+	img := "repo@sha256:" + zeros(64)
+	bn.Spec.DesiredImage = img
+	bn.Status.Staged = &v1alpha1.HostImage{Digest: "sha256:" + zeros(64)} // staged, as the pool reads the report
+	bn.Status.Rollout.TargetImage = img
+	bn.Status.Rollout.PhaseSince = &metav1.Time{Time: now.Add(-time.Hour)}
 	slot := func(node string, ago time.Duration) []v1alpha1.Slot {
-		return []v1alpha1.Slot{{Node: node, Image: "img", Since: metav1.NewTime(now.Add(-ago))}}
+		return []v1alpha1.Slot{{Node: node, Image: img, Since: metav1.NewTime(now.Add(-ago))}}
 	}
 	for _, c := range []struct {
 		name  string
@@ -82,6 +85,13 @@ func TestSlotGrantedToALeavingNode(t *testing.T) {
 		if got := slotGranted(c.slots, bn, now); got != c.want {
 			t.Errorf("%s: slotGranted = %v, want %v", c.name, got, c.want)
 		}
+	}
+	// A record that entered its slot and left it again (its phase moved
+	// after the grant) was told: the slot is not kept for it.
+	left := bn.DeepCopy()
+	left.Status.Rollout.PhaseSince = &metav1.Time{Time: now.Add(-5 * time.Second)}
+	if slotGranted(slot("a", 10*time.Second), left, now) {
+		t.Error("a record whose phase moved after the grant: slotGranted = true, want false")
 	}
 }
 

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +90,12 @@ func TestPoolDeletionCleansUp(t *testing.T) {
 
 			if tc.to.SkipCleanupOnDelete {
 				n := h.node(karp)
-				g.Expect(n.Spec.Unschedulable).To(BeTrue(), "without cleanup the node stays cordoned")
+				var writers []string
+				for _, mf := range n.ManagedFields {
+					writers = append(writers, fmt.Sprintf("%s %s %s %s", mf.Manager, mf.Operation, mf.Time, mf.FieldsV1))
+				}
+				g.Expect(n.Spec.Unschedulable).To(BeTrue(), "without cleanup the node stays cordoned; annotations %v; events of its record %v; field managers:\n%s",
+					n.Annotations, h.events.of(karp), strings.Join(writers, "\n"))
 				g.Expect(n.Annotations).To(HaveKey(v1alpha1.AnnotationSlot))
 				// A new pool, with an honest controller, clears what the
 				// old one left: the marker and the cordon it stands for.

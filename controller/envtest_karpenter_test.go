@@ -128,7 +128,8 @@ func TestKarpenter(t *testing.T) {
 	// The deferred and the disrupted node never got a slot.
 	g.Consistently(func() []v1alpha1.NodePhase {
 		bns := h.bootcNodes()
-		return []v1alpha1.NodePhase{bns["kp-missing"].Status.Phase, bns["kp-disrupted"].Status.Phase}
+		m, d := bns["kp-missing"], bns["kp-disrupted"]
+		return []v1alpha1.NodePhase{controller.ObservedPhase(&m), controller.ObservedPhase(&d)}
 	}, 2*time.Second, 100*time.Millisecond).Should(HaveEach(v1alpha1.PhaseStaged))
 	g.Expect(h.node("kp-missing").Spec.Unschedulable).To(BeFalse())
 

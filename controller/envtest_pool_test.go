@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller"
 )
 
 func (h *harness) getPool(name string) v1alpha1.BootcNodePool {
@@ -183,7 +184,7 @@ func TestMaintenanceWindowWithInjectedClock(t *testing.T) {
 		clk.Step(time.Second)
 		n := 0
 		for _, bn := range h.bootcNodes() {
-			if bn.Status.Phase == v1alpha1.PhaseStaged {
+			if controller.ObservedPhase(&bn) == v1alpha1.PhaseStaged {
 				n++
 			}
 		}

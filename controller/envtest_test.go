@@ -632,7 +632,8 @@ func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
 	// Then the drain times out: the slot is released and the node uncordoned.
 	g.Eventually(func() string { bn := h.bootcNodes()["pdb-0"]; return bn.Status.Rollout.Reason }, 20*time.Second, 100*time.Millisecond).Should(Equal("DrainTimeout"))
 	bn := h.bootcNodes()["pdb-0"]
-	g.Expect(bn.Status.Phase).To(Equal(v1alpha1.PhaseStaged))
+	g.Expect(bn.Status.Phase).To(Equal(v1alpha1.PhasePending), "back to waiting for a slot")
+	g.Expect(controller.ObservedPhase(&bn)).To(Equal(v1alpha1.PhaseStaged), "still staged")
 	g.Expect(bn.Status.Rollout.Message).To(ContainSubstring("default/pdb-0-db-0"))
 	g.Expect(bn.Status.Rollout.RetryAfter).NotTo(BeNil())
 	// The slot ends on the record first; the Node is given back next.

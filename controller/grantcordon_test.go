@@ -21,8 +21,11 @@ import (
 // drifted a node between its grant and the node reconciler's cordon): the
 // grant records the cordon and the annotations bootroll adds, and writes
 // cordon, slot marker and annotations on the Node and NodeClaim at once. An
-// annotation someone else set is not claimed; a node no NodeClaim owns, or
-// a pool with protect false, gets no annotations from the grant.
+// annotation someone else set is not claimed; a pool with protect false
+// gets no annotations from the grant. A node no NodeClaim owns is cordoned
+// on its grant too (since issue 12's write count: the grant records the
+// cordon with the slot phase in one write), with the Node's annotations as
+// the drain would add them.
 func TestGrantCordonsKarpenterNode(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -39,7 +42,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true"}, true,
 			[]string{v1alpha1.KarpenterDoNotRepair}, protectAnnotations},
 		{"managed, protect false", true, ptr.To(false), nil, true, nil, nil},
-		{"not managed by Karpenter", false, nil, nil, false, nil, nil},
+		{"not managed by Karpenter: cordoned and annotated too, no NodeClaim", false, nil, nil, true, protectAnnotations, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -296,7 +296,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-// grantCordon is what the pool reconciler writes on a Karpenter-managed
+// grantCordon is what the pool reconciler writes on a
 // node it grants a slot to: the cordon and slot marker, and the protection
 // annotations bootroll adds to the Node and to its NodeClaim.
 type grantCordon struct {
@@ -309,13 +309,9 @@ type grantCordon struct {
 
 // planGrantCordon records on b (the BootcNode about to be told of its slot)
 // the cordon of node n and the protection annotations bootroll adds, as
-// drain does, and returns what to write once b is written. Nodes that
-// Karpenter does not manage are cordoned by the node reconciler's drain.
+// drain does, and returns what to write once b is written.
 func (r *PoolReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
 	ro := &b.Status.Rollout
-	if nodeClaimName(n) == "" {
-		return grantCordon{}, nil
-	}
 	// The state to give back is read from the API server, not the cache
 	// (which may not show an admin's cordon yet); the cordon patch is
 	// locked on this read.

@@ -217,6 +217,10 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		if err := r.setPhase(ctx, s, phase, reason, msg); err != nil {
 			return reconcile.Result{}, err
 		}
+	} else if err := r.patchStatus(ctx, s); err != nil {
+		// A retarget outside a slot (nothing else to write): patchStatus
+		// writes only what differs from the record read.
+		return reconcile.Result{}, err
 	}
 	return res, nil
 }
@@ -308,7 +312,11 @@ func protectionPending(ro *v1alpha1.RolloutStatus) bool {
 	return ro.ProtectUntil != nil || len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0
 }
 
-// stagingPhase derives the phase of a node outside a slot from the daemon's report.
+// stagingPhase is the phase the controller stores for a node outside a
+// slot: Pending (waiting for its turn: staging or staged, which are
+// derived from the daemon's report, see ObservedPhase, and never stored),
+// Updated when it runs its desired image, or Degraded while its staging
+// fails.
 func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 	target := DigestOf(bn.Spec.DesiredImage)
 	d := bn.Status.Daemon
@@ -317,17 +325,36 @@ func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 		return v1alpha1.PhasePending, "", ""
 	case digestOfHost(bn.Status.Booted) == target:
 		return v1alpha1.PhaseUpdated, "", ""
-	case digestOfHost(bn.Status.Staged) == target:
-		return v1alpha1.PhaseStaged, "", ""
-	case d.Phase == v1alpha1.DaemonError && d.StageAttempts > 0:
+	case digestOfHost(bn.Status.Staged) != target && d.Phase == v1alpha1.DaemonError && d.StageAttempts > 0:
 		return v1alpha1.PhaseDegraded, "StageFailed", fmt.Sprintf("staging failed %d time(s), retrying with backoff: %s", d.StageAttempts, d.LastError)
-	case d.Phase == v1alpha1.DaemonStaging:
-		return v1alpha1.PhaseStaging, "", ""
-	case bn.Status.Rollout.Reason == "DrainTimeout" && bn.Status.Phase == v1alpha1.PhaseStaged:
-		return v1alpha1.PhaseStaging, "", ""
 	default:
 		return v1alpha1.PhasePending, "", ""
 	}
+}
+
+// ObservedPhase is a record's phase as people and the pool read it: the
+// stored phase, except that a node waiting for its turn (stored Pending)
+// is Staging while its daemon stages the desired image and Staged once the
+// image is staged. Those two are a pure function of the daemon's report,
+// so they are derived here and never written back (DESIGN.md section 2:
+// what can be derived is derived); records written by an older bootroll
+// that stored them read the same way.
+func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
+	switch bn.Status.Phase {
+	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
+	default:
+		return bn.Status.Phase
+	}
+	target := DigestOf(bn.Spec.DesiredImage)
+	switch {
+	case target == "" || digestOfHost(bn.Status.Booted) == target:
+		return v1alpha1.PhasePending
+	case digestOfHost(bn.Status.Staged) == target:
+		return v1alpha1.PhaseStaged
+	case bn.Status.Daemon.Phase == v1alpha1.DaemonStaging:
+		return v1alpha1.PhaseStaging
+	}
+	return v1alpha1.PhasePending
 }
 
 // retarget moves the record to a new desired image. A drain in progress is
@@ -363,11 +390,19 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; draining again before booting "+target
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
 		s.bn.Status.Phase = v1alpha1.PhasePending
+		ro.PhaseSince = &metav1.Time{Time: s.now}
 		ro.Reason, ro.Message = "Retargeted", fmt.Sprintf("retargeted to %s after %s failed", target, ro.FailedImage)
 	}
+	inSlot := holdsSlot(s.bn.Status.Phase)
 	ro.TargetImage = target
 	ro.Failures = 0
 	ro.RetryAfter = nil
+	if !inSlot {
+		// Outside a slot nothing waits on it: it goes with the step's
+		// own write (its phase), one write where there were two. The
+		// pool grants a slot only once the record names the target.
+		return nil
+	}
 	return r.patchStatus(ctx, s)
 }
 
@@ -470,7 +505,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
 		}
 		r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
-		return reconcile.Result{RequeueAfter: Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhaseStaged, "DrainTimeout", msg, false)
+		return reconcile.Result{RequeueAfter: Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
 	}
 	if len(res.Blocked) > 0 && ro.Reason != "DrainBlocked" {
 		ro.Reason, ro.Message = "DrainBlocked", "eviction refused by a PodDisruptionBudget: "+blockedMessage(res.Blocked)
@@ -767,7 +802,7 @@ func (r *NodeReconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.
 	ro.RetryAfter = &metav1.Time{Time: s.now.Add(BackoffBase)}
 	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", p.Status.Halt.Image)
 	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
-	return true, r.finish(ctx, s, v1alpha1.PhaseStaged, "Halted", msg, false)
+	return true, r.finish(ctx, s, v1alpha1.PhasePending, "Halted", msg, false)
 }
 
 // leftPool reads the pool and the Node from the API server and reports
@@ -1162,12 +1197,12 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 		}
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	phase, reason, msg := stagingPhase(bn)
-	if phase != v1alpha1.PhaseStaged {
-		if phase != bn.Status.Phase || reason != ro.Reason {
-			return reconcile.Result{}, r.setPhase(ctx, s, phase, reason, msg)
+	if phase := ObservedPhase(bn); phase != v1alpha1.PhaseStaged {
+		stored, reason, msg := stagingPhase(bn)
+		if stored != bn.Status.Phase || reason != ro.Reason {
+			return reconcile.Result{}, r.setPhase(ctx, s, stored, reason, msg)
 		}
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.patchStatus(ctx, s) // a retarget, if any
 	}
 	// A halted target is not booted here either (verify checks the pool
 	// afresh before the boot order; this spares a halted node the loop).

@@ -404,22 +404,33 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		bn := row.bn
 		b := bn.DeepCopy()
-		// A Karpenter-managed node is cordoned and protected from the
-		// grant on, not from the node reconciler's first pass some time
-		// later (DESIGN §3/§5): what bootroll adds is recorded first (so a
-		// crash cannot forget it), still Staged; then the cordon, slot
-		// marker and Karpenter annotations go on the Node in one patch,
-		// and the annotations on its NodeClaim; only then does the record
-		// enter the slot (Draining). Karpenter never finds a record in its
-		// slot on an unprotected Node, whatever write fails or crashes
-		// part way (a grant left Staged and cordoned is taken up again by
-		// the next pass, which puts back what the Node misses).
+		// A node is cordoned and protected from the grant on, not from the
+		// node reconciler's first pass some time later (DESIGN §3/§5).
+		// The state to give back is read from the API server and recorded
+		// before the Node is written, so a crash cannot forget it.
+		//   - A Karpenter-managed node: what bootroll adds is recorded
+		//     first, still waiting (Pending, staged); then the cordon, slot
+		//     marker and Karpenter annotations go on the Node in one patch,
+		//     and the annotations on its NodeClaim; only then does the
+		//     record enter the slot (Draining). Karpenter never finds a
+		//     record in its slot on an unprotected Node, whatever write
+		//     fails or crashes part way (a grant left waiting and cordoned
+		//     is taken up again by the next pass, which puts back what the
+		//     Node misses).
+		//   - Any other node: nothing reaps it, so the record enters the
+		//     slot in the same write that records the cordon, and the Node
+		//     is cordoned after it: two writes where there were three. A
+		//     Node patch that fails is redone by the node reconciler's
+		//     drain, which cordons before it evicts.
 		var grant grantCordon
-		if row.node != nil && nodeClaimName(row.node) != "" {
-			// The Node is written on this grant: only for the record as
-			// the API server has it. A cache that lags may still show a
-			// grant the node has long finished, and cordoning it again
-			// would leave the cordon and protection behind.
+		karpenter := row.node != nil && nodeClaimName(row.node) != ""
+		if karpenter {
+			// The Node is written on this grant before the record: only
+			// for the record as the API server has it. A cache that lags
+			// may still show a grant the node has long finished, and
+			// cordoning it again would leave the cordon and protection
+			// behind. (Elsewhere the record write, locked on the cached
+			// version, comes first and fails on a stale cache.)
 			if err := recordCurrent(ctx, r.reader, bn); err != nil {
 				if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 					return reconcile.Result{}, fmt.Errorf("before the slot grant: %w", err)
@@ -438,7 +449,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				return reconcile.Result{}, err
 			}
 		}
-		if grant.node != nil {
+		if grant.node != nil && karpenter {
 			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
 				if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
 					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -452,7 +463,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				return reconcile.Result{}, fmt.Errorf("cordon node %s on its slot grant: %w", s.Node, err)
 			}
 			bn, b = b, b.DeepCopy()
-		} else {
+		} else if grant.node == nil {
 			b.Status.Rollout.DrainStartedAt = nil
 		}
 		b.Status.Phase = v1alpha1.PhaseDraining
@@ -464,6 +475,13 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				continue
 			}
 			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
+		}
+		if grant.node != nil && !karpenter {
+			if err := grant.apply(ctx, r.client); err != nil {
+				// The record is in its slot and says cordoned: the node
+				// reconciler's drain cordons before it evicts.
+				log.Info("cordon on the slot grant failed; the drain cordons", "node", s.Node, "error", err.Error())
+			}
 		}
 		if grant.node != nil {
 			r.event(b, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", s.Image)
@@ -818,7 +836,7 @@ func drainsBlocked(rows []poolRow) []string {
 		ro := &row.bn.Status.Rollout
 		switch {
 		case row.phase == v1alpha1.PhaseDraining && ro.Reason == "DrainBlocked",
-			row.phase == v1alpha1.PhaseStaged && ro.Reason == "DrainTimeout":
+			row.bn.Status.Phase == v1alpha1.PhasePending && ro.Reason == "DrainTimeout":
 			out = append(out, row.name+" ("+ro.Message+")")
 		}
 	}
@@ -937,11 +955,24 @@ func slotGranted(slots []v1alpha1.Slot, bn *v1alpha1.BootcNode, now time.Time) b
 }
 
 // grantPending reports whether a node was given slot s and has not yet
-// been told (it is still Staged for the slot's image, and no drain of it
-// timed out since the grant).
+// been told: it is still waiting, staged for the slot's image, and its
+// phase has not moved since the grant (a record that entered the slot and
+// left it again, its Node gone or relabelled, moved; so did one whose
+// drain timed out). It reads only what the grant itself was decided on
+// (the record's target, phase and the daemon's staged image), never the
+// spec: the pool may have written the spec in the same pass, and its
+// cache may not show that write yet. Times are kept to the second: a
+// phase that moved in the second of the grant reads as not moved, which
+// keeps the slot (for at most grantSettle) rather than hand it out twice.
 func grantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
+	switch bn.Status.Phase {
+	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
+	default:
+		return false
+	}
 	ro := &bn.Status.Rollout
-	return bn.Status.Phase == v1alpha1.PhaseStaged && ro.TargetImage == s.Image &&
+	return ro.TargetImage == s.Image && digestOfHost(bn.Status.Staged) == DigestOf(s.Image) &&
+		(ro.PhaseSince == nil || !ro.PhaseSince.After(s.Since.Time)) &&
 		(ro.RetryAfter == nil || !ro.RetryAfter.After(s.Since.Time))
 }
 
@@ -988,11 +1019,7 @@ func (row *poolRow) setBN(bn *v1alpha1.BootcNode, intern func(string) string) {
 		*f = rowFacts{phaseIdx: -1, osNotReady: f.osNotReady}
 		return
 	}
-	f.phase = bn.Status.Phase
-	if f.phase == "" {
-		f.phase = v1alpha1.PhasePending
-	}
-	f.phase = v1alpha1.NodePhase(intern(string(f.phase)))
+	f.phase = v1alpha1.NodePhase(intern(string(ObservedPhase(bn))))
 	f.phaseIdx = -1
 	if i, ok := v1alpha1.PhaseIndex(f.phase); ok {
 		f.phaseIdx = int8(i)

@@ -144,23 +144,34 @@ func TestStagingPhase(t *testing.T) {
 	target := "registry.example/os@sha256:" + "b" + zeros(63)
 	old := "sha256:a" + zeros(63)
 	img := func(d string) *v1alpha1.HostImage { return &v1alpha1.HostImage{Digest: d} }
+	// stored is what the node reconciler writes; observed is what the pool
+	// and people read (ObservedPhase): staging and staged are derived from
+	// the daemon's report, never written.
 	tests := []struct {
 		name       string
 		bn         v1alpha1.BootcNode
-		want       v1alpha1.NodePhase
+		stored     v1alpha1.NodePhase
 		wantReason string
+		observed   v1alpha1.NodePhase
 	}{
-		{"no target", v1alpha1.BootcNode{}, v1alpha1.PhasePending, ""},
-		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(DigestOf(target))}}, v1alpha1.PhaseUpdated, ""},
-		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhaseStaged, ""},
-		{"staging", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhaseStaging, ""},
-		{"stage failed is Degraded, not Failed", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, StageAttempts: 2, LastError: "manifest unknown"}}}, v1alpha1.PhaseDegraded, "StageFailed"},
+		{"no target", v1alpha1.BootcNode{}, v1alpha1.PhasePending, "", v1alpha1.PhasePending},
+		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(DigestOf(target))}}, v1alpha1.PhaseUpdated, "", v1alpha1.PhasePending},
+		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaged},
+		{"staging", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaging},
+		{"stage failed is Degraded, not Failed", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, StageAttempts: 2, LastError: "manifest unknown"}}}, v1alpha1.PhaseDegraded, "StageFailed", v1alpha1.PhasePending},
+		{"a stored Staged of an older bootroll reads from the report", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Phase: v1alpha1.PhaseStaged, Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaging},
+		{"a slot phase is as stored", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Phase: v1alpha1.PhaseDraining, Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseDraining},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, reason, _ := stagingPhase(&tt.bn)
-			if got != tt.want || reason != tt.wantReason {
-				t.Errorf("got (%s, %s), want (%s, %s)", got, reason, tt.want, tt.wantReason)
+			if got != tt.stored || reason != tt.wantReason {
+				t.Errorf("stored (%s, %s), want (%s, %s)", got, reason, tt.stored, tt.wantReason)
+			}
+			if o := tt.bn; o.Status.Phase == "" || o.Status.Phase == v1alpha1.PhasePending || o.Status.Phase == v1alpha1.PhaseStaged || o.Status.Phase == v1alpha1.PhaseDraining {
+				if got := ObservedPhase(&o); got != tt.observed {
+					t.Errorf("observed %s, want %s", got, tt.observed)
+				}
 			}
 		})
 	}

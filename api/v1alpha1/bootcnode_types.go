@@ -310,7 +310,11 @@ type BootcNodeStatus struct {
 	// +optional
 	Daemon DaemonStatus `json:"daemon,omitempty"`
 
-	// Phase is the controller's view of the node's update.
+	// Phase is the controller's record of the node's update. A node waiting
+	// for its turn is Pending: whether it is staging or staged is the
+	// daemon's report (status.daemon.phase, status.staged), which the pool
+	// reads as the Staging and Staged phases of its summary; bootroll does
+	// not store those two here (older versions did, and they read the same).
 	// +optional
 	Phase NodePhase `json:"phase,omitempty"`
 	// Rollout is the controller's record.
@@ -323,6 +327,7 @@ type BootcNodeStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=bn
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Daemon",type=string,JSONPath=`.status.daemon.phase`
 // +kubebuilder:printcolumn:name="Booted",type=string,JSONPath=`.status.booted.digest`
 // +kubebuilder:printcolumn:name="Desired",type=string,JSONPath=`.spec.desiredImage`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.rollout.reason`

@@ -715,10 +715,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		w.forget(n)
 		return
 	}
-	to := o.Status.Phase
-	if to == "" {
-		to = v1alpha1.PhasePending
-	}
+	to := displayPhase(o)
 	n.HasBootcNode = true
 	n.BootcPool = o.Spec.Pool
 	n.DesiredImage = o.Spec.DesiredImage
@@ -1049,4 +1046,28 @@ func (w *World) podRemoval(ev apiserver.Event) (node string, workload, ok bool) 
 		return info.node, info.workload, true
 	}
 	return "", false, false
+}
+
+// displayPhase is a BootcNode's phase as the timeline shows it: the stored
+// phase, except that a node waiting for its turn (Pending, or nothing
+// stored yet) shows Staging while its daemon reports staging its desired
+// image and Staged once it reports that image staged. bootroll derives
+// those two from the daemon's report and does not store them; this is the
+// world's own reading of the report (it calls no controller code), used
+// for the report's phase counts only: no invariant judges by it.
+func displayPhase(o *v1alpha1.BootcNode) v1alpha1.NodePhase {
+	switch o.Status.Phase {
+	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
+	default:
+		return o.Status.Phase
+	}
+	want := digestOf(o.Spec.DesiredImage)
+	switch {
+	case want == "" || (o.Status.Booted != nil && o.Status.Booted.Digest == want):
+	case o.Status.Staged != nil && o.Status.Staged.Digest == want:
+		return v1alpha1.PhaseStaged
+	case o.Status.Daemon.Phase == v1alpha1.DaemonStaging:
+		return v1alpha1.PhaseStaging
+	}
+	return v1alpha1.PhasePending
 }
