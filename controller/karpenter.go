@@ -240,7 +240,19 @@ func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 		return nil
 	}
 	// Record first: a crash after the patch must not forget what we added.
-	ro.AddedNodeClaimAnnotations = mergeKeys(ro.AddedNodeClaimAnnotations, added)
+	// When the record already lists them (the claim lost them, or this
+	// reconcile reads a stale record of a slot that has ended since),
+	// nothing is written, so nothing is locked: check that the record is
+	// the current one before the claim is annotated, or a slot given back
+	// meanwhile would leave the annotations behind for good (envtest
+	// TestPoolDeletionCleansUp, now and then under load).
+	merged := mergeKeys(ro.AddedNodeClaimAnnotations, added)
+	if slices.Equal(merged, ro.AddedNodeClaimAnnotations) {
+		if err := r.current(ctx, s); err != nil {
+			return fmt.Errorf("before protecting NodeClaim %s: %w", cl.Claim.GetName(), err)
+		}
+	}
+	ro.AddedNodeClaimAnnotations = merged
 	if err := r.patchStatus(ctx, s); err != nil {
 		return err
 	}

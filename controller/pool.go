@@ -448,6 +448,22 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				}
 				return reconcile.Result{}, err
 			}
+			// The slot was chosen on the cached Node; the Node the grant
+			// writes is read afresh, and must still be one a slot may go
+			// to: a cache that lags does not show that Karpenter has
+			// started to delete or disrupt it (karpenter-defaults seed30:
+			// the grant cordoned a node Karpenter was draining, and its
+			// evictions counted as a reap of a node in its slot).
+			downOnFailed := row.failed != "" && row.booted == DigestOf(row.failed)
+			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if why != "" {
+				log.V(1).Info("slot not granted after all", "node", s.Node, "reason", why)
+				wake(time.Second)
+				continue
+			}
 		}
 		if grant.node != nil && karpenter {
 			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
