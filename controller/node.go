@@ -69,6 +69,15 @@ func (s *nodeStep) phaseRecorded() {
 	}
 }
 
+// ConflictRetry is how soon a node reconcile that lost a write to a
+// conflict (it acted on a stale cache) runs again. A fixed short wait, not
+// the workqueue's per-item exponential backoff: a burst of conflicts (API
+// faults, a lagging cache) grew that backoff to minutes, and a node whose
+// slot had ended was given back that much late, its post-update
+// protection outliving its deadline (post-update-emptiness-reaping
+// seed1001). Every retry re-reads; the cache has caught up by then.
+const ConflictRetry = time.Second
+
 // Reconcile advances one BootcNode.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var bn v1alpha1.BootcNode
@@ -78,7 +87,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if bn.DeletionTimestamp != nil {
 		res, err := r.finalize(ctx, &bn)
 		if apierrors.IsConflict(err) {
-			return reconcile.Result{Requeue: true}, nil
+			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
 		return res, err
 	}
@@ -89,7 +98,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		controllerutil.AddFinalizer(&bn, v1alpha1.Finalizer)
 		if err := r.client.Patch(ctx, &bn, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
+				return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 			}
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
@@ -114,9 +123,20 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	res, err := r.step(ctx, s)
 	if err != nil {
 		if apierrors.IsConflict(err) {
-			return reconcile.Result{Requeue: true}, nil
+			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
 		return reconcile.Result{}, err
+	}
+	if until := s.bn.Status.Rollout.ProtectUntil; until != nil {
+		// Whatever path this step took (a slot that ended here, a finish
+		// resumed after a conflict), the post-update protection ends on
+		// time only if the record is looked at again by its deadline: no
+		// event need come (post-update-emptiness-reaping seed1001 ended
+		// it a minute late once the daemon's resync no longer woke it).
+		wake := max(until.Sub(s.now), time.Second)
+		if res.RequeueAfter == 0 || wake < res.RequeueAfter {
+			res.RequeueAfter = wake
+		}
 	}
 	return res, nil
 }

@@ -24,10 +24,11 @@ import (
 
 // DefaultResync is how often an idle daemon looks at its host when nothing
 // else asks it to: it only catches changes made to the host out of band
-// (every running stage, requested reboot and retry has a wait of its own,
-// no longer than this, and spec changes arrive as events). Each look runs
-// `bootc status` on the host.
-const DefaultResync = 2 * time.Minute
+// (every running stage, requested reboot, retry and wait for free space
+// has a requeue of its own, and spec changes arrive as events). Each look
+// runs `bootc status` on the host; at 2 minutes, as before issue 12, the
+// looks were two thirds of a rollout's daemon reconciles.
+const DefaultResync = 10 * time.Minute
 
 // DefaultStagingReserve is the daemon's --staging-reserve default: the
 // image-filesystem space pinned-image pulls leave free for the next OS

@@ -56,6 +56,7 @@ const (
 	DefaultRearmAfter    = time.Hour
 	DefaultEstimatedSize = int64(1 << 30)
 	DefaultPullPoll      = 30 * time.Second
+	DefaultSpacePoll     = 2 * time.Minute
 	// MaxMessage bounds a progress message, so that 500 failed images keep
 	// the BootcNode well below the API server's object size limit.
 	MaxMessage = 512
@@ -87,6 +88,10 @@ type Config struct {
 	// PullPoll is the requeue while pulls run. The Runner also calls
 	// OnDone when a pull ends; this bounds a missed wake-up. Default 30s.
 	PullPoll time.Duration
+	// SpacePoll is the requeue while a pull waits for free space: space
+	// freed on the host brings no event, and the daemon's resync is only
+	// a safety net. Default 2m.
+	SpacePoll time.Duration
 }
 
 // Manager decides the prefetch of one node; build it with New. It holds
@@ -112,6 +117,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.EstimatedSize <= 0 {
 		cfg.EstimatedSize = DefaultEstimatedSize
+	}
+	if cfg.SpacePoll <= 0 {
+		cfg.SpacePoll = DefaultSpacePoll
 	}
 	if cfg.PullPoll <= 0 {
 		cfg.PullPoll = DefaultPullPoll
@@ -451,7 +459,7 @@ func (s *step) observe(ref string) {
 
 // rearmable reports whether a failure of this reason gets fresh tries
 // after RearmAfter. Out of space waits for a change of the set; too little
-// space is checked again at every Step.
+// space is checked again at every Step, at least every SpacePoll.
 func rearmable(reason string) bool {
 	return reason != v1alpha1.PinnedReasonOutOfSpace && reason != v1alpha1.PinnedReasonInsufficientSpace
 }
@@ -581,6 +589,7 @@ func (s *step) reclaim() {
 		}
 		s.removed[ref] = true
 		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
+		s.wait(s.m.cfg.SpacePoll) // no event says when space is freed
 		r.Message = fmt.Sprintf("removed to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
 			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
 		s.actions = append(s.actions, Action{Type: ActionRemove, Image: ref, Size: size})
@@ -630,6 +639,7 @@ func (s *step) consider(ref string) {
 			estimated = ", estimated"
 		}
 		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
+		s.wait(s.m.cfg.SpacePoll) // no event says when space is freed
 		r.Message = fmt.Sprintf("not pulled: a pull needs about %s free (%d x %s compressed%s) and must leave %s (minFreeAfterPull) + %s (OS staging reserve); the image filesystem has %s of %s available",
 			formatBytes(need), PullFactor, formatBytes(size), estimated, formatBytes(minFree), formatBytes(s.obs.StagingReserve),
 			formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))

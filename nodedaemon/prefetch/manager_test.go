@@ -318,10 +318,11 @@ func TestStepSpace(t *testing.T) {
 	}
 	runStep(t, m, []stepCase{
 		{
-			name:  "needs twice the size above the default 10%",
-			sets:  one,
-			obs:   Observation{Images: sized(500*mi, a), Fs: Space{Capacity: 10 * gi, Available: 1*gi + 999*mi}},
-			check: insufficient("needs about 1000.0 MiB free (2 x 500.0 MiB compressed)", "must leave 1.0 GiB (minFreeAfterPull) + 0 B (OS staging reserve)", "of 10.0 GiB available"),
+			name:        "needs twice the size above the default 10%",
+			sets:        one,
+			obs:         Observation{Images: sized(500*mi, a), Fs: Space{Capacity: 10 * gi, Available: 1*gi + 999*mi}},
+			check:       insufficient("needs about 1000.0 MiB free (2 x 500.0 MiB compressed)", "must leave 1.0 GiB (minFreeAfterPull) + 0 B (OS staging reserve)", "of 10.0 GiB available"),
+			wantRequeue: DefaultSpacePoll, // no event says when space is freed
 		},
 		{
 			name:         "fits exactly",
@@ -332,10 +333,11 @@ func TestStepSpace(t *testing.T) {
 			wantRequeue:  DefaultPullPoll,
 		},
 		{
-			name:  "the staging reserve is never taken",
-			sets:  []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: []string{a}, MinFreeAfterPull: ptr.To(intstr.FromString("1Gi"))}},
-			obs:   Observation{Images: sized(gi, a), Fs: Space{Capacity: 10 * gi, Available: 5 * gi}, StagingReserve: StagingNeed(1280 * mi)},
-			check: insufficient("+ 2.5 GiB (OS staging reserve)", "5.0 GiB of 10.0 GiB available"),
+			name:        "the staging reserve is never taken",
+			sets:        []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: []string{a}, MinFreeAfterPull: ptr.To(intstr.FromString("1Gi"))}},
+			obs:         Observation{Images: sized(gi, a), Fs: Space{Capacity: 10 * gi, Available: 5 * gi}, StagingReserve: StagingNeed(1280 * mi)},
+			check:       insufficient("+ 2.5 GiB (OS staging reserve)", "5.0 GiB of 10.0 GiB available"),
+			wantRequeue: DefaultSpacePoll, // no event says when space is freed
 		},
 		{
 			name:         "without the reserve it fits",
@@ -346,16 +348,18 @@ func TestStepSpace(t *testing.T) {
 			wantRequeue:  DefaultPullPoll,
 		},
 		{
-			name:  "unknown size: the estimate",
-			sets:  one,
-			obs:   Observation{Images: map[string]ImageInfo{}, Fs: Space{Capacity: 10 * gi, Available: 2 * gi}},
-			check: insufficient("2 x 1.0 GiB compressed, estimated"),
+			name:        "unknown size: the estimate",
+			sets:        one,
+			obs:         Observation{Images: map[string]ImageInfo{}, Fs: Space{Capacity: 10 * gi, Available: 2 * gi}},
+			check:       insufficient("2 x 1.0 GiB compressed, estimated"),
+			wantRequeue: DefaultSpacePoll, // no event says when space is freed
 		},
 		{
-			name:  "the strictest minFreeAfterPull of the sets listing the image",
-			sets:  []v1alpha1.NodePinnedImageSet{pset("a", 1, a), {Name: "b", Generation: 1, Images: []string{a}, MinFreeAfterPull: ptr.To(intstr.FromString("50%"))}},
-			obs:   Observation{Images: sized(gi, a), Fs: Space{Capacity: 10 * gi, Available: 6 * gi}},
-			check: insufficient("must leave 5.0 GiB (minFreeAfterPull)"),
+			name:        "the strictest minFreeAfterPull of the sets listing the image",
+			sets:        []v1alpha1.NodePinnedImageSet{pset("a", 1, a), {Name: "b", Generation: 1, Images: []string{a}, MinFreeAfterPull: ptr.To(intstr.FromString("50%"))}},
+			obs:         Observation{Images: sized(gi, a), Fs: Space{Capacity: 10 * gi, Available: 6 * gi}},
+			check:       insufficient("must leave 5.0 GiB (minFreeAfterPull)"),
+			wantRequeue: DefaultSpacePoll, // no event says when space is freed
 		},
 		{
 			name:         "a second pull that fits alone waits for the first, it is not failed",

@@ -87,7 +87,7 @@ func reconcileNode(t *testing.T, r *runner, c client.Client) (requeue bool) {
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
-	return res.Requeue //nolint:staticcheck // the reconciler's conflict answer
+	return res.RequeueAfter == controller.ConflictRetry // the reconciler's conflict answer
 }
 
 func phaseOf(t *testing.T, r *runner) v1alpha1.NodePhase {
