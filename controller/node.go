@@ -414,6 +414,15 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 		ro.Reason, ro.Message = "Retargeted", fmt.Sprintf("retargeted to %s after %s failed", target, ro.FailedImage)
 	}
 	inSlot := holdsSlot(s.bn.Status.Phase)
+	if ro.FailedImage == target && s.bn.Status.Phase != v1alpha1.PhaseFailed && s.bn.Status.Phase != v1alpha1.PhaseRolledBack {
+		// The pool directs a node to an image that failed on it only in a
+		// later rollout of that image (it forgot the failure when its
+		// target changed): a new attempt, whose outcome replaces the old
+		// one. Kept, the old failure would count against the new attempt
+		// (the pool's halt counts a record in its slot that failed its
+		// target). The events and the pool's lastHalt keep it.
+		ro.FailedImage = ""
+	}
 	ro.TargetImage = target
 	ro.Failures = 0
 	ro.RetryAfter = nil
@@ -953,15 +962,10 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 // them is repaired by the next reconcile.
 func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
 	// The boot order is withdrawn before anything else, so that no stale
-	// read can act on it once the node is out of its slot; except when
-	// the node runs the image it was ordered to boot: then spec and host
-	// agree, the order has nothing left to do (the daemon acts on Booted
-	// only for an image the host does not run, and never asks twice for
-	// one reboot, status.daemon.lastReboot), and withdrawing it would cost
-	// a write of the spec and one of the daemon's report. The next change
-	// of the desired image sets Staged with it (PoolReconciler.retarget).
-	done := success && digestOfHost(s.bn.Status.Booted) == DigestOf(s.bn.Spec.DesiredImage)
-	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying && !done {
+	// read can act on it once the node is out of its slot (DESIGN.md
+	// section 4: withdrawn as soon as the node finishes, even one carried
+	// out).
+	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
 		if err := r.withdrawBootOrder(ctx, s); err != nil {
 			return err
 		}
@@ -991,9 +995,6 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	bn.Status.Phase = phase
 	ro.Reason, ro.Message = reason, msg
 	ro.DrainStartedAt = nil
-	if phase == v1alpha1.PhaseUpdated {
-		forgetOldFailure(bn)
-	}
 	if success {
 		ro.Failures = 0
 		ro.RetryAfter = nil
@@ -1291,9 +1292,6 @@ func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 
 func (r *NodeReconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
 	ro := &s.bn.Status.Rollout
-	if phase == v1alpha1.PhaseUpdated {
-		forgetOldFailure(s.bn)
-	}
 	if s.bn.Status.Phase != phase {
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 		typ := corev1.EventTypeNormal
@@ -1378,19 +1376,4 @@ func refWithDigest(ref, digest string) string {
 		repo = ref[:i]
 	}
 	return repo + "@" + digest
-}
-
-// forgetOldFailure clears the record's failed image once the node runs a
-// different desired image healthily (it is Updated on it): that failure
-// belongs to an earlier target, which the pool forgot when its target
-// changed (its failures and halt are of the current target only; the halt
-// is kept in status.lastHalt), and the events and the Retargeted message
-// keep it for people. Kept, it made the pool skip the node for good when
-// an operator set the failed image again (A, B failing on the node, back
-// to A, then B again: host-faults-mid-rollout seed54 in issue 11's
-// exploration, where the pool rolled out for ever with the node on A).
-func forgetOldFailure(bn *v1alpha1.BootcNode) {
-	if ro := &bn.Status.Rollout; ro.FailedImage != "" && ro.FailedImage != bn.Spec.DesiredImage {
-		ro.FailedImage = ""
-	}
 }

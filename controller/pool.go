@@ -678,7 +678,14 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			}
 			continue
 		}
-		if row.failed == target {
+		if row.failed == target && (row.phase == v1alpha1.PhaseFailed || row.phase == v1alpha1.PhaseRolledBack) {
+			// It failed this target and is still down on that failure:
+			// not tried again (a new spec.image retargets it). A failure
+			// of the target the record keeps from an earlier rollout of
+			// it, the node since updated to another image, is history
+			// (the pool forgot it when its target changed): the node is
+			// directed again (host-faults-mid-rollout seed54: B failed,
+			// back to A, B again, and the pool skipped the node for good).
 			continue
 		}
 		if row.phase == v1alpha1.PhaseRebooting || row.phase == v1alpha1.PhaseVerifying {

@@ -275,23 +275,3 @@ func TestEqualStatusIgnoresOnlyTransitionTimes(t *testing.T) {
 		})
 	}
 }
-
-// A record forgets the image it failed once it runs a different desired
-// image healthily, and only then: a failure of the current target stays
-// (the pool does not direct the node to it again).
-func TestForgetOldFailure(t *testing.T) {
-	for _, c := range []struct {
-		name, desired, failed, want string
-	}{
-		{"failure of an earlier target", "repo@sha256:a", "repo@sha256:b", ""},
-		{"failure of the current target", "repo@sha256:b", "repo@sha256:b", "repo@sha256:b"},
-		{"no failure", "repo@sha256:a", "", ""},
-	} {
-		bn := &v1alpha1.BootcNode{}
-		bn.Spec.DesiredImage, bn.Status.Rollout.FailedImage = c.desired, c.failed
-		forgetOldFailure(bn)
-		if got := bn.Status.Rollout.FailedImage; got != c.want {
-			t.Errorf("%s: failedImage %q, want %q", c.name, got, c.want)
-		}
-	}
-}

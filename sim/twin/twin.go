@@ -97,8 +97,13 @@ type Options struct {
 // GCPercent is the GOGC that bootroll scenario runs use unless GOGC is set
 // in the environment: a twin run allocates fast and keeps little, so
 // collecting less often trades heap for speed (bench-1000 when it was set:
-// 7.2 s -> 6.0 s wall, peak heap 80 -> 192 MiB).
-const GCPercent = 400
+// 7.2 s -> 6.0 s wall, peak heap 80 -> 192 MiB). It was 400 until issue
+// 11's last measurements: on these 2-core VMs a page first touched costs
+// more than a collection on the second core, and 200 was faster in wall
+// time than 400 (bench-1000 1.73-1.84 s against 1.96-2.10 s, sys 0.3 s
+// against 0.4 s; bench-10000 19.0-19.3 s, peak heap 1.3 GiB against 2.1
+// GiB; 150 about the same as 200; see docs/twin-performance.md).
+const GCPercent = 200
 
 // SetGCPercent sets GCPercent as the process's GOGC unless GOGC is set in
 // the environment. It returns the GOGC in force and what restores the
