@@ -87,7 +87,35 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	if e == nil {
 		return notFound(k, key.Name)
 	}
+	if pm, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		// A metadata-only read (as with the Accept header
+		// as=PartialObjectMetadata): the object's metadata, no spec or
+		// status.
+		return metadataOut(e.obj, pm, k.gvk)
+	}
 	return k.out(e.obj, obj)
+}
+
+// metadataOut copies the metadata of the stored object obj into pm.
+func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema.GroupVersionKind) error {
+	if m, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
+		if om, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			om.DeepCopyInto(&pm.ObjectMeta)
+			pm.SetGroupVersionKind(gvk)
+			return nil
+		}
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("sim apiserver: no metadata on %T", obj)
+	}
+	pm.ObjectMeta = metav1.ObjectMeta{
+		Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
+		Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Finalizers: u.GetFinalizers(), OwnerReferences: u.GetOwnerReferences(),
+	}
+	pm.SetGroupVersionKind(gvk)
+	return nil
 }
 
 // List copies the matching objects into list, sorted by namespace and name.

@@ -28,7 +28,8 @@
 //   - Limit and Continue of List are ignored: a List returns every match;
 //   - times set by clients keep sub-second precision on Create and Update
 //     (a real server rounds them to seconds when it serialises them);
-//   - server-side apply, dry run and PartialObjectMetadata are not supported.
+//   - server-side apply and dry run are not supported; PartialObjectMetadata
+//     only by Get.
 package apiserver
 
 import (
