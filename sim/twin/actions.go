@@ -13,9 +13,9 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
-	"github.com/bootroll/bootroll/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
