@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -227,19 +228,10 @@ func runControl(stdout, stderr io.Writer, l loaded, nc scenario.NegativeControl,
 	}
 	fmt.Fprintf(stdout, "  FAIL negative control %s was not caught by %s (virtual %s, wall %s)\n", nc.Name, caughtBy, ms(res.End), wallString(wall))
 	if len(res.Violations) > 0 {
-		fmt.Fprintf(stdout, "    it was caught only by: %s\n", strings.Join(sortedNames(res.Counts), ", "))
+		fmt.Fprintf(stdout, "    it was caught only by: %s\n", strings.Join(slices.Sorted(maps.Keys(res.Counts)), ", "))
 	}
 	fmt.Fprintf(stdout, "    replay: %s\n", replay(l.file, res.Seed, sets))
 	return exitViolated
-}
-
-func sortedNames(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // timedRun runs a scenario and measures its wall time; the CLI owns the
@@ -273,7 +265,7 @@ func printViolations(w io.Writer, res *twin.Result) {
 			fmt.Fprintf(w, "    objects: %s\n", strings.Join(v.Objects, ", "))
 		}
 	}
-	for _, name := range sortedNames(res.Counts) {
+	for _, name := range slices.Sorted(maps.Keys(res.Counts)) {
 		if n := res.Counts[name]; n > countRecorded(res.Violations, name) {
 			fmt.Fprintf(w, "  (%s: %d violations in all, %d shown)\n", name, n, countRecorded(res.Violations, name))
 		}

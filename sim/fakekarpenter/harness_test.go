@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ type traceRec struct {
 }
 
 func (r traceRec) String() string {
-	keys := sortedKeys(r.details)
+	keys := slices.Sorted(maps.Keys(r.details))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%v", k, r.details[k])

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -148,7 +149,7 @@ func (k *Karpenter) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	s.nodes = unlaunched
-	for _, name := range sortedKeys(s.byName) {
+	for _, name := range slices.Sorted(maps.Keys(s.byName)) {
 		s.nodes = append(s.nodes, s.byName[name])
 	}
 	pods, err := k.listPods(ctx)

@@ -16,6 +16,7 @@ package invariant
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -656,7 +657,7 @@ func (c *Checker) expectations(out Outcome) {
 				Message: fmt.Sprintf("the rollout completed at %s; expected within %s", out.ConvergedAt, *e.CompletesWithin)})
 		}
 	}
-	for _, pool := range sortedKeys(e.FinalImages) {
+	for _, pool := range slices.Sorted(maps.Keys(e.FinalImages)) {
 		im := c.sc.Image(e.FinalImages[pool])
 		if im == nil || c.src.Booted == nil {
 			continue
@@ -673,7 +674,7 @@ func (c *Checker) expectations(out Outcome) {
 				Message: fmt.Sprintf("%d node(s) of pool %s do not boot %s (%s) at the end: %s", len(wrong), pool, im.Name, im.Ref, short(parts))})
 		}
 	}
-	for _, pool := range sortedKeys(e.FailedNodes) {
+	for _, pool := range slices.Sorted(maps.Keys(e.FailedNodes)) {
 		r := e.FailedNodes[pool]
 		var failed []string
 		for _, name := range c.world.NodeNames() {
@@ -694,7 +695,7 @@ func (c *Checker) expectations(out Outcome) {
 				Message: fmt.Sprintf("pool %s has %d Failed node(s) at the end; expected %s", pool, len(failed), want)})
 		}
 	}
-	for _, pool := range sortedKeys(e.Halted) {
+	for _, pool := range slices.Sorted(maps.Keys(e.Halted)) {
 		p := c.world.Pool(pool)
 		got := p != nil && p.Halted
 		if got != e.Halted[pool] {
@@ -763,13 +764,4 @@ func short(items []string) string {
 		return strings.Join(items[:max], ", ") + fmt.Sprintf(" and %d more", len(items)-max)
 	}
 	return strings.Join(items, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

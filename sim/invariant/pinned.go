@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -101,7 +102,7 @@ func (c *Checker) finishPinned(at time.Duration) {
 	if c.enabled[scenario.InvPinnedSetsExact] {
 		c.pinnedExact(ps, at)
 	}
-	for _, name := range sortedKeys(c.sc.Expect.PinnedSets) {
+	for _, name := range slices.Sorted(maps.Keys(c.sc.Expect.PinnedSets)) {
 		want := c.sc.Expect.PinnedSets[name]
 		set := ps.sets[name]
 		obj := []string{"PinnedImageSet/" + name}
@@ -143,7 +144,7 @@ func (c *Checker) finishPinned(at time.Duration) {
 // daemon wrote, and nothing may write a newer one.
 func (c *Checker) pinnedExact(ps *pinnedState, at time.Duration) {
 	var wrong, parts []string
-	for _, name := range sortedKeys(ps.nodes) {
+	for _, name := range slices.Sorted(maps.Keys(ps.nodes)) {
 		bn := ps.nodes[name]
 		var why []string
 		spec := map[string]v1alpha1.NodePinnedImageSet{}

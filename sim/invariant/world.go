@@ -1,6 +1,7 @@
 package invariant
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -918,7 +919,7 @@ func (w *World) setConverged(p *Pool, c bool) {
 func (w *World) removePool(p *Pool) {
 	w.setConverged(p, false)
 	p.live = false
-	for _, name := range sortedKeys(p.slots) {
+	for _, name := range slices.Sorted(maps.Keys(p.slots)) {
 		if n := w.nodes[name]; n != nil && n.slotIn == p {
 			w.updateSlotted(n)
 		}

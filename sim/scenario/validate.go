@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -276,7 +277,7 @@ func (v *validator) nodeGroup(p string, g NodeGroup) {
 }
 
 func (v *validator) labels(p string, m map[string]string) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			v.errorf(joinKey(p, k), "invalid label key %q: %s", k, strings.Join(errs, "; "))
 		}
@@ -287,7 +288,7 @@ func (v *validator) labels(p string, m map[string]string) {
 }
 
 func (v *validator) resources(p string, m map[string]resource.Quantity) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			v.errorf(joinKey(p, k), "invalid resource name %q: %s", k, strings.Join(errs, "; "))
 		}
@@ -513,7 +514,7 @@ func (v *validator) action(p string, e Event) {
 		ap := joinKey(p, "annotateNode")
 		e := e.AnnotateNode
 		v.node(joinKey(ap, "node"), e.Node)
-		for _, k := range sortedKeys(e.Set) {
+		for _, k := range slices.Sorted(maps.Keys(e.Set)) {
 			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 				v.errorf(joinKey(joinKey(ap, "set"), k), "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
 			}
@@ -694,22 +695,22 @@ func (v *validator) expect(p string, e Expect) {
 			v.errorf(cp, "%s is beyond limit %s", *e.CompletesWithin, v.s.Limit)
 		}
 	}
-	for _, pool := range sortedKeys(e.FinalImages) {
+	for _, pool := range slices.Sorted(maps.Keys(e.FinalImages)) {
 		fp := joinKey(joinKey(p, "finalImages"), pool)
 		v.ref(fp, "pool", pool, v.pools)
 		v.ref(fp, "image", e.FinalImages[pool], v.images)
 	}
-	for _, pool := range sortedKeys(e.FailedNodes) {
+	for _, pool := range slices.Sorted(maps.Keys(e.FailedNodes)) {
 		fp := joinKey(joinKey(p, "failedNodes"), pool)
 		v.ref(fp, "pool", pool, v.pools)
 		if r := e.FailedNodes[pool]; r.Max != nil && r.Min > *r.Max {
 			v.errorf(fp, "min %d is more than max %d", r.Min, *r.Max)
 		}
 	}
-	for _, pool := range sortedKeys(e.Halted) {
+	for _, pool := range slices.Sorted(maps.Keys(e.Halted)) {
 		v.ref(joinKey(joinKey(p, "halted"), pool), "pool", pool, v.pools)
 	}
-	for _, set := range sortedKeys(e.PinnedSets) {
+	for _, set := range slices.Sorted(maps.Keys(e.PinnedSets)) {
 		fp := joinKey(joinKey(p, "pinnedSets"), set)
 		v.ref(fp, "PinnedImageSet", set, v.pinnedSets)
 		for _, f := range []struct {
@@ -721,15 +722,6 @@ func (v *validator) expect(p string, e Expect) {
 			}
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // derive fills the defaults that depend on other values; it runs after

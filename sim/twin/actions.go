@@ -2,6 +2,7 @@ package twin
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -183,7 +184,7 @@ func (r *runner) adminAnnotate(e *scenario.AnnotateNode) error {
 		remove = []string{}
 	}
 	r.tr.emit("scenario.annotateNode", "Node/"+e.Node, map[string]any{"set": joinLabels(e.Set), "remove": remove})
-	for _, k := range sortedKeys(e.Set) {
+	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
 		if v, ok := n.Annotations[k]; !ok || v != e.Set[k] {
 			r.w.SetIntendedAnnotation(e.Node, k, true)
 		}
@@ -198,7 +199,7 @@ func (r *runner) adminAnnotate(e *scenario.AnnotateNode) error {
 
 func joinLabels(m map[string]string) []string {
 	out := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, k+"="+m[k])
 	}
 	return out

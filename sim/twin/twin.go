@@ -50,6 +50,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -869,7 +870,7 @@ func (r *runner) finish() (*Result, error) {
 	if r.pinnedQ != nil {
 		r.reconciles[r.pinnedQ.Name()] += r.pinnedQ.Stats().Reconciles
 	}
-	for _, name := range sortedKeys(r.daemons) {
+	for _, name := range slices.Sorted(maps.Keys(r.daemons)) {
 		r.reconciles["daemon"] += r.daemons[name].queue.Stats().Reconciles
 	}
 	res := &Result{
@@ -933,13 +934,4 @@ func (r *runner) finish() (*Result, error) {
 		res.Pools = append(res.Pools, pr)
 	}
 	return res, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
