@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // withTestOnly restarts the harness's controller with broken settings.
@@ -70,7 +71,7 @@ func TestHaltSurvivesDeletionOfFailedNode(t *testing.T) {
 			h.withTestOnly(tc.to)
 			bad, good := digestRef("bad"), digestRef("v3")
 			h.mu.Lock()
-			h.failing[controller.DigestOf(bad)] = true
+			h.failing[imageref.Digest(bad)] = true
 			h.mu.Unlock()
 			p := h.pool(prefix, bad, intstr.FromInt32(1))
 			var pool v1alpha1.BootcNodePool
@@ -215,7 +216,7 @@ func TestRollbackHaltsAtOnce(t *testing.T) {
 	h := newHarness(t, "rb", 3, nil)
 	sick := digestRef("sick")
 	h.mu.Lock()
-	h.sick[controller.DigestOf(sick)] = true
+	h.sick[imageref.Digest(sick)] = true
 	h.mu.Unlock()
 	p := h.pool("rb", sick, intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
 		p.Spec.FailurePolicy.Action = v1alpha1.FailureRollback
@@ -247,7 +248,7 @@ func TestRollbackHaltsAtOnce(t *testing.T) {
 	bn := h.bootcNodes()[rolling]
 	g.Expect(bn.Status.Rollout.FailedImage).To(Equal(sick))
 	g.Expect(bn.Spec.DesiredState).To(Equal(v1alpha1.DesiredStaged), "the rollback's boot order is withdrawn once it booted")
-	g.Expect(bn.Status.Booted.Digest).To(Equal(controller.DigestOf(digestRef("v1"))))
+	g.Expect(bn.Status.Booted.Digest).To(Equal(imageref.Digest(digestRef("v1"))))
 	g.Consistently(func() []string { return h.inSlotFor(sick) }, 2*time.Second, 100*time.Millisecond).Should(BeEmpty())
 	g.Expect(h.node(rolling).Spec.Unschedulable).To(BeFalse())
 }

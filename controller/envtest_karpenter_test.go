@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 var karpenterCRDs = filepath.Join("..", "config", "testdata", "karpenter")
@@ -212,7 +213,7 @@ func TestOSNotReadyFastPath(t *testing.T) {
 	// A node that joins already on the target loses the taint at once.
 	h.addNode("skew-new", false)
 	h.mu.Lock()
-	h.hosts["skew-new"].booted = &v1alpha1.HostImage{Image: digestRef("v2"), Digest: controller.DigestOf(digestRef("v2"))}
+	h.hosts["skew-new"].booted = &v1alpha1.HostImage{Image: digestRef("v2"), Digest: imageref.Digest(digestRef("v2"))}
 	h.mu.Unlock()
 	g.Eventually(func() error {
 		n := h.node("skew-new")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
@@ -44,7 +45,7 @@ func (f *fakePrefetch) Sync(_ context.Context, _ time.Time, sets []v1alpha1.Node
 }
 
 func appRef(name string) v1alpha1.DigestReference {
-	return v1alpha1.DigestReference(fmt.Sprintf("registry.example/apps/%s@%s", name, controller.DigestOf(digestRef(name))))
+	return v1alpha1.DigestReference(fmt.Sprintf("registry.example/apps/%s@%s", name, imageref.Digest(digestRef(name))))
 }
 
 func (h *harness) getSet(name string) v1alpha1.PinnedImageSet {

@@ -38,6 +38,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon"
 )
 
@@ -190,7 +191,7 @@ func (h *harness) addNode(name string, cordoned bool) {
 		h.t.Fatalf("create node %s: %v", name, err)
 	}
 	setReady(h.t, h.ctx, name, true)
-	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: controller.DigestOf(digestRef("v1"))}, bootID: "boot-0", ticks: h.rebootTicks}
+	host := &fakeHost{booted: &v1alpha1.HostImage{Image: digestRef("v1"), Digest: imageref.Digest(digestRef("v1"))}, bootID: "boot-0", ticks: h.rebootTicks}
 	h.mu.Lock()
 	h.hosts[name] = host
 	d := nodedaemon.New(name, k8s, host, clock.RealClock{}, logr.Discard())
@@ -366,7 +367,7 @@ func (f *fakeHost) Stage(_ context.Context, image string) error {
 		f.last = &nodedaemon.StageResult{Image: image, Err: f.stageErr}
 		return fmt.Errorf("%s", f.stageErr)
 	}
-	f.staged = &v1alpha1.HostImage{Image: image, Digest: controller.DigestOf(image)}
+	f.staged = &v1alpha1.HostImage{Image: image, Digest: imageref.Digest(image)}
 	f.last = &nodedaemon.StageResult{Image: image}
 	return nil
 }
@@ -503,7 +504,7 @@ func (h *harness) allOn(ref string) func() error {
 			return fmt.Errorf("%d BootcNodes for %d nodes", len(bns), len(h.hosts))
 		}
 		for name, bn := range bns {
-			if bn.Status.Phase != v1alpha1.PhaseUpdated || bn.Status.Booted == nil || bn.Status.Booted.Digest != controller.DigestOf(ref) {
+			if bn.Status.Phase != v1alpha1.PhaseUpdated || bn.Status.Booted == nil || bn.Status.Booted.Digest != imageref.Digest(ref) {
 				return fmt.Errorf("%s: phase %s booted %v (%s)", name, bn.Status.Phase, bn.Status.Booted, bn.Status.Rollout.Message)
 			}
 			if _, ok := h.node(name).Annotations[v1alpha1.AnnotationSlot]; ok {
@@ -571,7 +572,7 @@ func TestRolloutRespectsMaxUnavailable(t *testing.T) {
 	}, 10*time.Second).Should(Equal("6/6 updated"))
 	g.Expect(meta.IsStatusConditionTrue(pool.Status.Conditions, v1alpha1.ConditionUpToDate)).To(BeTrue())
 	g.Expect(pool.Status.Slots).To(BeEmpty())
-	g.Expect(pool.Status.DeployedDigests).To(Equal([]v1alpha1.DigestCount{{Digest: controller.DigestOf(digestRef("v2")), Nodes: 6}}))
+	g.Expect(pool.Status.DeployedDigests).To(Equal([]v1alpha1.DigestCount{{Digest: imageref.Digest(digestRef("v2")), Nodes: 6}}))
 
 	// Each node transition is an Event, in order.
 	for i := 0; i < 6; i++ {
@@ -699,7 +700,7 @@ func TestFailedNodeHaltsAndNewImageRecovers(t *testing.T) {
 	h := newHarness(t, "fail", 3, clock.RealClock{})
 	bad, good := digestRef("bad"), digestRef("v3")
 	h.mu.Lock()
-	h.failing[controller.DigestOf(bad)] = true
+	h.failing[imageref.Digest(bad)] = true
 	h.mu.Unlock()
 	p := h.pool("fail", bad, intstr.FromInt32(1))
 	var pool v1alpha1.BootcNodePool

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // NodeReconciler moves one node through its update: it derives the staging
@@ -256,7 +257,7 @@ func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 		ro.RebootRequestedAt == nil || !rebootStarted(s) || nodeReady(s.node) {
 		return "", false
 	}
-	if want := DigestOf(bn.Spec.DesiredImage); want == "" || DigestOf(last.Image) != want {
+	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(last.Image) != want {
 		return "", false
 	}
 	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
@@ -285,7 +286,7 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 		// the node came back into the pool down on its target.
 		target = s.pool.Status.TargetImage
 	}
-	want := DigestOf(target)
+	want := imageref.Digest(target)
 	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target {
 		return false, 0, nil
 	}
@@ -338,7 +339,7 @@ func protectionPending(ro *v1alpha1.RolloutStatus) bool {
 // Updated when it runs its desired image, or Degraded while its staging
 // fails.
 func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
-	target := DigestOf(bn.Spec.DesiredImage)
+	target := imageref.Digest(bn.Spec.DesiredImage)
 	d := bn.Status.Daemon
 	switch {
 	case bn.Spec.DesiredImage == "":
@@ -365,7 +366,7 @@ func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
 	default:
 		return bn.Status.Phase
 	}
-	target := DigestOf(bn.Spec.DesiredImage)
+	target := imageref.Digest(bn.Spec.DesiredImage)
 	switch {
 	case target == "" || digestOfHost(bn.Status.Booted) == target:
 		return v1alpha1.PhasePending
@@ -556,7 +557,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && digestOfHost(bn.Status.Booted) != DigestOf(bn.Spec.DesiredImage) {
+	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && digestOfHost(bn.Status.Booted) != imageref.Digest(bn.Spec.DesiredImage) {
 		if bn.Spec.DesiredImage != ro.TargetImage {
 			// The record has not caught up with the desired image yet
 			// (retarget runs first): no boot order for either.
@@ -582,7 +583,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		bn, ro = s.bn, &s.bn.Status.Rollout
 		r.event(bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", bn.Spec.DesiredImage)
 	}
-	want := DigestOf(bn.Spec.DesiredImage)
+	want := imageref.Digest(bn.Spec.DesiredImage)
 	booted := digestOfHost(bn.Status.Booted)
 	d := bn.Status.Daemon
 	took := s.now.Sub(ro.RebootRequestedAt.Time)
@@ -661,11 +662,16 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 	bn := s.bn
 	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
-		digestOfHost(bn.Status.Booted) == DigestOf(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
+		digestOfHost(bn.Status.Booted) == imageref.Digest(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
 		prev := bn.Status.RollbackImage
 		ref := prev.Image
-		if DigestOf(ref) == "" {
-			ref = refWithDigest(prev.Image, prev.Digest)
+		if !imageref.IsDigest(ref) {
+			// bootc reported the deployment by tag: pin it to the digest
+			// it reported (a ref that does not parse is ordered as is, and
+			// the daemon refuses it as not a digest reference).
+			if pinned, err := imageref.WithDigest(ref, prev.Digest); err == nil {
+				ref = pinned
+			}
 		}
 		// The failed image is recorded before the rollback order, so that
 		// no crash between the writes can lose it.
@@ -775,7 +781,7 @@ func rebootOver(s *nodeStep) bool {
 	if ro.RebootRequestedAt == nil || r == nil || r.BootID == "" || s.node == nil {
 		return false
 	}
-	if want := DigestOf(s.bn.Spec.DesiredImage); want == "" || DigestOf(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
+	if want := imageref.Digest(s.bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
 		return false // a reboot from before this order, or for another image
 	}
 	boot := s.node.Status.NodeInfo.BootID
@@ -1226,7 +1232,7 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 	if target == "" {
 		return reconcile.Result{}, nil
 	}
-	if digestOfHost(bn.Status.Booted) == DigestOf(target) {
+	if digestOfHost(bn.Status.Booted) == imageref.Digest(target) {
 		if err := r.removeTaint(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -1383,14 +1389,4 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return d.Duration
-}
-
-// refWithDigest pins an image reference (possibly with a tag) to a digest.
-func refWithDigest(ref, digest string) string {
-	repo := ref
-	// A tag is a ':' after the last '/' (a ':' before it is a registry port).
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		repo = ref[:i]
-	}
-	return repo + "@" + digest
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // TestNotReadyOnTarget fails a node that runs its target outside any slot
@@ -42,7 +43,7 @@ func TestNotReadyOnTarget(t *testing.T) {
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool, bn.Spec.DesiredImage = "p", target
 			bn.Status.Phase = v1alpha1.PhaseUpdated
-			bn.Status.Booted = &v1alpha1.HostImage{Image: c.booted, Digest: DigestOf(c.booted)}
+			bn.Status.Booted = &v1alpha1.HostImage{Image: c.booted, Digest: imageref.Digest(c.booted)}
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: c.ready, LastTransitionTime: metav1.NewTime(now.Add(-c.since))}}
 			cl := fakeClient(t, pool, bn, node)

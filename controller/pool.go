@@ -24,6 +24,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // PoolReconciler owns a pool's membership (one BootcNode per member Node),
@@ -144,12 +145,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 1. Target digest.
 	resolveErr := r.resolveTarget(ctx, &pool, now)
-	if !resolve.IsDigest(string(pool.Spec.Image)) {
+	if !imageref.IsDigest(string(pool.Spec.Image)) {
 		wake(ResolveInterval)
 	}
 	// Interned like the rows' facts, so that comparing is a pointer check.
 	target := r.feed.intern(st.TargetImage)
-	targetDigest := r.feed.intern(DigestOf(target))
+	targetDigest := r.feed.intern(imageref.Digest(target))
 
 	// 2. Membership: one row per node name, sorted, joining the pool's
 	// records with the Nodes it selects, from the feed (see rowsFor). The
@@ -343,7 +344,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			}
 			row := findRow(rows, name)
 			// Down on the image it failed (not one it merely runs).
-			downOnFailed := row.failed != "" && row.booted == DigestOf(row.failed)
+			downOnFailed := row.failed != "" && row.booted == imageref.Digest(row.failed)
 			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.node, downOnFailed)
 			if err != nil {
 				return reconcile.Result{}, err
@@ -454,7 +455,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			// started to delete or disrupt it (karpenter-defaults seed30:
 			// the grant cordoned a node Karpenter was draining, and its
 			// evictions counted as a reap of a node in its slot).
-			downOnFailed := row.failed != "" && row.booted == DigestOf(row.failed)
+			downOnFailed := row.failed != "" && row.booted == imageref.Digest(row.failed)
 			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
 			if err != nil {
 				return reconcile.Result{}, err
@@ -514,8 +515,8 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNodePool, now time.Time) error {
 	st := &pool.Status
 	img := string(pool.Spec.Image)
-	if resolve.IsDigest(img) {
-		st.TargetImage, st.TargetDigest, st.ResolvedAt = img, resolve.Digest(img), nil
+	if imageref.IsDigest(img) {
+		st.TargetImage, st.TargetDigest, st.ResolvedAt = img, imageref.Digest(img), nil
 		return nil
 	}
 	fresh := st.ObservedGeneration == pool.Generation && st.ResolvedAt != nil && now.Sub(st.ResolvedAt.Time) < ResolveInterval
@@ -541,7 +542,7 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 	if ref != st.TargetImage {
 		r.event(pool, corev1.EventTypeNormal, "Resolved", "%s resolved to %s", img, ref)
 	}
-	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, resolve.Digest(ref), &metav1.Time{Time: now}
+	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, imageref.Digest(ref), &metav1.Time{Time: now}
 	return nil
 }
 
@@ -665,7 +666,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 		limit = int(*ms)
 	}
 	staging := 0
-	targetDigest := r.feed.intern(DigestOf(target))
+	targetDigest := r.feed.intern(imageref.Digest(target))
 	var todo []*poolRow
 	for i := range rows {
 		row := &rows[i]
@@ -758,7 +759,7 @@ func (r *PoolReconciler) aggregate(pool *v1alpha1.BootcNodePool, rows []poolRow,
 		n      int32
 	}
 	var digests []digestCount
-	targetDigest := r.feed.intern(DigestOf(target))
+	targetDigest := r.feed.intern(imageref.Digest(target))
 	var updated int32
 	for i := range rows {
 		row := &rows[i]
@@ -994,7 +995,7 @@ func grantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 		return false
 	}
 	ro := &bn.Status.Rollout
-	return ro.TargetImage == s.Image && digestOfHost(bn.Status.Staged) == DigestOf(s.Image) &&
+	return ro.TargetImage == s.Image && digestOfHost(bn.Status.Staged) == imageref.Digest(s.Image) &&
 		(ro.PhaseSince == nil || !ro.PhaseSince.After(s.Since.Time)) &&
 		(ro.RetryAfter == nil || !ro.RetryAfter.After(s.Since.Time))
 }

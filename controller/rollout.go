@@ -131,14 +131,6 @@ func windowDay(days []v1alpha1.Weekday, wd time.Weekday) bool {
 	return false
 }
 
-// DigestOf returns the "sha256:..." part of a digest reference, or "".
-func DigestOf(ref string) string {
-	if i := strings.LastIndex(ref, "@"); i >= 0 {
-		return ref[i+1:]
-	}
-	return ""
-}
-
 // holdsSlot reports whether a node in phase p is inside its reboot slot.
 func holdsSlot(p v1alpha1.NodePhase) bool {
 	return p == v1alpha1.PhaseDraining || p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 func TestMaxUnavailable(t *testing.T) {
@@ -155,12 +156,12 @@ func TestStagingPhase(t *testing.T) {
 		observed   v1alpha1.NodePhase
 	}{
 		{"no target", v1alpha1.BootcNode{}, v1alpha1.PhasePending, "", v1alpha1.PhasePending},
-		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(DigestOf(target))}}, v1alpha1.PhaseUpdated, "", v1alpha1.PhasePending},
-		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaged},
+		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(imageref.Digest(target))}}, v1alpha1.PhaseUpdated, "", v1alpha1.PhasePending},
+		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(imageref.Digest(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaged},
 		{"staging", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaging},
 		{"stage failed is Degraded, not Failed", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, StageAttempts: 2, LastError: "manifest unknown"}}}, v1alpha1.PhaseDegraded, "StageFailed", v1alpha1.PhasePending},
 		{"a stored Staged of an older bootroll reads from the report", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Phase: v1alpha1.PhaseStaged, Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaging},
-		{"a slot phase is as stored", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Phase: v1alpha1.PhaseDraining, Booted: img(old), Staged: img(DigestOf(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseDraining},
+		{"a slot phase is as stored", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Phase: v1alpha1.PhaseDraining, Booted: img(old), Staged: img(imageref.Digest(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseDraining},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,21 +184,6 @@ func zeros(n int) string {
 		b[i] = '0'
 	}
 	return string(b)
-}
-
-func TestRefWithDigest(t *testing.T) {
-	const d = "sha256:abc"
-	tests := []struct{ ref, want string }{
-		{"quay.io/os:42", "quay.io/os@sha256:abc"},
-		{"registry:5000/os:42", "registry:5000/os@sha256:abc"},
-		{"registry:5000/os", "registry:5000/os@sha256:abc"},
-		{"quay.io/os", "quay.io/os@sha256:abc"},
-	}
-	for _, tt := range tests {
-		if got := refWithDigest(tt.ref, d); got != tt.want {
-			t.Errorf("refWithDigest(%q) = %q, want %q", tt.ref, got, tt.want)
-		}
-	}
 }
 
 // SlotOrder must give exactly the order of a full sort (longest staged

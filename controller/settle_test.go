@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +89,8 @@ func TestBootOrderSettled(t *testing.T) {
 	}
 }
 
-// settleRef returns a digest reference for a short image name.
+// settleRef returns a digest reference for a short image name (its bytes
+// in hex, padded: a well-formed digest).
 func settleRef(name string) string {
-	return "registry.example/os@sha256:" + (name + "0000000000000000000000000000000000000000000000000000000000000000")[:64]
+	return "registry.example/os@sha256:" + (hex.EncodeToString([]byte(name)) + strings.Repeat("0", 64))[:64]
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
@@ -156,7 +157,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 		return reconcile.Result{}, nil
 	}
-	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, ImageDigest(bn.Spec.DesiredImage)) {
+	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, imageref.Digest(bn.Spec.DesiredImage)) {
 		// A reboot may be due: Step allows it only on a protected Node.
 		if obs.Node, err = d.readNode(ctx); err != nil {
 			return reconcile.Result{}, err

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
@@ -307,7 +308,7 @@ func TestDaemonFullPath(t *testing.T) {
 	host.finishStage("")
 	h.reconcile(d)
 	bn = h.get()
-	if bn.Status.Daemon.Phase != v1alpha1.DaemonStaged || bn.Status.Staged == nil || bn.Status.Staged.Digest != ImageDigest(imgA) {
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonStaged || bn.Status.Staged == nil || bn.Status.Staged.Digest != imageref.Digest(imgA) {
 		t.Fatalf("after staging: daemon %+v staged %+v, want Staged with %s", bn.Status.Daemon, bn.Status.Staged, imgA)
 	}
 	if bn.Status.Daemon.LastError != "" || bn.Status.Daemon.StageAttempts != 0 {
@@ -336,7 +337,7 @@ func TestDaemonFullPath(t *testing.T) {
 		t.Fatalf("calls = %v, want %v (Apply once)", got, want)
 	}
 	bn = h.get()
-	if bn.Status.Daemon.Phase != v1alpha1.DaemonIdle || bn.Status.Booted.Digest != ImageDigest(imgA) || bn.Status.Staged != nil {
+	if bn.Status.Daemon.Phase != v1alpha1.DaemonIdle || bn.Status.Booted.Digest != imageref.Digest(imgA) || bn.Status.Staged != nil {
 		t.Errorf("after the reboot: daemon %+v booted %+v staged %+v, want Idle on %s, nothing staged", bn.Status.Daemon, bn.Status.Booted, bn.Status.Staged, imgA)
 	}
 	if bn.Status.Daemon.BootID != boot1+"+" || bn.Status.Daemon.ObservedGeneration != 2 {
@@ -588,7 +589,7 @@ func TestAsyncHost(t *testing.T) {
 	inner.release <- nil
 	<-done
 	obs, _ = a.Observe(ctx)
-	if obs.Staging || obs.LastStage == nil || obs.LastStage.Err != "" || obs.Staged == nil || obs.Staged.Digest != ImageDigest(imgA) {
+	if obs.Staging || obs.LastStage == nil || obs.LastStage.Err != "" || obs.Staged == nil || obs.Staged.Digest != imageref.Digest(imgA) {
 		t.Errorf("after a good stage: %+v, want LastStage ok and %s staged", obs, imgA)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // The daemon's waits. They bound how long a decision can go stale.
@@ -216,7 +217,7 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		st.Phase = v1alpha1.DaemonIdle
 		return decision{status: st}
 	}
-	want := ImageDigest(desired)
+	want := imageref.Digest(desired)
 	if want == "" {
 		st.Phase = v1alpha1.DaemonError
 		st.LastError = fmt.Sprintf("spec.desiredImage %q is not a digest reference (want <name>@sha256:<hex>)", desired)
@@ -234,7 +235,7 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 			st.LastError = "boot ID unknown: cannot tell whether a reboot happened, so not rebooting"
 			return decision{status: st}
 		}
-		if r := cur.LastReboot; r != nil && ImageDigest(r.Image) == want && r.BootID != obs.BootID {
+		if r := cur.LastReboot; r != nil && imageref.Digest(r.Image) == want && r.BootID != obs.BootID {
 			// No double reboot: the reboot for desired happened and the host
 			// is not on it. Rebooting again would repeat a failed boot.
 			kind := "reboot"
@@ -332,11 +333,11 @@ func stage(now time.Time, desired string, cur, st v1alpha1.DaemonStatus, obs Obs
 		st.Phase = v1alpha1.DaemonStaging
 		return decision{status: st, requeue: StagePoll}
 	}
-	if r := obs.LastStage; r != nil && cur.Phase == v1alpha1.DaemonStaging && ImageDigest(r.Image) == ImageDigest(desired) {
+	if r := obs.LastStage; r != nil && cur.Phase == v1alpha1.DaemonStaging && imageref.Digest(r.Image) == imageref.Digest(desired) {
 		msg := r.Err
 		if msg == "" {
 			// Success without the image staged would otherwise retry at once, forever.
-			msg = fmt.Sprintf("stage reported success but the staged deployment is %s, want %s", digestOf(obs.Staged), ImageDigest(desired))
+			msg = fmt.Sprintf("stage reported success but the staged deployment is %s, want %s", digestOf(obs.Staged), imageref.Digest(desired))
 		}
 		st.Phase = v1alpha1.DaemonError
 		st.StageAttempts = failures + 1
@@ -399,20 +400,10 @@ func stageFailures(cur v1alpha1.DaemonStatus, desired string) int32 {
 // requested returns the reboot record for the image with digest want
 // made in the boot bootID, that is a reboot asked for and not yet happened.
 func requested(r *v1alpha1.RebootRecord, want, bootID string) *v1alpha1.RebootRecord {
-	if r != nil && ImageDigest(r.Image) == want && r.BootID == bootID {
+	if r != nil && imageref.Digest(r.Image) == want && r.BootID == bootID {
 		return r
 	}
 	return nil
-}
-
-// ImageDigest returns the digest ("sha256:...") of a digest reference
-// ("registry/repo@sha256:..."), or "" when ref has none.
-func ImageDigest(ref string) string {
-	i := strings.LastIndex(ref, "@")
-	if i < 0 || !strings.Contains(ref[i+1:], ":") {
-		return ""
-	}
-	return ref[i+1:]
 }
 
 // holds reports whether the deployment h has the digest want.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 const (
@@ -29,7 +30,7 @@ func at(d time.Duration) *metav1.Time {
 }
 
 func hi(ref string) *v1alpha1.HostImage {
-	return &v1alpha1.HostImage{Image: ref, Digest: ImageDigest(ref)}
+	return &v1alpha1.HostImage{Image: ref, Digest: imageref.Digest(ref)}
 }
 
 func staged(state v1alpha1.DesiredState) v1alpha1.BootcNodeSpec {
@@ -108,8 +109,8 @@ func TestStep(t *testing.T) {
 		{
 			name:    "booted is desired under a different name: digests compared",
 			spec:    staged(v1alpha1.DesiredBooted),
-			current: status(Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: ImageDigest(imgA)}, BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle}),
-			obs:     Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: ImageDigest(imgA)}, BootID: boot1},
+			current: status(Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: imageref.Digest(imgA)}, BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle}),
+			obs:     Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: imageref.Digest(imgA)}, BootID: boot1},
 		},
 		{
 			name:    "restart after reboot: new boot ID, booted is desired: idle, no action",
@@ -243,7 +244,7 @@ func TestStep(t *testing.T) {
 			obs:     with(onOld(), func(o *Observation) { o.Staged = hi(imgB); o.LastStage = &StageResult{Image: imgA} }),
 			wantActions: []Action{report(with(onOld(), func(o *Observation) { o.Staged = hi(imgB) }), v1alpha1.DaemonStatus{
 				Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1,
-				LastError: "stage " + imgA + ": stage reported success but the staged deployment is " + ImageDigest(imgB) + ", want " + ImageDigest(imgA)})},
+				LastError: "stage " + imgA + ": stage reported success but the staged deployment is " + imageref.Digest(imgB) + ", want " + imageref.Digest(imgA)})},
 			wantRequeue: retrySoon,
 		},
 		{
@@ -305,7 +306,7 @@ func TestStep(t *testing.T) {
 			obs:     Observation{Booted: hi(imgOld), BootID: boot2},
 			wantActions: []Action{report(Observation{Booted: hi(imgOld), BootID: boot2}, v1alpha1.DaemonStatus{
 				Phase: v1alpha1.DaemonError, LastReboot: reboot1,
-				LastError: "booted " + ImageDigest(imgOld) + " after reboot for " + imgA + ": image failed to boot or host rolled back"})},
+				LastError: "booted " + imageref.Digest(imgOld) + " after reboot for " + imgA + ": image failed to boot or host rolled back"})},
 		},
 		{
 			name:    "failed boot, image staged again: still no reboot, no restage",
@@ -315,7 +316,7 @@ func TestStep(t *testing.T) {
 			obs:     with(stagedA, func(o *Observation) { o.BootID = boot2 }),
 			wantActions: []Action{report(with(stagedA, func(o *Observation) { o.BootID = boot2 }), v1alpha1.DaemonStatus{
 				Phase: v1alpha1.DaemonError, LastReboot: reboot1,
-				LastError: "booted " + ImageDigest(imgOld) + " after reboot for " + imgA + ": image failed to boot or host rolled back"})},
+				LastError: "booted " + imageref.Digest(imgOld) + " after reboot for " + imgA + ": image failed to boot or host rolled back"})},
 		},
 		{
 			name:    "reboot record for another image does not block",
@@ -376,7 +377,7 @@ func TestStep(t *testing.T) {
 			obs:     with(rollbackA, func(o *Observation) { o.BootID = boot2 }),
 			wantActions: []Action{report(with(rollbackA, func(o *Observation) { o.BootID = boot2 }), v1alpha1.DaemonStatus{
 				Phase: v1alpha1.DaemonError, LastReboot: rollback1,
-				LastError: "booted " + ImageDigest(imgB) + " after rollback reboot for " + imgA + ": image failed to boot or host rolled back"})},
+				LastError: "booted " + imageref.Digest(imgB) + " after rollback reboot for " + imgA + ": image failed to boot or host rolled back"})},
 		},
 		{
 			name: "rollback asked but the rollback deployment is another image: stage desired instead",
@@ -421,9 +422,9 @@ func TestStep(t *testing.T) {
 		{
 			name: "report only on change: sub-second image timestamps compare as stored",
 			spec: v1alpha1.BootcNodeSpec{Pool: "p"},
-			current: status(Observation{Booted: &v1alpha1.HostImage{Image: imgOld, Digest: ImageDigest(imgOld), Timestamp: at(0)}, BootID: boot1},
+			current: status(Observation{Booted: &v1alpha1.HostImage{Image: imgOld, Digest: imageref.Digest(imgOld), Timestamp: at(0)}, BootID: boot1},
 				v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle}),
-			obs: Observation{Booted: &v1alpha1.HostImage{Image: imgOld, Digest: ImageDigest(imgOld), Timestamp: at(700 * time.Millisecond)}, BootID: boot1},
+			obs: Observation{Booted: &v1alpha1.HostImage{Image: imgOld, Digest: imageref.Digest(imgOld), Timestamp: at(700 * time.Millisecond)}, BootID: boot1},
 		},
 	}
 	for _, tt := range tests {
@@ -546,23 +547,6 @@ func TestStageRetrySchedule(t *testing.T) {
 	}
 	if got := current.Daemon.StageAttempts; got != 6 {
 		t.Errorf("StageAttempts = %d, want 6", got)
-	}
-}
-
-func TestImageDigest(t *testing.T) {
-	tests := []struct{ ref, want string }{
-		{imgA, ImageDigest(imgA)},
-		{"quay.io/acme/os@sha256:abc", "sha256:abc"},
-		{"localhost:5000/os@sha256:abc", "sha256:abc"},
-		{"localhost:5000/os:1.0", ""},
-		{"os", ""},
-		{"os@", ""},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		if got := ImageDigest(tt.ref); got != tt.want {
-			t.Errorf("ImageDigest(%q) = %q, want %q", tt.ref, got, tt.want)
-		}
 	}
 }
 

@@ -35,24 +35,6 @@ const (
 	dockerHubCanonical = "docker.io"
 )
 
-// IsDigest reports whether ref is a valid digest reference
-// ("repo@sha256:<64 hex>", optionally with a registry and a tag before the
-// "@"). A malformed ref is not a digest reference.
-func IsDigest(ref string) bool {
-	_, err := name.NewDigest(ref)
-	return err == nil
-}
-
-// Digest returns the digest part of a digest reference ("sha256:..."), or ""
-// when ref is not a valid digest reference.
-func Digest(ref string) string {
-	d, err := name.NewDigest(ref)
-	if err != nil {
-		return ""
-	}
-	return d.DigestStr()
-}
-
 // pinned formats repo@digest the way the controller stores it: registry
 // always explicit, Docker Hub spelled "docker.io", any tag dropped.
 func pinned(repo name.Repository, digest string) string {

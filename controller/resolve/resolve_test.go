@@ -12,47 +12,21 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-
-func TestIsDigestAndDigest(t *testing.T) {
-	tests := []struct {
-		ref  string
-		want string // Digest(ref); IsDigest(ref) == (want != "")
-	}{
-		{ref: "quay.io/fedora/fedora-bootc@" + testDigest, want: testDigest},
-		{ref: "ubuntu@" + testDigest, want: testDigest},
-		{ref: "127.0.0.1:5000/os:v1@" + testDigest, want: testDigest},
-		{ref: "quay.io/fedora/fedora-bootc:41"},
-		{ref: "quay.io/fedora/fedora-bootc"},
-		{ref: "a@sha256:short"},
-		{ref: "a@md5:0123456789abcdef0123456789abcdef"},
-		{ref: "UPPER/case@" + testDigest},
-		{ref: "a@" + testDigest + "@" + testDigest},
-		{ref: ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.ref, func(t *testing.T) {
-			if got := Digest(tt.ref); got != tt.want {
-				t.Errorf("Digest(%q) = %q, want %q", tt.ref, got, tt.want)
-			}
-			if got, want := IsDigest(tt.ref), tt.want != ""; got != want {
-				t.Errorf("IsDigest(%q) = %v, want %v", tt.ref, got, want)
-			}
-		})
-	}
-}
 
 func FuzzDigest(f *testing.F) {
 	f.Add("quay.io/fedora/fedora-bootc@" + testDigest)
 	f.Add("a@sha256:short")
 	f.Add("ubuntu:latest")
 	f.Fuzz(func(t *testing.T, ref string) {
-		if IsDigest(ref) != (Digest(ref) != "") {
-			t.Errorf("IsDigest(%q) = %v but Digest = %q", ref, IsDigest(ref), Digest(ref))
+		if imageref.IsDigest(ref) != (imageref.Digest(ref) != "") {
+			t.Errorf("imageref.IsDigest(%q) = %v but Digest = %q", ref, imageref.IsDigest(ref), imageref.Digest(ref))
 		}
-		if !IsDigest(ref) {
+		if !imageref.IsDigest(ref) {
 			return
 		}
 		// A digest ref round-trips through Resolve without a registry.
@@ -60,8 +34,8 @@ func FuzzDigest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Resolve(%q): %v", ref, err)
 		}
-		if !IsDigest(got) || Digest(got) != Digest(ref) {
-			t.Errorf("Resolve(%q) = %q, which does not carry digest %q", ref, got, Digest(ref))
+		if !imageref.IsDigest(got) || imageref.Digest(got) != imageref.Digest(ref) {
+			t.Errorf("Resolve(%q) = %q, which does not carry digest %q", ref, got, imageref.Digest(ref))
 		}
 	})
 }

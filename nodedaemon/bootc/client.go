@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // Runner runs a host command and returns its stdout; stderr goes into the error.
@@ -165,8 +167,7 @@ func matches(d *Deployment, image string) bool {
 	if d.Image == image {
 		return true
 	}
-	at := strings.LastIndexByte(image, '@')
-	return at >= 0 && d.Digest != "" && image[at+1:] == d.Digest
+	return d.Digest != "" && imageref.Digest(image) == d.Digest
 }
 
 func describe(d *Deployment) string {

@@ -41,21 +41,21 @@ func failed(stderr string) error {
 
 const (
 	statusCmd   = "bootc status --json --format-version 1"
-	imageV2     = "quay.io/example/os@sha256:bbbb"
-	digestV2    = "sha256:bbbb"
-	imageV1     = "quay.io/example/os@sha256:aaaa"
-	registryErr = "error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest sha256:bbbb in quay.io/example/os: manifest unknown"
+	imageV2     = "quay.io/example/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	digestV2    = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	imageV1     = "quay.io/example/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	registryErr = "error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb in quay.io/example/os: manifest unknown"
 	oldBootcErr = "error: unexpected argument '--download-only' found\n\n  tip: to pass '--download-only' as a value, use '-- --download-only'\n\nUsage: bootc switch [OPTIONS] <TARGET>\n\nFor more information, try '--help'."
 )
 
 func TestClient(t *testing.T) {
-	booted := &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:aaaa"}
+	booted := &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}
 	stagedLocked := &Deployment{Image: imageV2, Transport: "registry", Digest: digestV2, DownloadOnly: true}
 	stagedUnlocked := &Deployment{Image: imageV2, Transport: "registry", Digest: digestV2}
-	stagedOther := &Deployment{Image: "quay.io/example/os@sha256:cccc", Transport: "registry", Digest: "sha256:cccc", DownloadOnly: true}
+	stagedOther := &Deployment{Image: "quay.io/example/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc", Transport: "registry", Digest: "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc", DownloadOnly: true}
 	// A tag reference that bootc resolved to the digest we asked for.
 	stagedByTag := &Deployment{Image: "quay.io/example/os:v2", Transport: "registry", Digest: digestV2, DownloadOnly: true}
-	rollback := &Deployment{Image: "quay.io/example/os@sha256:0000", Transport: "registry", Digest: "sha256:0000"}
+	rollback := &Deployment{Image: "quay.io/example/os@sha256:0000000000000000000000000000000000000000000000000000000000000000", Transport: "registry", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}
 
 	status := func(st *Status) []answer { return []answer{{stdout: string(encodeV1(t, st))}} }
 
@@ -130,7 +130,7 @@ func TestClient(t *testing.T) {
 				statusCmd: status(&Status{Booted: booted, Staged: stagedOther}),
 			},
 			wantCalls: []string{"bootc switch --download-only " + imageV2, statusCmd},
-			wantErr:   []string{"staged deployment is quay.io/example/os@sha256:cccc"},
+			wantErr:   []string{"staged deployment is quay.io/example/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"},
 		},
 		{
 			name: "Stage of the booted image",
@@ -189,7 +189,7 @@ func TestClient(t *testing.T) {
 			do:        func(ctx context.Context, c *Client) error { return c.Apply(ctx, imageV2) },
 			script:    map[string][]answer{statusCmd: status(&Status{Booted: booted, Staged: stagedOther})},
 			wantCalls: []string{statusCmd},
-			wantErr:   []string{"staged: quay.io/example/os@sha256:cccc (sha256:cccc)"},
+			wantErr:   []string{"staged: quay.io/example/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc (sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc)"},
 			wantIs:    ErrNotStaged,
 		},
 		{
@@ -244,7 +244,7 @@ func TestClient(t *testing.T) {
 				"bootc rollback": {{err: failed("error: Rolling back: Acquiring sysroot lock: Resource temporarily unavailable")}},
 			},
 			wantCalls: []string{statusCmd, "bootc rollback"},
-			wantErr:   []string{"rolling back to quay.io/example/os@sha256:0000", "bootc rollback", "Resource temporarily unavailable"},
+			wantErr:   []string{"rolling back to quay.io/example/os@sha256:0000000000000000000000000000000000000000000000000000000000000000", "bootc rollback", "Resource temporarily unavailable"},
 		},
 		{
 			name:      "Reboot",
@@ -297,7 +297,7 @@ func TestClient(t *testing.T) {
 func TestClientStatusParses(t *testing.T) {
 	want := &Status{
 		SpecImage: imageV2,
-		Booted:    &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:aaaa"},
+		Booted:    &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
 		Staged:    &Deployment{Image: imageV2, Transport: "registry", Digest: digestV2, DownloadOnly: true},
 	}
 	runner := &fakeRunner{script: map[string][]answer{statusCmd: {{stdout: string(encodeV1(t, want))}}}}
@@ -318,15 +318,15 @@ func TestClientWithoutRunner(t *testing.T) {
 }
 
 func TestMatches(t *testing.T) {
-	d := &Deployment{Image: "quay.io/x/os:v2", Digest: "sha256:bbbb"}
+	d := &Deployment{Image: "quay.io/x/os:v2", Digest: "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
 	tests := []struct {
 		image string
 		want  bool
 	}{
 		{"quay.io/x/os:v2", true},
-		{"quay.io/x/os@sha256:bbbb", true},
-		{"quay.io/x/os:v2@sha256:bbbb", true},
-		{"quay.io/x/os@sha256:cccc", false},
+		{"quay.io/x/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", true},
+		{"quay.io/x/os:v2@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", true},
+		{"quay.io/x/os@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc", false},
 		{"quay.io/x/os:v3", false},
 		{"", false},
 	}

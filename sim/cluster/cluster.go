@@ -45,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -422,7 +423,7 @@ func (c *Cluster) digestOf(image string) string {
 	if strings.HasPrefix(image, "sha256:") {
 		return image
 	}
-	if d := nodedaemon.ImageDigest(image); d != "" {
+	if d := imageref.Digest(image); d != "" {
 		return d
 	}
 	if im := c.sc.Image(image); im != nil {
@@ -439,7 +440,7 @@ func (c *Cluster) digestOf(image string) string {
 // imageFor returns the scenario image a stage or apply names: by digest
 // for a digest reference, else by ref.
 func (c *Cluster) imageFor(ref string) *scenario.Image {
-	if d := nodedaemon.ImageDigest(ref); d != "" {
+	if d := imageref.Digest(ref); d != "" {
 		return c.images[d]
 	}
 	for i := range c.sc.Images {
@@ -453,14 +454,14 @@ func (c *Cluster) imageFor(ref string) *scenario.Image {
 // digestRef returns the digest reference of an image: its ref when that is
 // one, else the ref's repository with the digest.
 func digestRef(im *scenario.Image) string {
-	if strings.Contains(im.Ref, "@") {
+	if imageref.IsDigest(im.Ref) {
 		return im.Ref
 	}
-	repo := im.Ref
-	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-		repo = repo[:i]
+	ref, err := imageref.WithDigest(im.Ref, im.Digest)
+	if err != nil {
+		panic(err) // the scenario loader validated both
 	}
-	return repo + "@" + im.Digest
+	return ref
 }
 
 func (c *Cluster) trace(kind, object string, details map[string]any) {

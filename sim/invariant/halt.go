@@ -2,9 +2,9 @@ package invariant
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -33,10 +33,11 @@ type halt struct {
 }
 
 // digestOf returns the digest of a digest reference ("repo@sha256:..."),
-// or the string itself when it has no '@' (a bare digest).
+// or the string itself when it is not one (a bare digest, or a malformed
+// reference, which then equals no digest but itself).
 func digestOf(ref string) string {
-	if i := strings.LastIndexByte(ref, '@'); i >= 0 {
-		return ref[i+1:]
+	if d := imageref.Digest(ref); d != "" {
+		return d
 	}
 	return ref
 }

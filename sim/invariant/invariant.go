@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -718,7 +719,7 @@ func imageMatches(booted string, im *scenario.Image) bool {
 	case booted == im.Name, booted == im.Ref, booted == im.Digest:
 		return true
 	}
-	return strings.Contains(booted, "@") && digestOf(booted) == im.Digest
+	return imageref.Digest(booted) == im.Digest
 }
 
 func (c *Checker) unconverged() []string {

@@ -245,7 +245,7 @@ func TestConvergesAndExpectations(t *testing.T) {
 	two := 2
 	sc := &scenario.Scenario{
 		Name:   "test",
-		Images: []scenario.Image{{Name: "v2", Ref: "r/os:v2", Digest: "sha256:2222"}},
+		Images: []scenario.Image{{Name: "v2", Ref: "r/os:v2", Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}},
 		Expect: scenario.Expect{
 			Invariants:      []scenario.Invariant{scenario.InvConverges},
 			CompletesWithin: &within,
@@ -255,8 +255,8 @@ func TestConvergesAndExpectations(t *testing.T) {
 		},
 	}
 	f := newFixture(t, sc, intstr.FromInt32(1), "a", "b")
-	f.booted["a"] = "r/os@sha256:2222"
-	f.booted["b"] = "r/os@sha256:1111"
+	f.booted["a"] = "r/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	f.booted["b"] = "r/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
 	f.bn("b", phase(v1alpha1.PhaseFailed))
 	f.setPool(func(p *v1alpha1.BootcNodePool) {
 		p.Status.ObservedGeneration = 1

@@ -25,8 +25,8 @@ import (
 // invariant catching its violation and passing the legitimate case.
 
 const (
-	imgA = "r/os@sha256:aaaa"
-	imgB = "r/os@sha256:bbbb"
+	imgA = "r/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	imgB = "r/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
 // pod binds a pod to a node; ds makes it a DaemonSet pod.

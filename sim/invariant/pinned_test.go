@@ -11,7 +11,7 @@ import (
 )
 
 func TestPinnedSetsExact(t *testing.T) {
-	const a, b, c = "r/a@sha256:aa", "r/b@sha256:bb", "r/c@sha256:cc"
+	const a, b, c = "r/a@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "r/b@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "r/c@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 	sc := &scenario.Scenario{Name: "p", Expect: scenario.Expect{Invariants: []scenario.Invariant{scenario.InvPinnedSetsExact}}}
 	chk, err := New(sc, Sources{}, t0)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // validator checks what the types and tags cannot: references between
@@ -197,7 +199,7 @@ func (v *validator) positive(path string, d time.Duration) {
 }
 
 func (v *validator) image(p string, im Image) {
-	if _, dig, ok := strings.Cut(im.Ref, "@"); ok && im.Digest != "" && im.Digest != dig {
+	if dig := imageref.Digest(im.Ref); dig != "" && im.Digest != "" && im.Digest != dig {
 		v.errorf(joinKey(p, "digest"), "digest %q differs from the digest of ref %q", im.Digest, im.Ref)
 	}
 	if im.Size.Sign() <= 0 {
@@ -732,7 +734,7 @@ func derive(s *Scenario) {
 		if im.Digest != "" {
 			continue
 		}
-		if _, dig, ok := strings.Cut(im.Ref, "@"); ok {
+		if dig := imageref.Digest(im.Ref); dig != "" {
 			im.Digest = dig
 		} else {
 			sum := sha256.Sum256([]byte(im.Ref))

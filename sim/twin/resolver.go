@@ -3,9 +3,9 @@ package twin
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -21,10 +21,14 @@ var _ resolve.Resolver = registry{}
 func newRegistry(sc *scenario.Scenario) registry {
 	r := registry{pinned: map[string]string{}}
 	for _, im := range sc.Images {
-		if resolve.IsDigest(im.Ref) {
+		if imageref.IsDigest(im.Ref) {
 			continue
 		}
-		r.pinned[im.Ref] = repository(im.Ref) + "@" + im.Digest
+		p, err := imageref.WithDigest(im.Ref, im.Digest)
+		if err != nil {
+			panic(err) // the scenario loader validated both
+		}
+		r.pinned[im.Ref] = p
 	}
 	return r
 }
@@ -33,23 +37,11 @@ var errNoSuchTag = errors.New("the twin's registry has no image with this refere
 
 // Resolve implements resolve.Resolver.
 func (r registry) Resolve(_ context.Context, ref string, _ []byte) (string, error) {
-	if resolve.IsDigest(ref) {
+	if imageref.IsDigest(ref) {
 		return ref, nil
 	}
 	if p, ok := r.pinned[ref]; ok {
 		return p, nil
 	}
 	return "", &resolve.Error{Kind: resolve.KindNotFound, Ref: ref, Err: errNoSuchTag}
-}
-
-// repository is ref without its tag or digest.
-func repository(ref string) string {
-	if i := strings.IndexByte(ref, '@'); i >= 0 {
-		ref = ref[:i]
-	}
-	slash := strings.LastIndexByte(ref, '/')
-	if i := strings.LastIndexByte(ref, ':'); i > slash {
-		ref = ref[:i]
-	}
-	return ref
 }
