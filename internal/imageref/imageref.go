@@ -16,6 +16,8 @@ package imageref
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -41,18 +43,35 @@ func ParseDigest(ref string) (name.Digest, error) {
 // Digest returns the digest ("sha256:...") of the digest reference ref, or
 // "" when ref is not a valid digest reference.
 func Digest(ref string) string {
-	d, err := name.NewDigest(ref)
-	if err != nil {
-		return ""
+	if d, ok := memo.Load(ref); ok {
+		return d.(string)
 	}
-	return d.DigestStr()
+	out := ""
+	if d, err := name.NewDigest(ref); err == nil {
+		out = d.DigestStr()
+	}
+	if memoSize.Load() < memoMax {
+		if _, loaded := memo.LoadOrStore(ref, out); !loaded {
+			memoSize.Add(1)
+		}
+	}
+	return out
 }
 
 // IsDigest reports whether ref is a valid digest reference.
-func IsDigest(ref string) bool {
-	_, err := name.NewDigest(ref)
-	return err == nil
-}
+func IsDigest(ref string) bool { return Digest(ref) != "" }
+
+// memo remembers Digest's answers: the controller, the daemon and the
+// twin ask about the same few references (a pool's target, the images its
+// nodes boot) on every reconcile, and a full parse was 5-10% of a twin
+// run. It is bounded (memoMax answers; past that Digest parses every
+// time), so references read from objects cannot grow it without limit.
+var (
+	memo     sync.Map
+	memoSize atomic.Int64
+)
+
+const memoMax = 4096
 
 // Repository returns ref without its tag and digest, spelled as in ref
 // (no default registry or "library/" added): "localhost:5000/os:1" gives
