@@ -204,6 +204,17 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	}
 	// Outside a slot: the phase follows what the daemon reports.
 	if ro.Cordoned {
+		if ro.DrainStartedAt != nil {
+			// The pool's slot grant is under way: it records the cordon
+			// (still waiting) before it cordons the Node and then sets
+			// Draining. Restoring now would race its Node patch and leave
+			// the protection it adds with no record of it (envtest
+			// TestKarpenter, now and then). A grant left part way is taken
+			// up by the pool's next pass; give it grantSettle.
+			if wait := ro.DrainStartedAt.Add(grantSettle).Sub(s.now); wait > 0 {
+				return reconcile.Result{RequeueAfter: wait}, nil
+			}
+		}
 		// A crash between the node's last steps left the cordon: restore it.
 		return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
 	}
