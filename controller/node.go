@@ -372,9 +372,7 @@ func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 // what can be derived is derived); records written by an older bootroll
 // that stored them read the same way.
 func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
-	switch bn.Status.Phase {
-	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
-	default:
+	if !waiting(bn.Status.Phase) {
 		return bn.Status.Phase
 	}
 	target := imageref.Digest(bn.Spec.DesiredImage)
@@ -387,6 +385,17 @@ func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
 		return v1alpha1.PhaseStaging
 	}
 	return v1alpha1.PhasePending
+}
+
+// waiting reports whether a stored phase is that of a node waiting for its
+// turn: Pending, nothing stored yet, or the Staging and Staged an older
+// bootroll stored.
+func waiting(p v1alpha1.NodePhase) bool {
+	switch p {
+	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
+		return true
+	}
+	return false
 }
 
 // retarget moves the record to a new desired image. A drain in progress is
@@ -1341,10 +1350,6 @@ func (r *NodeReconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alph
 
 func phaseNote(p v1alpha1.NodePhase, img string) string {
 	switch p {
-	case v1alpha1.PhaseStaging:
-		return "staging " + img
-	case v1alpha1.PhaseStaged:
-		return "staged " + img
 	case v1alpha1.PhaseUpdated:
 		return "running " + img
 	}

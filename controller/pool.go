@@ -989,9 +989,7 @@ func slotGranted(slots []v1alpha1.Slot, bn *v1alpha1.BootcNode, now time.Time) b
 // phase that moved in the second of the grant reads as not moved, which
 // keeps the slot (for at most grantSettle) rather than hand it out twice.
 func grantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
-	switch bn.Status.Phase {
-	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
-	default:
+	if !waiting(bn.Status.Phase) {
 		return false
 	}
 	ro := &bn.Status.Rollout

@@ -270,11 +270,19 @@ func objectRef(o any) string {
 	if !ok {
 		return ""
 	}
-	t := reflect.TypeOf(co)
-	for t.Kind() == reflect.Pointer {
+	return kindName(co) + "/" + co.GetName()
+}
+
+// kindName is the Go type name of an object, e.g. "BootcNode".
+func kindName(o any) string {
+	t := reflect.TypeOf(o)
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return t.Name() + "/" + co.GetName()
+	if t == nil {
+		return "?"
+	}
+	return t.Name()
 }
 
 // Before draws the request's latency and its API fault, if any.
@@ -444,9 +452,5 @@ func (r *runner) countWrite(who string, req apiserver.Request) {
 		m = map[string]uint64{}
 		r.writes[who] = m
 	}
-	kind := "?"
-	if co, ok := req.Object.(client.Object); ok {
-		kind = reflect.TypeOf(co).Elem().Name()
-	}
-	m[req.Verb+" "+kind]++
+	m[req.Verb+" "+kindName(req.Object)]++
 }
