@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // finalize lets a deleted pool go once its BootcNodes are gone. A node in
@@ -40,7 +41,7 @@ func (r *PoolReconciler) finalize(ctx context.Context, p *v1alpha1.BootcNodePool
 				continue
 			}
 			left++
-			if bn.DeletionTimestamp != nil || bn.Status.Rollout.Cordoned || holdsSlot(bn.Status.Phase) {
+			if bn.DeletionTimestamp != nil || bn.Status.Rollout.Cordoned || rollout.HoldsSlot(bn.Status.Phase) {
 				continue
 			}
 			if err := r.client.Delete(ctx, bn); client.IgnoreNotFound(err) != nil {
@@ -144,7 +145,7 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 	}
 	ro.AddedAnnotations, ro.AddedNodeClaimAnnotations, ro.ProtectUntil = nil, nil, nil
 	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt, ro.RebootRequestedAt = false, nil, nil, nil
-	if holdsSlot(s.bn.Status.Phase) {
+	if rollout.HoldsSlot(s.bn.Status.Phase) {
 		s.bn.Status.Phase = v1alpha1.PhasePending
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 	}

@@ -28,65 +28,13 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // Recorder records Kubernetes Events; client-go's record.EventRecorder
 // satisfies it, and the twin records into its trace.
 type Recorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
-
-// TestOnly holds deliberately broken behaviour for the twin's negative
-// controls. Production never sets it; it exists so that each invariant can
-// be shown to catch the bug it guards against.
-type TestOnly struct {
-	// IgnoreSlotLimit hands out reboot slots without bound.
-	IgnoreSlotLimit bool
-	// SkipUncordon leaves nodes cordoned after their update.
-	SkipUncordon bool
-	// DeleteInsteadOfEvict makes the Drainer delete pods directly instead
-	// of evicting them, so no PodDisruptionBudget is honoured (see
-	// NewDrainer).
-	DeleteInsteadOfEvict bool
-	// FreeSlotBeforeVerify gives a node's slot back as soon as its reboot
-	// is requested, before the node is verified, so more than
-	// maxUnavailable nodes can be down at once.
-	FreeSlotBeforeVerify bool
-	// KeepBootOrder leaves spec.desiredState Booted on a node that has
-	// finished (Updated, Failed or RolledBack), also when the pool gives
-	// it a new desired image, so the new image is booted without a slot.
-	KeepBootOrder bool
-	// CountSlotsFromCache writes the pool's slot table with a plain merge
-	// patch of what the cache said, without the optimistic lock, so a
-	// pass on a stale pool hands out slots another pass already gave.
-	CountSlotsFromCache bool
-	// ForgetPriorCordon does not record a Node's cordon state before
-	// bootroll cordons it, so a node an admin had cordoned is uncordoned.
-	ForgetPriorCordon bool
-	// HaltFromLiveRecords computes the halt from the live BootcNodes only
-	// (the old behaviour), ignoring status.halt: deleting the failed
-	// node's record lifts the halt.
-	HaltFromLiveRecords bool
-	// SkipCleanupOnDelete removes bootroll's finalizers without undoing
-	// anything, and the node reconciler does not give back what a node of
-	// a deleted pool holds, so a deleted pool or record leaves its Nodes
-	// cordoned and annotated.
-	SkipCleanupOnDelete bool
-	// DropAnnotationOwnership records every Karpenter protection
-	// annotation as added by bootroll, also those that were there before,
-	// and removes them without asking who wrote them since, so bootroll
-	// removes annotations it did not add.
-	DropAnnotationOwnership bool
-	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair.
-	SkipKarpenterProtection bool
-	// KeepAnnotations never removes the annotations bootroll added.
-	KeepAnnotations bool
-	// ForgetSlotsOnRestart makes a new pool reconciler (a restarted
-	// controller) ignore the slot table it reads on its first pass of a
-	// pool, so it hands the recorded slots out again.
-	ForgetSlotsOnRestart bool
-	// NoHealthTimeout never fails a node that does not come back healthy.
-	NoHealthTimeout bool
 }
 
 // Options are the edges and settings shared by the reconcilers.
@@ -106,7 +54,7 @@ type Options struct {
 	// whoever wires the reconcilers and WatchTable by hand (the twin)
 	// must pass the same feed to both.
 	Feed     *PoolFeed
-	TestOnly TestOnly
+	TestOnly rollout.TestOnly
 }
 
 // Index is a field index the reconcilers rely on.
@@ -281,12 +229,12 @@ func NodeToPinnedSets(ctx context.Context, c client.Reader, _ *corev1.Node) []re
 	return out
 }
 
-// debounced enqueues what m maps an object to PoolStatusDebounce after a
+// debounced enqueues what m maps an object to rollout.PoolStatusDebounce after a
 // create, delete, or an update that changed reports true for.
 func debounced(m func(context.Context, client.Object) []reconcile.Request, changed func(old, cur client.Object) bool) handler.EventHandler {
 	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, r := range m(ctx, o) {
-			q.AddAfter(r, PoolStatusDebounce)
+			q.AddAfter(r, rollout.PoolStatusDebounce)
 		}
 	}
 	return handler.Funcs{
@@ -304,7 +252,7 @@ func debounced(m func(context.Context, client.Object) []reconcile.Request, chang
 	}
 }
 
-// debouncedPoolHandler enqueues a BootcNode's pool PoolStatusDebounce
+// debouncedPoolHandler enqueues a BootcNode's pool rollout.PoolStatusDebounce
 // after a change that matters to the pool, so a burst of node changes
 // costs one pool reconcile.
 func debouncedPoolHandler() handler.EventHandler {
@@ -332,8 +280,8 @@ func BootcNodeChangeMatters(old, cur *v1alpha1.BootcNode) bool {
 		old.Status.Rollout.TargetImage != cur.Status.Rollout.TargetImage {
 		return true
 	}
-	return digestOfHost(old.Status.Booted) != digestOfHost(cur.Status.Booted) ||
-		digestOfHost(old.Status.Staged) != digestOfHost(cur.Status.Staged) ||
+	return rollout.DigestOfHost(old.Status.Booted) != rollout.DigestOfHost(cur.Status.Booted) ||
+		rollout.DigestOfHost(old.Status.Staged) != rollout.DigestOfHost(cur.Status.Staged) ||
 		!old.Status.Rollout.RetryAfter.Equal(cur.Status.Rollout.RetryAfter)
 }
 
@@ -343,7 +291,7 @@ func NodeMembershipChanged(old, cur *corev1.Node) bool {
 	if !labels.Equals(old.Labels, cur.Labels) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
 		return true
 	}
-	return nodeReady(old) != nodeReady(cur) || len(old.Spec.Taints) != len(cur.Spec.Taints)
+	return rollout.NodeReady(old) != rollout.NodeReady(cur) || len(old.Spec.Taints) != len(cur.Spec.Taints)
 }
 
 // NodeToPools maps a Node to the pools whose selector matches it. Pools are
@@ -413,31 +361,4 @@ func poolSelector(p *v1alpha1.BootcNodePool) labels.Selector {
 func selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {
 	sel := poolSelector(p)
 	return sel != nil && sel.Matches(labels.Set(n.Labels))
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// nodeNotReady reports whether the kubelet reports the Node NotReady
-// (Ready=False): the host is up, unlike Unknown.
-func nodeNotReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionFalse
-		}
-	}
-	return false
-}
-
-func digestOfHost(h *v1alpha1.HostImage) string {
-	if h == nil {
-		return ""
-	}
-	return h.Digest
 }

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // IndexPodNode is the field index of Pods by spec.nodeName.
@@ -36,7 +38,7 @@ type Drainer struct {
 
 // NewDrainer returns the drainer the node reconciler uses; to carries the
 // deliberately broken settings of the twin's negative controls.
-func NewDrainer(c client.Client, to TestOnly) *Drainer {
+func NewDrainer(c client.Client, to rollout.TestOnly) *Drainer {
 	return &Drainer{Client: c, DeleteInsteadOfEvict: to.DeleteInsteadOfEvict}
 }
 

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // drainCalls records what a Drainer asked the API server for.
@@ -115,7 +117,7 @@ func TestDrainerEvictsNeverDeletes(t *testing.T) {
 	ctx := context.Background()
 	var calls drainCalls
 	c := drainClient(t, &calls, []string{"default/web-b"}, drainPods()...)
-	d := NewDrainer(c, TestOnly{})
+	d := NewDrainer(c, rollout.TestOnly{})
 	if d.DeleteInsteadOfEvict {
 		t.Fatal("NewDrainer with the zero TestOnly deletes instead of evicting")
 	}
@@ -148,7 +150,7 @@ func TestDrainerDeleteInsteadOfEvict(t *testing.T) {
 	ctx := context.Background()
 	var calls drainCalls
 	c := drainClient(t, &calls, []string{"default/web-b"}, drainPods()...)
-	d := NewDrainer(c, TestOnly{DeleteInsteadOfEvict: true})
+	d := NewDrainer(c, rollout.TestOnly{DeleteInsteadOfEvict: true})
 	if !d.DeleteInsteadOfEvict {
 		t.Fatal("NewDrainer did not take TestOnly.DeleteInsteadOfEvict")
 	}

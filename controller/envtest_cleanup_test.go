@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // TestPoolDeletionCleansUp deletes a pool while two of its nodes are
@@ -35,10 +35,10 @@ func TestPoolDeletionCleansUp(t *testing.T) {
 	t.Cleanup(func() { _ = envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}) })
 	for _, tc := range []struct {
 		name string
-		to   controller.TestOnly
+		to   rollout.TestOnly
 	}{
 		{name: "finalizers"},
-		{name: "planted-skip-cleanup", to: controller.TestOnly{SkipCleanupOnDelete: true}},
+		{name: "planted-skip-cleanup", to: rollout.TestOnly{SkipCleanupOnDelete: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -99,7 +99,7 @@ func TestPoolDeletionCleansUp(t *testing.T) {
 				g.Expect(n.Annotations).To(HaveKey(v1alpha1.AnnotationSlot))
 				// A new pool, with an honest controller, clears what the
 				// old one left: the marker and the cordon it stands for.
-				h.withTestOnly(controller.TestOnly{})
+				h.withTestOnly(rollout.TestOnly{})
 				h.pool(prefix+"-again", digestRef("v2"), intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) { p.Spec.Paused = true })
 				g.Eventually(func() error {
 					n := h.node(karp)

@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // withTestOnly restarts the harness's controller with broken settings.
-func (h *harness) withTestOnly(to controller.TestOnly) {
+func (h *harness) withTestOnly(to rollout.TestOnly) {
 	h.stopManager()
 	h.opts.TestOnly = to
 	h.startManager()
@@ -58,11 +58,11 @@ func (h *harness) inSlotFor(image string) []string {
 func TestHaltSurvivesDeletionOfFailedNode(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		to     controller.TestOnly
+		to     rollout.TestOnly
 		resume bool // the bad image rolls on after the deletion
 	}{
 		{name: "durable", resume: false},
-		{name: "planted-live-records", to: controller.TestOnly{HaltFromLiveRecords: true}, resume: true},
+		{name: "planted-live-records", to: rollout.TestOnly{HaltFromLiveRecords: true}, resume: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -148,11 +148,11 @@ func TestHaltSurvivesDeletionOfFailedNode(t *testing.T) {
 func TestRevertDuringRebootIsProtected(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		to          controller.TestOnly
+		to          rollout.TestOnly
 		unprotected bool
 	}{
 		{name: "honest"},
-		{name: "planted-keep-boot-order", to: controller.TestOnly{KeepBootOrder: true}, unprotected: true},
+		{name: "planted-keep-boot-order", to: rollout.TestOnly{KeepBootOrder: true}, unprotected: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

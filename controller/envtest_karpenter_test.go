@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -130,7 +131,7 @@ func TestKarpenter(t *testing.T) {
 	g.Consistently(func() []v1alpha1.NodePhase {
 		bns := h.bootcNodes()
 		m, d := bns["kp-missing"], bns["kp-disrupted"]
-		return []v1alpha1.NodePhase{controller.ObservedPhase(&m), controller.ObservedPhase(&d)}
+		return []v1alpha1.NodePhase{rollout.ObservedPhase(&m), rollout.ObservedPhase(&d)}
 	}, 2*time.Second, 100*time.Millisecond).Should(HaveEach(v1alpha1.PhaseStaged))
 	g.Expect(h.node("kp-missing").Spec.Unschedulable).To(BeFalse())
 

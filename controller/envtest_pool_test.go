@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 func (h *harness) getPool(name string) v1alpha1.BootcNodePool {
@@ -184,7 +184,7 @@ func TestMaintenanceWindowWithInjectedClock(t *testing.T) {
 		clk.Step(time.Second)
 		n := 0
 		for _, bn := range h.bootcNodes() {
-			if controller.ObservedPhase(&bn) == v1alpha1.PhaseStaged {
+			if rollout.ObservedPhase(&bn) == v1alpha1.PhaseStaged {
 				n++
 			}
 		}

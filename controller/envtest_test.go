@@ -38,6 +38,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/controller/resolve"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon"
 )
@@ -634,13 +635,13 @@ func TestPDBBlocksDrainUntilTimeout(t *testing.T) {
 	g.Eventually(func() string { bn := h.bootcNodes()["pdb-0"]; return bn.Status.Rollout.Reason }, 20*time.Second, 100*time.Millisecond).Should(Equal("DrainTimeout"))
 	bn := h.bootcNodes()["pdb-0"]
 	g.Expect(bn.Status.Phase).To(Equal(v1alpha1.PhasePending), "back to waiting for a slot")
-	g.Expect(controller.ObservedPhase(&bn)).To(Equal(v1alpha1.PhaseStaged), "still staged")
+	g.Expect(rollout.ObservedPhase(&bn)).To(Equal(v1alpha1.PhaseStaged), "still staged")
 	g.Expect(bn.Status.Rollout.Message).To(ContainSubstring("default/pdb-0-db-0"))
 	g.Expect(bn.Status.Rollout.RetryAfter).NotTo(BeNil())
 	// The slot ends on the record first; the Node is given back next.
 	g.Eventually(func() bool { return h.node("pdb-0").Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
 	g.Expect(h.node("pdb-0").Annotations).NotTo(HaveKey(v1alpha1.AnnotationSlot))
-	// The pool drops the slot at its next pass (within PoolStatusDebounce).
+	// The pool drops the slot at its next pass (within rollout.PoolStatusDebounce).
 	g.Eventually(func() []v1alpha1.Slot {
 		var pool v1alpha1.BootcNodePool
 		_ = k8s.Get(h.ctx, client.ObjectKey{Name: "pdb"}, &pool)

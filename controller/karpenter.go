@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // NodeClaimGVK is Karpenter's NodeClaim. It is read as unstructured so the
@@ -158,11 +159,8 @@ func disruptedBy(n *corev1.Node, cl claimLookup) string {
 // target, so booting that target is how it recovers (DESIGN §4: a new
 // image retargets the failed and unavailable nodes too).
 func SlotBlocker(ctx context.Context, reader client.Reader, mapper meta.RESTMapper, n *corev1.Node, downOnFailed bool) (string, error) {
-	if n.DeletionTimestamp != nil {
-		return "the Node is being deleted", nil
-	}
-	if !nodeReady(n) && !(downOnFailed && nodeNotReady(n)) {
-		return "the Node is not Ready", nil
+	if why := rollout.NodeBlocker(n, downOnFailed); why != "" {
+		return why, nil
 	}
 	cl, err := lookupClaim(ctx, reader, mapper, n)
 	if err != nil {
@@ -297,15 +295,6 @@ func mergeKeys(a, b []string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // grantCordon is what the pool reconciler writes on a

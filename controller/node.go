@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -151,7 +152,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		// Left the pool: give back anything bootroll holds on the Node,
 		// once a boot order it may hold is withdrawn and the daemon can
 		// no longer act on it.
-		if ro.Cordoned || holdsSlot(bn.Status.Phase) {
+		if ro.Cordoned || rollout.HoldsSlot(bn.Status.Phase) {
 			if err := r.withdrawBootOrder(ctx, s); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -179,7 +180,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			return reconcile.Result{}, err
 		}
 	}
-	if ro.Cordoned && holdsSlot(bn.Status.Phase) {
+	if ro.Cordoned && rollout.HoldsSlot(bn.Status.Phase) {
 		// A protection someone else put on the node, and so did not
 		// become bootroll's, may be lifted in the middle of the slot.
 		if err := r.keepProtected(ctx, s); err != nil {
@@ -210,8 +211,8 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 			// Draining. Restoring now would race its Node patch and leave
 			// the protection it adds with no record of it (envtest
 			// TestKarpenter, now and then). A grant left part way is taken
-			// up by the pool's next pass; give it grantSettle.
-			if wait := ro.DrainStartedAt.Add(grantSettle).Sub(s.now); wait > 0 {
+			// up by the pool's next pass; give it rollout.GrantSettle.
+			if wait := ro.DrainStartedAt.Add(rollout.GrantSettle).Sub(s.now); wait > 0 {
 				return reconcile.Result{RequeueAfter: wait}, nil
 			}
 		}
@@ -231,7 +232,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		}
 		res.RequeueAfter = wait
 	}
-	if hasTaint(s.node, v1alpha1.TaintOSNotReady) {
+	if rollout.HasTaint(s.node, v1alpha1.TaintOSNotReady) {
 		return r.osNotReady(ctx, s)
 	}
 	if failed, wait, err := r.notReadyOnTarget(ctx, s); err != nil || failed {
@@ -239,7 +240,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 	} else if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
 		res.RequeueAfter = wait
 	}
-	phase, reason, msg := stagingPhase(bn)
+	phase, reason, msg := rollout.StagingPhase(bn)
 	if reason == "" && phase == bn.Status.Phase {
 		// Keep the reason of the last wait or failure (e.g. DrainTimeout)
 		// until the phase moves on.
@@ -265,18 +266,18 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || bn.Spec.Rollback ||
-		ro.RebootRequestedAt == nil || !rebootStarted(s) || nodeReady(s.node) {
+		ro.RebootRequestedAt == nil || !rebootStarted(s) || rollout.NodeReady(s.node) {
 		return "", false
 	}
 	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(last.Image) != want {
 		return "", false
 	}
-	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 	if s.now.Before(ro.RebootRequestedAt.Add(timeout)) {
 		return "", false
 	}
 	return fmt.Sprintf("%s during the update and was not healthy %s after the reboot request (booted %q, Ready=false)",
-		why, timeout, digestOfHost(bn.Status.Booted)), true
+		why, timeout, rollout.DigestOfHost(bn.Status.Booted)), true
 }
 
 // notReadyOnTarget fails a node outside any slot that runs its target but
@@ -298,7 +299,7 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 		target = s.pool.Status.TargetImage
 	}
 	want := imageref.Digest(target)
-	if want == "" || digestOfHost(bn.Status.Booted) != want || ro.FailedImage == target {
+	if want == "" || rollout.DigestOfHost(bn.Status.Booted) != want || ro.FailedImage == target {
 		return false, 0, nil
 	}
 	var since time.Time
@@ -315,11 +316,11 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 		// The daemon has not reported since it asked for a reboot: the
 		// node is going down or coming up, and status.booted names the
 		// boot it left, not the one it is coming up on.
-		return false, VerifyPoll, nil
+		return false, rollout.VerifyPoll, nil
 	}
-	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 	if left := since.Add(timeout).Sub(s.now); left > 0 {
-		return false, min(left, VerifyPoll), nil
+		return false, min(left, rollout.VerifyPoll), nil
 	}
 	msg := fmt.Sprintf("node runs %s but has been NotReady since %s, longer than healthTimeout %s", target, since.UTC().Format(time.RFC3339), timeout)
 	if err := r.recordPoolFailure(ctx, s, target, "NotReadyOnTarget", msg); err != nil {
@@ -342,60 +343,6 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 // protection, or annotations bootroll added, for postUpdate to end.
 func protectionPending(ro *v1alpha1.RolloutStatus) bool {
 	return ro.ProtectUntil != nil || len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0
-}
-
-// stagingPhase is the phase the controller stores for a node outside a
-// slot: Pending (waiting for its turn: staging or staged, which are
-// derived from the daemon's report, see ObservedPhase, and never stored),
-// Updated when it runs its desired image, or Degraded while its staging
-// fails.
-func stagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
-	target := imageref.Digest(bn.Spec.DesiredImage)
-	d := bn.Status.Daemon
-	switch {
-	case bn.Spec.DesiredImage == "":
-		return v1alpha1.PhasePending, "", ""
-	case digestOfHost(bn.Status.Booted) == target:
-		return v1alpha1.PhaseUpdated, "", ""
-	case digestOfHost(bn.Status.Staged) != target && d.Phase == v1alpha1.DaemonError && d.StageAttempts > 0:
-		return v1alpha1.PhaseDegraded, "StageFailed", fmt.Sprintf("staging failed %d time(s), retrying with backoff: %s", d.StageAttempts, d.LastError)
-	default:
-		return v1alpha1.PhasePending, "", ""
-	}
-}
-
-// ObservedPhase is a record's phase as people and the pool read it: the
-// stored phase, except that a node waiting for its turn (stored Pending)
-// is Staging while its daemon stages the desired image and Staged once the
-// image is staged. Those two are a pure function of the daemon's report,
-// so they are derived here and never written back (DESIGN.md section 2:
-// what can be derived is derived); records written by an older bootroll
-// that stored them read the same way.
-func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
-	if !waiting(bn.Status.Phase) {
-		return bn.Status.Phase
-	}
-	target := imageref.Digest(bn.Spec.DesiredImage)
-	switch {
-	case target == "" || digestOfHost(bn.Status.Booted) == target:
-		return v1alpha1.PhasePending
-	case digestOfHost(bn.Status.Staged) == target:
-		return v1alpha1.PhaseStaged
-	case bn.Status.Daemon.Phase == v1alpha1.DaemonStaging:
-		return v1alpha1.PhaseStaging
-	}
-	return v1alpha1.PhasePending
-}
-
-// waiting reports whether a stored phase is that of a node waiting for its
-// turn: Pending, nothing stored yet, or the Staging and Staged an older
-// bootroll stored.
-func waiting(p v1alpha1.NodePhase) bool {
-	switch p {
-	case "", v1alpha1.PhasePending, v1alpha1.PhaseStaging, v1alpha1.PhaseStaged:
-		return true
-	}
-	return false
 }
 
 // retarget moves the record to a new desired image. A drain in progress is
@@ -434,7 +381,7 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 		ro.Reason, ro.Message = "Retargeted", fmt.Sprintf("retargeted to %s after %s failed", target, ro.FailedImage)
 	}
-	inSlot := holdsSlot(s.bn.Status.Phase)
+	inSlot := rollout.HoldsSlot(s.bn.Status.Phase)
 	if ro.FailedImage == target && s.bn.Status.Phase != v1alpha1.PhaseFailed && s.bn.Status.Phase != v1alpha1.PhaseRolledBack {
 		// The pool directs a node to an image that failed on it only in a
 		// later rollout of that image (it forgot the failure when its
@@ -461,7 +408,7 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 // drainTimeout gives the slot back and backs off.
 func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	ro := &s.bn.Status.Rollout
-	if !ro.Cordoned || haltedFor(s.pool, ro.TargetImage) {
+	if !ro.Cordoned || rollout.HaltedFor(s.pool, ro.TargetImage) {
 		// A slot granted for an image the pool has since halted on is
 		// given back: before the node is touched (read afresh), or as
 		// soon as the cache shows the halt (a halt lasts until the
@@ -544,18 +491,18 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		r.event(s.bn, corev1.EventTypeNormal, "Drained", "%s", ro.Message)
 		return r.verify(ctx, s)
 	}
-	timeout := durationOr(s.pool.Spec.DrainTimeout, DefaultDrainTimeout)
+	timeout := rollout.DurationOr(s.pool.Spec.DrainTimeout, rollout.DefaultDrainTimeout)
 	if took >= timeout {
 		ro.Failures++
-		ro.RetryAfter = &metav1.Time{Time: s.now.Add(Backoff(ro.Failures))}
+		ro.RetryAfter = &metav1.Time{Time: s.now.Add(rollout.Backoff(ro.Failures))}
 		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked by PDB: %s); retry after %s",
-			timeout, res.Remaining, blockedMessage(res.Blocked), Backoff(ro.Failures))
+			timeout, res.Remaining, blockedMessage(res.Blocked), rollout.Backoff(ro.Failures))
 		r.observe(s, "drain", took, "timeout")
 		if r.metrics != nil {
 			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
 		}
 		r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
-		return reconcile.Result{RequeueAfter: Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
+		return reconcile.Result{RequeueAfter: rollout.Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
 	}
 	if len(res.Blocked) > 0 && ro.Reason != "DrainBlocked" {
 		ro.Reason, ro.Message = "DrainBlocked", "eviction refused by a PodDisruptionBudget: "+blockedMessage(res.Blocked)
@@ -563,7 +510,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			return reconcile.Result{}, err
 		}
 	}
-	wait := DrainPoll
+	wait := rollout.DrainPoll
 	if left := timeout - took; left < wait {
 		wait = left
 	}
@@ -577,7 +524,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && digestOfHost(bn.Status.Booted) != imageref.Digest(bn.Spec.DesiredImage) {
+	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && rollout.DigestOfHost(bn.Status.Booted) != imageref.Digest(bn.Spec.DesiredImage) {
 		if bn.Spec.DesiredImage != ro.TargetImage {
 			// The record has not caught up with the desired image yet
 			// (retarget runs first): no boot order for either.
@@ -604,10 +551,10 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		r.event(bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", bn.Spec.DesiredImage)
 	}
 	want := imageref.Digest(bn.Spec.DesiredImage)
-	booted := digestOfHost(bn.Status.Booted)
+	booted := rollout.DigestOfHost(bn.Status.Booted)
 	d := bn.Status.Daemon
 	took := s.now.Sub(ro.RebootRequestedAt.Time)
-	if booted == want && nodeReady(s.node) {
+	if booted == want && rollout.NodeReady(s.node) {
 		phase, reason := v1alpha1.PhaseUpdated, "Updated"
 		if bn.Spec.Rollback {
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
@@ -637,12 +584,12 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			return reconcile.Result{}, err
 		}
 	}
-	timeout := durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 	if took >= timeout && !r.opts.TestOnly.NoHealthTimeout {
-		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, nodeReady(s.node))
+		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, rollout.NodeReady(s.node))
 		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
 	}
-	wait := VerifyPoll
+	wait := rollout.VerifyPoll
 	if left := timeout - took; left < wait {
 		wait = left
 	}
@@ -682,7 +629,7 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 	bn := s.bn
 	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
-		digestOfHost(bn.Status.Booted) == imageref.Digest(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
+		rollout.DigestOfHost(bn.Status.Booted) == imageref.Digest(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
 		prev := bn.Status.RollbackImage
 		ref := prev.Image
 		if !imageref.IsDigest(ref) {
@@ -767,18 +714,18 @@ func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Durat
 	// A Node that went down after a reboot was recorded is rebooting,
 	// whatever the last report said before it went.
 	d := &s.bn.Status.Daemon
-	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !(rebootStarted(s) && !nodeReady(s.node)) {
+	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !(rebootStarted(s) && !rollout.NodeReady(s.node)) {
 		return true, 0
 	}
-	timeout := DefaultHealthTimeout
+	timeout := rollout.DefaultHealthTimeout
 	if s.pool != nil {
-		timeout = durationOr(s.pool.Spec.HealthTimeout, DefaultHealthTimeout)
+		timeout = rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 	}
 	left := ro.RebootRequestedAt.Add(timeout).Sub(s.now)
 	if left <= 0 {
 		return true, 0
 	}
-	return false, min(left, DrainPoll)
+	return false, min(left, rollout.DrainPoll)
 }
 
 // rebootStarted reports whether the daemon recorded a reboot at or after
@@ -805,7 +752,7 @@ func rebootOver(s *nodeStep) bool {
 		return false // a reboot from before this order, or for another image
 	}
 	boot := s.node.Status.NodeInfo.BootID
-	return boot != "" && boot != r.BootID && nodeReady(s.node)
+	return boot != "" && boot != r.BootID && rollout.NodeReady(s.node)
 }
 
 // current returns a conflict when the record this reconcile acts on is
@@ -866,12 +813,12 @@ func (r *NodeReconciler) freshPool(ctx context.Context, s *nodeStep) (*v1alpha1.
 // gone) is halted for the node's target: the node is restored and stays
 // Staged. It reports whether it did.
 func (r *NodeReconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
-	if p == nil || !haltedFor(p, s.bn.Status.Rollout.TargetImage) {
+	if p == nil || !rollout.HaltedFor(p, s.bn.Status.Rollout.TargetImage) {
 		return false, nil
 	}
 	ro := &s.bn.Status.Rollout
 	// Retry no sooner than the slot was given, so the pool drops it.
-	ro.RetryAfter = &metav1.Time{Time: s.now.Add(BackoffBase)}
+	ro.RetryAfter = &metav1.Time{Time: s.now.Add(rollout.BackoffBase)}
 	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", p.Status.Halt.Image)
 	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
 	return true, r.finish(ctx, s, v1alpha1.PhasePending, "Halted", msg, false)
@@ -908,7 +855,7 @@ func (r *NodeReconciler) recordPoolFailure(ctx context.Context, s *nodeStep, ima
 		return client.IgnoreNotFound(err)
 	}
 	before := p.DeepCopy()
-	if !noteFailure(&p.Status, failureAt(s.bn.Name, image, reason, msg, s.now), maxFailuresOf(&p)) {
+	if !rollout.NoteFailure(&p.Status, rollout.FailureAt(s.bn.Name, image, reason, msg, s.now), rollout.MaxFailuresOf(&p)) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, &p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -1031,7 +978,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		keep = true
 		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
 	}
-	leaving := holdsSlot(bn.Status.Phase) && !holdsSlot(phase)
+	leaving := rollout.HoldsSlot(bn.Status.Phase) && !rollout.HoldsSlot(phase)
 	if bn.Status.Phase != phase {
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 	}
@@ -1088,7 +1035,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	// is Updated and still kept from workloads (the os-not-ready path
 	// removes it next), never one that takes workloads while its record
 	// says it reboots.
-	if success && hasTaint(s.node, v1alpha1.TaintOSNotReady) {
+	if success && rollout.HasTaint(s.node, v1alpha1.TaintOSNotReady) {
 		return r.removeTaint(ctx, s)
 	}
 	return nil
@@ -1252,7 +1199,7 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 	if target == "" {
 		return reconcile.Result{}, nil
 	}
-	if digestOfHost(bn.Status.Booted) == imageref.Digest(target) {
+	if rollout.DigestOfHost(bn.Status.Booted) == imageref.Digest(target) {
 		if err := r.removeTaint(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -1271,8 +1218,8 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 		}
 		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	if phase := ObservedPhase(bn); phase != v1alpha1.PhaseStaged {
-		stored, reason, msg := stagingPhase(bn)
+	if phase := rollout.ObservedPhase(bn); phase != v1alpha1.PhaseStaged {
+		stored, reason, msg := rollout.StagingPhase(bn)
 		if stored != bn.Status.Phase || reason != ro.Reason {
 			return reconcile.Result{}, r.setPhase(ctx, s, stored, reason, msg)
 		}
@@ -1280,7 +1227,7 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 	}
 	// A halted target is not booted here either (verify checks the pool
 	// afresh before the boot order; this spares a halted node the loop).
-	if haltedFor(s.pool, target) {
+	if rollout.HaltedFor(s.pool, target) {
 		return reconcile.Result{}, nil
 	}
 	if ra := ro.RetryAfter; ra != nil && s.now.Before(ra.Time) {
@@ -1321,7 +1268,7 @@ func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 // is nothing left to uncordon, and the record leaves its slot.
 func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
-	if !ro.Cordoned && !holdsSlot(s.bn.Status.Phase) {
+	if !ro.Cordoned && !rollout.HoldsSlot(s.bn.Status.Phase) {
 		return nil
 	}
 	if s.bn.Status.Phase != v1alpha1.PhasePending {
@@ -1398,11 +1345,4 @@ func (r *NodeReconciler) observe(s *nodeStep, what string, d time.Duration, resu
 		h = r.metrics.RebootSeconds
 	}
 	h.WithLabelValues(s.bn.Spec.Pool, result).Observe(d.Seconds())
-}
-
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil || d.Duration <= 0 {
-		return def
-	}
-	return d.Duration
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // PoolFeed is what the pool reconciler knows of the BootcNodes and Nodes,
@@ -152,33 +153,33 @@ type otherPool struct {
 
 // row builds the row of name from the feed's objects, and whether there
 // is one (a record of the pool, or a Node the pool selects). f.mu is held.
-func (f *PoolFeed) row(sc *poolScope, name string) (poolRow, bool) {
-	row := poolRow{name: name}
+func (f *PoolFeed) row(sc *poolScope, name string) (rollout.Row, bool) {
+	row := rollout.Row{Name: name}
 	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.sel.Matches(labels.Set(n.Labels)) {
-		row.node = n
-		row.osNotReady = hasTaint(n, v1alpha1.TaintOSNotReady)
+		row.Node = n
+		row.OSNotReady = rollout.HasTaint(n, v1alpha1.TaintOSNotReady)
 		for _, o := range sc.others {
 			if o.sel.Matches(labels.Set(n.Labels)) {
-				row.conflict = o.name
+				row.Conflict = o.name
 				break
 			}
 		}
 	}
 	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.pool {
-		row.setBN(bn, f.internLocked)
+		row.SetRecord(bn, f.internLocked)
 	}
-	return row, row.bn != nil || row.node != nil
+	return row, row.Record != nil || row.Node != nil
 }
 
 // rows builds the pool's rows, sorted by name, from everything in the feed,
 // and starts (or restarts) tracking the pool's changes from this moment.
-func (f *PoolFeed) rows(sc *poolScope) []poolRow {
+func (f *PoolFeed) rows(sc *poolScope) []rollout.Row {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rowsLocked(sc)
 }
 
-func (f *PoolFeed) rowsLocked(sc *poolScope) []poolRow {
+func (f *PoolFeed) rowsLocked(sc *poolScope) []rollout.Row {
 	names := make([]string, 0, len(f.nodes)+len(f.bns))
 	for name := range f.nodes {
 		names = append(names, name)
@@ -189,7 +190,7 @@ func (f *PoolFeed) rowsLocked(sc *poolScope) []poolRow {
 		}
 	}
 	sort.Strings(names)
-	rows := make([]poolRow, 0, len(names))
+	rows := make([]rollout.Row, 0, len(names))
 	for _, name := range names {
 		if row, ok := f.row(sc, name); ok {
 			rows = append(rows, row)
@@ -203,13 +204,13 @@ func (f *PoolFeed) rowsLocked(sc *poolScope) []poolRow {
 // since the pool's last rows or update, and returns them and how many
 // names changed. ok is false when the pool is not tracked (its rows were
 // not built since the feed was reset): the caller must build them.
-func (f *PoolFeed) update(sc *poolScope, rows []poolRow) (out []poolRow, changed int, ok bool) {
+func (f *PoolFeed) update(sc *poolScope, rows []rollout.Row) (out []rollout.Row, changed int, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.updateLocked(sc, rows)
 }
 
-func (f *PoolFeed) updateLocked(sc *poolScope, rows []poolRow) ([]poolRow, int, bool) {
+func (f *PoolFeed) updateLocked(sc *poolScope, rows []rollout.Row) ([]rollout.Row, int, bool) {
 	dirty, tracked := f.dirty[sc.pool]
 	if !tracked {
 		return rows, 0, false
@@ -217,13 +218,13 @@ func (f *PoolFeed) updateLocked(sc *poolScope, rows []poolRow) ([]poolRow, int, 
 	f.dirty[sc.pool] = map[string]struct{}{}
 	for name := range dirty {
 		row, has := f.row(sc, name)
-		i := sort.Search(len(rows), func(i int) bool { return rows[i].name >= name })
-		found := i < len(rows) && rows[i].name == name
+		i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
+		found := i < len(rows) && rows[i].Name == name
 		switch {
 		case has && found:
 			rows[i] = row
 		case has:
-			rows = append(rows, poolRow{})
+			rows = append(rows, rollout.Row{})
 			copy(rows[i+1:], rows[i:])
 			rows[i] = row
 		case found:
@@ -237,7 +238,7 @@ func (f *PoolFeed) updateLocked(sc *poolScope, rows []poolRow) ([]poolRow, int, 
 // pending changes to rows, builds the rows afresh, and returns the fresh
 // rows and the names where the two differ, which is a bug in the change
 // tracking. Both are built at one instant of the feed.
-func (f *PoolFeed) rebuild(sc *poolScope, rows []poolRow) (fresh []poolRow, diff []string) {
+func (f *PoolFeed) rebuild(sc *poolScope, rows []rollout.Row) (fresh []rollout.Row, diff []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rows, _, ok := f.updateLocked(sc, rows)
@@ -248,15 +249,15 @@ func (f *PoolFeed) rebuild(sc *poolScope, rows []poolRow) (fresh []poolRow, diff
 	i, j := 0, 0
 	for i < len(rows) || j < len(fresh) {
 		switch {
-		case j >= len(fresh) || (i < len(rows) && rows[i].name < fresh[j].name):
-			diff = append(diff, rows[i].name)
+		case j >= len(fresh) || (i < len(rows) && rows[i].Name < fresh[j].Name):
+			diff = append(diff, rows[i].Name)
 			i++
-		case i >= len(rows) || fresh[j].name < rows[i].name:
-			diff = append(diff, fresh[j].name)
+		case i >= len(rows) || fresh[j].Name < rows[i].Name:
+			diff = append(diff, fresh[j].Name)
 			j++
 		default:
 			if rows[i] != fresh[j] {
-				diff = append(diff, rows[i].name)
+				diff = append(diff, rows[i].Name)
 			}
 			i++
 			j++

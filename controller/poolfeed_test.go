@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 func feedNode(name, pool string, deleting bool) *corev1.Node {
@@ -45,17 +46,17 @@ type rowView struct {
 	conflict       string
 }
 
-func viewRows(t *testing.T, rows []poolRow) []rowView {
+func viewRows(t *testing.T, rows []rollout.Row) []rowView {
 	t.Helper()
 	var out []rowView
 	for i, r := range rows {
-		if i > 0 && rows[i-1].name >= r.name {
-			t.Errorf("rows not sorted: %q before %q", rows[i-1].name, r.name)
+		if i > 0 && rows[i-1].Name >= r.Name {
+			t.Errorf("rows not sorted: %q before %q", rows[i-1].Name, r.Name)
 		}
-		if r.bn != nil && r.bn.Name != r.name || r.node != nil && r.node.Name != r.name {
-			t.Errorf("row %s holds %v / %v", r.name, r.bn, r.node)
+		if r.Record != nil && r.Record.Name != r.Name || r.Node != nil && r.Node.Name != r.Name {
+			t.Errorf("row %s holds %v / %v", r.Name, r.Record, r.Node)
 		}
-		out = append(out, rowView{r.name, r.bn != nil, r.node != nil, r.conflict})
+		out = append(out, rowView{r.Name, r.Record != nil, r.Node != nil, r.Conflict})
 	}
 	return out
 }
@@ -83,13 +84,13 @@ func TestPoolFeedRows(t *testing.T) {
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
 		rows := f.rows(scopeP())
-		if r := findRow(rows, n); r == nil || r.name != n {
-			t.Errorf("findRow(%q) = %v", n, r)
+		if r := rollout.FindRow(rows, n); r == nil || r.Name != n {
+			t.Errorf("rollout.FindRow(%q) = %v", n, r)
 		}
 	}
 	for _, n := range []string{"", "aa", "e", "z"} {
-		if r := findRow(f.rows(scopeP()), n); r != nil {
-			t.Errorf("findRow(%q) = %v, want nil", n, r)
+		if r := rollout.FindRow(f.rows(scopeP()), n); r != nil {
+			t.Errorf("rollout.FindRow(%q) = %v, want nil", n, r)
 		}
 	}
 }

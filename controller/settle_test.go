@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 )
 
 // settleStep builds a node step for bootOrderSettled: a record whose boot
@@ -69,7 +70,7 @@ func TestBootOrderSettled(t *testing.T) {
 		{"no acknowledgement, new boot ID unknown", settleStep(t0, 2, v1alpha1.DaemonRebooting, thisReboot, true, ""), false},
 		{"reboot from before this order", settleStep(t0, 2, v1alpha1.DaemonRebooting, earlier, true, "boot-2"), false},
 		{"reboot into another image", settleStep(t0, 2, v1alpha1.DaemonRebooting, otherImage, true, "boot-2"), false},
-		{"healthTimeout passed", settleStep(t0.Add(DefaultHealthTimeout), 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-1"), true},
+		{"healthTimeout passed", settleStep(t0.Add(rollout.DefaultHealthTimeout), 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-1"), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

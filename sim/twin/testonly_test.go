@@ -8,14 +8,14 @@ import (
 )
 
 // TestTestOnlyMapsEverySetting sets each published testOnly switch alone
-// and checks that it turns on exactly one controller.TestOnly field, of
+// and checks that it turns on exactly one rollout.TestOnly field, of
 // the same name (the daemons' two switches turn on none: configureDaemon
 // applies them), so no switch is published and silently ignored.
 func TestTestOnlyMapsEverySetting(t *testing.T) {
 	daemonOnly := map[string]bool{"NoStagingReserve": true, "ForgetLastReboot": true}
 	st := reflect.TypeOf(scenario.TestOnly{})
 	if got := reflect.TypeOf(testOnly(scenario.TestOnly{})).NumField(); got != st.NumField()-len(daemonOnly) {
-		t.Errorf("controller.TestOnly has %d fields, scenario.TestOnly %d controller switches: one side has a switch the other lacks", got, st.NumField()-len(daemonOnly))
+		t.Errorf("rollout.TestOnly has %d fields, scenario.TestOnly %d controller switches: one side has a switch the other lacks", got, st.NumField()-len(daemonOnly))
 	}
 	for i := 0; i < st.NumField(); i++ {
 		name := st.Field(i).Name

@@ -72,6 +72,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
@@ -404,11 +405,11 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 }
 
 // testOnly maps the scenario's deliberately broken controller settings to
-// controller.TestOnly, one field each: every setting the schema publishes
+// rollout.TestOnly, one field each: every setting the schema publishes
 // works. The daemons' settings (noStagingReserve, forgetLastReboot) are
 // applied by configureDaemon.
-func testOnly(t scenario.TestOnly) controller.TestOnly {
-	return controller.TestOnly{
+func testOnly(t scenario.TestOnly) rollout.TestOnly {
+	return rollout.TestOnly{
 		IgnoreSlotLimit:         t.IgnoreSlotLimit,
 		SkipUncordon:            t.SkipUncordon,
 		DeleteInsteadOfEvict:    t.DeleteInsteadOfEvict,

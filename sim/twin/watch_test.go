@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 )
@@ -84,7 +85,7 @@ func TestWatchMappings(t *testing.T) {
 		p.Status.Summary = summary
 		return p
 	}
-	debounce := controller.PoolStatusDebounce.String()
+	debounce := rollout.PoolStatusDebounce.String()
 	for _, tc := range []struct {
 		name string
 		ev   apiserver.Event

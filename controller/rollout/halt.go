@@ -1,4 +1,4 @@
-package controller
+package rollout
 
 import (
 	"fmt"
@@ -9,19 +9,19 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// maxFailuresOf is the pool's failurePolicy.maxFailures, or its default.
-func maxFailuresOf(p *v1alpha1.BootcNodePool) int {
+// MaxFailuresOf is the pool's failurePolicy.maxFailures, or its default.
+func MaxFailuresOf(p *v1alpha1.BootcNodePool) int {
 	if m := p.Spec.FailurePolicy.MaxFailures; m != nil {
 		return int(*m)
 	}
 	return int(DefaultMaxFailures)
 }
 
-// noteFailure adds f to the pool status (one entry per node and image; a
+// NoteFailure adds f to the pool status (one entry per node and image; a
 // repeat updates nothing) and sets status.halt when f's image is the
 // target and maxFailures nodes have now failed it. It reports whether the
 // status changed.
-func noteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, maxFailures int) bool {
+func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, maxFailures int) bool {
 	if f.Image == "" || f.Image != st.TargetImage {
 		return false // an old target's failure: the BootcNode keeps it
 	}
@@ -38,7 +38,7 @@ func noteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, maxFa
 		changed = true
 	}
 	if st.Halt == nil {
-		if failed := failuresOf(st.Failures, f.Image); len(failed) >= maxFailures {
+		if failed := FailuresOf(st.Failures, f.Image); len(failed) >= maxFailures {
 			st.Halt = &v1alpha1.HaltRecord{Image: f.Image, Since: f.Time, Failures: failed}
 			changed = true
 		}
@@ -46,8 +46,8 @@ func noteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, maxFa
 	return changed
 }
 
-// failuresOf returns copies of the failures of image.
-func failuresOf(fs []v1alpha1.NodeFailure, image string) []v1alpha1.NodeFailure {
+// FailuresOf returns copies of the failures of image.
+func FailuresOf(fs []v1alpha1.NodeFailure, image string) []v1alpha1.NodeFailure {
 	var out []v1alpha1.NodeFailure
 	for _, f := range fs {
 		if f.Image == image {
@@ -57,14 +57,14 @@ func failuresOf(fs []v1alpha1.NodeFailure, image string) []v1alpha1.NodeFailure 
 	return out
 }
 
-// settleHalt brings the durable failure record of a pool up to date for
+// SettleHalt brings the durable failure record of a pool up to date for
 // its target: a halt of another image (spec.image changed) moves to
 // lastHalt, failures of other images are dropped, the failures seen on
 // live records (live) are added, and a halt is set when maxFailures nodes
 // failed the target. It returns whether the pool is halted for target.
 // Nothing here is derived from live records alone: a halt, once set,
 // lasts until the target changes, whatever happens to the records.
-func settleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1.NodeFailure, maxFailures int) bool {
+func SettleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1.NodeFailure, maxFailures int) bool {
 	if target == "" {
 		return false
 	}
@@ -82,16 +82,16 @@ func settleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1
 		st.Failures = nil
 	}
 	for _, f := range live {
-		noteFailure(st, f, maxFailures)
+		NoteFailure(st, f, maxFailures)
 	}
 	if st.Halt == nil && len(st.Failures) >= maxFailures {
-		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: st.Failures[len(st.Failures)-1].Time, Failures: failuresOf(st.Failures, target)}
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: st.Failures[len(st.Failures)-1].Time, Failures: FailuresOf(st.Failures, target)}
 	}
 	return st.Halt != nil && st.Halt.Image == target
 }
 
-// failureLines describes failures for a condition message.
-func failureLines(fs []v1alpha1.NodeFailure) []string {
+// FailureLines describes failures for a condition message.
+func FailureLines(fs []v1alpha1.NodeFailure) []string {
 	out := make([]string, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, fmt.Sprintf("%s (%s: %s)", f.Node, f.Reason, f.Message))
@@ -99,13 +99,13 @@ func failureLines(fs []v1alpha1.NodeFailure) []string {
 	return out
 }
 
-// haltedFor reports whether the pool is halted for image.
-func haltedFor(p *v1alpha1.BootcNodePool, image string) bool {
+// HaltedFor reports whether the pool is halted for image.
+func HaltedFor(p *v1alpha1.BootcNodePool, image string) bool {
 	return p != nil && p.Status.Halt != nil && image != "" && p.Status.Halt.Image == image
 }
 
-// failureAt builds the failure record of node for image.
-func failureAt(node, image, reason, msg string, now time.Time) v1alpha1.NodeFailure {
+// FailureAt builds the failure record of node for image.
+func FailureAt(node, image, reason, msg string, now time.Time) v1alpha1.NodeFailure {
 	if len(msg) > 2048 {
 		msg = msg[:2045] + "..."
 	}

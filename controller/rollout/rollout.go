@@ -1,4 +1,4 @@
-package controller
+package rollout
 
 import (
 	"container/heap"
@@ -129,11 +129,6 @@ func windowDay(days []v1alpha1.Weekday, wd time.Weekday) bool {
 		}
 	}
 	return false
-}
-
-// holdsSlot reports whether a node in phase p is inside its reboot slot.
-func holdsSlot(p v1alpha1.NodePhase) bool {
-	return p == v1alpha1.PhaseDraining || p == v1alpha1.PhaseRebooting || p == v1alpha1.PhaseVerifying
 }
 
 // Candidate is a node that may be given a reboot slot.

@@ -1,4 +1,4 @@
-package controller
+package rollout
 
 import (
 	"testing"
@@ -52,7 +52,7 @@ func TestSettleHalt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st
 			st.TargetImage = tc.target
-			got := settleHalt(&st, tc.target, tc.live, tc.maxFailures)
+			got := SettleHalt(&st, tc.target, tc.live, tc.maxFailures)
 			if got != tc.halted {
 				t.Errorf("halted = %v, want %v", got, tc.halted)
 			}
@@ -90,20 +90,20 @@ func TestNoteFailure(t *testing.T) {
 	f := func(node, image string) v1alpha1.NodeFailure {
 		return v1alpha1.NodeFailure{Node: node, Image: image, Reason: "HealthTimeout", Time: now}
 	}
-	if noteFailure(&st, f("n1", "A"), 1) {
+	if NoteFailure(&st, f("n1", "A"), 1) {
 		t.Errorf("a failure of an old target changed the status: %+v", st)
 	}
-	if !noteFailure(&st, f("n1", "B"), 2) || len(st.Failures) != 1 || st.Halt != nil {
+	if !NoteFailure(&st, f("n1", "B"), 2) || len(st.Failures) != 1 || st.Halt != nil {
 		t.Fatalf("first failure: %+v", st)
 	}
-	if noteFailure(&st, f("n1", "B"), 2) {
+	if NoteFailure(&st, f("n1", "B"), 2) {
 		t.Errorf("a repeated failure changed the status: %+v", st)
 	}
-	if !noteFailure(&st, f("n2", "B"), 2) || st.Halt == nil || st.Halt.Image != "B" || len(st.Halt.Failures) != 2 {
+	if !NoteFailure(&st, f("n2", "B"), 2) || st.Halt == nil || st.Halt.Image != "B" || len(st.Halt.Failures) != 2 {
 		t.Fatalf("maxFailures reached: %+v", st)
 	}
 	halt := st.Halt
-	if noteFailure(&st, f("n3", "B"), 2); st.Halt != halt || len(st.Halt.Failures) != 2 {
+	if NoteFailure(&st, f("n3", "B"), 2); st.Halt != halt || len(st.Halt.Failures) != 2 {
 		t.Errorf("a later failure rewrote the halt: %+v", st.Halt)
 	}
 }
@@ -118,7 +118,7 @@ func TestStalled(t *testing.T) {
 		}
 		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}}}
 	}
-	row := func(name string, phase v1alpha1.NodePhase, booted, failed string, up bool, mid bool) poolRow {
+	row := func(name string, phase v1alpha1.NodePhase, booted, failed string, up bool, mid bool) Row {
 		bn := &v1alpha1.BootcNode{}
 		bn.Status.Phase = phase
 		bn.Status.Rollout.FailedImage = failed
@@ -130,28 +130,28 @@ func TestStalled(t *testing.T) {
 		if booted != "" {
 			bn.Status.Booted = &v1alpha1.HostImage{Digest: booted}
 		}
-		r := poolRow{name: name, node: ready(up)}
-		r.setBN(bn, func(s string) string { return s })
+		r := Row{Name: name, Node: ready(up)}
+		r.SetRecord(bn, func(s string) string { return s })
 		return r
 	}
 	updated := row("a", v1alpha1.PhaseUpdated, digest, "", true, false)
 	for _, tc := range []struct {
 		name  string
-		rows  []poolRow
+		rows  []Row
 		want  bool
 		wait  time.Duration
 		after time.Duration
 	}{
-		{name: "all updated", rows: []poolRow{updated}},
-		{name: "the rest rolled back", rows: []poolRow{updated, row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false)}, want: true},
-		{name: "the rest failed down on the target", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, digest, target, false, false)}, want: true},
-		{name: "a node still to roll", rows: []poolRow{row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false), row("c", v1alpha1.PhaseStaged, "sha256:aa", "", true, false)}},
-		{name: "failed while still rebooting: waits", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: time.Minute, wait: 4 * time.Minute},
-		{name: "failed while still rebooting: healthTimeout later", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: 5 * time.Minute, want: true},
-		{name: "failed on target, Ready again: updated", rows: []poolRow{updated, row("b", v1alpha1.PhaseFailed, digest, target, true, false)}},
+		{name: "all updated", rows: []Row{updated}},
+		{name: "the rest rolled back", rows: []Row{updated, row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false)}, want: true},
+		{name: "the rest failed down on the target", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, digest, target, false, false)}, want: true},
+		{name: "a node still to roll", rows: []Row{row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false), row("c", v1alpha1.PhaseStaged, "sha256:aa", "", true, false)}},
+		{name: "failed while still rebooting: waits", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: time.Minute, wait: 4 * time.Minute},
+		{name: "failed while still rebooting: healthTimeout later", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: 5 * time.Minute, want: true},
+		{name: "failed on target, Ready again: updated", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, digest, target, true, false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, wait := stalled(tc.rows, target, digest, 5*time.Minute, t0.Add(tc.after))
+			got, wait := Stalled(tc.rows, target, digest, 5*time.Minute, t0.Add(tc.after))
 			if got != tc.want || wait != tc.wait {
 				t.Errorf("stalled = %v, %s; want %v, %s", got, wait, tc.want, tc.wait)
 			}

@@ -1,0 +1,432 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/resolve"
+)
+
+// Pass is one pool pass: the pool (a copy the pass owns, whose status
+// the steps below write), its rows and the time. The pool reconciler
+// builds it from its cache, runs the steps in order (Halt, Open, Direct,
+// Slots, Report) and writes what they decided; between Direct and Slots it
+// writes the directives and updates the rows it wrote.
+type Pass struct {
+	Pool *v1alpha1.BootcNodePool
+	// Rows are sorted by name. Their records are shared with a cache:
+	// nothing here changes them.
+	Rows []Row
+	// Members is the number of member Nodes.
+	Members int
+	// Target is status.targetImage, resolved; TargetDigest its digest.
+	Target, TargetDigest string
+	Now                  time.Time
+	TestOnly             TestOnly
+	// Wake is how soon the pass wants to run again: the soonest of what
+	// the steps wait for; zero for nothing.
+	Wake time.Duration
+}
+
+// WakeIn asks for the pass to run again in d at the latest.
+func (p *Pass) WakeIn(d time.Duration) {
+	if d > 0 && (p.Wake == 0 || d < p.Wake) {
+		p.Wake = d
+	}
+}
+
+// Halt brings the pool's durable failure record up to date (SettleHalt)
+// and reports whether the pool is halted for its target, and the failures
+// the Degraded condition lists. The failures of the target are recorded on
+// the pool (the node reconciler writes each one there first); the live
+// records add any not recorded yet. A node rolling back from the target
+// counts as failed while it rolls back. The halt is durable: once set it
+// lasts until the target changes, whatever happens to the failed nodes.
+// When fewer than maxFailures nodes failed but every node not on the
+// target did (Stalled), the pool halts too: nothing is left to roll.
+func (p *Pass) Halt() (halted bool, failed []string) {
+	st, target := &p.Pool.Status, p.Target
+	var live []v1alpha1.NodeFailure
+	for i := range p.Rows {
+		row := &p.Rows[i]
+		if row.Record == nil || target == "" || row.Failed != target {
+			continue
+		}
+		if Done(row.Phase) || HoldsSlot(row.Phase) {
+			ro := &row.Record.Status.Rollout
+			at := p.Now
+			if ro.PhaseSince != nil {
+				at = ro.PhaseSince.Time
+			}
+			live = append(live, FailureAt(row.Name, target, ro.Reason, ro.Message, at))
+		}
+	}
+	maxFailures := MaxFailuresOf(p.Pool)
+	halted = SettleHalt(st, target, live, maxFailures)
+	failed = FailureLines(st.Failures)
+	if p.TestOnly.HaltFromLiveRecords {
+		// The old behaviour: the halt lasts only as long as the failed
+		// records do.
+		st.Failures, st.Halt = nil, nil
+		failed = FailureLines(live)
+		halted = target != "" && len(live) >= maxFailures
+	}
+	healthTimeout := DurationOr(p.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: FailuresOf(st.Failures, target)}
+		halted = true
+	} else {
+		p.WakeIn(wait)
+	}
+	return halted, failed
+}
+
+// Open reports whether a maintenance window is open now, and wakes the
+// pass when the next one opens.
+func (p *Pass) Open() bool {
+	open, until := InWindow(p.Pool.Spec.Windows, p.Now)
+	if !open {
+		p.WakeIn(until)
+	}
+	return open
+}
+
+// Direct returns the rows whose spec.desiredImage should become the
+// target, keeping at most maxStaging nodes staging at once. Nodes that
+// already run the target, or that failed this very target and are still
+// down on that failure, are not counted. A node asked to reboot
+// (Rebooting, Verifying) keeps its image until it has finished and been
+// verified; then it stages the new target and takes a fresh slot, cordon
+// and drain for it. A node that joined with an old boot image (startup
+// taint), or runs the target already, is directed outside the bound.
+func (p *Pass) Direct() []*Row {
+	target, targetDigest := p.Target, p.TargetDigest
+	limit := -1
+	if ms := p.Pool.Spec.Rollout.MaxStaging; ms != nil && *ms > 0 {
+		limit = int(*ms)
+	}
+	staging := 0
+	var todo []*Row
+	for i := range p.Rows {
+		row := &p.Rows[i]
+		if row.Record == nil || row.Conflict != "" {
+			continue
+		}
+		if row.Desired == target {
+			if row.Booted != targetDigest && row.Staged != targetDigest {
+				staging++
+			}
+			continue
+		}
+		if !Directable(row.Phase, row.Desired, row.Failed, target) {
+			continue
+		}
+		todo = append(todo, row)
+	}
+	out := todo[:0]
+	for _, row := range todo {
+		onIt := row.Booted == targetDigest || (row.Node != nil && row.OSNotReady)
+		if !onIt && limit >= 0 && staging >= limit {
+			continue
+		}
+		out = append(out, row)
+		if !onIt {
+			staging++
+		}
+	}
+	return out
+}
+
+// Directable reports whether a record in phase, directed to desired and
+// failed on failed, may be directed to target. A node that failed this
+// target and is still down on that failure is not tried again (a new
+// spec.image retargets it); a failure of the target the record keeps
+// from an earlier rollout of it, the node since updated to another image,
+// is history (host-faults-mid-rollout seed54: B failed, back to A, B
+// again, and the pool skipped the node for good). A node asked to reboot
+// keeps its image until it has finished.
+func Directable(phase v1alpha1.NodePhase, desired, failed, target string) bool {
+	switch {
+	case desired == target:
+		return false
+	case failed == target && Done(phase):
+		return false
+	case phase == v1alpha1.PhaseRebooting || phase == v1alpha1.PhaseVerifying:
+		return false
+	}
+	return true
+}
+
+// Slots keeps the entries of the slot table that are still in use and
+// returns them with the number of slots (maxUnavailable), how many are
+// free to grant now, and the order the candidates get them in. Entries
+// whose node left are dropped; a halt withdraws the slots granted for the
+// halted image that no node has started on. The caller checks each
+// candidate, in order, for safety (Ready, not disrupted by Karpenter)
+// and grants free slots to the first that pass. It writes no status:
+// the caller sets status.slots to held plus its grants.
+func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1.Slot, maxU, free int, next func() (string, bool), err error) {
+	st, target, targetDigest, now := &p.Pool.Status, p.Target, p.TargetDigest, p.Now
+	slots := st.Slots
+	if p.TestOnly.ForgetSlotsOnRestart && firstPass {
+		slots = nil
+	}
+	for _, s := range slots {
+		row := FindRow(p.Rows, s.Node)
+		if row == nil {
+			continue
+		}
+		down := ReleasedDown(row, s)
+		if !down && (row.Record == nil || !SlotInUse(row.Record, s)) {
+			continue
+		}
+		if !down && halted && s.Image == target && !row.Record.Status.Rollout.Cordoned && !HoldsSlot(row.Phase) {
+			continue
+		}
+		if p.TestOnly.FreeSlotBeforeVerify && (row.Phase == v1alpha1.PhaseRebooting || row.Phase == v1alpha1.PhaseVerifying) {
+			continue
+		}
+		held = append(held, s)
+	}
+	maxU, err = MaxUnavailable(p.Pool.Spec.Rollout.MaxUnavailable, p.Members)
+	if err != nil {
+		return held, 0, 0, func() (string, bool) { return "", false }, err
+	}
+	free = maxU - len(held)
+	if p.TestOnly.IgnoreSlotLimit {
+		free = len(p.Rows)
+	}
+	// With no free slot there is nothing to choose: a slot that frees
+	// up is a BootcNode change, which brings the pool back.
+	if !active || !open || free <= 0 {
+		return held, maxU, 0, func() (string, bool) { return "", false }, nil
+	}
+	inSlot := make(map[string]bool, len(held))
+	for _, s := range held {
+		inSlot[s.Node] = true
+	}
+	// A member that runs the target but is not Ready, outside any slot,
+	// is down on the image this pool rolls out (released mid-boot when an
+	// earlier pool or record went, say, and its failure lost with the
+	// record): it counts against maxUnavailable as a slot would.
+	for i := range p.Rows {
+		row := &p.Rows[i]
+		if row.Node == nil || inSlot[row.Name] || row.Booted != targetDigest || row.OSNotReady ||
+			Done(row.Phase) || NodeReady(row.Node) {
+			continue
+		}
+		free--
+	}
+	var cands []Candidate
+	for i := range p.Rows {
+		row := &p.Rows[i]
+		bn := row.Record
+		if bn == nil || row.Conflict != "" || row.Node == nil {
+			continue
+		}
+		if row.Phase != v1alpha1.PhaseStaged || row.Desired != target || row.Staged != targetDigest || row.Target != target || inSlot[row.Name] {
+			continue
+		}
+		if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
+			p.WakeIn(ra.Sub(now))
+			continue
+		}
+		if row.OSNotReady {
+			continue // updated without a slot by the node reconciler
+		}
+		since := now
+		if bn.Status.Rollout.PhaseSince != nil {
+			since = bn.Status.Rollout.PhaseSince.Time
+		}
+		cands = append(cands, Candidate{Name: row.Name, StagedSince: since})
+	}
+	return held, maxU, max(free, 0), SlotOrder(cands), nil
+}
+
+// Report writes the pool's summary (node and phase counts, deployed
+// digests, updated nodes) and its conditions into the status.
+func (p *Pass) Report(resolveErr error, conflicts, failed []string, halted, open bool) {
+	p.aggregate()
+	p.conditions(resolveErr, conflicts, failed, DrainsBlocked(p.Rows), halted, open)
+	p.Pool.Status.ObservedGeneration = p.Pool.Generation
+}
+
+func (p *Pass) aggregate() {
+	st, target, targetDigest := &p.Pool.Status, p.Target, p.TargetDigest
+	counts := make([]int32, len(v1alpha1.AllPhases))
+	// The few distinct digests, found by comparing (interned) strings.
+	type digestCount struct {
+		digest string
+		n      int32
+	}
+	var digests []digestCount
+	var updated int32
+	for i := range p.Rows {
+		row := &p.Rows[i]
+		if row.Record == nil {
+			continue // deleted, or not created
+		}
+		if row.PhaseIdx >= 0 {
+			counts[row.PhaseIdx]++
+		}
+		if d := row.Booted; d != "" {
+			j := 0
+			for j < len(digests) && digests[j].digest != d {
+				j++
+			}
+			if j == len(digests) {
+				digests = append(digests, digestCount{digest: d})
+			}
+			digests[j].n++
+			if target != "" && d == targetDigest && OnTarget(row) {
+				updated++
+			}
+		}
+	}
+	sort.Slice(digests, func(i, j int) bool { return digests[i].digest < digests[j].digest })
+	st.Phases = nil
+	for i, ph := range v1alpha1.AllPhases {
+		if counts[i] > 0 {
+			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: ph, Nodes: counts[i]})
+		}
+	}
+	st.DeployedDigests = nil
+	for _, d := range digests {
+		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d.digest, Nodes: d.n})
+	}
+	st.Nodes = int32(p.Members)
+	st.UpdatedNodes = updated
+	st.Summary = Summary(updated, st.Nodes, st.Phases)
+}
+
+func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {
+	pool, st := p.Pool, &p.Pool.Status
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(p.Now)})
+	}
+	switch {
+	case resolveErr != nil:
+		kind := resolve.KindOf(resolveErr)
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonResolveFailed, fmt.Sprintf("%s: %v; keeping target %q", kind, resolveErr, st.TargetImage))
+	case len(conflicts) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+TruncateList(conflicts))
+	case len(failed) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+TruncateList(failed))
+	case len(blocked) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
+			"PodDisruptionBudgets refuse the evictions a drain needs (check that the workloads have room on other nodes and that their budgets allow a disruption): "+TruncateList(blocked))
+	default:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
+	}
+	if halted {
+		if st.Halt != nil {
+			failed = FailureLines(st.Halt.Failures)
+		}
+		if max := MaxFailuresOf(pool); len(failed) < max {
+			set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonRemainingFailed,
+				fmt.Sprintf("every node not on %s failed it (%d node(s), maxFailures %d): nothing is left to roll; set a new spec.image to recover: %s", st.TargetImage, len(failed), max, TruncateList(failed)))
+		} else {
+			set(v1alpha1.ConditionHalted, metav1.ConditionTrue, v1alpha1.ReasonMaxFailures,
+				fmt.Sprintf("%d node(s) failed %s (maxFailures reached); set a new spec.image to recover: %s", len(failed), st.TargetImage, TruncateList(failed)))
+		}
+	} else {
+		set(v1alpha1.ConditionHalted, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, "")
+	}
+	switch {
+	case st.TargetImage == "":
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonResolveFailed, "no target digest yet")
+	case st.Nodes == 0:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonNoNodes, "the pool selects no nodes")
+	case st.UpdatedNodes == st.Nodes:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonAllUpdated, st.Summary)
+	case pool.Spec.Paused:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonPaused, st.Summary)
+	case !open:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonOutsideWindow, st.Summary)
+	default:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, st.Summary)
+	}
+}
+
+// OnTarget reports whether a row that booted the target counts as
+// updated: it is out of its slot, and not a Failed node that is down (a
+// node that failed the target and is not Ready has not been updated).
+func OnTarget(row *Row) bool {
+	return !HoldsSlot(row.Phase) && !(row.Phase == v1alpha1.PhaseFailed && (row.Node == nil || !NodeReady(row.Node)))
+}
+
+// Stalled reports whether the rollout of target cannot go on: some
+// member failed it, and every member is either updated or failed it and
+// is out of its slot (Failed or RolledBack; the pool never directs such
+// a node to the target again). A node that failed while still coming up
+// from its reboot (its daemon has not reported since) may yet boot
+// healthy: it is given healthTimeout more, and wait says when to look again.
+func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duration, now time.Time) (bool, time.Duration) {
+	failed := false
+	var wait time.Duration
+	for i := range rows {
+		row := &rows[i]
+		if row.Node == nil {
+			continue
+		}
+		if row.Record == nil || row.Conflict != "" {
+			return false, 0
+		}
+		ro, d := &row.Record.Status.Rollout, &row.Record.Status.Daemon
+		switch {
+		case row.Booted == targetDigest && OnTarget(row):
+		case row.Failed == target && Done(row.Phase) && !ro.Cordoned:
+			if row.Phase == v1alpha1.PhaseFailed && d.LastReboot != nil && d.LastReboot.BootID == d.BootID && ro.PhaseSince != nil {
+				if left := ro.PhaseSince.Add(healthTimeout).Sub(now); left > 0 {
+					if wait == 0 || left < wait {
+						wait = left
+					}
+					continue
+				}
+			}
+			failed = true
+		default:
+			return false, 0
+		}
+	}
+	if wait > 0 {
+		return false, wait
+	}
+	return failed, 0
+}
+
+// DrainsBlocked lists the members whose drain PodDisruptionBudgets hold
+// up: draining with evictions refused, or back to Staged after a drain
+// timeout and waiting to try again. Each entry names the node and what its
+// record says.
+func DrainsBlocked(rows []Row) []string {
+	var out []string
+	for i := range rows {
+		row := &rows[i]
+		if row.Record == nil || row.Node == nil {
+			continue
+		}
+		ro := &row.Record.Status.Rollout
+		switch {
+		case row.Phase == v1alpha1.PhaseDraining && ro.Reason == "DrainBlocked",
+			row.Record.Status.Phase == v1alpha1.PhasePending && ro.Reason == "DrainTimeout":
+			out = append(out, row.Name+" ("+ro.Message+")")
+		}
+	}
+	return out
+}
+
+// TruncateList joins items for a message, at most ten of them.
+func TruncateList(items []string) string {
+	const max = 10
+	if len(items) > max {
+		return strings.Join(items[:max], "; ") + fmt.Sprintf("; and %d more", len(items)-max)
+	}
+	return strings.Join(items, "; ")
+}

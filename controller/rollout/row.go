@@ -1,0 +1,72 @@
+package rollout
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// Row is one node name of a pool pass: its record (nil when there is
+// none, or it was deleted in this pass), its Node when the Node is a
+// member (nil otherwise), and the other pool that also selects it.
+type Row struct {
+	Name     string
+	Record   *v1alpha1.BootcNode
+	Node     *corev1.Node
+	Conflict string
+	Facts
+}
+
+// Facts are the fields of a row's record and Node that a pass reads,
+// copied into the row when it is built (SetRecord) so that a pass reads
+// one table instead of 2,000 objects spread over the heap. The image
+// strings may be interned (equal ones share their bytes, so comparing
+// them is a pointer check).
+type Facts struct {
+	Phase      v1alpha1.NodePhase // ObservedPhase of the record, Pending when empty
+	PhaseIdx   int8               // its v1alpha1.PhaseIndex, -1 for none
+	Desired    string             // spec.desiredImage
+	Failed     string             // status.rollout.failedImage
+	Target     string             // status.rollout.targetImage
+	Booted     string             // status.booted.digest
+	Staged     string             // status.staged.digest
+	OSNotReady bool               // the Node has the startup taint
+}
+
+// SetRecord sets the row's record and the facts taken from it; intern
+// maps each string to its shared copy (the identity will do).
+func (row *Row) SetRecord(bn *v1alpha1.BootcNode, intern func(string) string) {
+	row.Record = bn
+	f := &row.Facts
+	if bn == nil {
+		*f = Facts{PhaseIdx: -1, OSNotReady: f.OSNotReady}
+		return
+	}
+	f.Phase = v1alpha1.NodePhase(intern(string(ObservedPhase(bn))))
+	f.PhaseIdx = -1
+	if i, ok := v1alpha1.PhaseIndex(f.Phase); ok {
+		f.PhaseIdx = int8(i)
+	}
+	f.Desired = intern(bn.Spec.DesiredImage)
+	f.Failed = intern(bn.Status.Rollout.FailedImage)
+	f.Target = intern(bn.Status.Rollout.TargetImage)
+	f.Booted = intern(DigestOfHost(bn.Status.Booted))
+	f.Staged = intern(DigestOfHost(bn.Status.Staged))
+}
+
+// SetNode sets the row's member Node and the facts taken from it.
+func (row *Row) SetNode(n *corev1.Node) {
+	row.Node = n
+	row.OSNotReady = n != nil && HasTaint(n, v1alpha1.TaintOSNotReady)
+}
+
+// FindRow returns the row of name in rows sorted by name, or nil.
+func FindRow(rows []Row, name string) *Row {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
+	if i < len(rows) && rows[i].Name == name {
+		return &rows[i]
+	}
+	return nil
+}

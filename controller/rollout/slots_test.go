@@ -1,0 +1,138 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// A pool whose drains PodDisruptionBudgets hold up says so in Degraded
+// (DrainsBlocked), naming the nodes and what their records say; a drain
+// under way or a node that waits for anything else is no such report.
+func TestDrainsBlockedIsReported(t *testing.T) {
+	row := func(name string, phase v1alpha1.NodePhase, reason, msg string) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		bn.Status.Phase = phase
+		bn.Status.Rollout.Reason, bn.Status.Rollout.Message = reason, msg
+		return Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Facts: Facts{Phase: phase}}
+	}
+	rows := []Row{
+		row("a", v1alpha1.PhaseDraining, "DrainBlocked", "eviction refused by a PodDisruptionBudget: default/web-1"),
+		row("b", v1alpha1.PhasePending, "DrainTimeout", "drain did not finish in 10m0s"),
+		row("c", v1alpha1.PhaseDraining, "SlotGranted", "reboot slot 1/2"),
+		row("d", v1alpha1.PhaseStaged, "", ""),
+	}
+	got := DrainsBlocked(rows)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "a (eviction refused") || !strings.HasPrefix(got[1], "b (drain did not finish") {
+		t.Fatalf("drainsBlocked = %q, want a and b with their messages", got)
+	}
+
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	p := &Pass{Pool: pool, Now: time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)}
+	p.conditions(nil, nil, nil, got, false, true)
+	c := findCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDrainsBlocked || !strings.Contains(c.Message, "a (eviction refused") {
+		t.Errorf("Degraded = %+v, want True/DrainsBlocked naming node a", c)
+	}
+	p.conditions(nil, nil, nil, DrainsBlocked(rows[2:]), false, true)
+	if c := findCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v with no drain held up, want False", c)
+	}
+}
+
+func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// A record whose node left the pool keeps its slot while the grant is
+// fresh and the pool's cache does not show it on the record yet (issue 11,
+// node-relabelled-out-mid-drain.max-unavailable.seed2008: the record was
+// deleted, its slot given to the next node while the node reconciler
+// drained the first), but not past GrantSettle.
+func TestSlotGrantedToALeavingNode(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	img := "repo@sha256:" + zeros(64)
+	bn.Spec.DesiredImage = img
+	bn.Status.Staged = &v1alpha1.HostImage{Digest: "sha256:" + zeros(64)} // staged, as the pool reads the report
+	bn.Status.Rollout.TargetImage = img
+	bn.Status.Rollout.PhaseSince = &metav1.Time{Time: now.Add(-time.Hour)}
+	slot := func(node string, ago time.Duration) []v1alpha1.Slot {
+		return []v1alpha1.Slot{{Node: node, Image: img, Since: metav1.NewTime(now.Add(-ago))}}
+	}
+	for _, c := range []struct {
+		name  string
+		slots []v1alpha1.Slot
+		want  bool
+	}{
+		{"fresh grant", slot("a", 10*time.Second), true},
+		{"grant of another node", slot("b", 10*time.Second), false},
+		{"grant older than GrantSettle", slot("a", GrantSettle+time.Second), false},
+	} {
+		if got := SlotGranted(c.slots, bn, now); got != c.want {
+			t.Errorf("%s: slotGranted = %v, want %v", c.name, got, c.want)
+		}
+	}
+	// A record that entered its slot and left it again (its phase moved
+	// after the grant) was told: the slot is not kept for it.
+	left := bn.DeepCopy()
+	left.Status.Rollout.PhaseSince = &metav1.Time{Time: now.Add(-5 * time.Second)}
+	if SlotGranted(slot("a", 10*time.Second), left, now) {
+		t.Error("a record whose phase moved after the grant: slotGranted = true, want false")
+	}
+}
+
+// TestReleasedDown: a slot stays held while its node is down after the
+// record that held it was deleted (issue 11,
+// bootcnode-deleted-mid-reboot.max-unavailable.seed51), and only then.
+func TestReleasedDown(t *testing.T) {
+	grant := time.Date(2026, 1, 5, 0, 6, 43, 0, time.UTC)
+	slot := v1alpha1.Slot{Node: "n", Since: metav1.NewTime(grant)}
+	node := func(ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		return n
+	}
+	record := func(created time.Time, phase v1alpha1.NodePhase, deleting bool) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", CreationTimestamp: metav1.NewTime(created)}}
+		bn.Status.Phase = phase
+		if deleting {
+			bn.DeletionTimestamp = &metav1.Time{Time: grant.Add(time.Minute)}
+		}
+		return bn
+	}
+	before, after := grant.Add(-time.Hour), grant.Add(15*time.Minute)
+	cases := []struct {
+		name string
+		node *corev1.Node
+		bn   *v1alpha1.BootcNode
+		want bool
+	}{
+		{"new record, node down", node(corev1.ConditionUnknown), record(after, v1alpha1.PhasePending, false), true},
+		{"no record, node down", node(corev1.ConditionFalse), nil, true},
+		{"released record being deleted, node down", node(corev1.ConditionFalse), record(before, v1alpha1.PhasePending, true), true},
+		{"new record, node Ready again", node(corev1.ConditionTrue), record(after, v1alpha1.PhasePending, false), false},
+		{"the same record, node down", node(corev1.ConditionFalse), record(before, v1alpha1.PhaseUpdated, false), false},
+		{"new record with a verdict", node(corev1.ConditionFalse), record(after, v1alpha1.PhaseFailed, false), false},
+		{"not a member", nil, record(after, v1alpha1.PhasePending, false), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			row := &Row{Name: "n", Node: c.node}
+			row.SetRecord(c.bn, func(s string) string { return s })
+			if got := ReleasedDown(row, slot); got != c.want {
+				t.Fatalf("releasedDown = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package rollout
+
+// TestOnly holds deliberately broken behaviour for the twin's negative
+// controls. Production never sets it; it exists so that each invariant can
+// be shown to catch the bug it guards against.
+type TestOnly struct {
+	// IgnoreSlotLimit hands out reboot slots without bound.
+	IgnoreSlotLimit bool
+	// SkipUncordon leaves nodes cordoned after their update.
+	SkipUncordon bool
+	// DeleteInsteadOfEvict makes the Drainer delete pods directly instead
+	// of evicting them, so no PodDisruptionBudget is honoured (see
+	// NewDrainer).
+	DeleteInsteadOfEvict bool
+	// FreeSlotBeforeVerify gives a node's slot back as soon as its reboot
+	// is requested, before the node is verified, so more than
+	// maxUnavailable nodes can be down at once.
+	FreeSlotBeforeVerify bool
+	// KeepBootOrder leaves spec.desiredState Booted on a node that has
+	// finished (Updated, Failed or RolledBack), also when the pool gives
+	// it a new desired image, so the new image is booted without a slot.
+	KeepBootOrder bool
+	// CountSlotsFromCache writes the pool's slot table with a plain merge
+	// patch of what the cache said, without the optimistic lock, so a
+	// pass on a stale pool hands out slots another pass already gave.
+	CountSlotsFromCache bool
+	// ForgetPriorCordon does not record a Node's cordon state before
+	// bootroll cordons it, so a node an admin had cordoned is uncordoned.
+	ForgetPriorCordon bool
+	// HaltFromLiveRecords computes the halt from the live BootcNodes only
+	// (the old behaviour), ignoring status.halt: deleting the failed
+	// node's record lifts the halt.
+	HaltFromLiveRecords bool
+	// SkipCleanupOnDelete removes bootroll's finalizers without undoing
+	// anything, and the node reconciler does not give back what a node of
+	// a deleted pool holds, so a deleted pool or record leaves its Nodes
+	// cordoned and annotated.
+	SkipCleanupOnDelete bool
+	// DropAnnotationOwnership records every Karpenter protection
+	// annotation as added by bootroll, also those that were there before,
+	// and removes them without asking who wrote them since, so bootroll
+	// removes annotations it did not add.
+	DropAnnotationOwnership bool
+	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair.
+	SkipKarpenterProtection bool
+	// KeepAnnotations never removes the annotations bootroll added.
+	KeepAnnotations bool
+	// ForgetSlotsOnRestart makes a new pool reconciler (a restarted
+	// controller) ignore the slot table it reads on its first pass of a
+	// pool, so it hands the recorded slots out again.
+	ForgetSlotsOnRestart bool
+	// NoHealthTimeout never fails a node that does not come back healthy.
+	NoHealthTimeout bool
+}
