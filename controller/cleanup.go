@@ -103,7 +103,7 @@ func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNod
 		case !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
-		if ok, _ := r.bootOrderSettled(s); ok {
+		if ok, _ := rollout.BootOrderSettled(s.view()); ok {
 			if msg, down := downAfterLeaving(s, "its record was deleted"); down {
 				// The boot of the pool's target failed in the slot: the
 				// failure goes on the pool before the record goes.
@@ -131,7 +131,7 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return 0, err
 	}
-	if ok, wait := r.bootOrderSettled(s); !ok {
+	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
 		return wait, nil
 	}
 	ro := &s.bn.Status.Rollout

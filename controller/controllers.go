@@ -303,7 +303,7 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 	}
 	var out []reconcile.Request
 	for i := range pools {
-		if selects(&pools[i], n) {
+		if rollout.Selects(&pools[i], n) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}})
 		}
 	}
@@ -347,18 +347,4 @@ func findPool(pools []v1alpha1.BootcNodePool, name string) *v1alpha1.BootcNodePo
 		}
 	}
 	return nil
-}
-
-// poolSelector is the selector of the nodes pool p selects, or nil when it
-// selects none (an empty nodeSelector, or a pool being deleted).
-func poolSelector(p *v1alpha1.BootcNodePool) labels.Selector {
-	if len(p.Spec.NodeSelector) == 0 || p.DeletionTimestamp != nil {
-		return nil
-	}
-	return labels.SelectorFromSet(p.Spec.NodeSelector)
-}
-
-func selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {
-	sel := poolSelector(p)
-	return sel != nil && sel.Matches(labels.Set(n.Labels))
 }

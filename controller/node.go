@@ -143,89 +143,78 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	return res, nil
 }
 
+// view is the step's record, Node, pool and time as the rules read them.
+func (s *nodeStep) view() rollout.NodeView {
+	return rollout.NodeView{Record: s.bn, Node: s.node, Pool: s.pool, Now: s.now}
+}
+
+// step carries out what the rules (rollout.NextNodeAction) pick next.
 func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
-	if s.pool == nil || s.pool.DeletionTimestamp != nil || !selects(s.pool, s.node) {
-		if r.opts.TestOnly.SkipCleanupOnDelete && (s.pool == nil || s.pool.DeletionTimestamp != nil) {
-			return reconcile.Result{}, nil // planted: nothing undone when a pool goes
-		}
-		// Left the pool: give back anything bootroll holds on the Node,
-		// once a boot order it may hold is withdrawn and the daemon can
-		// no longer act on it.
-		if ro.Cordoned || rollout.HoldsSlot(bn.Status.Phase) {
-			if err := r.withdrawBootOrder(ctx, s); err != nil {
-				return reconcile.Result{}, err
-			}
-			if ok, wait := r.bootOrderSettled(s); !ok {
-				return reconcile.Result{RequeueAfter: wait}, nil
-			}
-			if msg, down := downAfterLeaving(s, "left its pool"); down {
-				// It booted the pool's target in its slot and is still
-				// down: a failure of that target, which the pool counts
-				// (its halt) as any other, not a node that just left.
-				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
-					return reconcile.Result{}, err
-				}
-				ro.FailedImage = bn.Spec.DesiredImage
-				r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
-				return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
-			}
-			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
-		}
-		return reconcile.Result{}, nil
-	}
-	target := bn.Spec.DesiredImage
-	if ro.TargetImage != target {
-		if err := r.retarget(ctx, s, target); err != nil {
+	d := rollout.NextNodeAction(s.view(), r.opts.TestOnly)
+	if d.Action == rollout.NodeRetarget {
+		if err := r.retarget(ctx, s, bn.Spec.DesiredImage); err != nil {
 			return reconcile.Result{}, err
 		}
+		ro = &s.bn.Status.Rollout
+		if d = rollout.NextNodeAction(s.view(), r.opts.TestOnly); d.Action == rollout.NodeRetarget {
+			return reconcile.Result{}, fmt.Errorf("BootcNode %s: status.rollout.targetImage %q still differs from spec.desiredImage %q after the retarget (a bootroll bug)", bn.Name, ro.TargetImage, bn.Spec.DesiredImage)
+		}
 	}
-	if ro.Cordoned && rollout.HoldsSlot(bn.Status.Phase) {
+	if d.KeepProtected {
 		// A protection someone else put on the node, and so did not
 		// become bootroll's, may be lifted in the middle of the slot.
 		if err := r.keepProtected(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	switch bn.Status.Phase {
-	case v1alpha1.PhaseDraining:
-		return r.drain(ctx, s)
-	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
-		return r.verify(ctx, s)
-	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
-		if ro.Cordoned {
-			return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
-		}
-		// A failed slot keeps post-update protection too (finish): end it.
-		if protectionPending(ro) {
-			wait, err := r.postUpdate(ctx, s)
-			return reconcile.Result{RequeueAfter: wait}, err
-		}
+	switch d.Action {
+	case rollout.NodeIdle:
 		return reconcile.Result{}, nil
-	}
-	// Outside a slot: the phase follows what the daemon reports.
-	if ro.Cordoned {
-		if ro.DrainStartedAt != nil {
-			// The pool's slot grant is under way: it records the cordon
-			// (still waiting) before it cordons the Node and then sets
-			// Draining. Restoring now would race its Node patch and leave
-			// the protection it adds with no record of it (envtest
-			// TestKarpenter, now and then). A grant left part way is taken
-			// up by the pool's next pass; give it rollout.GrantSettle.
-			if wait := ro.DrainStartedAt.Add(rollout.GrantSettle).Sub(s.now); wait > 0 {
-				return reconcile.Result{RequeueAfter: wait}, nil
-			}
+	case rollout.NodeRelease:
+		// Left the pool: give back anything bootroll holds on the Node,
+		// once a boot order it may hold is withdrawn and the daemon can
+		// no longer act on it.
+		if err := r.withdrawBootOrder(ctx, s); err != nil {
+			return reconcile.Result{}, err
 		}
-		// A crash between the node's last steps left the cordon: restore it.
+		if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		if msg, down := downAfterLeaving(s, "left its pool"); down {
+			// It booted the pool's target in its slot and is still
+			// down: a failure of that target, which the pool counts
+			// (its halt) as any other, not a node that just left.
+			if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
+				return reconcile.Result{}, err
+			}
+			ro.FailedImage = bn.Spec.DesiredImage
+			r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
+		}
+		return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
+	case rollout.NodeDrain:
+		return r.drain(ctx, s)
+	case rollout.NodeVerify:
+		return r.verify(ctx, s)
+	case rollout.NodeConclude, rollout.NodeRestoreCordon:
+		// A verdict still cordoned ends its slot; a cordon a crash
+		// between the node's last steps left is restored.
 		return reconcile.Result{}, r.finish(ctx, s, bn.Status.Phase, ro.Reason, ro.Message, false)
-	}
-	if _, marked := s.node.Annotations[v1alpha1.AnnotationSlot]; marked {
+	case rollout.NodeEndProtection:
+		// A failed slot keeps post-update protection too (finish): end it.
+		wait, err := r.postUpdate(ctx, s)
+		return reconcile.Result{RequeueAfter: wait}, err
+	case rollout.NodeAwaitGrant:
+		return reconcile.Result{RequeueAfter: d.Wait}, nil
+	case rollout.NodeClearMarker:
 		// A marker no record accounts for: left by a pool or a bootroll
 		// removed without cleaning up.
 		return reconcile.Result{}, r.clearStrayMarker(ctx, s)
 	}
+	// NodeFollowDaemon: waiting for its turn or done.
 	var res reconcile.Result
-	if protectionPending(ro) {
+	if rollout.ProtectionPending(ro) {
 		wait, err := r.postUpdate(ctx, s)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -266,7 +255,7 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || bn.Spec.Rollback ||
-		ro.RebootRequestedAt == nil || !rebootStarted(s) || rollout.NodeReady(s.node) {
+		ro.RebootRequestedAt == nil || !rollout.RebootStarted(s.bn) || rollout.NodeReady(s.node) {
 		return "", false
 	}
 	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(last.Image) != want {
@@ -337,12 +326,6 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 	}
 	r.event(bn, corev1.EventTypeWarning, "NotReadyOnTarget", "%s", msg)
 	return true, 0, nil
-}
-
-// protectionPending reports whether the record still holds post-update
-// protection, or annotations bootroll added, for postUpdate to end.
-func protectionPending(ro *v1alpha1.RolloutStatus) bool {
-	return ro.ProtectUntil != nil || len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0
 }
 
 // retarget moves the record to a new desired image. A drain in progress is
@@ -690,71 +673,6 @@ func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) err
 	return nil
 }
 
-// bootOrderSettled reports whether the daemon can no longer act on a boot
-// order of this slot that was withdrawn: none was issued, or the daemon
-// has acted on the record's current spec and is not in the middle of a
-// reboot. Until then the node stays cordoned, so a daemon that read the
-// order before the withdrawal does not reboot an uncordoned node. It waits
-// at most the pool's healthTimeout from the reboot request (a daemon that
-// is down may never answer); wait is how soon to look again.
-func (r *NodeReconciler) bootOrderSettled(s *nodeStep) (ok bool, wait time.Duration) {
-	ro := &s.bn.Status.Rollout
-	if ro.RebootRequestedAt == nil || s.node == nil {
-		return true, 0
-	}
-	if rebootOver(s) {
-		return true, 0
-	}
-	// A daemon that has seen the withdrawal but already asked the host to
-	// reboot for this order cannot take that back: it reports Rebooting
-	// until its node goes down, and only the end of the reboot settles it.
-	// One that has seen the withdrawal and reports anything else did not
-	// ask in its process (a daemon that crashed after recording the reboot
-	// but before asking the host restarts on the same boot and says so).
-	// A Node that went down after a reboot was recorded is rebooting,
-	// whatever the last report said before it went.
-	d := &s.bn.Status.Daemon
-	if d.ObservedGeneration >= s.bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !(rebootStarted(s) && !rollout.NodeReady(s.node)) {
-		return true, 0
-	}
-	timeout := rollout.DefaultHealthTimeout
-	if s.pool != nil {
-		timeout = rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
-	}
-	left := ro.RebootRequestedAt.Add(timeout).Sub(s.now)
-	if left <= 0 {
-		return true, 0
-	}
-	return false, min(left, rollout.DrainPoll)
-}
-
-// rebootStarted reports whether the daemon recorded a reboot at or after
-// this slot's boot order (status.daemon.lastReboot).
-func rebootStarted(s *nodeStep) bool {
-	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
-	return ro.RebootRequestedAt != nil && r != nil && !r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second))
-}
-
-// rebootOver reports whether the reboot the daemon started for this slot's
-// boot order is over: the daemon recorded a reboot into the ordered image
-// at or after the order (status.daemon.lastReboot), and the Node is Ready
-// on a boot ID other than the one that reboot left (status.nodeInfo.bootID).
-// A daemon does not reboot twice for one order (its lastReboot names the
-// boot it left), so from then on no stale read of the order can reboot the
-// node; the withdrawal needs no acknowledgement, which a daemon never gives
-// for a record being deleted.
-func rebootOver(s *nodeStep) bool {
-	ro, r := &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
-	if ro.RebootRequestedAt == nil || r == nil || r.BootID == "" || s.node == nil {
-		return false
-	}
-	if want := imageref.Digest(s.bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
-		return false // a reboot from before this order, or for another image
-	}
-	boot := s.node.Status.NodeInfo.BootID
-	return boot != "" && boot != r.BootID && rollout.NodeReady(s.node)
-}
-
 // current returns a conflict when the record this reconcile acts on is
 // not the one the API server holds.
 func (r *NodeReconciler) current(ctx context.Context, s *nodeStep) error {
@@ -840,7 +758,7 @@ func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.
 	if err != nil {
 		return false, err
 	}
-	return n == nil || !selects(p, n), nil
+	return n == nil || !rollout.Selects(p, n), nil
 }
 
 // recordPoolFailure records the node's failure of image on its pool (read
@@ -973,7 +891,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 	// drained the node, and an empty node is what Karpenter reaps (DESIGN
 	// §5). A node that leaves its pool is given back at once (cleanup).
 	keep := false
-	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && selects(s.pool, s.node)
+	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && rollout.Selects(s.pool, s.node)
 	if stays && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
 		keep = true
 		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}

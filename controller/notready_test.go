@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +87,10 @@ func TestNotReadyOnTarget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// settleRef returns a digest reference for a short image name (its bytes
+// in hex, padded: a well-formed digest).
+func settleRef(name string) string {
+	return "registry.example/os@sha256:" + (hex.EncodeToString([]byte(name)) + strings.Repeat("0", 64))[:64]
 }

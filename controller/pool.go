@@ -446,7 +446,7 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 	var key strings.Builder
 	for j := range pools {
 		o := &pools[j]
-		if osel := poolSelector(o); o.Name != pool.Name && osel != nil {
+		if osel := rollout.PoolSelector(o); o.Name != pool.Name && osel != nil {
 			sc.others = append(sc.others, otherPool{o.Name, osel})
 		}
 	}
@@ -524,7 +524,7 @@ func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNo
 	if err := r.client.Get(ctx, types.NamespacedName{Name: row.Name}, &n); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return n.DeletionTimestamp == nil && selects(pool, &n), nil
+	return n.DeletionTimestamp == nil && rollout.Selects(pool, &n), nil
 }
 
 func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node) (*v1alpha1.BootcNode, error) {

@@ -1,4 +1,4 @@
-package controller
+package rollout
 
 import (
 	"encoding/hex"
@@ -10,13 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller/rollout"
 )
 
-// settleStep builds a node step for bootOrderSettled: a record whose boot
+// settleStep builds a node view for BootOrderSettled: a record whose boot
 // order was issued at 10:00:00.5 and withdrawn (generation 3), a daemon
 // report and a Node with a Ready condition and a boot ID.
-func settleStep(now time.Time, observed int64, phase v1alpha1.DaemonPhase, last *v1alpha1.RebootRecord, ready bool, bootID string) *nodeStep {
+func settleStep(now time.Time, observed int64, phase v1alpha1.DaemonPhase, last *v1alpha1.RebootRecord, ready bool, bootID string) NodeView {
 	ordered := time.Date(2026, 1, 5, 10, 0, 0, 500_000_000, time.UTC)
 	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: 3}}
 	bn.Spec.DesiredImage = settleRef("v2")
@@ -32,7 +31,7 @@ func settleStep(now time.Time, observed int64, phase v1alpha1.DaemonPhase, last 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
 	node.Status.NodeInfo.BootID = bootID
-	return &nodeStep{bn: bn, node: node, now: now}
+	return NodeView{Record: bn, Node: node, Now: now}
 }
 
 // TestBootOrderSettled covers when a withdrawn boot order lets bootroll
@@ -47,16 +46,15 @@ func TestBootOrderSettled(t *testing.T) {
 	thisReboot := &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-1", At: metav1.NewTime(ordered)}
 	earlier := &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-0", At: metav1.NewTime(ordered.Add(-time.Hour))}
 	otherImage := &v1alpha1.RebootRecord{Image: settleRef("v3"), BootID: "boot-1", At: metav1.NewTime(ordered)}
-	r := &NodeReconciler{}
 	cases := []struct {
 		name string
-		s    *nodeStep
+		s    NodeView
 		want bool
 	}{
 		{"acknowledged, no reboot started", settleStep(t0, 3, v1alpha1.DaemonStaged, earlier, true, "boot-0"), true},
 		{"not acknowledged yet", settleStep(t0, 2, v1alpha1.DaemonStaged, earlier, true, "boot-0"), false},
 		{"acknowledged while rebooting", settleStep(t0, 3, v1alpha1.DaemonRebooting, thisReboot, true, "boot-1"), false},
-		// issue 11, pool-deleted-mid-rollout.max-unavailable.seed11: a daemon
+		// issue 11, pool-deleted-mid-max-unavailable.seed11: a daemon
 		// that asked the host to reboot reports Rebooting after the
 		// withdrawal (above); one that reports Staged on the boot the reboot
 		// was recorded on did not ask in its process (it crashed between
@@ -70,11 +68,11 @@ func TestBootOrderSettled(t *testing.T) {
 		{"no acknowledgement, new boot ID unknown", settleStep(t0, 2, v1alpha1.DaemonRebooting, thisReboot, true, ""), false},
 		{"reboot from before this order", settleStep(t0, 2, v1alpha1.DaemonRebooting, earlier, true, "boot-2"), false},
 		{"reboot into another image", settleStep(t0, 2, v1alpha1.DaemonRebooting, otherImage, true, "boot-2"), false},
-		{"healthTimeout passed", settleStep(t0.Add(rollout.DefaultHealthTimeout), 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-1"), true},
+		{"healthTimeout passed", settleStep(t0.Add(DefaultHealthTimeout), 2, v1alpha1.DaemonRebooting, thisReboot, false, "boot-1"), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ok, wait := r.bootOrderSettled(c.s)
+			ok, wait := BootOrderSettled(c.s)
 			if ok != c.want {
 				t.Fatalf("bootOrderSettled = %v (wait %s), want %v", ok, wait, c.want)
 			}
@@ -84,8 +82,8 @@ func TestBootOrderSettled(t *testing.T) {
 		})
 	}
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
-	noOrder.bn.Status.Rollout.RebootRequestedAt = nil
-	if ok, _ := r.bootOrderSettled(noOrder); !ok {
+	noOrder.Record.Status.Rollout.RebootRequestedAt = nil
+	if ok, _ := BootOrderSettled(noOrder); !ok {
 		t.Fatal("no boot order issued in this slot: want settled at once")
 	}
 }

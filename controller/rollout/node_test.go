@@ -1,0 +1,79 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestNextNodeAction: the rule that picks a record's next step, one case
+// per branch.
+func TestNextNodeAction(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	b := img("B")
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+	deleting := pool.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	member := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
+	marked := member.DeepCopy()
+	marked.Annotations = map[string]string{v1alpha1.AnnotationSlot: "p"}
+	outsider := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "q"}}}
+	rec := func(phase v1alpha1.NodePhase, mut func(bn *v1alpha1.BootcNode)) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		bn.Spec.DesiredImage = b
+		bn.Status.Phase = phase
+		bn.Status.Rollout.TargetImage = b
+		if mut != nil {
+			mut(bn)
+		}
+		return bn
+	}
+	cordoned := func(bn *v1alpha1.BootcNode) { bn.Status.Rollout.Cordoned = true }
+	for _, c := range []struct {
+		name string
+		bn   *v1alpha1.BootcNode
+		node *corev1.Node
+		pool *v1alpha1.BootcNodePool
+		to   TestOnly
+		want NodeDecision
+	}{
+		{"left its pool in its slot", rec(v1alpha1.PhaseRebooting, nil), outsider, pool, TestOnly{}, NodeDecision{Action: NodeRelease}},
+		{"left its pool cordoned", rec(v1alpha1.PhasePending, cordoned), member, nil, TestOnly{}, NodeDecision{Action: NodeRelease}},
+		{"left its pool holding nothing", rec(v1alpha1.PhaseUpdated, nil), outsider, pool, TestOnly{}, NodeDecision{}},
+		{"pool deleted, planted skip-cleanup", rec(v1alpha1.PhaseDraining, cordoned), member, deleting, TestOnly{SkipCleanupOnDelete: true}, NodeDecision{}},
+		{"pool relabelled away, planted skip-cleanup still releases", rec(v1alpha1.PhaseDraining, cordoned), outsider, pool, TestOnly{SkipCleanupOnDelete: true}, NodeDecision{Action: NodeRelease}},
+		{"target lags the spec", rec(v1alpha1.PhaseDraining, func(bn *v1alpha1.BootcNode) { bn.Status.Rollout.TargetImage = img("A") }), member, pool, TestOnly{}, NodeDecision{Action: NodeRetarget}},
+		{"draining", rec(v1alpha1.PhaseDraining, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeDrain, KeepProtected: true}},
+		{"draining, cordon not recorded yet", rec(v1alpha1.PhaseDraining, nil), member, pool, TestOnly{}, NodeDecision{Action: NodeDrain}},
+		{"rebooting", rec(v1alpha1.PhaseRebooting, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"verifying", rec(v1alpha1.PhaseVerifying, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"failed, still cordoned", rec(v1alpha1.PhaseFailed, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeConclude}},
+		{"rolled back, protection to end", rec(v1alpha1.PhaseRolledBack, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Rollout.ProtectUntil = &metav1.Time{Time: now.Add(time.Minute)}
+		}), member, pool, TestOnly{}, NodeDecision{Action: NodeEndProtection}},
+		{"failed, nothing held", rec(v1alpha1.PhaseFailed, nil), member, pool, TestOnly{}, NodeDecision{}},
+		{"grant under way", rec(v1alpha1.PhasePending, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.DrainStartedAt = &metav1.Time{Time: now.Add(-30 * time.Second)}
+		}), member, pool, TestOnly{}, NodeDecision{Action: NodeAwaitGrant, Wait: GrantSettle - 30*time.Second}},
+		{"grant left part way too long", rec(v1alpha1.PhasePending, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.DrainStartedAt = &metav1.Time{Time: now.Add(-GrantSettle)}
+		}), member, pool, TestOnly{}, NodeDecision{Action: NodeRestoreCordon}},
+		{"cordon left by a crash", rec(v1alpha1.PhaseUpdated, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeRestoreCordon}},
+		{"stray slot marker", rec(v1alpha1.PhaseUpdated, nil), marked, pool, TestOnly{}, NodeDecision{Action: NodeClearMarker}},
+		{"waiting for its turn", rec(v1alpha1.PhasePending, nil), member, pool, TestOnly{}, NodeDecision{Action: NodeFollowDaemon}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := NextNodeAction(NodeView{Record: c.bn, Node: c.node, Pool: c.pool, Now: now}, c.to)
+			if got != c.want {
+				t.Errorf("NextNodeAction = %+v (%s), want %+v (%s)", got, got.Action, c.want, c.want.Action)
+			}
+		})
+	}
+}
