@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestAuthFor(t *testing.T) {
@@ -28,13 +29,31 @@ func TestAuthFor(t *testing.T) {
 			name:   "auth field is split",
 			config: `{"auths":{"https://registry.example.com/v1/":{"auth":"` + b64("user:pa:ss") + `"}}}`,
 			ref:    "registry.example.com/apps/web" + digestRef,
-			want:   &Auth{Username: "user", Password: "pa:ss", Auth: b64("user:pa:ss"), ServerAddress: "registry.example.com"},
+			want:   &Auth{Username: "user", Password: "pa:ss", ServerAddress: "registry.example.com"},
 		},
 		{
-			name:   "docker hub alias",
+			name:   "docker hub v1 key matches an implicit registry",
 			config: `{"auths":{"https://index.docker.io/v1/":{"username":"u","password":"p"}}}`,
 			ref:    "library/busybox" + digestRef,
 			want:   &Auth{Username: "u", Password: "p", ServerAddress: "index.docker.io"},
+		},
+		{
+			name:   "docker.io key matches docker.io refs",
+			config: `{"auths":{"docker.io":{"username":"u","password":"p"}}}`,
+			ref:    "docker.io/library/busybox" + digestRef,
+			want:   &Auth{Username: "u", Password: "p", ServerAddress: "index.docker.io"},
+		},
+		{
+			name:   "docker hub alias with a path",
+			config: `{"auths":{"https://registry-1.docker.io/team":{"username":"u","password":"p"}}}`,
+			ref:    "team/app" + digestRef,
+			want:   &Auth{Username: "u", Password: "p", ServerAddress: "index.docker.io"},
+		},
+		{
+			name:   "docker hub path prefix excludes other users",
+			config: `{"auths":{"docker.io/team":{"username":"u","password":"p"}}}`,
+			ref:    "busybox" + digestRef,
+			want:   nil,
 		},
 		{
 			name:   "identity token",
@@ -43,10 +62,40 @@ func TestAuthFor(t *testing.T) {
 			want:   &Auth{IdentityToken: "tok", ServerAddress: "quay.io"},
 		},
 		{
-			name:   "host case and first sorted key",
-			config: `{"auths":{"Quay.IO":{"username":"a","password":"1"},"https://quay.io":{"username":"b","password":"2"}}}`,
+			name:   "same registry twice: first sorted key wins",
+			config: `{"auths":{"quay.io":{"username":"a","password":"1"},"https://quay.io":{"username":"b","password":"2"}}}`,
 			ref:    "quay.io/org/app" + digestRef,
-			want:   &Auth{Username: "a", Password: "1", ServerAddress: "quay.io"},
+			want:   &Auth{Username: "b", Password: "2", ServerAddress: "quay.io"},
+		},
+		{
+			name:   "longest path prefix wins",
+			config: `{"auths":{"registry.example.com":{"username":"all","password":"1"},"registry.example.com/team":{"username":"team","password":"2"}}}`,
+			ref:    "registry.example.com/team/app" + digestRef,
+			want:   &Auth{Username: "team", Password: "2", ServerAddress: "registry.example.com"},
+		},
+		{
+			name:   "path prefix falls back to the host",
+			config: `{"auths":{"registry.example.com":{"username":"all","password":"1"},"registry.example.com/team":{"username":"team","password":"2"}}}`,
+			ref:    "registry.example.com/other/app" + digestRef,
+			want:   &Auth{Username: "all", Password: "1", ServerAddress: "registry.example.com"},
+		},
+		{
+			name:   "path prefix alone does not match another path",
+			config: `{"auths":{"registry.example.com/team":{"username":"u","password":"p"}}}`,
+			ref:    "registry.example.com/other/app" + digestRef,
+			want:   nil,
+		},
+		{
+			name:   "wildcard host",
+			config: `{"auths":{"*.example.com":{"username":"u","password":"p"}}}`,
+			ref:    "eu.example.com/apps/web" + digestRef,
+			want:   &Auth{Username: "u", Password: "p", ServerAddress: "eu.example.com"},
+		},
+		{
+			name:   "wildcard matches one label only",
+			config: `{"auths":{"*.example.com":{"username":"u","password":"p"}}}`,
+			ref:    "a.eu.example.com/apps/web" + digestRef,
+			want:   nil,
 		},
 		{
 			name:   "other registry is anonymous",
@@ -61,7 +110,8 @@ func TestAuthFor(t *testing.T) {
 			want:   nil,
 		},
 		{name: "not json", config: `{`, ref: "quay.io/a" + digestRef, wantErr: "not valid JSON"},
-		{name: "auth not base64", config: `{"auths":{"quay.io":{"auth":"%%%"}}}`, ref: "quay.io/a" + digestRef, wantErr: `auths["quay.io"].auth is not base64`},
+		{name: "auth not base64", config: `{"auths":{"quay.io":{"auth":"%%%"}}}`, ref: "quay.io/a" + digestRef, wantErr: `auths["quay.io"]: unable to decode auth field`},
+		{name: "auth without colon", config: `{"auths":{"quay.io":{"auth":"` + b64("userpass") + `"}}}`, ref: "quay.io/a" + digestRef, wantErr: `auths["quay.io"]: unable to decode auth field`},
 		{name: "empty entry", config: `{"auths":{"quay.io":{}}}`, ref: "quay.io/a" + digestRef, wantErr: "has no credentials"},
 		{name: "bad ref", config: `{}`, ref: "Not A Ref", wantErr: "credentials for"},
 	} {
@@ -83,6 +133,35 @@ func TestAuthFor(t *testing.T) {
 				t.Errorf("AuthFor (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAuthForSecretTypes: both pull-secret formats the kubelet reads give
+// the same credentials, and each is read from its own key.
+func TestAuthForSecretTypes(t *testing.T) {
+	entry := `{"registry.example.com/team":{"username":"u","password":"p"}}`
+	ref := "registry.example.com/team/app:v1"
+	want := &Auth{Username: "u", Password: "p", ServerAddress: "registry.example.com"}
+	for _, sec := range []corev1.Secret{
+		{Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":` + entry + `}`)}},
+		{Type: corev1.SecretTypeDockercfg, Data: map[string][]byte{corev1.DockerConfigKey: []byte(entry)}},
+	} {
+		got, err := AuthForSecret(sec, ref)
+		if err != nil {
+			t.Fatalf("%s: %v", sec.Type, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", sec.Type, diff)
+		}
+	}
+	// The wrong key for the type holds nothing the kubelet reads.
+	got, err := AuthForSecret(corev1.Secret{Type: corev1.SecretTypeDockercfg,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":` + entry + `}`)}}, ref)
+	if err == nil && got != nil {
+		t.Errorf("dockercfg secret read .dockerconfigjson: %v", got)
+	}
+	if _, err := AuthForSecret(corev1.Secret{Type: corev1.SecretTypeOpaque}, ref); err == nil {
+		t.Error("Opaque secret: no error")
 	}
 }
 
