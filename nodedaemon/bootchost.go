@@ -18,6 +18,9 @@ type BootcHost struct {
 	Bootc *bootc.Client
 	// BootIDPath is the boot ID file; empty means bootc.DefaultBootIDPath.
 	BootIDPath string
+	// BootID, when set, reads the boot ID instead of BootIDPath: the twin
+	// passes its simulated host's. Production leaves it nil.
+	BootID func() (string, error)
 }
 
 var _ Host = BootcHost{}
@@ -36,7 +39,11 @@ func (h BootcHost) Observe(ctx context.Context) (Observation, error) {
 	if st.IsContainer {
 		return Observation{}, errContainer
 	}
-	bootID, err := bootc.ReadBootID(h.BootIDPath)
+	readBootID := h.BootID
+	if readBootID == nil {
+		readBootID = func() (string, error) { return bootc.ReadBootID(h.BootIDPath) }
+	}
+	bootID, err := readBootID()
 	if err != nil {
 		return Observation{}, err
 	}

@@ -373,10 +373,10 @@ func nonZero[T int32 | int64](v T) *T {
 }
 
 // AsyncHost wraps a Host so that Stage runs in the background: Stage starts
-// the wrapped Stage in a goroutine and returns at once, and Observe reports
-// Staging while it runs and its outcome as LastStage afterwards. It is the
-// production edge around the bootc CLI; the twin's simulated Host is
-// asynchronous by itself and does not use it.
+// the wrapped Stage (in a goroutine, or through Go) and returns at once, and
+// Observe reports Staging while it runs and its outcome as LastStage
+// afterwards. Production wraps the bootc CLI in it; the twin wraps the same
+// adapters over its simulated bootc and passes Go.
 type AsyncHost struct {
 	// Host is the wrapped, synchronous host.
 	Host Host
@@ -387,6 +387,12 @@ type AsyncHost struct {
 	// so the loop can observe the outcome without waiting for a requeue. It
 	// must not block.
 	OnDone func()
+	// Go, when set, starts stage in the background instead of a goroutine:
+	// it must return before stage runs, and run it once, later, unless the
+	// host goes down first. image is the image being staged. The twin
+	// passes one that runs stage as an engine event at the end of the
+	// simulated download, on virtual time; production leaves it nil.
+	Go func(image string, stage func())
 
 	st stager
 }
@@ -450,6 +456,10 @@ func (a *AsyncHost) Stage(ctx context.Context, image string) error {
 	base := a.Context
 	if base == nil {
 		base = context.WithoutCancel(ctx)
+	}
+	if a.Go != nil {
+		a.Go(image, func() { a.run(base, image) })
+		return nil
 	}
 	go a.run(base, image) // edge: long-running bootc download runs beside the loop
 	return nil

@@ -37,6 +37,7 @@ package prefetch
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -267,7 +268,7 @@ func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, curren
 			s.consider(ref)
 		}
 	}
-	for _, ref := range sortedKeys(obs.Pulling) {
+	for _, ref := range slices.Sorted(maps.Keys(obs.Pulling)) {
 		if _, ok := s.setsOf[ref]; !ok {
 			s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
 		}
@@ -515,7 +516,7 @@ func (s *step) yieldToStaging() {
 	if !s.obs.StagingDue {
 		return
 	}
-	for _, ref := range sortedKeys(s.obs.Pulling) {
+	for _, ref := range slices.Sorted(maps.Keys(s.obs.Pulling)) {
 		if _, wanted := s.setsOf[ref]; !wanted || s.obs.Images[ref].Size > 0 {
 			continue
 		}
@@ -533,7 +534,7 @@ func (s *step) yieldToStaging() {
 // account counts the pulls in flight, finds whether the node is stopped by
 // an out-of-space failure, and the last start of each set.
 func (s *step) account() {
-	for _, ref := range sortedKeys(s.obs.Pulling) {
+	for _, ref := range slices.Sorted(maps.Keys(s.obs.Pulling)) {
 		if s.yielded[ref] {
 			continue
 		}
@@ -772,13 +773,4 @@ func shorten(msg, ref string) string {
 		cut++
 	}
 	return ellipsis + msg[cut:]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -3,6 +3,7 @@ package prefetch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -213,7 +214,7 @@ func (r *Runner) Wait() { r.wg.Wait() }
 func (r *Runner) Running() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return sortedKeys(r.pulls)
+	return slices.Sorted(maps.Keys(r.pulls))
 }
 
 func (r *Runner) init() {

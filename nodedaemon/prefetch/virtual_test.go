@@ -2,6 +2,8 @@ package prefetch
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +102,7 @@ func (n *vnode) run(limit time.Duration) time.Duration {
 			next = n.downFrom
 		}
 		n.now = next
-		for _, ref := range sortedKeys(n.inflight) {
+		for _, ref := range slices.Sorted(maps.Keys(n.inflight)) {
 			p := n.inflight[ref]
 			if p.end.After(n.now) {
 				continue

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -318,12 +319,12 @@ func TestPowerCycle(t *testing.T) {
 // reboot was requested.
 func (h *harness) applyV2(n string) {
 	h.t.Helper()
-	host := h.cl.Host(n)
-	if err := host.Stage(ctx, refV2); err != nil {
+	host := func() nodedaemon.Host { return h.cl.Host(n) }
+	if err := host().Stage(ctx, refV2); err != nil {
 		h.t.Fatal(err)
 	}
 	h.runFor(time.Minute)
-	if err := host.Apply(ctx, refV2); err != nil {
+	if err := host().Apply(ctx, refV2); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -403,12 +404,12 @@ func TestBootFailureModes(t *testing.T) {
 			} else if err := h.cl.FailNextBoot(n, scenario.BootFailure(tc.mode)); err != nil {
 				t.Fatal(err)
 			}
-			host := h.cl.Host(n)
-			if err := host.Stage(ctx, ref); err != nil {
+			host := func() nodedaemon.Host { return h.cl.Host(n) }
+			if err := host().Stage(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
 			h.runFor(time.Minute)
-			if err := host.Apply(ctx, ref); err != nil {
+			if err := host().Apply(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
 			switch tc.mode {
@@ -445,7 +446,7 @@ func TestBootFailureModes(t *testing.T) {
 				if h.restarted[n] != restarts {
 					t.Errorf("the daemon restarted while the node flapped; it keeps running")
 				}
-				if _, err := host.Observe(ctx); err != nil {
+				if _, err := host().Observe(ctx); err != nil {
 					t.Errorf("the daemon cannot observe its flapping host: %v", err)
 				}
 			case "NetworkNotReady":
@@ -454,14 +455,14 @@ func TestBootFailureModes(t *testing.T) {
 					t.Fatalf("NetworkNotReady: Ready %v, booted %s; want NotReady on %s", ready(h.node(n)), h.cl.Booted(n), short)
 				}
 				// The daemon runs: it can observe and roll back.
-				obs, err := host.Observe(ctx)
+				obs, err := host().Observe(ctx)
 				if err != nil || obs.Booted.Digest == digestV1 {
 					t.Fatalf("the daemon of a NetworkNotReady node: %+v, %v; want it running on the new image", obs, err)
 				}
-				if err := host.Rollback(ctx); err != nil {
+				if err := host().Rollback(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := host.Reboot(ctx); err != nil {
+				if err := host().Reboot(ctx); err != nil {
 					t.Fatal(err)
 				}
 				h.runFor(3 * time.Minute)
@@ -486,11 +487,11 @@ func TestBootFailureModes(t *testing.T) {
 				}
 				h.runFor(2 * time.Minute)
 				if h.cl.Booted(n) != refV2 {
-					if err := host.Stage(ctx, refV2); err != nil {
+					if err := host().Stage(ctx, refV2); err != nil {
 						t.Fatal(err)
 					}
 					h.runFor(time.Minute)
-					if err := host.Apply(ctx, refV2); err != nil {
+					if err := host().Apply(ctx, refV2); err != nil {
 						t.Fatal(err)
 					}
 					h.runFor(5 * time.Minute)
@@ -507,9 +508,8 @@ func TestRegistryOutageAndSlowPulls(t *testing.T) {
 	h := newHarness(t, options{})
 	const n = "workers-1"
 	h.cl.RegistryOutage(10 * time.Minute)
-	err := h.cl.Host(n).Stage(ctx, refV2)
-	if err == nil || !strings.Contains(err.Error(), "503 Service Unavailable") {
-		t.Fatalf("Stage during the outage = %v, want a 503", err)
+	if got := h.stageErr(n, refV2); !strings.Contains(got, "503 Service Unavailable") {
+		t.Fatalf("Stage during the outage ended with %q, want a 503", got)
 	}
 	h.runFor(10 * time.Minute)
 	h.cl.SlowPulls(time.Hour, 10)
@@ -543,8 +543,10 @@ func TestFillDisk(t *testing.T) {
 	if err != nil || took != capacity-used0-10<<30 {
 		t.Fatalf("FillDisk beyond the free space took %d, %v; want what was free", took, err)
 	}
-	if err := h.cl.Host(n).Stage(ctx, refV2); err == nil || !strings.Contains(err.Error(), "no space left on device") {
-		t.Errorf("Stage on a full disk = %v, want ENOSPC", err)
+	// The space check (nodedaemon.SpaceCheckedHost) refuses it before
+	// bootc starts the download.
+	if got := h.stageErr(n, refV2); !strings.Contains(got, "not enough space to stage") {
+		t.Errorf("Stage on a full disk ended with %q, want the space check's refusal", got)
 	}
 	h.runFor(5 * time.Minute)
 	if _, used, _ := h.cl.ImageFsUsage(n); used != capacity-10<<30 {

@@ -46,7 +46,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/internal/imageref"
-	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -148,7 +147,9 @@ type Cluster struct {
 	schedNodes int
 
 	pullFault func(node, image string) error
-	started   bool
+	// statusDocs caches bootc status documents by what they show (bootc.go).
+	statusDocs map[docKey][]byte
+	started    bool
 
 	// Registry faults (faults.go).
 	outageUntil, slowUntil time.Time
@@ -276,15 +277,6 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.flushPDBs()
 	for _, name := range c.Nodes() {
 		c.nodes[name].host.startDaemon()
-	}
-	return nil
-}
-
-// Host returns the simulated bootc host of a node, or nil for a node that
-// never existed. The host of a removed node refuses every call.
-func (c *Cluster) Host(node string) nodedaemon.Host {
-	if n := c.nodes[node]; n != nil {
-		return n.host
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"time"
@@ -54,10 +52,11 @@ func describe(d *deployment) string {
 	return d.ref
 }
 
-// host is the simulated bootc host of a node and its daemon process. It
-// implements nodedaemon.Host on virtual time: Stage returns at once and
-// the download ends in an engine event; Apply and Reboot go down after a
-// shutdown delay and come back after host.reboot.
+// host is the simulated bootc host of a node and its daemon process. The
+// daemon drives it through the production adapters (bootc.go): its bootc
+// and systemctl commands run here on virtual time, a stage's download
+// ends in an engine event, and a reboot goes down after a shutdown delay
+// and comes back after host.reboot.
 type host struct {
 	c *Cluster
 	n *node
@@ -74,7 +73,12 @@ type host struct {
 	daemonUp    bool
 	daemonStart *engine.Handle
 	stage       *stageRun
-	last        *nodedaemon.StageResult
+	// adapters is the running daemon process's Host (bootc.go), made at
+	// its first use and dropped when the process stops.
+	adapters *nodedaemon.AsyncHost
+	// status caches the bootc status document of statusKey's state.
+	status    []byte
+	statusKey statusKey
 
 	reboots      int
 	requestedFor map[string]int // by digest
@@ -90,14 +94,18 @@ type host struct {
 	pf    *prefetcher // the running daemon's prefetch executor (prefetch.go)
 }
 
-// stageRun is a stage in progress.
+// stageRun is a stage in progress: the background stage of the daemon's
+// AsyncHost, from its start until it ends at done.
 type stageRun struct {
 	image string
 	im    *scenario.Image
 	done  *engine.Handle
+	// err is how `bootc switch --download-only` ends; "" stages im.
+	err string
+	// avail is the free space when the stage started, what the space
+	// check (which production runs first) reads.
+	avail int64
 }
-
-var _ nodedaemon.Host = (*host)(nil)
 
 func newHost(c *Cluster, n *node) *host {
 	return &host{
@@ -125,71 +133,6 @@ func (h *host) usable(op string) error {
 	return nil
 }
 
-// Observe implements nodedaemon.Host.
-func (h *host) Observe(context.Context) (nodedaemon.Observation, error) {
-	if err := h.usable("observe"); err != nil {
-		return nodedaemon.Observation{}, err
-	}
-	obs := nodedaemon.Observation{
-		Booted:         h.booted.hostImage(),
-		Staged:         h.staged.hostImage(),
-		Rollback:       h.rollback.hostImage(),
-		RollbackQueued: h.rollbackQueued,
-		BootID:         h.bootID(),
-		Staging:        h.stage != nil,
-	}
-	if h.last != nil {
-		last := *h.last
-		obs.LastStage = &last
-	}
-	return obs, nil
-}
-
-// Stage implements nodedaemon.Host: it checks the image and starts the
-// download, which takes host.stageOverhead plus size/pullBandwidth and then
-// stages a download-only deployment. An unknown image, the booted image, a
-// pull fault or a full image filesystem fail at once.
-func (h *host) Stage(_ context.Context, image string) error {
-	if err := h.usable("stage " + image); err != nil {
-		return err
-	}
-	if h.stage != nil {
-		return fmt.Errorf("stage %s: a stage of %s is already running", image, h.stage.image)
-	}
-	h.last = nil
-	fail := func(msg string) error {
-		h.last = &nodedaemon.StageResult{Image: image, Err: msg}
-		h.c.trace("node/stage-fail", h.object(), map[string]any{"image": image, "error": msg})
-		return errors.New(msg)
-	}
-	im := h.c.imageFor(image)
-	switch {
-	case im == nil:
-		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest %s: manifest unknown",
-			image, image, h.c.digestOf(image)))
-	case im == h.booted.im:
-		return fail(fmt.Sprintf("staging %s: nothing was staged because it is already the booted image", image))
-	}
-	if f := h.c.pullFault; f != nil {
-		if err := f(h.n.name, image); err != nil {
-			return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %v", image, image, err))
-		}
-	}
-	if h.c.registryDown() {
-		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: %s", image, image, registryError))
-	}
-	if ok, need := h.fs().stageStart(im.Size.Value()); !ok {
-		h.c.starved = append(h.c.starved, StageStarvation{Node: h.n.name, Image: image, Need: need, Available: h.fs().available(), PinnedHeld: h.fs().pinnedHeld})
-		return fail(fmt.Sprintf("staging %s: bootc switch --download-only %s: exit status 1: error: Switching: Pulling: writing blob: no space left on device", image, image))
-	}
-	d := h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.pullBandwidth())
-	run := &stageRun{image: image, im: im}
-	run.done = h.c.eng.After(d, "node/stage/"+h.n.name, func() { h.stageDone(run) })
-	h.stage = run
-	h.c.trace("node/stage-start", h.object(), map[string]any{"image": image, "duration": d.String()})
-	return nil
-}
-
 // downloadTime is size bytes at bw bytes per second, exactly; a zero
 // bandwidth downloads at once.
 func downloadTime(size, bw int64) time.Duration {
@@ -208,14 +151,9 @@ func downloadTime(size, bw int64) time.Duration {
 }
 
 func (h *host) stageDone(run *stageRun) {
-	h.stage = nil
 	h.fs().stageEnd(true, run.im.Size.Value())
 	h.staged = &deployment{im: run.im, ref: run.image, downloadOnly: true}
-	h.last = &nodedaemon.StageResult{Image: run.image}
 	h.c.trace("node/stage-done", h.object(), map[string]any{"image": run.image})
-	if h.c.hooks.HostChanged != nil && h.daemonUp {
-		h.c.hooks.HostChanged(h.n.name)
-	}
 }
 
 // abortStage kills a stage in progress: nothing is staged.
@@ -227,62 +165,6 @@ func (h *host) abortStage(reason string) {
 	h.fs().stageEnd(false, 0)
 	h.c.trace("node/stage-abort", h.object(), map[string]any{"image": h.stage.image, "reason": reason})
 	h.stage = nil
-}
-
-// Apply implements nodedaemon.Host: it unlocks the staged deployment of
-// image and reboots into it. A reboot already requested in this boot makes
-// it a no-op.
-func (h *host) Apply(_ context.Context, image string) error {
-	if err := h.usable("apply " + image); err != nil {
-		return err
-	}
-	if h.stage != nil {
-		return fmt.Errorf("apply %s: a stage of %s is running", image, h.stage.image)
-	}
-	if h.requested {
-		return nil
-	}
-	if im := h.c.imageFor(image); h.staged == nil || im != h.staged.im {
-		return fmt.Errorf("applying %s: the image is not staged (staged: %s)", image, describe(h.staged))
-	}
-	h.staged.downloadOnly = false
-	h.requestReboot("apply")
-	return nil
-}
-
-// Rollback implements nodedaemon.Host: it queues the rollback deployment
-// for the next boot and discards a staged one; with a rollback queued
-// already it does nothing.
-func (h *host) Rollback(context.Context) error {
-	if err := h.usable("rollback"); err != nil {
-		return err
-	}
-	if h.stage != nil {
-		return fmt.Errorf("rollback: a stage of %s is running", h.stage.image)
-	}
-	if h.rollbackQueued {
-		return nil
-	}
-	if h.rollback == nil {
-		return errors.New("rolling back: no rollback deployment")
-	}
-	h.rollbackQueued = true
-	h.staged = nil
-	h.c.trace("node/rollback-queued", h.object(), map[string]any{"image": h.rollback.ref})
-	return nil
-}
-
-// Reboot implements nodedaemon.Host: the next boot is the queued
-// rollback, or else the booted deployment (a download-only staged one is
-// discarded). A reboot already requested in this boot makes it a no-op.
-func (h *host) Reboot(context.Context) error {
-	if err := h.usable("reboot"); err != nil {
-		return err
-	}
-	if !h.requested {
-		h.requestReboot("reboot")
-	}
-	return nil
 }
 
 // next is the deployment the next boot boots: a queued rollback, else an
@@ -466,7 +348,7 @@ func (h *host) startDaemon() {
 	if h.daemonUp || !h.kubeletRuns() {
 		return
 	}
-	h.daemonUp, h.last = true, nil
+	h.daemonUp, h.adapters = true, nil
 	if h.c.hooks.DaemonRestarted != nil {
 		h.c.hooks.DaemonRestarted(h.n.name)
 	}
@@ -479,7 +361,7 @@ func (h *host) daemonDown(reason string) {
 	if !h.daemonUp {
 		return
 	}
-	h.daemonUp = false
+	h.daemonUp, h.adapters = false, nil
 	h.stopPrefetch(reason)
 	h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
 	if h.c.hooks.DaemonDown != nil {

@@ -1,0 +1,319 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/nodedaemon/bootc"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
+)
+
+// This file is the host's edge as the daemon reaches it: the production
+// adapters (nodedaemon.AsyncHost over SpaceCheckedHost over BootcHost over
+// bootc.Client) run unchanged, and only what they exec or read is
+// simulated: the bootc and systemctl commands (bootcExec), the boot ID,
+// the image size and free space the space check reads, and the background
+// of AsyncHost's stage (beginStage: an engine event at the simulated
+// download's end instead of a goroutine).
+
+// Host returns the Host the daemon of node drives: the production adapters
+// over the node's simulated bootc, one per daemon process.
+func (c *Cluster) Host(node string) nodedaemon.Host {
+	if n := c.nodes[node]; n != nil {
+		return n.host.daemonHost()
+	}
+	return nil
+}
+
+func (h *host) daemonHost() nodedaemon.Host {
+	if h.adapters == nil {
+		a := &nodedaemon.AsyncHost{
+			Host: stageTrace{h: h, Host: nodedaemon.SpaceCheckedHost{
+				Host:      nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: bootcExec{h}}, BootID: h.readBootID},
+				Size:      h.imageSize,
+				Available: h.stageAvailable,
+			}},
+			Go: h.beginStage,
+		}
+		a.OnDone = func() {
+			if h.c.hooks.HostChanged != nil && h.daemonUp && h.adapters == a {
+				h.c.hooks.HostChanged(h.n.name)
+			}
+		}
+		h.adapters = a
+	}
+	return process{AsyncHost: h.adapters, h: h}
+}
+
+// process is the daemon process's hold on its adapters: once the process
+// is dead (or replaced by a new one) every call fails with ErrNotRunning,
+// as a dead process makes none; a call can then only come from a daemon
+// the runner should have stopped.
+type process struct {
+	*nodedaemon.AsyncHost
+	h *host
+}
+
+func (p process) live(op string) error {
+	if err := p.h.usable(op); err != nil {
+		return err
+	}
+	if p.h.adapters != p.AsyncHost {
+		return fmt.Errorf("%s on node %s: %w", op, p.h.n.name, ErrNotRunning)
+	}
+	return nil
+}
+
+func (p process) Observe(ctx context.Context) (nodedaemon.Observation, error) {
+	if err := p.live("observe"); err != nil {
+		return nodedaemon.Observation{}, err
+	}
+	return p.AsyncHost.Observe(ctx)
+}
+
+func (p process) Stage(ctx context.Context, image string) error {
+	if err := p.live("stage " + image); err != nil {
+		return err
+	}
+	return p.AsyncHost.Stage(ctx, image)
+}
+
+func (p process) Apply(ctx context.Context, image string) error {
+	if err := p.live("apply " + image); err != nil {
+		return err
+	}
+	return p.AsyncHost.Apply(ctx, image)
+}
+
+func (p process) Rollback(ctx context.Context) error {
+	if err := p.live("rollback"); err != nil {
+		return err
+	}
+	return p.AsyncHost.Rollback(ctx)
+}
+
+func (p process) Reboot(ctx context.Context) error {
+	if err := p.live("reboot"); err != nil {
+		return err
+	}
+	return p.AsyncHost.Reboot(ctx)
+}
+
+// stageTrace traces the stages that fail, with the error the daemon sees.
+type stageTrace struct {
+	nodedaemon.Host
+	h *host
+}
+
+func (t stageTrace) Stage(ctx context.Context, image string) error {
+	err := t.Host.Stage(ctx, image)
+	if err != nil {
+		t.h.c.trace("node/stage-fail", t.h.object(), map[string]any{"image": image, "error": err.Error()})
+	}
+	return err
+}
+
+func (h *host) readBootID() (string, error) { return h.bootID(), nil }
+
+// imageSize is the registry's answer to the space check's size query.
+func (h *host) imageSize(_ context.Context, image string) (int64, error) {
+	im := h.c.imageFor(image)
+	switch {
+	case h.c.registryDown():
+		return 0, errors.New(registryError)
+	case im == nil:
+		return 0, fmt.Errorf("reading manifest %s: manifest unknown", h.c.digestOf(image))
+	}
+	return im.Size.Value(), nil
+}
+
+// stageAvailable is statfs of the filesystem bootc stages to. The space
+// check runs at the start of the background stage, so while one runs it
+// reads the free space of that moment.
+func (h *host) stageAvailable(context.Context) (int64, error) {
+	if h.stage != nil {
+		return h.stage.avail, nil
+	}
+	return h.fs().available(), nil
+}
+
+// beginStage is AsyncHost.Go: it starts the download of image and runs
+// stage (the adapters' synchronous Stage) when it ends, after
+// host.stageOverhead plus size/pullBandwidth. What fails at once in
+// production (the space check, an unknown image, a pull fault, the
+// registry down, the booted image) ends at once.
+func (h *host) beginStage(image string, stage func()) {
+	f := h.fs()
+	im := h.c.imageFor(image)
+	run := &stageRun{image: image, im: im, avail: f.available()}
+	var d time.Duration
+	switch {
+	case im == nil:
+		run.err = fmt.Sprintf("error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest %s: manifest unknown", h.c.digestOf(image))
+	case !h.c.registryDown() && !prefetch.CanStage(run.avail, im.Size.Value()):
+		// nodedaemon.SpaceCheckedHost refuses it before bootc runs.
+		h.c.starved = append(h.c.starved, StageStarvation{Node: h.n.name, Image: image, Need: prefetch.StagingNeed(im.Size.Value()), Available: run.avail, PinnedHeld: f.pinnedHeld})
+	case im == h.booted.im:
+		// bootc stages nothing; bootc.Client says why.
+	default:
+		if fault := h.c.pullFault; fault != nil {
+			if err := fault(h.n.name, image); err != nil {
+				run.err = fmt.Sprintf("error: Switching: Pulling: %v", err)
+				break
+			}
+		}
+		if h.c.registryDown() {
+			run.err = "error: Switching: Pulling: " + registryError
+			break
+		}
+		f.stageStart(im.Size.Value())
+		d = h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.pullBandwidth())
+		h.c.trace("node/stage-start", h.object(), map[string]any{"image": image, "duration": d.String()})
+	}
+	h.stage = run
+	run.done = h.c.eng.After(d, "node/stage/"+h.n.name, func() {
+		stage()
+		if h.stage == run {
+			h.stage = nil
+		}
+	})
+}
+
+// bootcExec runs the daemon's host commands on the simulated host, with
+// the output and exit errors of the real ones.
+type bootcExec struct{ h *host }
+
+var _ bootc.Runner = bootcExec{}
+
+func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	h := x.h
+	cmd := strings.Join(append([]string{name}, args...), " ")
+	if err := h.usable(cmd); err != nil {
+		return nil, err
+	}
+	switch {
+	case cmd == "bootc status --json --format-version 1":
+		return h.statusDoc(), nil
+	case name == "bootc" && len(args) == 3 && args[0] == "switch" && args[1] == "--download-only":
+		run := h.stage
+		switch {
+		case run == nil || run.image != args[2]:
+			return nil, exitError("error: Switching: no download of " + args[2] + " was started")
+		case run.err != "":
+			return nil, exitError(run.err)
+		case run.im != h.booted.im:
+			h.stageDone(run)
+		}
+		return nil, nil
+	case cmd == "bootc switch --from-downloaded":
+		if h.staged == nil {
+			return nil, exitError("error: No staged deployment")
+		}
+		h.staged.downloadOnly = false
+		return nil, nil
+	case cmd == "bootc rollback":
+		if h.rollback == nil {
+			return nil, exitError("error: No rollback deployment")
+		}
+		h.rollbackQueued, h.staged = true, nil
+		h.c.trace("node/rollback-queued", h.object(), map[string]any{"image": h.rollback.ref})
+		return nil, nil
+	case cmd == "systemctl reboot":
+		if !h.requested {
+			reason := "reboot"
+			if h.staged != nil && !h.staged.downloadOnly && !h.rollbackQueued {
+				reason = "apply"
+			}
+			h.requestReboot(reason)
+		}
+		return nil, nil
+	}
+	return nil, exitError("error: unexpected command " + cmd)
+}
+
+// exitError is a command that exited 1 with stderr, as bootc.ExecRunner
+// reports it.
+func exitError(stderr string) error {
+	return &bootc.CommandError{Err: errors.New("exit status 1"), Stderr: stderr}
+}
+
+// statusKey is the host state a bootc status document shows.
+type statusKey struct {
+	booted, staged, rollback *deployment
+	downloadOnly, queued     bool
+}
+
+// statusDoc is `bootc status --json --format-version 1` of the host, in
+// the format of bootc's host-v1 schema (nodedaemon/bootc/testdata). The
+// document is built once per host state: the daemon parses it on every
+// observation, but the state changes only a few times a rollout.
+func (h *host) statusDoc() []byte {
+	k := statusKey{booted: h.booted, staged: h.staged, rollback: h.rollback, queued: h.rollbackQueued}
+	if h.staged != nil {
+		k.downloadOnly = h.staged.downloadOnly
+	}
+	if h.status != nil && k == h.statusKey {
+		return h.status
+	}
+	dk := docKey{booted: depKey(h.booted), staged: depKey(h.staged), rollback: depKey(h.rollback), downloadOnly: k.downloadOnly, queued: k.queued}
+	if doc, ok := h.c.statusDocs[dk]; ok {
+		h.status, h.statusKey = doc, k
+		return doc
+	}
+	spec, order := h.booted, "default"
+	if h.staged != nil {
+		spec = h.staged
+	}
+	if h.rollbackQueued {
+		order = "rollback"
+	}
+	h.status = fmt.Appendf(nil, `{"apiVersion":%s,"kind":%s,"metadata":{"name":"host"},"spec":{"image":%s,"bootOrder":%q},"status":{"staged":%s,"booted":%s,"rollback":%s,"rollbackQueued":%t,"type":"bootcHost"}}`,
+		jsonString(bootc.APIVersionV1), jsonString(bootc.KindBootcHost), imageRefJSON(spec), order,
+		entryJSON(h.staged), entryJSON(h.booted), entryJSON(h.rollback), h.rollbackQueued)
+	h.statusKey = k
+	if h.c.statusDocs == nil {
+		h.c.statusDocs = map[docKey][]byte{}
+	}
+	h.c.statusDocs[dk] = h.status
+	return h.status
+}
+
+// docKey is what a status document shows, for the cluster's cache of
+// them: the nodes of a rollout pass through the same few states.
+type docKey struct {
+	booted, staged, rollback [2]string
+	downloadOnly, queued     bool
+}
+
+func depKey(d *deployment) [2]string {
+	if d == nil {
+		return [2]string{}
+	}
+	return [2]string{d.ref, d.im.Digest}
+}
+
+func imageRefJSON(d *deployment) string {
+	if d == nil {
+		return "null"
+	}
+	return `{"image":` + jsonString(d.ref) + `,"transport":"registry"}`
+}
+
+func entryJSON(d *deployment) string {
+	if d == nil {
+		return "null"
+	}
+	checksum := strings.TrimPrefix(d.im.Digest, "sha256:")
+	return fmt.Sprintf(`{"image":{"image":%s,"version":null,"timestamp":null,"imageDigest":%s,"architecture":"amd64"},"cachedUpdate":null,"incompatible":false,"pinned":false,"downloadOnly":%t,"store":"ostreeContainer","ostree":{"checksum":%s,"deploySerial":0,"stateroot":"default"}}`,
+		imageRefJSON(d), jsonString(d.im.Digest), d.downloadOnly, jsonString(checksum))
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
