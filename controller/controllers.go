@@ -96,67 +96,78 @@ const (
 	PinnedSetController = "pinnedimageset"
 )
 
-// WatchSpec is one watch of one controller. WatchTable is the single list
-// that Setup registers with a manager and the twin delivers its API
-// server's events through, so both map events to requests the same way.
+// WatchSpec is one watch of a controller: the watched type, whether it is
+// the controller's primary type (its Handler enqueues the object itself),
+// the predicates and the handler that maps events to requests.
 type WatchSpec struct {
-	// Controller is the controller whose queue gets the requests.
-	Controller string
-	// Object is the watched type.
-	Object client.Object
-	// For marks the controller's primary type (its Handler enqueues the
-	// object itself).
+	Object     client.Object
 	For        bool
 	Predicates []predicate.Predicate
 	Handler    handler.EventHandler
 }
 
-// WatchTable lists every watch of the three controllers, in order. reader
-// is what the map functions read (the manager's cache, or the twin's API);
-// the pool controller's BootcNode and Node handlers also record every event
-// into feed, the pool reconciler's Options.Feed.
-func WatchTable(reader client.Reader, feed *PoolFeed) []WatchSpec {
+// Controller is one of bootroll's controllers: its name, how its
+// reconciler is built from the edges, and its watches, in order.
+type Controller struct {
+	Name    string
+	New     func(c client.Client, opts Options) reconcile.Reconciler
+	Watches []WatchSpec
+}
+
+// Controllers is the one list of bootroll's controllers. Setup registers
+// each with a manager (cmd/bootroll-controller) and the twin builds a
+// queue for each and delivers its API server's events through the same
+// watches, so a controller added here runs in both, and events map to
+// requests the same way in both. reader is what the map functions read
+// (the manager's cache, or the twin's); the pool controller's BootcNode
+// and Node handlers also record every event into feed, the pool
+// reconciler's Options.Feed.
+func Controllers(reader client.Reader, feed *PoolFeed) []Controller {
 	self := &handler.EnqueueRequestForObject{}
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
-	return []WatchSpec{
-		// A pool being deleted is a generation change too (the API server
-		// bumps it with the deletionTimestamp); the explicit check keeps
-		// that from depending on it.
-		{Controller: PoolController, Object: &v1alpha1.BootcNodePool{}, For: true, Handler: self,
-			Predicates: []predicate.Predicate{predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged)}},
-		// Node events that can change membership or eligibility reach the
-		// pools that select the node, debounced like BootcNode events: a
-		// reboot flips readiness twice per node.
-		{Controller: PoolController, Object: &corev1.Node{},
-			Handler: feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
-				return NodeToPools(ctx, reader, o.(*corev1.Node))
-			}, func(old, cur client.Object) bool {
-				return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
-			}))},
-		{Controller: PoolController, Object: &v1alpha1.BootcNode{}, Handler: feeding(feed, debouncedPoolHandler())},
-
-		{Controller: NodeController, Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
-		{Controller: NodeController, Object: &corev1.Node{}, Handler: sameName},
-
-		{Controller: PinnedSetController, Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
-			Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
-		{Controller: PinnedSetController, Object: &v1alpha1.BootcNode{},
-			Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
-				return BootcNodeToPinnedSets(ctx, reader, o)
-			}, func(old, cur client.Object) bool {
-				return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
-			})},
-		{Controller: PinnedSetController, Object: &corev1.Node{},
-			Handler: handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-				return NodeToPinnedSets(ctx, reader, o.(*corev1.Node))
-			}),
-			Predicates: []predicate.Predicate{predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
-				UpdateFunc: func(e event.UpdateEvent) bool {
-					return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
-				}}}},
+	return []Controller{
+		{Name: PoolController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewPoolReconciler(c, o) }, Watches: []WatchSpec{
+			// A pool being deleted is a generation change too (the API
+			// server bumps it with the deletionTimestamp); the explicit
+			// check keeps that from depending on it.
+			{Object: &v1alpha1.BootcNodePool{}, For: true, Handler: self,
+				Predicates: []predicate.Predicate{predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged)}},
+			// Node events that can change membership or eligibility reach
+			// the pools that select the node, debounced like BootcNode
+			// events: a reboot flips readiness twice per node.
+			{Object: &corev1.Node{},
+				Handler: feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+					return NodeToPools(ctx, reader, o.(*corev1.Node))
+				}, func(old, cur client.Object) bool {
+					return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
+				}))},
+			{Object: &v1alpha1.BootcNode{}, Handler: feeding(feed, debouncedPoolHandler())},
+		}},
+		{Name: NodeController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
+			{Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
+			{Object: &corev1.Node{}, Handler: sameName},
+		}},
+		{Name: PinnedSetController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewPinnedSetReconciler(c, o) }, Watches: []WatchSpec{
+			{Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
+				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+			{Object: &v1alpha1.BootcNode{},
+				Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+					return BootcNodeToPinnedSets(ctx, reader, o)
+				}, func(old, cur client.Object) bool {
+					return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
+				})},
+			{Object: &corev1.Node{},
+				Handler: handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+					return NodeToPinnedSets(ctx, reader, o.(*corev1.Node))
+				}),
+				Predicates: []predicate.Predicate{predicate.Funcs{
+					CreateFunc: func(event.CreateEvent) bool { return false },
+					UpdateFunc: func(e event.UpdateEvent) bool {
+						return !labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+					}}}},
+		}},
 	}
 }
 
@@ -167,17 +178,8 @@ var deletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 }}
 
-// Reconcilers builds the three reconcilers, by controller name.
-func Reconcilers(c client.Client, opts Options) map[string]reconcile.Reconciler {
-	return map[string]reconcile.Reconciler{
-		PoolController:      NewPoolReconciler(c, opts),
-		NodeController:      NewNodeReconciler(c, opts),
-		PinnedSetController: NewPinnedSetReconciler(c, opts),
-	}
-}
-
-// Setup registers the indexes and the reconcilers with a manager, wired by
-// WatchTable.
+// Setup registers the indexes and every controller of Controllers with a
+// manager.
 func Setup(mgr manager.Manager, opts Options) error {
 	ctx := context.Background()
 	for _, ix := range Indexes() {
@@ -192,22 +194,17 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Feed == nil {
 		opts.Feed = NewPoolFeed()
 	}
-	recs := Reconcilers(c, opts)
-	table := WatchTable(c, opts.Feed)
-	for _, name := range []string{PoolController, NodeController, PinnedSetController} {
-		b := ctrl.NewControllerManagedBy(mgr).Named(name)
-		for _, w := range table {
-			if w.Controller != name {
-				continue
-			}
+	for _, ctl := range Controllers(c, opts.Feed) {
+		b := ctrl.NewControllerManagedBy(mgr).Named(ctl.Name)
+		for _, w := range ctl.Watches {
 			if w.For {
 				b = b.For(w.Object, builder.WithPredicates(w.Predicates...))
 			} else {
 				b = b.Watches(w.Object, w.Handler, builder.WithPredicates(w.Predicates...))
 			}
 		}
-		if err := b.Complete(recs[name]); err != nil {
-			return fmt.Errorf("set up %s controller: %w", name, err)
+		if err := b.Complete(ctl.New(c, opts)); err != nil {
+			return fmt.Errorf("set up %s controller: %w", ctl.Name, err)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/sim/invariant"
 	"github.com/bootroll/bootroll/sim/report"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -289,7 +290,7 @@ func printBench(w io.Writer, res *twin.Result, wall time.Duration) {
 	}
 	fmt.Fprintf(w, "  bench: wall %s  virtual %s  events %d  events/s %.0f  peak heap %.1f MiB  reconciles pool %d node %d daemon %d  GOMAXPROCS %d  GOGC %s\n",
 		wallString(wall), ms(res.End), res.Events, rate, float64(res.PeakHeap)/(1<<20),
-		res.Reconciles["pool"], res.Reconciles["node"], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc)
+		res.Reconciles[controller.PoolController], res.Reconciles[controller.NodeController], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc)
 	printWrites(w, res)
 }
 

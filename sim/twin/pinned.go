@@ -7,10 +7,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/invariant"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -19,12 +17,6 @@ import (
 // watches, the scenario's sets and their changes, and each daemon's
 // prefetch executor (the cluster model's, running prefetch.Manager on
 // virtual time) with its OS staging reserve.
-
-// startPinnedController builds the PinnedImageSet controller's queue of a
-// new controller process.
-func (r *runner) startPinnedController() {
-	r.pinnedQ = engine.NewQueue(r.eng, "pinnedimageset", r.withLogger(controller.NewPinnedSetReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
-}
 
 // listPinnedSets delivers the initial list of PinnedImageSets to a new
 // controller process.
@@ -37,15 +29,6 @@ func (r *runner) listPinnedSets() {
 	for i := range sets.Items {
 		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &sets.Items[i]})
 	}
-}
-
-// stopPinnedController drops the PinnedImageSet queue.
-func (r *runner) stopPinnedController() {
-	if r.pinnedQ != nil {
-		r.reconciles[r.pinnedQ.Name()] += r.pinnedQ.Stats().Reconciles
-		r.pinnedQ.ShutDown()
-	}
-	r.pinnedQ = nil
 }
 
 // stagingReserve is the OS staging reserve every daemon keeps: the

@@ -172,7 +172,7 @@ type Result struct {
 	Timeline []Sample
 	// Phases names the columns of Sample.Phases.
 	Phases []v1alpha1.NodePhase
-	// Reconciles counts reconciles per queue kind (pool, node, daemon).
+	// Reconciles counts reconciles per queue: by controller name (controller.Controllers) and "daemon".
 	Reconciles map[string]uint64
 	// Enqueued counts the requests each controller watch handed its
 	// queue ("<controller>/<kind>"), before the queue's dedup.
@@ -250,9 +250,11 @@ type runner struct {
 	// landsAfter is how long after now the write being served reaches
 	// the server: the latency of its reconcile's requests so far
 	// (cache.go); its watch events leave for the caches then.
-	landsAfter   time.Duration
-	poolQ, nodeQ *engine.Queue
-	pinnedQ      *engine.Queue // the PinnedImageSet controller's (pinned.go)
+	landsAfter time.Duration
+	// ctrls are the controller's controllers (controller.Controllers),
+	// and queues their work queues by name while the controller runs.
+	ctrls        []controller.Controller
+	queues       map[string]*engine.Queue
 	watches      []watch
 	controllerUp bool
 	daemons      map[string]*daemonProc
@@ -353,10 +355,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		api.Subscribe(r.tr.traceWrite)
 	}
 	api.Subscribe(r.dispatch)
-	r.watches = controllerWatches(cacheReader{r}, r.ctrlOpts.Feed, map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
-		controller.PoolController:      queueRef{&r.poolQ},
-		controller.NodeController:      queueRef{&r.nodeQ},
-		controller.PinnedSetController: queueRef{&r.pinnedQ},
+	r.ctrls = controller.Controllers(cacheReader{r}, r.ctrlOpts.Feed)
+	r.watches = controllerWatches(r.ctrls, func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return queueRef{func() *engine.Queue { return r.queues[name] }}
 	})
 
 	if err := r.setupKarpenter(); err != nil {
@@ -463,9 +464,7 @@ func (r *runner) startController() {
 	opts := r.ctrlOpts
 	opts.APIReader = p.api
 	qo := engine.QueueOptions{Duration: func() time.Duration { return p.duration(r) }}
-	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(p.client, opts)), qo)
-	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(p.client, opts)), qo)
-	r.pinnedQ = engine.NewQueue(r.eng, "pinnedimageset", r.withLogger(controller.NewPinnedSetReconciler(p.client, opts)), qo)
+	r.startQueues(p.client, opts, qo)
 	r.controllerUp = true
 	r.controllerRunning(true)
 	r.tr.emit("controller.start", "", map[string]any{"profile": r.profile})
@@ -476,13 +475,20 @@ func (r *runner) startController() {
 	}
 }
 
+// startQueues builds a work queue for each controller, its reconciler
+// built by the controller's own constructor on client c.
+func (r *runner) startQueues(c client.Client, opts controller.Options, qo engine.QueueOptions) {
+	r.queues = make(map[string]*engine.Queue, len(r.ctrls))
+	for _, ctl := range r.ctrls {
+		r.queues[ctl.Name] = engine.NewQueue(r.eng, ctl.Name, r.withLogger(ctl.New(c, opts)), qo)
+	}
+}
+
 // startInstantController starts a controller process under the instant
 // profile: the reconcilers read the store and the initial lists are
 // delivered at once.
 func (r *runner) startInstantController() {
-	r.poolQ = engine.NewQueue(r.eng, "pool", r.withLogger(controller.NewPoolReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
-	r.nodeQ = engine.NewQueue(r.eng, "node", r.withLogger(controller.NewNodeReconciler(r.api.Client(), r.ctrlOpts)), engine.QueueOptions{})
-	r.startPinnedController()
+	r.startQueues(r.api.Client(), r.ctrlOpts, engine.QueueOptions{})
 	r.controllerUp = true
 	r.controllerRunning(true)
 	r.tr.emit("controller.start", "", nil)
@@ -525,14 +531,13 @@ func (r *runner) controllerRunning(up bool) {
 // stopController stops the controller process: its queues drop every
 // pending key, and watch events are lost until the next start.
 func (r *runner) stopController() {
-	for _, q := range []*engine.Queue{r.poolQ, r.nodeQ} {
-		if q != nil {
+	for _, ctl := range r.ctrls {
+		if q := r.queues[ctl.Name]; q != nil {
 			r.reconciles[q.Name()] += q.Stats().Reconciles
 			q.ShutDown()
 		}
 	}
-	r.poolQ, r.nodeQ = nil, nil
-	r.stopPinnedController()
+	r.queues = nil
 	if r.ctrl != nil {
 		r.ctrl.gate.dead = true
 		r.ctrl.cache.Close()
@@ -602,7 +607,7 @@ func (r *runner) daemonStarted(node string) {
 		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
 		predicates: nodedaemon.WatchPredicates(node),
 		handler:    &handler.EnqueueRequestForObject{},
-		queue:      queueRef{&p.queue},
+		queue:      queueRef{func() *engine.Queue { return p.queue }},
 	}
 	c := r.api.Client()
 	var qo engine.QueueOptions
@@ -864,12 +869,10 @@ func (r *runner) finish() (*Result, error) {
 		return nil, err
 	}
 	r.sample(now)
-	if r.poolQ != nil {
-		r.reconciles["pool"] += r.poolQ.Stats().Reconciles
-		r.reconciles["node"] += r.nodeQ.Stats().Reconciles
-	}
-	if r.pinnedQ != nil {
-		r.reconciles[r.pinnedQ.Name()] += r.pinnedQ.Stats().Reconciles
+	for _, ctl := range r.ctrls {
+		if q := r.queues[ctl.Name]; q != nil {
+			r.reconciles[q.Name()] += q.Stats().Reconciles
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.daemons)) {
 		r.reconciles["daemon"] += r.daemons[name].queue.Stats().Reconciles

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
 )
@@ -223,7 +224,7 @@ func TestResult(t *testing.T) {
 			t.Fatalf("timeline goes back at %d", i)
 		}
 	}
-	if res.Reconciles["pool"] == 0 || res.Reconciles["node"] == 0 || res.Reconciles["daemon"] == 0 {
+	if res.Reconciles[controller.PoolController] == 0 || res.Reconciles[controller.NodeController] == 0 || res.Reconciles["daemon"] == 0 {
 		t.Errorf("reconciles %v", res.Reconciles)
 	}
 }

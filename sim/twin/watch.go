@@ -19,46 +19,45 @@ import (
 
 // queueRef lets controller-runtime's own event handlers enqueue into an
 // engine queue: it implements the workqueue interface the handlers take.
-// It points at the runner's current queue, which is nil while the
-// controller is down; adds are then dropped, as events are when no
-// informer runs.
-type queueRef struct{ q **engine.Queue }
+// get returns the current queue, which is nil while its process is
+// down; adds are then dropped, as events are when no informer runs.
+type queueRef struct{ get func() *engine.Queue }
 
 var _ workqueue.TypedRateLimitingInterface[reconcile.Request] = queueRef{}
 
 func (r queueRef) Add(req reconcile.Request) {
-	if q := *r.q; q != nil {
+	if q := r.get(); q != nil {
 		q.Add(req)
 	}
 }
 
 func (r queueRef) AddAfter(req reconcile.Request, d time.Duration) {
-	if q := *r.q; q != nil {
+	if q := r.get(); q != nil {
 		q.AddAfter(req, d)
 	}
 }
 
 func (r queueRef) AddRateLimited(req reconcile.Request) {
-	if q := *r.q; q != nil {
+	if q := r.get(); q != nil {
 		q.AddRateLimited(req)
 	}
 }
 
 func (r queueRef) NumRequeues(req reconcile.Request) int {
-	if q := *r.q; q != nil {
+	if q := r.get(); q != nil {
 		return q.NumRequeues(req)
 	}
 	return 0
 }
 
 func (r queueRef) Len() int {
-	if q := *r.q; q != nil {
+	if q := r.get(); q != nil {
 		return q.Len()
 	}
 	return 0
 }
 
-func (r queueRef) ShuttingDown() bool { return *r.q == nil }
+func (r queueRef) ShuttingDown() bool { return r.get() == nil }
 
 // The methods a worker uses are not used by event handlers.
 
@@ -139,25 +138,26 @@ func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
 	}
 }
 
-// controllerWatches are controller.WatchTable's watches, in its order,
-// delivered to the twin's queues by controller name; a controller without a
-// queue in queues is skipped. reader is what the map functions read; feed
-// is the pool reconciler's (controller.Options.Feed).
-func controllerWatches(reader client.Reader, feed *controller.PoolFeed, queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
+// controllerWatches are the watches of every controller of ctrls, in
+// order, each delivered to the queue queueOf gives for its controller; a
+// controller queueOf gives no queue is skipped.
+func controllerWatches(ctrls []controller.Controller, queueOf func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request]) []watch {
 	var out []watch
-	for _, w := range controller.WatchTable(reader, feed) {
-		q := queues[w.Controller]
+	for _, ctl := range ctrls {
+		q := queueOf(ctl.Name)
 		if q == nil {
 			continue
 		}
-		typ := reflect.TypeOf(w.Object)
-		out = append(out, watch{
-			name:       w.Controller + "/" + typ.Elem().Name(),
-			accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
-			predicates: w.Predicates,
-			handler:    w.Handler,
-			queue:      q,
-		})
+		for _, w := range ctl.Watches {
+			typ := reflect.TypeOf(w.Object)
+			out = append(out, watch{
+				name:       ctl.Name + "/" + typ.Elem().Name(),
+				accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
+				predicates: w.Predicates,
+				handler:    w.Handler,
+				queue:      q,
+			})
+		}
 	}
 	return out
 }

@@ -114,10 +114,13 @@ func TestWatchMappings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			var nilQ *engine.Queue
-			ws := controllerWatches(c, controller.NewPoolFeed(), map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
-				controller.PoolController: recordQueue{queueRef{&nilQ}, "pool", &got},
-				controller.NodeController: recordQueue{queueRef{&nilQ}, "node", &got},
+			none := queueRef{func() *engine.Queue { return nil }}
+			queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+				controller.PoolController: recordQueue{none, "pool", &got},
+				controller.NodeController: recordQueue{none, "node", &got},
+			}
+			ws := controllerWatches(controller.Controllers(c, controller.NewPoolFeed()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return queues[name]
 			})
 			for i := range ws {
 				ws[i].deliver(ctx, tc.ev)
