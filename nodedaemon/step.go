@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/backoff"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -359,17 +360,7 @@ func stage(now time.Time, desired string, cur, st v1alpha1.DaemonStatus, obs Obs
 // StageBackoff is the wait after the given number of consecutive failed
 // stages: 30s, 1m, 2m, 4m, 8m, then 10m.
 func StageBackoff(failures int32) time.Duration {
-	if failures <= 0 {
-		return 0
-	}
-	d := StageBackoffBase
-	for i := int32(1); i < failures; i++ {
-		d *= 2
-		if d >= StageBackoffMax {
-			return StageBackoffMax
-		}
-	}
-	return min(d, StageBackoffMax)
+	return backoff.Nth(StageBackoffBase, StageBackoffMax, failures)
 }
 
 // backoffLeft is how much of the backoff after failures, counted from the

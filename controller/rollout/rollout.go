@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/backoff"
 )
 
 // Defaults of the pool options, applied when a field is unset.
@@ -65,14 +66,7 @@ func MaxUnavailable(v *intstr.IntOrString, nodes int) (int, error) {
 // Backoff is the delay before retry number failures (1-based) of a drain
 // or staging: BackoffBase doubled each time, capped at BackoffCap.
 func Backoff(failures int32) time.Duration {
-	d := BackoffBase
-	for i := int32(1); i < failures && d < BackoffCap; i++ {
-		d *= 2
-	}
-	if d > BackoffCap {
-		d = BackoffCap
-	}
-	return d
+	return backoff.Nth(BackoffBase, BackoffCap, max(failures, 1))
 }
 
 var weekdays = map[v1alpha1.Weekday]time.Weekday{

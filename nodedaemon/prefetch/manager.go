@@ -46,6 +46,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/backoff"
 	"github.com/bootroll/bootroll/nodedaemon/cri"
 )
 
@@ -134,17 +135,7 @@ func (m *Manager) Config() Config { return m.cfg }
 // Backoff is the wait after the given number of failed pulls of an image:
 // 30s, 1m, 2m, 4m, ... capped at BackoffMax.
 func (m *Manager) Backoff(failures int32) time.Duration {
-	if failures <= 0 {
-		return 0
-	}
-	d := m.cfg.BackoffBase
-	for i := int32(1); i < failures; i++ {
-		d *= 2
-		if d >= m.cfg.BackoffMax {
-			return m.cfg.BackoffMax
-		}
-	}
-	return min(d, m.cfg.BackoffMax)
+	return backoff.Nth(m.cfg.BackoffBase, m.cfg.BackoffMax, failures)
 }
 
 // ImageInfo is what the image service says of one image.
