@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -158,16 +160,18 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// shared with the cache: never change them in place; every write below
 	// works on a DeepCopy.
 	rows, members, conflicts := r.rowsFor(&pool, pools, now, log)
+	// A member Node without a record gets one. It is created after the
+	// staging directives are decided (step 4), already directed when the
+	// rules direct it: one write where there were two, and its daemon's
+	// first report already says what it does about the target.
+	unborn := map[string]bool{}
 	for i := range rows {
 		row := &rows[i]
 		if row.Record != nil || row.Node == nil || row.Conflict != "" {
 			continue
 		}
-		bn, err := r.createBootcNode(ctx, &pool, row.Node)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		row.SetRecord(bn, r.feed.intern)
+		unborn[row.Name] = true
+		row.SetRecord(r.newBootcNode(&pool, row.Node), r.feed.intern)
 	}
 	for i := range rows {
 		row := &rows[i]
@@ -213,13 +217,22 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	// 4. Staging directives, bounded by maxStaging.
 	if active {
-		retry, err := r.direct(ctx, target, p.Direct())
+		retry, err := r.direct(ctx, &pool, target, p.Direct(), unborn)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		if retry {
 			p.WakeIn(time.Second)
 		}
+	}
+	// The records not directed are created as they are.
+	for _, name := range slices.Sorted(maps.Keys(unborn)) {
+		row := rollout.FindRow(rows, name)
+		bn, err := r.createBootcNode(ctx, &pool, row.Record)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		row.SetRecord(bn, r.feed.intern)
 	}
 
 	// 5. Slots. The rules keep the slots in use and order the
@@ -527,19 +540,28 @@ func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNo
 	return n.DeletionTimestamp == nil && rollout.Selects(pool, &n), nil
 }
 
-func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node) (*v1alpha1.BootcNode, error) {
-	bn := &v1alpha1.BootcNode{
+// newBootcNode is the record the pool makes for member Node n, not yet
+// created (createBootcNode).
+func (r *PoolReconciler) newBootcNode(pool *v1alpha1.BootcNodePool, n *corev1.Node) *v1alpha1.BootcNode {
+	return &v1alpha1.BootcNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{v1alpha1.LabelPool: pool.Name}, Finalizers: []string{v1alpha1.Finalizer}},
 		Spec:       v1alpha1.BootcNodeSpec{Pool: pool.Name},
 	}
+}
+
+// createBootcNode creates bn (from newBootcNode), owned by pool, and
+// returns it; nil when a record of that name exists already (another
+// pool's, or the cache is behind).
+func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, bn *v1alpha1.BootcNode) (*v1alpha1.BootcNode, error) {
+	bn = bn.DeepCopy()
 	if err := controllerutil.SetControllerReference(pool, bn, r.client.Scheme()); err != nil {
-		return nil, fmt.Errorf("own BootcNode %s: %w", n.Name, err)
+		return nil, fmt.Errorf("own BootcNode %s: %w", bn.Name, err)
 	}
 	if err := r.client.Create(ctx, bn); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil, nil // another pool's, or our cache is behind
+			return nil, nil
 		}
-		return nil, fmt.Errorf("create BootcNode %s for pool %s: %w", n.Name, pool.Name, err)
+		return nil, fmt.Errorf("create BootcNode %s for pool %s: %w", bn.Name, pool.Name, err)
 	}
 	return bn, nil
 }
@@ -548,9 +570,20 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 // (rollout.Pass.Direct). Each write is locked on the record read, so a
 // stale row is never retargeted: on a conflict the record is read afresh
 // and decided again, once; retry reports a row still not written.
-func (r *PoolReconciler) direct(ctx context.Context, target string, todo []*rollout.Row) (retry bool, err error) {
+func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, todo []*rollout.Row, unborn map[string]bool) (retry bool, err error) {
 	for _, row := range todo {
 		bn := row.Record
+		if unborn[row.Name] {
+			// A new record is created directed.
+			delete(unborn, row.Name)
+			b := bn.DeepCopy()
+			b.Spec.DesiredImage, b.Spec.DesiredState = target, v1alpha1.DesiredStaged
+			if b, err = r.createBootcNode(ctx, pool, b); err != nil {
+				return retry, err
+			}
+			row.SetRecord(b, r.feed.intern)
+			continue
+		}
 		b, err := r.retarget(ctx, bn, target)
 		if apierrors.IsConflict(err) {
 			// The row was stale (a daemon reporting often can keep it

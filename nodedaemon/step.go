@@ -195,10 +195,30 @@ func Step(now time.Time, spec v1alpha1.BootcNodeSpec, generation int64, current 
 		RollbackImage: hostImage(obs.Rollback),
 		Daemon:        d.status,
 	}
-	if !sameReport(current, report) {
+	if !sameReport(current, report) && !ackNotNeeded(spec, current, report, obs) {
 		actions = append(actions, Action{Type: ReportStatus, Status: &report})
 	}
 	return append(actions, d.host...), d.requeue
+}
+
+// ackNotNeeded reports whether report differs from current only in
+// observedGeneration (an acknowledgement of a new spec) and nobody waits
+// for that acknowledgement: the host runs the desired image and the
+// reboot the daemon recorded for it has happened (this is a later boot).
+// The controller waits for an acknowledgement only of a boot order it
+// withdrew before that reboot happened (rollout.BootOrderSettled); after
+// it, the reboot being over is what settles the order. Skipping the write
+// saves one per node update: the withdrawal of a carried-out order. The
+// next report that changes anything carries the new generation.
+func ackNotNeeded(spec v1alpha1.BootcNodeSpec, current, report v1alpha1.BootcNodeStatus, obs Observation) bool {
+	same := report
+	same.Daemon.ObservedGeneration = current.Daemon.ObservedGeneration
+	if !sameReport(current, same) {
+		return false
+	}
+	want := imageref.Digest(spec.DesiredImage)
+	r := current.Daemon.LastReboot
+	return want != "" && holds(obs.Booted, want) && r != nil && imageref.Digest(r.Image) == want && r.BootID != obs.BootID
 }
 
 // decision is what decide settles on: the daemon status (without BootID

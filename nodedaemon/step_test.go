@@ -680,3 +680,35 @@ func TestNodeFactsOf(t *testing.T) {
 		t.Errorf("NodeFactsOf(bare) = %+v, want %+v", got, want)
 	}
 }
+
+// TestStepAcknowledgesOnlyWhatIsAwaited: a new spec generation alone is
+// reported (observedGeneration) while the controller may wait for the
+// acknowledgement (a boot order withdrawn before its reboot happened),
+// and not once the host runs the ordered image on a later boot: the
+// withdrawal of a carried-out order costs no write.
+func TestStepAcknowledgesOnlyWhatIsAwaited(t *testing.T) {
+	onA := Observation{Booted: hi(imgA), BootID: boot2, Node: slotNode}
+	doneReboot := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
+	cur := status(onA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, LastReboot: doneReboot})
+	actions, _ := Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, onA)
+	if len(actions) != 0 {
+		t.Errorf("order carried out, generation bumped: actions %v, want none", actions)
+	}
+
+	// A withdrawn order whose reboot has not happened: the ack is awaited.
+	stagedA := Observation{Booted: hi(imgOld), Staged: hi(imgA), BootID: boot1, Node: slotNode}
+	cur = status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged})
+	actions, _ = Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, stagedA)
+	if len(actions) != 1 || actions[0].Type != ReportStatus || actions[0].Status.Daemon.ObservedGeneration != 2 {
+		t.Errorf("withdrawn order not carried out: actions %v, want one report of generation 2", actions)
+	}
+
+	// On the ordered image but on the boot the reboot was recorded in
+	// (it did not happen in between): the ack is reported.
+	sameBoot := with(onA, func(o *Observation) { o.BootID = boot1 })
+	cur = status(sameBoot, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, LastReboot: doneReboot})
+	actions, _ = Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, sameBoot)
+	if len(actions) != 1 || actions[0].Type != ReportStatus {
+		t.Errorf("reboot recorded on this very boot: actions %v, want a report", actions)
+	}
+}
