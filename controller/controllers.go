@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
@@ -53,7 +54,7 @@ type Options struct {
 	// changes: WatchTable's handlers fill it. Setup makes one when nil;
 	// whoever wires the reconcilers and WatchTable by hand (the twin)
 	// must pass the same feed to both.
-	Feed     *PoolFeed
+	Feed     *poolfeed.Feed
 	TestOnly rollout.TestOnly
 }
 
@@ -122,7 +123,7 @@ type Controller struct {
 // (the manager's cache, or the twin's); the pool controller's BootcNode
 // and Node handlers also record every event into feed, the pool
 // reconciler's Options.Feed.
-func Controllers(reader client.Reader, feed *PoolFeed) []Controller {
+func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 	self := &handler.EnqueueRequestForObject{}
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -138,12 +139,12 @@ func Controllers(reader client.Reader, feed *PoolFeed) []Controller {
 			// the pools that select the node, debounced like BootcNode
 			// events: a reboot flips readiness twice per node.
 			{Object: &corev1.Node{},
-				Handler: feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
+				Handler: poolfeed.Feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
 					return NodeToPools(ctx, reader, o.(*corev1.Node))
 				}, func(old, cur client.Object) bool {
 					return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
 				}))},
-			{Object: &v1alpha1.BootcNode{}, Handler: feeding(feed, debouncedPoolHandler())},
+			{Object: &v1alpha1.BootcNode{}, Handler: poolfeed.Feeding(feed, debouncedPoolHandler())},
 		}},
 		{Name: NodeController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
@@ -192,7 +193,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		opts.APIReader = mgr.GetAPIReader()
 	}
 	if opts.Feed == nil {
-		opts.Feed = NewPoolFeed()
+		opts.Feed = poolfeed.New()
 	}
 	for _, ctl := range Controllers(c, opts.Feed) {
 		b := ctrl.NewControllerManagedBy(mgr).Named(ctl.Name)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
@@ -40,7 +41,7 @@ type PoolReconciler struct {
 	metrics  *Metrics
 	reader   client.Reader
 	opts     Options
-	feed     *PoolFeed
+	feed     *poolfeed.Feed
 
 	// mu guards last, the time and generation of each pool's last pass,
 	// and views. last only paces passes (see passInterval); nothing is
@@ -151,8 +152,8 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		wake(rollout.ResolveInterval)
 	}
 	// Interned like the rows' facts, so that comparing is a pointer check.
-	target := r.feed.intern(st.TargetImage)
-	targetDigest := r.feed.intern(imageref.Digest(target))
+	target := r.feed.Intern(st.TargetImage)
+	targetDigest := r.feed.Intern(imageref.Digest(target))
 
 	// 2. Membership: one row per node name, sorted, joining the pool's
 	// records with the Nodes it selects, from the feed (see rowsFor). The
@@ -171,7 +172,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			continue
 		}
 		unborn[row.Name] = true
-		row.SetRecord(r.newBootcNode(&pool, row.Node), r.feed.intern)
+		row.SetRecord(r.newBootcNode(&pool, row.Node), r.feed.Intern)
 	}
 	for i := range rows {
 		row := &rows[i]
@@ -202,7 +203,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", row.Name, pool.Name, err)
 		}
-		row.SetRecord(nil, r.feed.intern)
+		row.SetRecord(nil, r.feed.Intern)
 	}
 
 	// 3-6: the rollout rules (package rollout) decide; this reconciler
@@ -232,7 +233,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		row.SetRecord(bn, r.feed.intern)
+		row.SetRecord(bn, r.feed.Intern)
 	}
 
 	// 5. Slots. The rules keep the slots in use and order the
@@ -455,17 +456,17 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 // another pool selects too). The rows come from the pool's view, updated
 // with the feed's changes since the last pass, or rebuilt (see poolView).
 func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, now time.Time, log logr.Logger) ([]rollout.Row, int, []string) {
-	sc := &poolScope{pool: pool.Name, sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
+	sc := &poolfeed.Scope{Pool: pool.Name, Sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
 	var key strings.Builder
 	for j := range pools {
 		o := &pools[j]
 		if osel := rollout.PoolSelector(o); o.Name != pool.Name && osel != nil {
-			sc.others = append(sc.others, otherPool{o.Name, osel})
+			sc.Others = append(sc.Others, poolfeed.Other{Name: o.Name, Sel: osel})
 		}
 	}
-	sort.Slice(sc.others, func(i, j int) bool { return sc.others[i].name < sc.others[j].name })
-	for _, o := range sc.others {
-		fmt.Fprintf(&key, "%s=%s;", o.name, o.sel)
+	sort.Slice(sc.Others, func(i, j int) bool { return sc.Others[i].Name < sc.Others[j].Name })
+	for _, o := range sc.Others {
+		fmt.Fprintf(&key, "%s=%s;", o.Name, o.Sel)
 	}
 	r.mu.Lock()
 	v := r.views[pool.Name]
@@ -476,9 +477,9 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 		if v != nil {
 			pass = v.pass
 		}
-		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.rows(sc), pass: pass}
+		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.Rows(sc), pass: pass}
 	case now.Sub(v.built) >= FullPassInterval:
-		fresh, diff := r.feed.rebuild(sc, v.rows)
+		fresh, diff := r.feed.Rebuild(sc, v.rows)
 		if len(diff) > 0 {
 			log.Error(nil, "the pool's kept node table differed from a full rebuild; using the rebuild (a bootroll bug in change tracking: please report it)", "rows", len(diff), "nodes", rollout.TruncateList(diff))
 			if r.metrics != nil {
@@ -487,9 +488,9 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 		}
 		v.rows, v.built = fresh, now
 	default:
-		rows, _, ok := r.feed.update(sc, v.rows)
+		rows, _, ok := r.feed.Update(sc, v.rows)
 		if !ok { // the feed was reset
-			rows, v.built = r.feed.rows(sc), now
+			rows, v.built = r.feed.Rows(sc), now
 		}
 		v.rows = rows
 	}
@@ -522,7 +523,7 @@ func (r *PoolReconciler) forget(pool string) {
 	delete(r.last, pool)
 	r.mu.Unlock()
 	if r.feed != nil {
-		r.feed.forget(pool)
+		r.feed.Forget(pool)
 	}
 }
 
@@ -581,7 +582,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			if b, err = r.createBootcNode(ctx, pool, b); err != nil {
 				return retry, err
 			}
-			row.SetRecord(b, r.feed.intern)
+			row.SetRecord(b, r.feed.Intern)
 			continue
 		}
 		b, err := r.retarget(ctx, bn, target)
@@ -606,7 +607,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			}
 			return retry, fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
 		}
-		row.SetRecord(b, r.feed.intern)
+		row.SetRecord(b, r.feed.Intern)
 	}
 	return retry, nil
 }

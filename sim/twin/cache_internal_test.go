@@ -14,6 +14,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 )
@@ -82,7 +83,7 @@ func staleWorld(t *testing.T, prof string) (*runner, client.Client) {
 
 func reconcileNode(t *testing.T, r *runner, c client.Client) (requeue bool) {
 	t.Helper()
-	rec := controller.NewNodeReconciler(c, controller.Options{Clock: r.eng.Clock(), Metrics: controller.NewMetrics(nil), Feed: controller.NewPoolFeed()})
+	rec := controller.NewNodeReconciler(c, controller.Options{Clock: r.eng.Clock(), Metrics: controller.NewMetrics(nil), Feed: poolfeed.New()})
 	res, err := rec.Reconcile(r.ctx, request("n"))
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)

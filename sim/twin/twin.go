@@ -72,6 +72,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
@@ -329,7 +330,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		Recorder:        r.rec,
 		Metrics:         controller.NewMetrics(nil),
 		SecretNamespace: SecretNamespace,
-		Feed:            controller.NewPoolFeed(),
+		Feed:            poolfeed.New(),
 		TestOnly:        to,
 	}
 	var cl *cluster.Cluster

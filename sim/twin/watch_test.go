@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -119,7 +120,7 @@ func TestWatchMappings(t *testing.T) {
 				controller.PoolController: recordQueue{none, "pool", &got},
 				controller.NodeController: recordQueue{none, "node", &got},
 			}
-			ws := controllerWatches(controller.Controllers(c, controller.NewPoolFeed()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			ws := controllerWatches(controller.Controllers(c, poolfeed.New()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 				return queues[name]
 			})
 			for i := range ws {

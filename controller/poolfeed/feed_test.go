@@ -1,4 +1,4 @@
-package controller
+package poolfeed
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func feedBN(name, pool string) *v1alpha1.BootcNode {
 
 // scopeP is pool p (nodes labelled pool=p), with pool q (also=q) as the
 // other pool.
-func scopeP() *poolScope {
-	return &poolScope{pool: "p", sel: labels.SelectorFromSet(labels.Set{"pool": "p"}),
-		others: []otherPool{{"q", labels.SelectorFromSet(labels.Set{"also": "q"})}}}
+func scopeP() *Scope {
+	return &Scope{Pool: "p", Sel: labels.SelectorFromSet(labels.Set{"pool": "p"}),
+		Others: []Other{{"q", labels.SelectorFromSet(labels.Set{"also": "q"})}}}
 }
 
 type rowView struct {
@@ -66,7 +66,7 @@ func viewRows(t *testing.T, rows []rollout.Row) []rowView {
 // also selects; not records of other pools, Nodes of other pools or Nodes
 // being deleted.
 func TestPoolFeedRows(t *testing.T) {
-	f := NewPoolFeed()
+	f := New()
 	for _, o := range []client.Object{
 		feedNode("a", "p", false), feedBN("a", "p"),
 		feedNode("b", "p", false),
@@ -75,21 +75,21 @@ func TestPoolFeedRows(t *testing.T) {
 		feedNode("e", "q", false), feedBN("e", "q"),
 		feedNode("g", "p", true),
 	} {
-		f.observe(o, false)
+		f.Observe(o, false)
 	}
-	got := viewRows(t, f.rows(scopeP()))
+	got := viewRows(t, f.Rows(scopeP()))
 	want := []rowView{{"a", true, true, ""}, {"b", false, true, ""}, {"c", true, true, "q"}, {"d", true, false, ""}}
 	if !slices.Equal(got, want) {
 		t.Errorf("rows = %+v, want %+v", got, want)
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
-		rows := f.rows(scopeP())
+		rows := f.Rows(scopeP())
 		if r := rollout.FindRow(rows, n); r == nil || r.Name != n {
 			t.Errorf("rollout.FindRow(%q) = %v", n, r)
 		}
 	}
 	for _, n := range []string{"", "aa", "e", "z"} {
-		if r := rollout.FindRow(f.rows(scopeP()), n); r != nil {
+		if r := rollout.FindRow(f.Rows(scopeP()), n); r != nil {
 			t.Errorf("rollout.FindRow(%q) = %v, want nil", n, r)
 		}
 	}
@@ -100,31 +100,31 @@ func TestPoolFeedRows(t *testing.T) {
 // deletions and pool changes, checked after every few events.
 func TestPoolFeedUpdateMatchesRebuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	f := NewPoolFeed()
+	f := New()
 	sc := scopeP()
-	if _, _, ok := f.update(sc, nil); ok {
+	if _, _, ok := f.Update(sc, nil); ok {
 		t.Fatalf("update of a pool whose rows were never built reports ok")
 	}
-	rows := f.rows(sc)
+	rows := f.Rows(sc)
 	pools := []string{"p", "q", "both", "none"}
 	for step := 0; step < 3000; step++ {
 		name := fmt.Sprintf("n%02d", rng.IntN(40))
 		switch rng.IntN(6) {
 		case 0, 1:
-			f.observe(feedNode(name, pools[rng.IntN(len(pools))], rng.IntN(8) == 0), false)
+			f.Observe(feedNode(name, pools[rng.IntN(len(pools))], rng.IntN(8) == 0), false)
 		case 2:
-			f.observe(feedNode(name, "p", false), true)
+			f.Observe(feedNode(name, "p", false), true)
 		case 3, 4:
-			f.observe(feedBN(name, pools[rng.IntN(2)]), false)
+			f.Observe(feedBN(name, pools[rng.IntN(2)]), false)
 		case 5:
-			f.observe(feedBN(name, "p"), true)
+			f.Observe(feedBN(name, "p"), true)
 		}
 		if rng.IntN(5) == 0 {
 			var ok bool
-			if rows, _, ok = f.update(sc, rows); !ok {
+			if rows, _, ok = f.Update(sc, rows); !ok {
 				t.Fatalf("step %d: update lost track of the pool", step)
 			}
-			fresh := f.rows(sc)
+			fresh := f.Rows(sc)
 			if !slices.Equal(rows, fresh) {
 				t.Fatalf("step %d: updated rows %+v\nfresh rows %+v", step, viewRows(t, rows), viewRows(t, fresh))
 			}
@@ -138,18 +138,18 @@ func TestPoolFeedUpdateMatchesRebuild(t *testing.T) {
 // rebuild reports the names where kept rows went wrong (a missed change),
 // and nothing when they are right.
 func TestPoolFeedRebuildReportsDivergence(t *testing.T) {
-	f := NewPoolFeed()
+	f := New()
 	sc := scopeP()
-	f.observe(feedNode("a", "p", false), false)
-	f.observe(feedNode("b", "p", false), false)
-	rows := f.rows(sc)
-	f.observe(feedBN("a", "p"), false)
-	if _, diff := f.rebuild(sc, slices.Clone(rows)); len(diff) != 0 {
+	f.Observe(feedNode("a", "p", false), false)
+	f.Observe(feedNode("b", "p", false), false)
+	rows := f.Rows(sc)
+	f.Observe(feedBN("a", "p"), false)
+	if _, diff := f.Rebuild(sc, slices.Clone(rows)); len(diff) != 0 {
 		t.Errorf("rebuild after a tracked change reports %v", diff)
 	}
 	// A change the tracking missed: b's row dropped from the kept rows.
-	rows = f.rows(sc)
-	fresh, diff := f.rebuild(sc, rows[:1])
+	rows = f.Rows(sc)
+	fresh, diff := f.Rebuild(sc, rows[:1])
 	if !slices.Equal(diff, []string{"b"}) {
 		t.Errorf("diff = %v, want [b]", diff)
 	}
@@ -160,31 +160,31 @@ func TestPoolFeedRebuildReportsDivergence(t *testing.T) {
 
 // Reset forgets objects and tracking, as a new controller process.
 func TestPoolFeedReset(t *testing.T) {
-	f := NewPoolFeed()
+	f := New()
 	sc := scopeP()
-	f.observe(feedNode("a", "p", false), false)
-	f.rows(sc)
+	f.Observe(feedNode("a", "p", false), false)
+	f.Rows(sc)
 	f.Reset()
-	if _, _, ok := f.update(sc, nil); ok {
+	if _, _, ok := f.Update(sc, nil); ok {
 		t.Errorf("update after Reset reports ok")
 	}
-	if rows := f.rows(sc); len(rows) != 0 {
+	if rows := f.Rows(sc); len(rows) != 0 {
 		t.Errorf("rows after Reset = %+v", viewRows(t, rows))
 	}
 }
 
 // feeding records every event, also the ones its inner handler ignores.
 func TestFeedingRecordsEveryEvent(t *testing.T) {
-	f := NewPoolFeed()
+	f := New()
 	sc := scopeP()
-	f.rows(sc)
-	h := feeding(f, handler.Funcs{}) // enqueues nothing
+	f.Rows(sc)
+	h := Feeding(f, handler.Funcs{}) // enqueues nothing
 	ctx := context.Background()
 	h.Create(ctx, event.CreateEvent{Object: feedNode("a", "p", false)}, nil)
 	h.Update(ctx, event.UpdateEvent{ObjectOld: feedBN("b", "p"), ObjectNew: feedBN("b", "p")}, nil)
 	h.Create(ctx, event.CreateEvent{Object: feedNode("c", "p", false)}, nil)
 	h.Delete(ctx, event.DeleteEvent{Object: feedNode("c", "p", false)}, nil)
-	rows, changed, ok := f.update(sc, nil)
+	rows, changed, ok := f.Update(sc, nil)
 	if !ok || changed != 3 {
 		t.Errorf("update: changed %d ok %v, want 3 true", changed, ok)
 	}

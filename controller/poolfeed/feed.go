@@ -1,4 +1,7 @@
-package controller
+// Package poolfeed is what the pool reconciler knows of the BootcNodes and
+// Nodes between passes: its watch handlers feed it every event, and a
+// pass reads the names that changed since its last one.
+package poolfeed
 
 import (
 	"context"
@@ -17,8 +20,8 @@ import (
 	"github.com/bootroll/bootroll/controller/rollout"
 )
 
-// PoolFeed is what the pool reconciler knows of the BootcNodes and Nodes,
-// fed by the pool controller's watch handlers (WatchTable) with every
+// Feed is what the pool reconciler knows of the BootcNodes and Nodes,
+// fed by the pool controller's watch handlers (controller.Controllers) with every
 // event, and which names changed since each pool's last pass. A pass then
 // re-reads only the changed names instead of listing the whole pool: its
 // reads cost O(changes), not O(pool) (docs/decisions.md, "incremental pool
@@ -29,7 +32,7 @@ import (
 // order, so the feed never goes back in time; and a controller starts its
 // workers only once every handler has seen the informers' initial lists,
 // so the feed is complete before the first pass. Safe for concurrent use.
-type PoolFeed struct {
+type Feed struct {
 	mu    sync.Mutex
 	bns   map[string]*v1alpha1.BootcNode
 	nodes map[string]*corev1.Node
@@ -41,15 +44,15 @@ type PoolFeed struct {
 	strings map[string]string
 }
 
-// NewPoolFeed returns an empty feed.
-func NewPoolFeed() *PoolFeed {
-	f := &PoolFeed{}
+// New returns an empty feed.
+func New() *Feed {
+	f := &Feed{}
 	f.Reset()
 	return f
 }
 
 // Reset forgets everything, as a restarted controller process does.
-func (f *PoolFeed) Reset() {
+func (f *Feed) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.bns = map[string]*v1alpha1.BootcNode{}
@@ -59,13 +62,13 @@ func (f *PoolFeed) Reset() {
 }
 
 // intern returns the feed's copy of s.
-func (f *PoolFeed) intern(s string) string {
+func (f *Feed) Intern(s string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.internLocked(s)
 }
 
-func (f *PoolFeed) internLocked(s string) string {
+func (f *Feed) internLocked(s string) string {
 	if s == "" {
 		return ""
 	}
@@ -77,7 +80,7 @@ func (f *PoolFeed) internLocked(s string) string {
 }
 
 // observe records the latest state of o (nil state when gone).
-func (f *PoolFeed) observe(o client.Object, gone bool) {
+func (f *Feed) Observe(o client.Object, gone bool) {
 	name := o.GetName()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,7 +110,7 @@ func (f *PoolFeed) observe(o client.Object, gone bool) {
 // its own, not a handler.Funcs: the inner handler keeps its queue handling
 // (priorities), and an event does not pay handler.Funcs' per-call
 // reflection twice.
-func feeding(f *PoolFeed, inner handler.EventHandler) handler.EventHandler {
+func Feeding(f *Feed, inner handler.EventHandler) handler.EventHandler {
 	if f == nil {
 		return inner
 	}
@@ -115,22 +118,22 @@ func feeding(f *PoolFeed, inner handler.EventHandler) handler.EventHandler {
 }
 
 type feedingHandler struct {
-	f     *PoolFeed
+	f     *Feed
 	inner handler.EventHandler
 }
 
 func (h feedingHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.f.observe(e.Object, false)
+	h.f.Observe(e.Object, false)
 	h.inner.Create(ctx, e, q)
 }
 
 func (h feedingHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.f.observe(e.ObjectNew, false)
+	h.f.Observe(e.ObjectNew, false)
 	h.inner.Update(ctx, e, q)
 }
 
 func (h feedingHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.f.observe(e.Object, true)
+	h.f.Observe(e.Object, true)
 	h.inner.Delete(ctx, e, q)
 }
 
@@ -138,34 +141,34 @@ func (h feedingHandler) Generic(ctx context.Context, e event.GenericEvent, q wor
 	h.inner.Generic(ctx, e, q)
 }
 
-// poolScope is what decides a pool's rows: its name, its selector and the
+// Scope is what decides a pool's rows: its name, its selector and the
 // other pools' selectors (for conflicts).
-type poolScope struct {
-	pool   string
-	sel    labels.Selector
-	others []otherPool
+type Scope struct {
+	Pool   string
+	Sel    labels.Selector
+	Others []Other
 }
 
-type otherPool struct {
-	name string
-	sel  labels.Selector
+type Other struct {
+	Name string
+	Sel  labels.Selector
 }
 
 // row builds the row of name from the feed's objects, and whether there
 // is one (a record of the pool, or a Node the pool selects). f.mu is held.
-func (f *PoolFeed) row(sc *poolScope, name string) (rollout.Row, bool) {
+func (f *Feed) row(sc *Scope, name string) (rollout.Row, bool) {
 	row := rollout.Row{Name: name}
-	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.sel.Matches(labels.Set(n.Labels)) {
+	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.Sel.Matches(labels.Set(n.Labels)) {
 		row.Node = n
 		row.OSNotReady = rollout.HasTaint(n, v1alpha1.TaintOSNotReady)
-		for _, o := range sc.others {
-			if o.sel.Matches(labels.Set(n.Labels)) {
-				row.Conflict = o.name
+		for _, o := range sc.Others {
+			if o.Sel.Matches(labels.Set(n.Labels)) {
+				row.Conflict = o.Name
 				break
 			}
 		}
 	}
-	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.pool {
+	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.Pool {
 		row.SetRecord(bn, f.internLocked)
 	}
 	return row, row.Record != nil || row.Node != nil
@@ -173,13 +176,13 @@ func (f *PoolFeed) row(sc *poolScope, name string) (rollout.Row, bool) {
 
 // rows builds the pool's rows, sorted by name, from everything in the feed,
 // and starts (or restarts) tracking the pool's changes from this moment.
-func (f *PoolFeed) rows(sc *poolScope) []rollout.Row {
+func (f *Feed) Rows(sc *Scope) []rollout.Row {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rowsLocked(sc)
 }
 
-func (f *PoolFeed) rowsLocked(sc *poolScope) []rollout.Row {
+func (f *Feed) rowsLocked(sc *Scope) []rollout.Row {
 	names := make([]string, 0, len(f.nodes)+len(f.bns))
 	for name := range f.nodes {
 		names = append(names, name)
@@ -196,7 +199,7 @@ func (f *PoolFeed) rowsLocked(sc *poolScope) []rollout.Row {
 			rows = append(rows, row)
 		}
 	}
-	f.dirty[sc.pool] = map[string]struct{}{}
+	f.dirty[sc.Pool] = map[string]struct{}{}
 	return rows
 }
 
@@ -204,18 +207,18 @@ func (f *PoolFeed) rowsLocked(sc *poolScope) []rollout.Row {
 // since the pool's last rows or update, and returns them and how many
 // names changed. ok is false when the pool is not tracked (its rows were
 // not built since the feed was reset): the caller must build them.
-func (f *PoolFeed) update(sc *poolScope, rows []rollout.Row) (out []rollout.Row, changed int, ok bool) {
+func (f *Feed) Update(sc *Scope, rows []rollout.Row) (out []rollout.Row, changed int, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.updateLocked(sc, rows)
 }
 
-func (f *PoolFeed) updateLocked(sc *poolScope, rows []rollout.Row) ([]rollout.Row, int, bool) {
-	dirty, tracked := f.dirty[sc.pool]
+func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, bool) {
+	dirty, tracked := f.dirty[sc.Pool]
 	if !tracked {
 		return rows, 0, false
 	}
-	f.dirty[sc.pool] = map[string]struct{}{}
+	f.dirty[sc.Pool] = map[string]struct{}{}
 	for name := range dirty {
 		row, has := f.row(sc, name)
 		i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
@@ -238,7 +241,7 @@ func (f *PoolFeed) updateLocked(sc *poolScope, rows []rollout.Row) ([]rollout.Ro
 // pending changes to rows, builds the rows afresh, and returns the fresh
 // rows and the names where the two differ, which is a bug in the change
 // tracking. Both are built at one instant of the feed.
-func (f *PoolFeed) rebuild(sc *poolScope, rows []rollout.Row) (fresh []rollout.Row, diff []string) {
+func (f *Feed) Rebuild(sc *Scope, rows []rollout.Row) (fresh []rollout.Row, diff []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rows, _, ok := f.updateLocked(sc, rows)
@@ -267,7 +270,7 @@ func (f *PoolFeed) rebuild(sc *poolScope, rows []rollout.Row) (fresh []rollout.R
 }
 
 // forget stops tracking pool.
-func (f *PoolFeed) forget(pool string) {
+func (f *Feed) Forget(pool string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.dirty, pool)
