@@ -12,6 +12,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -20,6 +21,7 @@ import (
 
 var (
 	durationType      = reflect.TypeFor[time.Duration]()
+	metaDurationType  = reflect.TypeFor[metav1.Duration]() // the API's durations, written as time.Duration is
 	timeType          = reflect.TypeFor[time.Time]()
 	quantityType      = reflect.TypeFor[resource.Quantity]()
 	intOrStringType   = reflect.TypeFor[intstr.IntOrString]()
@@ -31,7 +33,7 @@ var (
 // t may be a struct.
 func isLeaf(t reflect.Type) bool {
 	switch t {
-	case durationType, timeType, quantityType, intOrStringType, neverDurationType:
+	case durationType, metaDurationType, timeType, quantityType, intOrStringType, neverDurationType:
 		return true
 	}
 	return t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice && t.Kind() != reflect.Pointer
