@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // actionsBase is poolDoc plus a second image and a Karpenter section;
@@ -63,10 +66,10 @@ faults:
 		{"setPool all", s.Events[1].SetPool, &SetPool{
 			Pool: "workers", Image: "v2", NodeSelector: map[string]string{"pool": "other"},
 			MaxUnavailable: ptr(intstr.FromString("50%")), MaxStaging: ptr(int32(0)), Paused: ptr(false),
-			FailurePolicy: &FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
-			Windows:       &[]MaintenanceWindow{}, DrainTimeout: ptr(5 * time.Minute), HealthTimeout: ptr(20 * time.Minute),
+			FailurePolicy: &v1alpha1.FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
+			Windows:       &[]v1alpha1.MaintenanceWindow{}, DrainTimeout: ptr(5 * time.Minute), HealthTimeout: ptr(20 * time.Minute),
 		}},
-		{"setPool windows only", s.Events[2].SetPool, &SetPool{Pool: "workers", Windows: &[]MaintenanceWindow{{Start: "01:00", Duration: 2 * time.Hour}}}},
+		{"setPool windows only", s.Events[2].SetPool, &SetPool{Pool: "workers", Windows: &[]v1alpha1.MaintenanceWindow{{Start: "01:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}}}},
 		{"relabelNode", s.Events[3].RelabelNode, &RelabelNode{Node: "workers-1", Set: map[string]string{"pool": "other"}, Remove: []string{"zone"}}},
 		{"deleteNode", s.Events[4].DeleteNode, &NodeRef{Node: "workers-2"}},
 		{"deleteBootcNode", s.Events[5].DeleteBootcNode, &NodeRef{Node: "workers-0"}},

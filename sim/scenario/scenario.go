@@ -27,6 +27,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // Scenario is one scenario file: the cluster to build, the bootroll objects
@@ -378,58 +380,13 @@ type Pool struct {
 
 	// Windows are daily maintenance windows in UTC; when any is given,
 	// reboot slots are only handed out inside one.
-	Windows []MaintenanceWindow `json:"windows,omitempty"`
+	Windows []v1alpha1.MaintenanceWindow `json:"windows,omitempty"`
 
 	// FailurePolicy says what to do with nodes that fail their update.
-	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy v1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
 
 	// Karpenter configures protection of Karpenter-managed nodes.
-	Karpenter PoolKarpenter `json:"karpenter,omitempty"`
-}
-
-// MaintenanceWindow is a recurring daily window in UTC.
-type MaintenanceWindow struct {
-	// Days are the weekdays the window opens on; empty means every day.
-	Days []Weekday `json:"days,omitempty"`
-
-	// Start is the UTC time of day the window opens, "HH:MM".
-	Start string `json:"start" required:"true" pattern:"timeOfDay"`
-
-	// Duration is how long the window stays open, more than 0 and at most
-	// 24h.
-	Duration time.Duration `json:"duration" required:"true"`
-}
-
-// Weekday is a day of the week, three letters.
-type Weekday string
-
-func (Weekday) enumValues() []string {
-	return []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
-}
-
-// FailurePolicy says what to do with failed nodes.
-type FailurePolicy struct {
-	// Action is Halt or Rollback (controller default Halt).
-	Action FailureAction `json:"action,omitempty"`
-
-	// MaxFailures failed nodes halt the pool (controller default 1).
-	MaxFailures *int32 `json:"maxFailures,omitempty" minimum:"1"`
-}
-
-// FailureAction is what happens when nodes fail: Halt or Rollback.
-type FailureAction string
-
-func (FailureAction) enumValues() []string { return []string{"Halt", "Rollback"} }
-
-// PoolKarpenter configures a pool's protection of Karpenter-managed nodes.
-type PoolKarpenter struct {
-	// Protect sets do-not-disrupt and do-not-repair on nodes in a reboot slot
-	// (controller default true).
-	Protect *bool `json:"protect,omitempty"`
-
-	// PostUpdateProtection keeps the protection this long after the update
-	// (controller default off).
-	PostUpdateProtection *time.Duration `json:"postUpdateProtection,omitempty"`
+	Karpenter v1alpha1.KarpenterOptions `json:"karpenter,omitempty"`
 }
 
 // TestOnly holds deliberately broken controller and node daemon settings.
@@ -795,11 +752,11 @@ type SetPool struct {
 	Paused *bool `json:"paused,omitempty"`
 
 	// FailurePolicy replaces the pool's failure policy.
-	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy *v1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
 
 	// Windows replaces the pool's maintenance windows; an empty list
 	// removes them.
-	Windows *[]MaintenanceWindow `json:"windows,omitempty"`
+	Windows *[]v1alpha1.MaintenanceWindow `json:"windows,omitempty"`
 
 	// DrainTimeout is the new drain timeout.
 	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`

@@ -17,11 +17,11 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 			MaxUnavailable: p.MaxUnavailable,
 			MaxStaging:     p.MaxStaging,
 		},
-		FailurePolicy: v1alpha1.FailurePolicy{
-			Action:      v1alpha1.FailurePolicyAction(p.FailurePolicy.Action),
-			MaxFailures: p.FailurePolicy.MaxFailures,
-		},
-		Karpenter: v1alpha1.KarpenterOptions{Protect: p.Karpenter.Protect},
+		FailurePolicy: *p.FailurePolicy.DeepCopy(),
+		Karpenter:     *p.Karpenter.DeepCopy(),
+	}
+	for _, w := range p.Windows {
+		spec.Windows = append(spec.Windows, *w.DeepCopy())
 	}
 	if im := s.Image(p.Image); im != nil {
 		spec.Image = v1alpha1.ImageReference(im.Ref)
@@ -31,16 +31,6 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 	}
 	if p.HealthTimeout != nil {
 		spec.HealthTimeout = &metav1.Duration{Duration: *p.HealthTimeout}
-	}
-	if p.Karpenter.PostUpdateProtection != nil {
-		spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: *p.Karpenter.PostUpdateProtection}
-	}
-	for _, w := range p.Windows {
-		mw := v1alpha1.MaintenanceWindow{Start: w.Start, Duration: metav1.Duration{Duration: w.Duration}}
-		for _, d := range w.Days {
-			mw.Days = append(mw.Days, v1alpha1.Weekday(d))
-		}
-		spec.Windows = append(spec.Windows, mw)
 	}
 	return spec
 }

@@ -44,6 +44,9 @@ type enum interface{ enumValues() []string }
 
 // enumOf returns the values of an enum type, or nil.
 func enumOf(t reflect.Type) []string {
+	if vals, ok := apiEnums[t]; ok {
+		return vals
+	}
 	if t.Kind() == reflect.String && t.Implements(reflect.TypeFor[enum]()) {
 		return reflect.Zero(t).Interface().(enum).enumValues()
 	}
@@ -130,6 +133,7 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 			panic(fmt.Sprintf("scenario: %s.%s has no json name", t.Name(), sf.Name))
 		}
 		f := fieldInfo{name: name, goName: sf.Name, owner: t, index: []int{i}, typ: sf.Type, minItems: -1}
+		sf.Tag += " " + apiTags[t][sf.Name]
 		f.required = sf.Tag.Get("required") == "true"
 		f.def, f.hasDef = sf.Tag.Lookup("default")
 		f.pattern = sf.Tag.Get("pattern")

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -329,18 +330,18 @@ func (v *validator) pool(p string, pl Pool) {
 	}
 	v.windows(joinKey(p, "windows"), pl.Windows)
 	if d := pl.Karpenter.PostUpdateProtection; d != nil {
-		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), *d)
+		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), d.Duration)
 	}
 }
 
 // windows checks a pool's maintenance windows.
-func (v *validator) windows(p string, ws []MaintenanceWindow) {
+func (v *validator) windows(p string, ws []v1alpha1.MaintenanceWindow) {
 	for i, w := range ws {
 		wp := joinIndex(p, i)
-		if w.Duration <= 0 || w.Duration > 24*time.Hour {
-			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", w.Duration)
+		if d := w.Duration.Duration; d <= 0 || d > 24*time.Hour {
+			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", d)
 		}
-		seen := map[Weekday]bool{}
+		seen := map[v1alpha1.Weekday]bool{}
 		for j, day := range w.Days {
 			if seen[day] {
 				v.errorf(joinIndex(joinKey(wp, "days"), j), "duplicate day %s", day)
