@@ -29,4 +29,7 @@ var apiTags = map[reflect.Type]map[string]reflect.StructTag{
 	reflect.TypeFor[v1alpha1.FailurePolicy](): {
 		"MaxFailures": `minimum:"1"`,
 	},
+	reflect.TypeFor[v1alpha1.RolloutSpec](): {
+		"MaxStaging": `minimum:"0"`,
+	},
 }

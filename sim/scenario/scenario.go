@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -360,23 +361,19 @@ type Pool struct {
 	// set to that image's ref.
 	Image string `json:"image" required:"true"`
 
-	// MaxUnavailable is the number of reboot slots: an integer or a
-	// percentage of the pool's nodes (controller default 1).
-	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
-
-	// MaxStaging is how many nodes may stage at once (controller default 0,
-	// no limit).
-	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+	// RolloutSpec is spec.rollout, written beside image: maxUnavailable and
+	// maxStaging.
+	v1alpha1.RolloutSpec `json:",inline"`
 
 	// Paused stops new staging and new reboot slots.
 	Paused bool `json:"paused,omitempty"`
 
 	// DrainTimeout bounds a drain (controller default 10m).
-	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout bounds the time from the reboot request until the node
 	// is healthy on the desired digest (controller default 15m).
-	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
 	// Windows are daily maintenance windows in UTC; when any is given,
 	// reboot slots are only handed out inside one.
@@ -741,12 +738,9 @@ type SetPool struct {
 	// empty.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// MaxUnavailable is the new number of reboot slots: an integer or a
-	// percentage.
-	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
-
-	// MaxStaging is the new staging limit (0: no limit).
-	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+	// RolloutSpec holds the new maxUnavailable and maxStaging, written
+	// beside pool.
+	v1alpha1.RolloutSpec `json:",inline"`
 
 	// Paused pauses (true) or resumes (false) the pool.
 	Paused *bool `json:"paused,omitempty"`
@@ -759,10 +753,10 @@ type SetPool struct {
 	Windows *[]v1alpha1.MaintenanceWindow `json:"windows,omitempty"`
 
 	// DrainTimeout is the new drain timeout.
-	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout is the new health timeout.
-	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 }
 
 // RelabelNode changes a node's labels as kubectl label does.

@@ -54,8 +54,8 @@ func TestLoadFull(t *testing.T) {
 		{"pdb percent", s.Workloads[1].PDB, &PDB{MinAvailable: ptr(intstr.FromString("66%"))}},
 		{"pool", s.Bootroll.Pools[0], Pool{
 			Name: "workers", NodeSelector: map[string]string{"pool": "workers"}, Image: "v2",
-			MaxUnavailable: ptr(intstr.FromString("20%")), MaxStaging: ptr(int32(3)),
-			DrainTimeout: ptr(10 * time.Minute), HealthTimeout: ptr(15 * time.Minute),
+			RolloutSpec:  v1alpha1.RolloutSpec{MaxUnavailable: ptr(intstr.FromString("20%")), MaxStaging: ptr(int32(3))},
+			DrainTimeout: &metav1.Duration{Duration: 10 * time.Minute}, HealthTimeout: &metav1.Duration{Duration: 15 * time.Minute},
 			Windows:       []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Mon", "Tue"}, Start: "01:00", Duration: metav1.Duration{Duration: 4 * time.Hour}}},
 			FailurePolicy: v1alpha1.FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
 			Karpenter:     v1alpha1.KarpenterOptions{Protect: ptr(true), PostUpdateProtection: &metav1.Duration{Duration: 5 * time.Minute}},
@@ -167,6 +167,9 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"bad duration", poolDoc + "      drainTimeout: 10 minutes\n", []string{
 			`t.yaml:14: bootroll.pools[0].drainTimeout: invalid duration "10 minutes": want a Go duration such as 90s, 10m or 1h30m`,
+		}},
+		{"flat API field", poolDoc + "      maxStaging: -1\n", []string{
+			`t.yaml:14: bootroll.pools[0].maxStaging: invalid value -1: must be at least 0`,
 		}},
 		{"bad API duration", poolDoc + "      karpenter: {postUpdateProtection: 5 minutes}\n", []string{
 			`t.yaml:14: bootroll.pools[0].karpenter.postUpdateProtection: invalid duration "5 minutes": want a Go duration such as 90s, 10m or 1h30m`,

@@ -40,7 +40,7 @@ func TestParseWithSets(t *testing.T) {
 		{"value with =", []string{"description=a=b"},
 			func(s *Scenario) any { return s.Description }, "a=b"},
 		{"duration", []string{"bootroll.pools[0].drainTimeout=90s"},
-			func(s *Scenario) any { return s.Bootroll.Pools[0].DrainTimeout }, ptr(90 * time.Second)},
+			func(s *Scenario) any { return s.Bootroll.Pools[0].DrainTimeout }, &metav1.Duration{Duration: 90 * time.Second}},
 		{"API duration in a sub-struct", []string{"bootroll.pools[0].karpenter.postUpdateProtection=5m"},
 			func(s *Scenario) any { return s.Bootroll.Pools[0].Karpenter.PostUpdateProtection }, &metav1.Duration{Duration: 5 * time.Minute}},
 		{"API enum in a sub-struct", []string{"bootroll.pools[0].failurePolicy.action=Rollback"},

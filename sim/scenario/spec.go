@@ -11,12 +11,9 @@ import (
 // so the controller's defaults apply.
 func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 	spec := v1alpha1.BootcNodePoolSpec{
-		NodeSelector: p.NodeSelector,
-		Paused:       p.Paused,
-		Rollout: v1alpha1.RolloutSpec{
-			MaxUnavailable: p.MaxUnavailable,
-			MaxStaging:     p.MaxStaging,
-		},
+		NodeSelector:  p.NodeSelector,
+		Paused:        p.Paused,
+		Rollout:       *p.RolloutSpec.DeepCopy(),
 		FailurePolicy: *p.FailurePolicy.DeepCopy(),
 		Karpenter:     *p.Karpenter.DeepCopy(),
 	}
@@ -27,10 +24,10 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 		spec.Image = v1alpha1.ImageReference(im.Ref)
 	}
 	if p.DrainTimeout != nil {
-		spec.DrainTimeout = &metav1.Duration{Duration: *p.DrainTimeout}
+		spec.DrainTimeout = &metav1.Duration{Duration: p.DrainTimeout.Duration}
 	}
 	if p.HealthTimeout != nil {
-		spec.HealthTimeout = &metav1.Duration{Duration: *p.HealthTimeout}
+		spec.HealthTimeout = &metav1.Duration{Duration: p.HealthTimeout.Duration}
 	}
 	return spec
 }

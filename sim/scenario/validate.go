@@ -323,10 +323,10 @@ func (v *validator) pool(p string, pl Pool) {
 	v.labels(joinKey(p, "nodeSelector"), pl.NodeSelector)
 	v.ref(joinKey(p, "image"), "image", pl.Image, v.images)
 	if pl.DrainTimeout != nil {
-		v.positive(joinKey(p, "drainTimeout"), *pl.DrainTimeout)
+		v.positive(joinKey(p, "drainTimeout"), pl.DrainTimeout.Duration)
 	}
 	if pl.HealthTimeout != nil {
-		v.positive(joinKey(p, "healthTimeout"), *pl.HealthTimeout)
+		v.positive(joinKey(p, "healthTimeout"), pl.HealthTimeout.Duration)
 	}
 	v.windows(joinKey(p, "windows"), pl.Windows)
 	if d := pl.Karpenter.PostUpdateProtection; d != nil {
@@ -552,10 +552,10 @@ func (v *validator) setPool(p string, e *SetPool) {
 	}
 	v.labels(joinKey(p, "nodeSelector"), e.NodeSelector)
 	if e.DrainTimeout != nil {
-		v.positive(joinKey(p, "drainTimeout"), *e.DrainTimeout)
+		v.positive(joinKey(p, "drainTimeout"), e.DrainTimeout.Duration)
 	}
 	if e.HealthTimeout != nil {
-		v.positive(joinKey(p, "healthTimeout"), *e.HealthTimeout)
+		v.positive(joinKey(p, "healthTimeout"), e.HealthTimeout.Duration)
 	}
 	if e.Windows != nil {
 		v.windows(joinKey(p, "windows"), *e.Windows)
