@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // actionsBase is poolDoc plus a second image and a Karpenter section;
@@ -62,11 +65,11 @@ faults:
 		{"deletePool", s.Events[0].DeletePool, &DeletePool{Pool: "workers"}},
 		{"setPool all", s.Events[1].SetPool, &SetPool{
 			Pool: "workers", Image: "v2", NodeSelector: map[string]string{"pool": "other"},
-			MaxUnavailable: ptr(intstr.FromString("50%")), MaxStaging: ptr(int32(0)), Paused: ptr(false),
-			FailurePolicy: &FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
-			Windows:       &[]MaintenanceWindow{}, DrainTimeout: ptr(5 * time.Minute), HealthTimeout: ptr(20 * time.Minute),
+			RolloutSpec: v1alpha1.RolloutSpec{MaxUnavailable: ptr(intstr.FromString("50%")), MaxStaging: ptr(int32(0))}, Paused: ptr(false),
+			FailurePolicy: &v1alpha1.FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
+			Windows:       &[]v1alpha1.MaintenanceWindow{}, DrainTimeout: &metav1.Duration{Duration: 5 * time.Minute}, HealthTimeout: &metav1.Duration{Duration: 20 * time.Minute},
 		}},
-		{"setPool windows only", s.Events[2].SetPool, &SetPool{Pool: "workers", Windows: &[]MaintenanceWindow{{Start: "01:00", Duration: 2 * time.Hour}}}},
+		{"setPool windows only", s.Events[2].SetPool, &SetPool{Pool: "workers", Windows: &[]v1alpha1.MaintenanceWindow{{Start: "01:00", Duration: metav1.Duration{Duration: 2 * time.Hour}}}}},
 		{"relabelNode", s.Events[3].RelabelNode, &RelabelNode{Node: "workers-1", Set: map[string]string{"pool": "other"}, Remove: []string{"zone"}}},
 		{"deleteNode", s.Events[4].DeleteNode, &NodeRef{Node: "workers-2"}},
 		{"deleteBootcNode", s.Events[5].DeleteBootcNode, &NodeRef{Node: "workers-0"}},
@@ -75,7 +78,7 @@ faults:
 		{"setPDB", s.Events[8].SetPDB, &SetPDB{Workload: "web", MinAvailable: ptr(intstr.FromInt32(1))}},
 		{"deletePDB", s.Events[9].DeletePDB, &DeletePDB{Workload: "web"}},
 		{"karpenterCRDs", s.Events[10].KarpenterCRDs, &KarpenterCRDs{Installed: false}},
-		{"createPool", s.Events[11].CreatePool, &Pool{Name: "more", NodeSelector: map[string]string{"pool": "more"}, Image: "v2", MaxUnavailable: ptr(intstr.FromInt32(2))}},
+		{"createPool", s.Events[11].CreatePool, &Pool{Name: "more", NodeSelector: map[string]string{"pool": "more"}, Image: "v2", RolloutSpec: v1alpha1.RolloutSpec{MaxUnavailable: ptr(intstr.FromInt32(2))}}},
 		{"setPool of a created pool", s.Events[12].SetPool.Pool, "more"},
 		{"powerCycle default", s.Faults[0].PowerCycle, &PowerCycle{Target: Target{Node: "workers-0", Count: 1}, OffFor: 30 * time.Second}},
 		{"longReboot", s.Faults[1].LongReboot, &LongReboot{Target: Target{Group: "workers", Count: 2}, Duration: time.Hour}},

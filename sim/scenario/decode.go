@@ -11,6 +11,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -104,6 +105,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 			d.pos.errorAt(line, path, "%s", msg)
 		} else {
 			v.SetInt(int64(dur))
+		}
+		return
+	case metaDurationType:
+		if dur, msg := parseDuration(n); msg != "" {
+			d.pos.errorAt(line, path, "%s", msg)
+		} else {
+			v.Set(reflect.ValueOf(metav1.Duration{Duration: dur}))
 		}
 		return
 	case neverDurationType:

@@ -26,7 +26,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // Scenario is one scenario file: the cluster to build, the bootroll objects
@@ -358,78 +361,29 @@ type Pool struct {
 	// set to that image's ref.
 	Image string `json:"image" required:"true"`
 
-	// MaxUnavailable is the number of reboot slots: an integer or a
-	// percentage of the pool's nodes (controller default 1).
-	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
-
-	// MaxStaging is how many nodes may stage at once (controller default 0,
-	// no limit).
-	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+	// RolloutSpec is spec.rollout, written beside image: maxUnavailable and
+	// maxStaging.
+	v1alpha1.RolloutSpec `json:",inline"`
 
 	// Paused stops new staging and new reboot slots.
 	Paused bool `json:"paused,omitempty"`
 
 	// DrainTimeout bounds a drain (controller default 10m).
-	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout bounds the time from the reboot request until the node
 	// is healthy on the desired digest (controller default 15m).
-	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
 	// Windows are daily maintenance windows in UTC; when any is given,
 	// reboot slots are only handed out inside one.
-	Windows []MaintenanceWindow `json:"windows,omitempty"`
+	Windows []v1alpha1.MaintenanceWindow `json:"windows,omitempty"`
 
 	// FailurePolicy says what to do with nodes that fail their update.
-	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy v1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
 
 	// Karpenter configures protection of Karpenter-managed nodes.
-	Karpenter PoolKarpenter `json:"karpenter,omitempty"`
-}
-
-// MaintenanceWindow is a recurring daily window in UTC.
-type MaintenanceWindow struct {
-	// Days are the weekdays the window opens on; empty means every day.
-	Days []Weekday `json:"days,omitempty"`
-
-	// Start is the UTC time of day the window opens, "HH:MM".
-	Start string `json:"start" required:"true" pattern:"timeOfDay"`
-
-	// Duration is how long the window stays open, more than 0 and at most
-	// 24h.
-	Duration time.Duration `json:"duration" required:"true"`
-}
-
-// Weekday is a day of the week, three letters.
-type Weekday string
-
-func (Weekday) enumValues() []string {
-	return []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
-}
-
-// FailurePolicy says what to do with failed nodes.
-type FailurePolicy struct {
-	// Action is Halt or Rollback (controller default Halt).
-	Action FailureAction `json:"action,omitempty"`
-
-	// MaxFailures failed nodes halt the pool (controller default 1).
-	MaxFailures *int32 `json:"maxFailures,omitempty" minimum:"1"`
-}
-
-// FailureAction is what happens when nodes fail: Halt or Rollback.
-type FailureAction string
-
-func (FailureAction) enumValues() []string { return []string{"Halt", "Rollback"} }
-
-// PoolKarpenter configures a pool's protection of Karpenter-managed nodes.
-type PoolKarpenter struct {
-	// Protect sets do-not-disrupt and do-not-repair on nodes in a reboot slot
-	// (controller default true).
-	Protect *bool `json:"protect,omitempty"`
-
-	// PostUpdateProtection keeps the protection this long after the update
-	// (controller default off).
-	PostUpdateProtection *time.Duration `json:"postUpdateProtection,omitempty"`
+	Karpenter v1alpha1.KarpenterOptions `json:"karpenter,omitempty"`
 }
 
 // TestOnly holds deliberately broken controller and node daemon settings.
@@ -784,28 +738,25 @@ type SetPool struct {
 	// empty.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// MaxUnavailable is the new number of reboot slots: an integer or a
-	// percentage.
-	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
-
-	// MaxStaging is the new staging limit (0: no limit).
-	MaxStaging *int32 `json:"maxStaging,omitempty" minimum:"0"`
+	// RolloutSpec holds the new maxUnavailable and maxStaging, written
+	// beside pool.
+	v1alpha1.RolloutSpec `json:",inline"`
 
 	// Paused pauses (true) or resumes (false) the pool.
 	Paused *bool `json:"paused,omitempty"`
 
 	// FailurePolicy replaces the pool's failure policy.
-	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy *v1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
 
 	// Windows replaces the pool's maintenance windows; an empty list
 	// removes them.
-	Windows *[]MaintenanceWindow `json:"windows,omitempty"`
+	Windows *[]v1alpha1.MaintenanceWindow `json:"windows,omitempty"`
 
 	// DrainTimeout is the new drain timeout.
-	DrainTimeout *time.Duration `json:"drainTimeout,omitempty"`
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout is the new health timeout.
-	HealthTimeout *time.Duration `json:"healthTimeout,omitempty"`
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 }
 
 // RelabelNode changes a node's labels as kubectl label does.

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -51,11 +54,11 @@ func TestLoadFull(t *testing.T) {
 		{"pdb percent", s.Workloads[1].PDB, &PDB{MinAvailable: ptr(intstr.FromString("66%"))}},
 		{"pool", s.Bootroll.Pools[0], Pool{
 			Name: "workers", NodeSelector: map[string]string{"pool": "workers"}, Image: "v2",
-			MaxUnavailable: ptr(intstr.FromString("20%")), MaxStaging: ptr(int32(3)),
-			DrainTimeout: ptr(10 * time.Minute), HealthTimeout: ptr(15 * time.Minute),
-			Windows:       []MaintenanceWindow{{Days: []Weekday{"Mon", "Tue"}, Start: "01:00", Duration: 4 * time.Hour}},
-			FailurePolicy: FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
-			Karpenter:     PoolKarpenter{Protect: ptr(true), PostUpdateProtection: ptr(5 * time.Minute)},
+			RolloutSpec:  v1alpha1.RolloutSpec{MaxUnavailable: ptr(intstr.FromString("20%")), MaxStaging: ptr(int32(3))},
+			DrainTimeout: &metav1.Duration{Duration: 10 * time.Minute}, HealthTimeout: &metav1.Duration{Duration: 15 * time.Minute},
+			Windows:       []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Mon", "Tue"}, Start: "01:00", Duration: metav1.Duration{Duration: 4 * time.Hour}}},
+			FailurePolicy: v1alpha1.FailurePolicy{Action: "Rollback", MaxFailures: ptr(int32(2))},
+			Karpenter:     v1alpha1.KarpenterOptions{Protect: ptr(true), PostUpdateProtection: &metav1.Duration{Duration: 5 * time.Minute}},
 		}},
 		{"karpenter version", s.Karpenter.Version, KarpenterVersion("v1.14")},
 		{"repairToleration default", s.Karpenter.RepairToleration, 10 * time.Minute},
@@ -164,6 +167,26 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"bad duration", poolDoc + "      drainTimeout: 10 minutes\n", []string{
 			`t.yaml:14: bootroll.pools[0].drainTimeout: invalid duration "10 minutes": want a Go duration such as 90s, 10m or 1h30m`,
+		}},
+		{"flat API field", poolDoc + "      maxStaging: -1\n", []string{
+			`t.yaml:14: bootroll.pools[0].maxStaging: invalid value -1: must be at least 0`,
+		}},
+		{"bad API duration", poolDoc + "      karpenter: {postUpdateProtection: 5 minutes}\n", []string{
+			`t.yaml:14: bootroll.pools[0].karpenter.postUpdateProtection: invalid duration "5 minutes": want a Go duration such as 90s, 10m or 1h30m`,
+		}},
+		{"bad API enum", poolDoc + "      failurePolicy: {action: Rolback}\n", []string{
+			`t.yaml:14: bootroll.pools[0].failurePolicy.action: invalid value "Rolback": want one of Halt, Rollback (did you mean "Rollback"?)`,
+		}},
+		{"bad API rules", poolDoc + "      failurePolicy: {maxFailures: 0}\n      windows:\n        - {days: [Mon, Sunday], duration: 25h}\n", []string{
+			`t.yaml:14: bootroll.pools[0].failurePolicy.maxFailures: invalid value 0: must be at least 1`,
+			`t.yaml:16: bootroll.pools[0].windows[0].days[1]: invalid value "Sunday": want one of Mon, Tue, Wed, Thu, Fri, Sat, Sun (did you mean "Sun"?)`,
+			`t.yaml:16: bootroll.pools[0].windows[0].start: required field is missing`,
+		}},
+		{"API pattern", poolDoc + "      windows:\n        - {start: \"25:00\", duration: 1h}\n", []string{
+			`t.yaml:15: bootroll.pools[0].windows[0].start: invalid value "25:00": want a time of day, HH:MM`,
+		}},
+		{"API duration out of range", poolDoc + "      windows:\n        - {start: \"01:00\", duration: 25h}\n", []string{
+			`t.yaml:15: bootroll.pools[0].windows[0].duration: invalid value 25h0m0s: must be more than 0s and at most 24h`,
 		}},
 		{"unquoted number duration", base + "events:\n  - at: 90\n    pause: {pool: x}\n", []string{
 			`t.yaml:6: events[0].at: want a Go duration such as 90s, 10m or 1h30m, got integer 90`,

@@ -59,7 +59,7 @@ func durationSchema() map[string]any {
 
 func (g *schemaGen) typeSchema(t reflect.Type) map[string]any {
 	switch t {
-	case durationType:
+	case durationType, metaDurationType:
 		return durationSchema()
 	case neverDurationType:
 		return map[string]any{"anyOf": []any{map[string]any{"const": "Never"}, durationSchema()}}

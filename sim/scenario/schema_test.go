@@ -8,19 +8,31 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite docs.go and scenarios/schema.json")
 
 const schemaFile = "../../scenarios/schema.json"
 
+// docDirs are the packages whose types a scenario document is made of,
+// by import path, with their source directories.
+var docDirs = map[string]string{
+	scenarioType.PkgPath():                              ".",
+	reflect.TypeFor[v1alpha1.FailurePolicy]().PkgPath(): "../../api/v1alpha1",
+}
+
 // reachableTypes lists the named types a scenario document is made of.
+// The format's types and the API types it uses share one namespace of
+// names (the schema's $defs and the docs' keys), so a clash panics.
 func reachableTypes() map[string]reflect.Type {
 	seen := map[string]reflect.Type{}
 	var walk func(reflect.Type)
@@ -28,10 +40,13 @@ func reachableTypes() map[string]reflect.Type {
 		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
 		}
-		if t.PkgPath() != scenarioType.PkgPath() || t.Name() == "" {
+		if _, ok := docDirs[t.PkgPath()]; !ok || t.Name() == "" {
 			return
 		}
-		if _, ok := seen[t.Name()]; ok {
+		if prev, ok := seen[t.Name()]; ok {
+			if prev != t {
+				panic(fmt.Sprintf("scenario: types %s and %s share the name %s", prev, t, t.Name()))
+			}
 			return
 		}
 		seen[t.Name()] = t
@@ -51,14 +66,18 @@ func reachableTypes() map[string]reflect.Type {
 func parseDocs(t *testing.T) map[string]string {
 	t.Helper()
 	types := reachableTypes()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range slices.Sorted(maps.Values(docDirs)) {
+		fs, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
 	}
 	out := map[string]string{}
 	fset := token.NewFileSet()
 	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") || name == "docs.go" {
+		if strings.HasSuffix(name, "_test.go") || strings.HasPrefix(filepath.Base(name), "zz_generated") || name == "docs.go" {
 			continue
 		}
 		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
@@ -72,7 +91,7 @@ func parseDocs(t *testing.T) map[string]string {
 			}
 			for _, spec := range gd.Specs {
 				ts := spec.(*ast.TypeSpec)
-				if _, ok := types[ts.Name.Name]; !ok {
+				if typ, ok := types[ts.Name.Name]; !ok || docDirs[typ.PkgPath()] != filepath.Dir(name) {
 					continue
 				}
 				doc := ts.Doc
@@ -100,8 +119,16 @@ func parseDocs(t *testing.T) map[string]string {
 	return out
 }
 
-// cleanDoc joins the lines of each paragraph.
+// cleanDoc joins the lines of each paragraph, leaving out the API's
+// kubebuilder markers (+optional, +kubebuilder:...).
 func cleanDoc(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "+") {
+			lines = append(lines, l)
+		}
+	}
+	s = strings.Join(lines, "\n")
 	paras := strings.Split(strings.TrimSpace(s), "\n\n")
 	for i, p := range paras {
 		paras[i] = strings.Join(strings.Fields(p), " ")

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 func TestParseWithSets(t *testing.T) {
@@ -37,7 +40,11 @@ func TestParseWithSets(t *testing.T) {
 		{"value with =", []string{"description=a=b"},
 			func(s *Scenario) any { return s.Description }, "a=b"},
 		{"duration", []string{"bootroll.pools[0].drainTimeout=90s"},
-			func(s *Scenario) any { return s.Bootroll.Pools[0].DrainTimeout }, ptr(90 * time.Second)},
+			func(s *Scenario) any { return s.Bootroll.Pools[0].DrainTimeout }, &metav1.Duration{Duration: 90 * time.Second}},
+		{"API duration in a sub-struct", []string{"bootroll.pools[0].karpenter.postUpdateProtection=5m"},
+			func(s *Scenario) any { return s.Bootroll.Pools[0].Karpenter.PostUpdateProtection }, &metav1.Duration{Duration: 5 * time.Minute}},
+		{"API enum in a sub-struct", []string{"bootroll.pools[0].failurePolicy.action=Rollback"},
+			func(s *Scenario) any { return s.Bootroll.Pools[0].FailurePolicy.Action }, v1alpha1.FailureRollback},
 		{"distribution field", []string{"host.reboot={dist: fixed, value: 1m}", "host.reboot.value=2m"},
 			func(s *Scenario) any { return s.Host.Reboot }, Distribution{Dist: DistFixed, Value: 2 * time.Minute}},
 		{"last set wins", []string{"seed=3", "seed=4"},
@@ -90,6 +97,10 @@ func TestParseWithSetsErrors(t *testing.T) {
 		}},
 		{"value breaks a field", []string{"bootroll.pools[0].maxUnavailable=150%"}, []string{
 			`t.yaml:11: bootroll.pools[0].maxUnavailable: invalid value string "150%": want an integer >= 0 or a percentage from 0% to 100% (from --set bootroll.pools[0].maxUnavailable=150%)`,
+		}},
+		{"value breaks an API field", []string{"bootroll.pools[0].karpenter.postUpdateProtection=soon", "bootroll.pools[0].failurePolicy.action=Stop"}, []string{
+			`t.yaml:11: bootroll.pools[0].karpenter.postUpdateProtection: invalid duration "soon": want a Go duration such as 90s, 10m or 1h30m (from --set bootroll.pools[0].karpenter.postUpdateProtection=soon)`,
+			`t.yaml:11: bootroll.pools[0].failurePolicy.action: invalid value "Stop": want one of Halt, Rollback (from --set bootroll.pools[0].failurePolicy.action=Stop)`,
 		}},
 		{"value breaks an existing field", []string{"nodeGroups[0].count=-2"}, []string{
 			`t.yaml:6: nodeGroups[0].count: invalid value -2: must be at least 0 (from --set nodeGroups[0].count=-2)`,

@@ -12,6 +12,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -20,6 +21,7 @@ import (
 
 var (
 	durationType      = reflect.TypeFor[time.Duration]()
+	metaDurationType  = reflect.TypeFor[metav1.Duration]() // the API's durations, written as time.Duration is
 	timeType          = reflect.TypeFor[time.Time]()
 	quantityType      = reflect.TypeFor[resource.Quantity]()
 	intOrStringType   = reflect.TypeFor[intstr.IntOrString]()
@@ -31,7 +33,7 @@ var (
 // t may be a struct.
 func isLeaf(t reflect.Type) bool {
 	switch t {
-	case durationType, timeType, quantityType, intOrStringType, neverDurationType:
+	case durationType, metaDurationType, timeType, quantityType, intOrStringType, neverDurationType:
 		return true
 	}
 	return t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice && t.Kind() != reflect.Pointer
@@ -42,6 +44,9 @@ type enum interface{ enumValues() []string }
 
 // enumOf returns the values of an enum type, or nil.
 func enumOf(t reflect.Type) []string {
+	if vals, ok := apiEnums[t]; ok {
+		return vals
+	}
 	if t.Kind() == reflect.String && t.Implements(reflect.TypeFor[enum]()) {
 		return reflect.Zero(t).Interface().(enum).enumValues()
 	}
@@ -128,6 +133,7 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 			panic(fmt.Sprintf("scenario: %s.%s has no json name", t.Name(), sf.Name))
 		}
 		f := fieldInfo{name: name, goName: sf.Name, owner: t, index: []int{i}, typ: sf.Type, minItems: -1}
+		sf.Tag += " " + apiTags[t][sf.Name]
 		f.required = sf.Tag.Get("required") == "true"
 		f.def, f.hasDef = sf.Tag.Lookup("default")
 		f.pattern = sf.Tag.Get("pattern")

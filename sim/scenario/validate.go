@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -322,25 +323,25 @@ func (v *validator) pool(p string, pl Pool) {
 	v.labels(joinKey(p, "nodeSelector"), pl.NodeSelector)
 	v.ref(joinKey(p, "image"), "image", pl.Image, v.images)
 	if pl.DrainTimeout != nil {
-		v.positive(joinKey(p, "drainTimeout"), *pl.DrainTimeout)
+		v.positive(joinKey(p, "drainTimeout"), pl.DrainTimeout.Duration)
 	}
 	if pl.HealthTimeout != nil {
-		v.positive(joinKey(p, "healthTimeout"), *pl.HealthTimeout)
+		v.positive(joinKey(p, "healthTimeout"), pl.HealthTimeout.Duration)
 	}
 	v.windows(joinKey(p, "windows"), pl.Windows)
 	if d := pl.Karpenter.PostUpdateProtection; d != nil {
-		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), *d)
+		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), d.Duration)
 	}
 }
 
 // windows checks a pool's maintenance windows.
-func (v *validator) windows(p string, ws []MaintenanceWindow) {
+func (v *validator) windows(p string, ws []v1alpha1.MaintenanceWindow) {
 	for i, w := range ws {
 		wp := joinIndex(p, i)
-		if w.Duration <= 0 || w.Duration > 24*time.Hour {
-			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", w.Duration)
+		if d := w.Duration.Duration; d <= 0 || d > 24*time.Hour {
+			v.errorf(joinKey(wp, "duration"), "invalid value %s: must be more than 0s and at most 24h", d)
 		}
-		seen := map[Weekday]bool{}
+		seen := map[v1alpha1.Weekday]bool{}
 		for j, day := range w.Days {
 			if seen[day] {
 				v.errorf(joinIndex(joinKey(wp, "days"), j), "duplicate day %s", day)
@@ -551,10 +552,10 @@ func (v *validator) setPool(p string, e *SetPool) {
 	}
 	v.labels(joinKey(p, "nodeSelector"), e.NodeSelector)
 	if e.DrainTimeout != nil {
-		v.positive(joinKey(p, "drainTimeout"), *e.DrainTimeout)
+		v.positive(joinKey(p, "drainTimeout"), e.DrainTimeout.Duration)
 	}
 	if e.HealthTimeout != nil {
-		v.positive(joinKey(p, "healthTimeout"), *e.HealthTimeout)
+		v.positive(joinKey(p, "healthTimeout"), e.HealthTimeout.Duration)
 	}
 	if e.Windows != nil {
 		v.windows(joinKey(p, "windows"), *e.Windows)

@@ -243,8 +243,8 @@ func (r *runner) setPool(e *scenario.SetPool) error {
 	return r.updatePool(e.Pool, func(p *v1alpha1.BootcNodePool) {
 		// The scenario's own conversion makes the new spec, so that a
 		// field means the same as in bootroll.pools.
-		pl := scenario.Pool{Name: e.Pool, Image: e.Image, NodeSelector: e.NodeSelector, MaxUnavailable: e.MaxUnavailable,
-			MaxStaging: e.MaxStaging, DrainTimeout: e.DrainTimeout, HealthTimeout: e.HealthTimeout}
+		pl := scenario.Pool{Name: e.Pool, Image: e.Image, NodeSelector: e.NodeSelector, RolloutSpec: e.RolloutSpec,
+			DrainTimeout: e.DrainTimeout, HealthTimeout: e.HealthTimeout}
 		if e.FailurePolicy != nil {
 			pl.FailurePolicy = *e.FailurePolicy
 		}
