@@ -578,7 +578,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 			// A new record is created directed.
 			delete(unborn, row.Name)
 			b := bn.DeepCopy()
-			b.Spec.DesiredImage, b.Spec.DesiredState = target, v1alpha1.DesiredStaged
+			b.Spec.DesiredImage = target
 			if b, err = r.createBootcNode(ctx, pool, b); err != nil {
 				return retry, err
 			}
@@ -613,16 +613,14 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 }
 
 // retarget writes target as bn's desired image, locked on bn's
-// resourceVersion, and returns the record written. The boot order, if
-// any, goes with the old image (desiredState Staged) unless the node is in
-// its slot.
+// resourceVersion, and returns the record written. It never writes
+// spec.desiredState: the node reconciler is its one writer, and it
+// withdraws a boot order before a node leaves its slot phase (finish), so
+// a record the pool directs outside a slot (Directable) holds none.
 func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
 	b := bn.DeepCopy()
 	b.Spec.DesiredImage = target
 	b.Spec.Rollback = false
-	if !rollout.HoldsSlot(bn.Status.Phase) && !r.opts.TestOnly.KeepBootOrder {
-		b.Spec.DesiredState = v1alpha1.DesiredStaged
-	}
 	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
 		return nil, err
 	}

@@ -62,7 +62,8 @@ type BootcNodeSpec struct {
 	// +optional
 	DesiredImage string `json:"desiredImage,omitempty"`
 
-	// DesiredState says whether to only stage DesiredImage or to boot it.
+	// DesiredState says whether to only stage DesiredImage or to boot it;
+	// empty means Staged. The node reconciler is its one writer.
 	// +optional
 	DesiredState DesiredState `json:"desiredState,omitempty"`
 
