@@ -129,9 +129,11 @@ func (r *PinnedSetReconciler) entry(ctx context.Context, set *v1alpha1.PinnedIma
 	return e, nil
 }
 
-// mirrorSecret copies the set's dockerconfigjson into
-// PinnedSecretNamespace. The source must be in the controller's namespace:
-// the controller reads no Secrets elsewhere.
+// mirrorSecret copies the set's pull secret into PinnedSecretNamespace:
+// a kubernetes.io/dockercfg secret as its type and .dockercfg key, any
+// other as a kubernetes.io/dockerconfigjson one with its .dockerconfigjson
+// key. The source must be in the controller's namespace: the controller
+// reads no Secrets elsewhere.
 func (r *PinnedSetReconciler) mirrorSecret(ctx context.Context, set *v1alpha1.PinnedImageSet, ref *v1alpha1.SecretReference) (*v1alpha1.SecretReference, error) {
 	if ref.Namespace != r.opts.SecretNamespace {
 		return nil, reconcile.TerminalError(fmt.Errorf("PinnedImageSet %s: spec.pullSecret.namespace %q: the pull secret must be in the controller's namespace %q", set.Name, ref.Namespace, r.opts.SecretNamespace))
@@ -141,10 +143,14 @@ func (r *PinnedSetReconciler) mirrorSecret(ctx context.Context, set *v1alpha1.Pi
 		return nil, fmt.Errorf("read spec.pullSecret %s/%s of PinnedImageSet %s: %w", ref.Namespace, ref.Name, set.Name, err)
 	}
 	mirror := &v1alpha1.SecretReference{Namespace: PinnedSecretNamespace, Name: "pinned-" + set.Name}
+	typ, key := corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey
+	if src.Type == corev1.SecretTypeDockercfg {
+		typ, key = corev1.SecretTypeDockercfg, corev1.DockerConfigKey
+	}
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mirror.Namespace, Name: mirror.Name, Labels: map[string]string{"bootroll.dev/pinned-image-set": set.Name}},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: src.Data[corev1.DockerConfigJsonKey]},
+		Type:       typ,
+		Data:       map[string][]byte{key: src.Data[key]},
 	}
 	var cur corev1.Secret
 	err := r.reader.Get(ctx, types.NamespacedName{Namespace: mirror.Namespace, Name: mirror.Name}, &cur)
@@ -155,6 +161,14 @@ func (r *PinnedSetReconciler) mirrorSecret(ctx context.Context, set *v1alpha1.Pi
 		}
 	case err != nil:
 		return nil, err
+	case cur.Type != want.Type:
+		// A Secret's type is immutable: replace the mirror.
+		if err := r.client.Delete(ctx, &cur); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("replace mirrored pull secret of PinnedImageSet %s: %w", set.Name, err)
+		}
+		if err := r.client.Create(ctx, want); err != nil {
+			return nil, fmt.Errorf("replace mirrored pull secret of PinnedImageSet %s: %w", set.Name, err)
+		}
 	case !apiequality.Semantic.DeepEqual(cur.Data, want.Data):
 		cur.Data = want.Data
 		if err := r.client.Update(ctx, &cur); err != nil {

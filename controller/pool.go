@@ -431,14 +431,13 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 	if r.resolver == nil {
 		return fmt.Errorf("spec.image %q is a tag and no resolver is configured", img)
 	}
-	var secret []byte
+	var secret *corev1.Secret
 	if pool.Spec.ImagePullSecret != "" {
-		var s corev1.Secret
+		secret = &corev1.Secret{}
 		key := types.NamespacedName{Namespace: r.opts.SecretNamespace, Name: pool.Spec.ImagePullSecret}
-		if err := r.reader.Get(ctx, key, &s); err != nil {
+		if err := r.reader.Get(ctx, key, secret); err != nil {
 			return fmt.Errorf("read spec.imagePullSecret %s: %w", key, err)
 		}
-		secret = s.Data[corev1.DockerConfigJsonKey]
 	}
 	ref, err := r.resolver.Resolve(ctx, img, secret)
 	if err != nil {

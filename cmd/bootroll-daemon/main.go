@@ -230,7 +230,7 @@ func run(ctx context.Context, o options) error {
 				if err := reader.Get(ctx, key, &sec); err != nil {
 					return nil, fmt.Errorf("read pull secret %s of PinnedImageSet %s: %w", key, set.Name, err)
 				}
-				return cri.AuthFor(sec.Data[corev1.DockerConfigJsonKey], ref)
+				return cri.AuthForSecret(sec, ref)
 			},
 			OnDone: func() {
 				select {

@@ -6,9 +6,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/bootroll/bootroll/internal/pullsecret"
 )
 
 // Registry resolves references against real OCI registries with
@@ -47,9 +51,8 @@ var _ Resolver = (*Registry)(nil)
 // "docker.io") without a request. A pull secret that does not parse is a
 // KindUnauthorized error whose cause starts "parse pull secret:", because
 // fixing the secret is what it takes to get access; it is only parsed when
-// the registry has to be asked. A nil or empty dockerConfigJSON means
-// anonymous access.
-func (r *Registry) Resolve(ctx context.Context, ref string, dockerConfigJSON []byte) (string, error) {
+// the registry has to be asked. A nil secret means anonymous access.
+func (r *Registry) Resolve(ctx context.Context, ref string, secret *corev1.Secret) (string, error) {
 	var opts []name.Option
 	if r.Insecure {
 		opts = append(opts, name.Insecure)
@@ -62,9 +65,9 @@ func (r *Registry) Resolve(ctx context.Context, ref string, dockerConfigJSON []b
 		return pinned(d.Context(), d.DigestStr()), nil
 	}
 
-	var keychain pullSecret // nil: anonymous everywhere
-	if len(dockerConfigJSON) > 0 {
-		keychain, err = parsePullSecret(dockerConfigJSON)
+	keychain := authn.NewMultiKeychain() // no keychains: anonymous everywhere
+	if secret != nil {
+		keychain, err = pullsecret.Keychain(*secret)
 		if err != nil {
 			return "", &Error{Kind: KindUnauthorized, Ref: ref, Err: err}
 		}

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // newRegistry returns an in-process registry handler and a plain server on
@@ -120,8 +121,9 @@ func refuseHead(h http.Handler, c *methodCounter) http.Handler {
 	})
 }
 
-// dockerConfig builds a .dockerconfigjson document with one "auth" entry.
-func dockerConfig(t *testing.T, key, user, pass string) []byte {
+// dockerConfig builds a kubernetes.io/dockerconfigjson secret with one
+// "auth" entry.
+func dockerConfig(t *testing.T, key, user, pass string) *corev1.Secret {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
 		"auths": map[string]any{
@@ -131,7 +133,27 @@ func dockerConfig(t *testing.T, key, user, pass string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: b}}
+}
+
+// rawSecret is a secret of type typ holding doc in that type's key.
+func rawSecret(typ corev1.SecretType, doc string) *corev1.Secret {
+	key := corev1.DockerConfigJsonKey
+	if typ == corev1.SecretTypeDockercfg {
+		key = corev1.DockerConfigKey
+	}
+	return &corev1.Secret{Type: typ, Data: map[string][]byte{key: []byte(doc)}}
+}
+
+// redirect sends every request to one host:port whatever registry it
+// names, so a test can resolve "docker.io/..." or "eu.registry.test/..."
+// against a local server and check which pull-secret key is used.
+type redirect string
+
+func (to redirect) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Host = string(to)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func TestRegistryResolve(t *testing.T) {
@@ -139,6 +161,7 @@ func TestRegistryResolve(t *testing.T) {
 	v1Digest := pushImage(t, host+"/app:v1", 1)
 	latest := pushImage(t, host+"/app:latest", 2)
 	index := pushIndex(t, host+"/multi:v1", 3)
+	hubDigest := pushImage(t, host+"/library/app:v1", 4)
 
 	authHost := serve(t, requireBasicAuth(h, "alice", "s3cret"))
 
@@ -156,7 +179,7 @@ func TestRegistryResolve(t *testing.T) {
 		name     string
 		r        *Registry
 		ref      string
-		secret   []byte
+		secret   *corev1.Secret
 		want     string
 		wantKind ErrorKind
 		wantErr  string // substring of the error, when set
@@ -178,10 +201,28 @@ func TestRegistryResolve(t *testing.T) {
 		{name: "auth: correct secret", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, authHost, "alice", "s3cret"), want: authHost + "/app@" + v1Digest.String()},
 		{name: "auth: secret keyed by URL", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, "https://"+authHost+"/v1/", "alice", "s3cret"), want: authHost + "/app@" + v1Digest.String()},
 		{name: "auth: username and password fields", r: insecure, ref: authHost + "/app:v1",
-			secret: []byte(`{"auths":{"` + authHost + `":{"username":"alice","password":"s3cret"}}}`), want: authHost + "/app@" + v1Digest.String()},
+			secret: rawSecret(corev1.SecretTypeDockerConfigJson, `{"auths":{"`+authHost+`":{"username":"alice","password":"s3cret"}}}`), want: authHost + "/app@" + v1Digest.String()},
 		{name: "auth: wrong password", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, authHost, "alice", "guess"), wantKind: KindUnauthorized},
 		{name: "auth: secret for another registry", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, "registry.example.com", "alice", "s3cret"), wantKind: KindUnauthorized},
-		{name: "auth: secret is not JSON", r: insecure, ref: authHost + "/app:v1", secret: []byte("{not json"), wantKind: KindUnauthorized, wantErr: "parse pull secret"},
+		{name: "auth: secret is not JSON", r: insecure, ref: authHost + "/app:v1", secret: rawSecret(corev1.SecretTypeDockerConfigJson, `{"s3cret`), wantKind: KindUnauthorized, wantErr: "parse pull secret"},
+		{name: "auth: secret is Opaque", r: insecure, ref: authHost + "/app:v1", secret: &corev1.Secret{Type: corev1.SecretTypeOpaque}, wantKind: KindUnauthorized, wantErr: "parse pull secret"},
+
+		// Keys are matched as the kubelet matches them (pullsecret.Keychain).
+		{name: "auth: path-prefix key", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, authHost+"/app", "alice", "s3cret"), want: authHost + "/app@" + v1Digest.String()},
+		{name: "auth: longer path-prefix key wins", r: insecure, ref: authHost + "/app:v1",
+			secret: rawSecret(corev1.SecretTypeDockerConfigJson, `{"auths":{"`+authHost+`":{"username":"alice","password":"guess"},"`+authHost+`/app":{"username":"alice","password":"s3cret"}}}`),
+			want:   authHost + "/app@" + v1Digest.String()},
+		{name: "auth: path-prefix key for another repository", r: insecure, ref: authHost + "/app:v1", secret: dockerConfig(t, authHost+"/other", "alice", "s3cret"), wantKind: KindUnauthorized},
+		{name: "auth: dockercfg secret", r: insecure, ref: authHost + "/app:v1",
+			secret: rawSecret(corev1.SecretTypeDockercfg, `{"`+authHost+`":{"username":"alice","password":"s3cret"}}`), want: authHost + "/app@" + v1Digest.String()},
+		{name: "auth: wildcard key", r: &Registry{Insecure: true, Transport: redirect(authHost)}, ref: "eu.registry.test/app:v1",
+			secret: dockerConfig(t, "*.registry.test", "alice", "s3cret"), want: "eu.registry.test/app@" + v1Digest.String()},
+		{name: "auth: wildcard key matches one label only", r: &Registry{Insecure: true, Transport: redirect(authHost)}, ref: "a.eu.registry.test/app:v1",
+			secret: dockerConfig(t, "*.registry.test", "alice", "s3cret"), wantKind: KindUnauthorized},
+		{name: "auth: docker.io key for a docker hub ref", r: &Registry{Insecure: true, Transport: redirect(authHost)}, ref: "library/app:v1",
+			secret: dockerConfig(t, "docker.io", "alice", "s3cret"), want: "docker.io/library/app@" + hubDigest.String()},
+		{name: "auth: legacy docker hub URL key", r: &Registry{Insecure: true, Transport: redirect(authHost)}, ref: "docker.io/library/app:v1",
+			secret: dockerConfig(t, "https://index.docker.io/v1/", "alice", "s3cret"), want: "docker.io/library/app@" + hubDigest.String()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,7 +344,7 @@ func TestRegistryDigestRefNeedsNoRegistry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A secret that does not parse proves it is not even read.
-			got, err := (&Registry{Insecure: true}).Resolve(context.Background(), tt.ref, []byte("{not json"))
+			got, err := (&Registry{Insecure: true}).Resolve(context.Background(), tt.ref, rawSecret(corev1.SecretTypeDockerConfigJson, "{not json"))
 			if err != nil {
 				t.Fatalf("Resolve(%q) error: %v", tt.ref, err)
 			}

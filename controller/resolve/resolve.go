@@ -14,17 +14,19 @@ import (
 	"context"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Resolver turns an image reference into a digest reference.
 type Resolver interface {
 	// Resolve returns ref pinned by digest ("registry/repo@sha256:...").
 	// A ref that already has a digest is returned normalised without
-	// contacting the registry. dockerConfigJSON is the content of a
-	// kubernetes.io/dockerconfigjson Secret's .dockerconfigjson key, or nil
-	// for anonymous access. Failures are *Error values; use KindOf to
-	// classify them.
-	Resolve(ctx context.Context, ref string, dockerConfigJSON []byte) (string, error)
+	// contacting the registry. secret is the pool's pull secret
+	// (kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg, matched
+	// as the kubelet matches it: see pullsecret.Keychain), or nil for
+	// anonymous access. Failures are *Error values; use KindOf to classify
+	// them.
+	Resolve(ctx context.Context, ref string, secret *corev1.Secret) (string, error)
 }
 
 // dockerHub is the registry name go-containerregistry uses for Docker Hub;

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -36,7 +38,7 @@ func newRegistry(sc *scenario.Scenario) registry {
 var errNoSuchTag = errors.New("the twin's registry has no image with this reference")
 
 // Resolve implements resolve.Resolver.
-func (r registry) Resolve(_ context.Context, ref string, _ []byte) (string, error) {
+func (r registry) Resolve(_ context.Context, ref string, _ *corev1.Secret) (string, error) {
 	if imageref.IsDigest(ref) {
 		return ref, nil
 	}
