@@ -41,5 +41,7 @@ package controller
 // +kubebuilder:rbac:groups=bootroll.dev,resources=pinnedimagesets/status,verbs=get;update;patch
 
 // The sets' pull secrets are mirrored into a namespace of their own, the
-// only one whose Secrets the daemons can read.
-// +kubebuilder:rbac:groups="",namespace=bootroll-pull-secrets,resources=secrets,verbs=get;create;update
+// only one whose Secrets the daemons can read. delete: a Secret's type
+// cannot change, so a mirror whose source changed type (dockercfg and
+// dockerconfigjson) is deleted and created again (mirrorSecret).
+// +kubebuilder:rbac:groups="",namespace=bootroll-pull-secrets,resources=secrets,verbs=get;create;update;delete
