@@ -85,6 +85,16 @@ type Runner struct {
 	// the daemon can Sync without waiting for its requeue. It must not
 	// block.
 	OnDone func()
+	// Go, when set, runs a pull in the background instead of a goroutine,
+	// as nodedaemon.AsyncHost.Go runs a stage: a is the Step's action that
+	// starts it. Go must return before pull runs, and run pull once, later,
+	// unless the process ends first. No goroutine then waits on the pull's
+	// context, so canceling the pull also calls the stop that Go returned,
+	// which must run pull (now or soon); pull then finds its context
+	// canceled. The twin passes one that runs pull as an engine event at
+	// the end of the simulated download, on virtual time; production
+	// leaves it nil.
+	Go func(a Action, pull func()) (stop func())
 
 	syncMu  sync.Mutex
 	mu      sync.Mutex
@@ -257,9 +267,17 @@ func (r *Runner) start(ctx context.Context, sets []v1alpha1.NodePinnedImageSet, 
 		cancel()
 		return false
 	}
-	r.pulls[a.Image] = &pull{attempt: a.Attempt, cancel: cancel}
+	p := &pull{attempt: a.Attempt, cancel: cancel}
+	r.pulls[a.Image] = p
 	r.wg.Add(1)
 	r.mu.Unlock()
+	if r.Go != nil {
+		stop := r.Go(a, func() { r.run(pctx, cancel, a, auth) })
+		r.mu.Lock()
+		p.cancel = func() { cancel(); stop() }
+		r.mu.Unlock()
+		return false
+	}
 	go r.run(pctx, cancel, a, auth) // edge: a pull takes minutes; it runs beside the daemon loop
 	return false
 }
@@ -289,10 +307,13 @@ func (r *Runner) finish(ref string, attempt int32, res PullResult) {
 
 func (r *Runner) cancel(ref string) {
 	r.mu.Lock()
-	p := r.pulls[ref]
+	var stop context.CancelFunc
+	if p := r.pulls[ref]; p != nil {
+		stop = p.cancel
+	}
 	r.mu.Unlock()
-	if p != nil {
-		p.cancel()
+	if stop != nil {
+		stop()
 	}
 }
 

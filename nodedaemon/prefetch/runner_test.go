@@ -322,3 +322,51 @@ func TestRunnerSizeLookupsBounded(t *testing.T) {
 	f.finish(images[0], nil)
 	r.Wait()
 }
+
+// TestRunnerGo: with Go set no goroutine pulls: Go gets the Step's action,
+// the pull runs when Go runs it, and canceling it calls Go's stop, which
+// runs the pull with its context canceled.
+func TestRunnerGo(t *testing.T) {
+	a, b := img(1), img(2)
+	f := newFakeImages()
+	var started []Action
+	pulls := map[string]func(){}
+	stops := 0
+	done := 0
+	r := &Runner{Images: f, OnDone: func() { done++ }, Go: func(act Action, pull func()) func() {
+		started = append(started, act)
+		pulls[act.Image] = pull
+		return func() { stops++; pull() }
+	}}
+	sets := []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: []string{a, b}, Concurrency: 1}}
+	ctx := context.Background()
+	if _, _, err := r.Sync(ctx, t0, sets, nil, Env{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 1 || started[0].Image != a || started[0].Attempt != 1 || len(f.started) != 0 {
+		t.Fatalf("after the first Sync: Go got %+v, runtime pulls %v; want a, not yet pulled", started, f.started)
+	}
+	if got := r.Running(); !slices.Equal(got, []string{a}) {
+		t.Errorf("running %v, want [a]", got)
+	}
+	f.finish(a, nil)
+	pulls[a]()
+	if done != 1 || len(r.Running()) != 0 || !f.present[a] {
+		t.Fatalf("after a's pull: done %d, running %v, present %v", done, r.Running(), f.present)
+	}
+	if _, _, err := r.Sync(ctx, t0.Add(time.Second), sets, nil, Env{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 2 || started[1].Image != b {
+		t.Fatalf("Go got %+v, want b second", started)
+	}
+	// b dropped from the set: its pull is canceled through stop.
+	sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 2, Images: []string{a}, Concurrency: 1}}
+	if _, _, err := r.Sync(ctx, t0.Add(2*time.Second), sets, nil, Env{}); err != nil {
+		t.Fatal(err)
+	}
+	if stops != 1 || done != 2 || len(r.Running()) != 0 || f.present[b] {
+		t.Errorf("after the cancel: stops %d, done %d, running %v, present %v", stops, done, r.Running(), f.present)
+	}
+	r.Wait()
+}

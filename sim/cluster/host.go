@@ -91,7 +91,7 @@ type host struct {
 	flapH        *engine.Handle       // the next flap of a Flapping image
 
 	imgfs *imageFs    // the image filesystem (imagefs.go)
-	pf    *prefetcher // the running daemon's prefetch executor (prefetch.go)
+	pf    *prefetcher // the running daemon's prefetch runner (prefetch.go)
 }
 
 // stageRun is a stage in progress: the background stage of the daemon's

@@ -45,15 +45,29 @@ func pfHost(t *testing.T, capacity, used string) (*host, *engine.Engine) {
 	return h, eng
 }
 
+// pull starts a pull through the Runner's seam, as prefetch.Runner does,
+// and records its outcome as the Runner classifies it.
+func pull(pf *prefetcher, a prefetch.Action, results *[]prefetch.PullResult) {
+	pf.beginPull(a, func() {
+		err := criImages{pf}.Pull(context.Background(), a.Image, nil)
+		res := prefetch.PullResult{Image: a.Image, Attempt: a.Attempt}
+		if err != nil {
+			res.Kind, res.Message = cri.Classify(err), cri.Message(err)
+		}
+		*results = append(*results, res)
+	})
+}
+
 func TestPullSharedLayersCountOnce(t *testing.T) {
 	h, eng := pfHost(t, "100Gi", "0")
 	pf := h.c.Prefetcher("g-0").(*prefetcher)
-	pf.start(prefetch.Action{Type: prefetch.ActionPull, Image: refA, Attempt: 1})
+	var results []prefetch.PullResult
+	pull(pf, prefetch.Action{Type: prefetch.ActionPull, Image: refA, Attempt: 1}, &results)
 	if got, want := h.fs().used, int64(4<<30); got != want {
 		t.Errorf("while a runs: used %d, want %d (2x its 2Gi)", got, want)
 	}
 	eng.RunUntil(eng.Now().Add(time.Minute))
-	pf.start(prefetch.Action{Type: prefetch.ActionPull, Image: refB, Attempt: 1})
+	pull(pf, prefetch.Action{Type: prefetch.ActionPull, Image: refB, Attempt: 1}, &results)
 	if got, want := h.fs().used, int64(2<<30+2<<30); got != want {
 		t.Errorf("while b runs: used %d, want %d (a's 2Gi + 2x b's own 1Gi)", got, want)
 	}
@@ -61,20 +75,21 @@ func TestPullSharedLayersCountOnce(t *testing.T) {
 	if got, want := h.fs().used, int64(3<<30); got != want {
 		t.Errorf("after both: used %d, want %d (base once, two own blobs)", got, want)
 	}
-	if !h.fs().images[refA] || !h.fs().images[refB] || len(pf.results) != 2 || pf.results[1].Kind != "" {
-		t.Errorf("images %v, results %+v", h.fs().images, pf.results)
+	if !h.fs().images[refA] || !h.fs().images[refB] || len(results) != 2 || results[1].Kind != "" {
+		t.Errorf("images %v, results %+v", h.fs().images, results)
 	}
 }
 
 func TestPullOutOfSpaceIsContainerdsError(t *testing.T) {
 	h, eng := pfHost(t, "20Gi", "8Gi")
 	pf := h.c.Prefetcher("g-0").(*prefetcher)
-	pf.start(prefetch.Action{Type: prefetch.ActionPull, Image: refC, Attempt: 1})
+	var results []prefetch.PullResult
+	pull(pf, prefetch.Action{Type: prefetch.ActionPull, Image: refC, Attempt: 1}, &results)
 	eng.RunUntil(eng.Now().Add(5 * time.Minute))
-	if len(pf.results) != 1 {
-		t.Fatalf("results %+v, want one", pf.results)
+	if len(results) != 1 {
+		t.Fatalf("results %+v, want one", results)
 	}
-	r := pf.results[0]
+	r := results[0]
 	if r.Kind != cri.KindOutOfSpace || !strings.HasPrefix(r.Message, `failed to pull and unpack image "`+refC+`": failed to copy: write /var/lib/containerd/io.containerd.content.v1.content/ingest/`) ||
 		!strings.HasSuffix(r.Message, "/data: no space left on device") {
 		t.Errorf("result %+v, want OutOfSpace with containerd's ingest message", r)

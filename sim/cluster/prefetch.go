@@ -20,20 +20,21 @@ import (
 // (resolving, unpacking).
 const PullOverhead = 2 * time.Second
 
-// prefetcher is the twin's executor of the prefetch manager on one node:
-// it implements nodedaemon.Prefetcher as prefetch.Runner does, observing
-// the host's image filesystem, calling the same prefetch.Manager.Step and
-// running the pulls it asks for as engine events on virtual time. It lives
-// as long as the daemon process: the pulls are the daemon's CRI calls, so
-// they end when it stops.
+// This file is the prefetch runner's edge as the daemon reaches it: the
+// production prefetch.Runner (over the same prefetch.Manager) runs
+// unchanged, and only what it calls is simulated: the runtime's CRI image
+// service (criImages: ImageStatus, PullImage, RemoveImage, and the image
+// filesystem that ImageFsInfo and statfs measure), the registry's
+// manifests (registrySizes) and the background of its pulls (beginPull:
+// an engine event at the simulated download's end instead of a goroutine).
+
+// prefetcher is one daemon process's prefetch runner and the pulls its
+// runtime runs for it. It lives as long as the process: the pulls are the
+// daemon's CRI calls, so they end when it stops.
 type prefetcher struct {
-	h       *host
-	m       *prefetch.Manager
-	pulls   map[string]*pullRun
-	results []prefetch.PullResult
-	// last is the progress the last Step returned, as the Runner keeps it.
-	last     []v1alpha1.PinnedSetProgress
-	haveLast bool
+	h     *host
+	r     *prefetch.Runner
+	pulls map[string]*pullRun
 }
 
 // pullRun is one pull in progress.
@@ -42,13 +43,15 @@ type pullRun struct {
 	attempt int32
 	hold    int64
 	blobs   []imageLayer
+	err     error // the pull's outcome at done
 	done    *engine.Handle
+	ran     bool
 }
 
 var _ nodedaemon.Prefetcher = (*prefetcher)(nil)
 
-// Prefetcher returns the twin's prefetch executor of node's running
-// daemon process (a new one after each daemon start), or nil.
+// Prefetcher returns the prefetch runner of node's running daemon process
+// (a new one after each daemon start), or nil.
 func (c *Cluster) Prefetcher(node string) nodedaemon.Prefetcher {
 	n := c.nodes[node]
 	if n == nil {
@@ -56,7 +59,19 @@ func (c *Cluster) Prefetcher(node string) nodedaemon.Prefetcher {
 	}
 	h := n.host
 	if h.pf == nil {
-		h.pf = &prefetcher{h: h, m: prefetch.New(prefetch.Config{}), pulls: map[string]*pullRun{}}
+		p := &prefetcher{h: h, pulls: map[string]*pullRun{}}
+		p.r = &prefetch.Runner{
+			Manager: prefetch.New(prefetch.Config{}),
+			Images:  criImages{p},
+			Sizes:   registrySizes{h.c},
+			Go:      p.beginPull,
+			OnDone: func() {
+				if h.c.hooks.HostChanged != nil && h.daemonUp && h.pf == p {
+					h.c.hooks.HostChanged(h.n.name)
+				}
+			},
+		}
+		h.pf = p
 	}
 	return h.pf
 }
@@ -74,119 +89,71 @@ func (h *host) stopPrefetch(reason string) {
 		h.fs().releasePinned(p.hold)
 		h.c.trace("node/pull-abort", h.object(), map[string]any{"image": ref, "reason": reason})
 	}
+	pf.pulls = nil
 }
 
-// Sync implements nodedaemon.Prefetcher. As prefetch.Runner does, it
-// observes and steps again after Step removed images, at most
-// prefetch.ReclaimRounds times, until Step removes no more.
-func (p *prefetcher) Sync(_ context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
+// Sync implements nodedaemon.Prefetcher: the process's prefetch.Runner,
+// while the process runs.
+func (p *prefetcher) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
 	h := p.h
 	if err := h.usable("prefetch"); err != nil {
 		return nil, 0, err
 	}
-	if p.h.pf != p {
+	if h.pf != p {
 		return nil, 0, fmt.Errorf("prefetch on node %s: %w", h.n.name, ErrNotRunning)
 	}
-	for round := 1; ; round++ {
-		progress, requeue, removed := p.syncOnce(now, sets, current, env)
-		if !removed || round >= prefetch.ReclaimRounds {
-			return progress, requeue, nil
-		}
-	}
+	return p.r.Sync(ctx, now, sets, current, env)
 }
 
-func (p *prefetcher) syncOnce(now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, bool) {
+// beginPull is prefetch.Runner.Go: the runtime starts pulling the image's
+// missing blobs at the node's bandwidth while holding PullFactor times
+// their bytes, and pull (the Runner's PullImage call) returns when the
+// download ends, after PullOverhead. When that hold does not fit, it
+// downloads what fits and fails with containerd's ENOSPC error; with the
+// registry down or the image unknown it fails after PullOverhead. stop
+// (the pull's context canceled) returns the call at once.
+func (p *prefetcher) beginPull(a prefetch.Action, pull func()) (stop func()) {
 	h := p.h
-	if p.haveLast {
-		current = p.last
-	}
 	f := h.fs()
-	catalog := h.c.pinnedImages()
-	obs := prefetch.Observation{
-		Images:         map[string]prefetch.ImageInfo{},
-		Pulling:        map[string]int32{},
-		Results:        slices.Clone(p.results),
-		Fs:             f.space(),
-		StagingReserve: env.StagingReserve,
-		ControlPlane:   env.ControlPlane,
-		StagingDue:     env.StagingDue,
-	}
-	for ref, run := range p.pulls {
-		obs.Pulling[ref] = run.attempt
-	}
-	for _, set := range sets {
-		for _, ref := range set.Images {
-			var size int64
-			if im := catalog[ref]; im != nil && (!im.sizeUnknown || f.images[ref]) {
-				size = im.size // the manifest's, or the runtime's once present
-			}
-			obs.Images[ref] = prefetch.ImageInfo{Present: f.images[ref], Size: size}
-		}
-	}
-	actions, progress, requeue := p.m.Step(now, sets, current, obs)
-	p.results = slices.Clone(p.results[len(obs.Results):])
-	p.last, p.haveLast = progress, true
-	removed := false
-	for _, a := range actions {
-		switch a.Type {
-		case prefetch.ActionPull:
-			p.start(a)
-		case prefetch.ActionCancel:
-			p.cancel(a.Image)
-		case prefetch.ActionRemove:
-			f.remove(a.Image, catalog)
-			removed = true
-			h.c.trace("node/image-remove", h.object(), map[string]any{"image": a.Image, "available": f.available()})
-		}
-	}
-	return progress, requeue, removed
-}
-
-// start starts a pull: it downloads the image's missing blobs at the
-// node's bandwidth while holding PullFactor times their bytes, or fails
-// with containerd's ENOSPC error once the filesystem is full.
-func (p *prefetcher) start(a prefetch.Action) {
-	h := p.h
-	if p.pulls[a.Image] != nil {
-		return
-	}
-	f := h.fs()
-	run := &pullRun{ref: a.Image, attempt: a.Attempt}
+	image := a.Image
+	run := &pullRun{ref: image, attempt: a.Attempt}
 	bw := h.c.pullBandwidth()
-	im := h.c.pinnedImages()[a.Image]
-	if h.c.registryDown() {
-		run.done = h.c.eng.After(PullOverhead, "node/pull/"+h.n.name, func() {
-			p.end(run, status.Errorf(codes.Unavailable, "failed to pull and unpack image %q: failed to resolve reference %q: %s", a.Image, a.Image, registryError))
-		})
-		p.pulls[a.Image] = run
-		return
-	}
-	if im == nil {
-		run.done = h.c.eng.After(PullOverhead, "node/pull/"+h.n.name, func() {
-			p.end(run, status.Errorf(codes.NotFound, "failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", a.Image, a.Image, a.Image))
-		})
-		p.pulls[a.Image] = run
-		return
-	}
-	blobs, bytes := f.missing(im)
-	need := prefetch.PullNeed(bytes)
-	avail := f.available()
-	if f.capacity > 0 && need > avail {
-		// It downloads what fits, then the write fails.
-		run.hold = avail
+	im := h.c.pinnedImages()[image]
+	d := PullOverhead
+	switch {
+	case h.c.registryDown():
+		run.err = status.Errorf(codes.Unavailable, "failed to pull and unpack image %q: failed to resolve reference %q: %s", image, image, registryError)
+	case im == nil:
+		run.err = status.Errorf(codes.NotFound, "failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", image, image, image)
+	default:
+		blobs, bytes := f.missing(im)
+		need := prefetch.PullNeed(bytes)
+		avail := f.available()
+		if f.capacity > 0 && need > avail {
+			// It downloads what fits, then the write fails.
+			run.hold = avail
+			d += downloadTime(avail/prefetch.PullFactor, bw)
+			run.err = status.Errorf(codes.Unknown, "failed to pull and unpack image %q: failed to copy: write /var/lib/containerd/io.containerd.content.v1.content/ingest/%s/data: no space left on device", image, ingestID(image, run.attempt))
+			h.c.trace("node/pull-start", h.object(), map[string]any{"image": image, "attempt": int(run.attempt), "bytes": bytes, "fits": "no"})
+		} else {
+			run.hold, run.blobs = need, blobs
+			d += downloadTime(bytes, bw)
+			h.c.trace("node/pull-start", h.object(), map[string]any{"image": image, "attempt": int(run.attempt), "bytes": bytes})
+		}
 		f.holdPinned(run.hold)
-		d := PullOverhead + downloadTime(avail/prefetch.PullFactor, bw)
-		msg := fmt.Sprintf("failed to pull and unpack image %q: failed to copy: write /var/lib/containerd/io.containerd.content.v1.content/ingest/%s/data: no space left on device", a.Image, ingestID(a.Image, a.Attempt))
-		run.done = h.c.eng.After(d, "node/pull/"+h.n.name, func() { p.end(run, status.Error(codes.Unknown, msg)) })
-		h.c.trace("node/pull-start", h.object(), map[string]any{"image": a.Image, "attempt": int(a.Attempt), "bytes": bytes, "fits": "no"})
-	} else {
-		run.hold, run.blobs = need, blobs
-		f.holdPinned(run.hold)
-		d := PullOverhead + downloadTime(bytes, bw)
-		run.done = h.c.eng.After(d, "node/pull/"+h.n.name, func() { p.end(run, nil) })
-		h.c.trace("node/pull-start", h.object(), map[string]any{"image": a.Image, "attempt": int(a.Attempt), "bytes": bytes})
 	}
-	p.pulls[a.Image] = run
+	run.done = h.c.eng.After(d, "node/pull/"+h.n.name, func() {
+		run.ran = true
+		pull()
+	})
+	p.pulls[image] = run
+	return func() {
+		if !run.ran {
+			run.ran = true
+			run.done.Cancel()
+			pull()
+		}
+	}
 }
 
 // ingestID is a stable stand-in for containerd's ingest directory name.
@@ -198,37 +165,86 @@ func ingestID(ref string, attempt int32) string {
 	return fmt.Sprintf("%016x%08x", h, attempt)
 }
 
-// end finishes a pull and wakes the daemon.
-func (p *prefetcher) end(run *pullRun, err error) {
-	h := p.h
-	delete(p.pulls, run.ref)
-	f := h.fs()
-	f.releasePinned(run.hold)
-	res := prefetch.PullResult{Image: run.ref, Attempt: run.attempt}
-	if err == nil {
-		f.store(run.ref, run.blobs)
-		h.c.trace("node/pull-done", h.object(), map[string]any{"image": run.ref, "attempt": int(run.attempt)})
-	} else {
-		res.Kind, res.Message = cri.Classify(err), cri.Message(err)
-		h.c.trace("node/pull-fail", h.object(), map[string]any{"image": run.ref, "attempt": int(run.attempt), "kind": string(res.Kind), "error": res.Message})
+// criImages is the runtime's CRI image service as the daemon process sees
+// it, with the errors of containerd 1.6 (cri-errors.md) wrapped as
+// cri.Client wraps them.
+type criImages struct{ p *prefetcher }
+
+var _ prefetch.ImageService = criImages{}
+
+// ImageStatus implements prefetch.ImageService: a present image has the
+// registry's compressed size.
+func (c criImages) ImageStatus(_ context.Context, ref string) (bool, int64, error) {
+	f := c.p.h.fs()
+	if !f.images[ref] {
+		return false, 0, nil
 	}
-	p.results = append(p.results, res)
-	if h.c.hooks.HostChanged != nil && h.daemonUp && h.pf == p {
-		h.c.hooks.HostChanged(h.n.name)
+	var size int64
+	if im := c.p.h.c.pinnedImages()[ref]; im != nil {
+		size = im.size
 	}
+	return true, size, nil
 }
 
-// cancel cancels a running pull, as the Runner cancels its context.
-func (p *prefetcher) cancel(ref string) {
+// Pull implements prefetch.ImageService: PullImage returns when the
+// download beginPull started ends, or at once when ctx is canceled.
+func (c criImages) Pull(ctx context.Context, ref string, _ *cri.Auth) error {
+	p := c.p
+	h := p.h
 	run := p.pulls[ref]
 	if run == nil {
-		return
+		return fmt.Errorf("pull %s: %w", ref, status.Error(codes.Unknown, "no pull of "+ref+" was started"))
 	}
-	run.done.Cancel()
 	delete(p.pulls, ref)
-	p.h.fs().releasePinned(run.hold)
-	p.results = append(p.results, prefetch.PullResult{Image: ref, Attempt: run.attempt, Kind: cri.KindCanceled, Message: "context canceled"})
-	p.h.c.trace("node/pull-cancel", p.h.object(), map[string]any{"image": ref})
+	f := h.fs()
+	f.releasePinned(run.hold)
+	if err := ctx.Err(); err != nil {
+		h.c.trace("node/pull-cancel", h.object(), map[string]any{"image": ref})
+		return fmt.Errorf("pull %s: %w", ref, status.FromContextError(err).Err())
+	}
+	if run.err != nil {
+		h.c.trace("node/pull-fail", h.object(), map[string]any{"image": ref, "attempt": int(run.attempt), "kind": string(cri.Classify(run.err)), "error": cri.Message(run.err)})
+		return fmt.Errorf("pull %s: %w", ref, run.err)
+	}
+	f.store(ref, run.blobs)
+	h.c.trace("node/pull-done", h.object(), map[string]any{"image": ref, "attempt": int(run.attempt)})
+	return nil
+}
+
+// FsInfo implements prefetch.ImageService: statfs of the image
+// filesystem.
+func (c criImages) FsInfo(context.Context) (int64, int64, error) {
+	sp := c.p.h.fs().space()
+	return sp.Capacity, sp.Available, nil
+}
+
+// RemoveImage implements prefetch.ImageService: the image goes, and the
+// blobs no other present image uses with it.
+func (c criImages) RemoveImage(_ context.Context, ref string) error {
+	h := c.p.h
+	f := h.fs()
+	f.remove(ref, h.c.pinnedImages())
+	h.c.trace("node/image-remove", h.object(), map[string]any{"image": ref, "available": f.available()})
+	return nil
+}
+
+// registrySizes is the registry's answer to the runner's manifest lookups:
+// the size of a pinned image, unless the daemon cannot read it
+// (sizeUnknown).
+type registrySizes struct{ c *Cluster }
+
+var _ prefetch.Sizer = registrySizes{}
+
+// Size implements prefetch.Sizer.
+func (s registrySizes) Size(_ context.Context, ref string, _ *cri.Auth) (int64, error) {
+	im := s.c.pinnedImages()[ref]
+	switch {
+	case im == nil:
+		return 0, fmt.Errorf("size of %s: MANIFEST_UNKNOWN: manifest unknown", ref)
+	case im.sizeUnknown:
+		return 0, fmt.Errorf("size of %s: GET https://registry.example/v2/: unexpected status code 401 Unauthorized", ref)
+	}
+	return im.size, nil
 }
 
 func pfSortedKeys[V any](m map[string]V) []string {
