@@ -33,7 +33,7 @@ type Sizer interface {
 }
 
 // Credentials returns the credentials for pulling ref as set asks (nil:
-// anonymous). The daemon reads set.PullSecret and calls cri.AuthFor.
+// anonymous). The daemon reads set.PullSecret and calls cri.AuthForSecret.
 type Credentials func(ctx context.Context, set v1alpha1.NodePinnedImageSet, ref string) (*cri.Auth, error)
 
 // Env is what the daemon tells the Runner about the node at each Sync.
