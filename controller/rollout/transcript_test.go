@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -66,7 +67,7 @@ func TestTranscripts(t *testing.T) {
 				return
 			}
 			if out != string(data) {
-				t.Errorf("%s: the rules decide differently now (go test ./controller/rollout -run TestTranscripts -update rewrites it; review the diff):\n%s", f, diffLines(string(data), out))
+				t.Errorf("%s: the rules decide differently now (go test ./controller/rollout -run TestTranscripts -update rewrites it; review the diff; -want +got):\n%s", f, cmp.Diff(string(data), out))
 			}
 		})
 	}
@@ -449,25 +450,4 @@ func list(items []string) string {
 		return "-"
 	}
 	return strings.Join(items, ",")
-}
-
-// diffLines shows the first lines where want and got differ.
-func diffLines(want, got string) string {
-	a, b := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var out strings.Builder
-	shown := 0
-	for i := 0; i < max(len(a), len(b)) && shown < 20; i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			fmt.Fprintf(&out, "line %d:\n  want %q\n  got  %q\n", i+1, x, y)
-			shown++
-		}
-	}
-	return out.String()
 }
