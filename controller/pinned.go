@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -71,7 +73,7 @@ func (r *PinnedSetReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, name := range sortedKeys(selected) {
+	for _, name := range slices.Sorted(maps.Keys(selected)) {
 		bn := selected[name]
 		if err := r.attach(ctx, bn, entry); err != nil {
 			return reconcile.Result{}, err
@@ -235,7 +237,7 @@ func (r *PinnedSetReconciler) status(ctx context.Context, set *v1alpha1.PinnedIm
 	st.Nodes, st.Done, st.Pulling, st.Failed = int32(len(selected)), 0, 0, 0
 	st.Failures, st.OmittedFailures = nil, 0
 	reasons := map[string]int{}
-	for _, name := range sortedKeys(selected) {
+	for _, name := range slices.Sorted(maps.Keys(selected)) {
 		p := progressOf(selected[name], set)
 		switch {
 		case p == nil || p.Generation != set.Generation:
@@ -272,7 +274,7 @@ func (r *PinnedSetReconciler) status(ctx context.Context, set *v1alpha1.PinnedIm
 	cond(v1alpha1.ConditionProgressing, st.Pulling > 0, "Pulling", summary)
 	if st.Failed > 0 {
 		var parts []string
-		for _, k := range sortedKeys(reasons) {
+		for _, k := range slices.Sorted(maps.Keys(reasons)) {
 			parts = append(parts, fmt.Sprintf("%s: %d image(s)", k, reasons[k]))
 		}
 		var first []string
@@ -319,7 +321,7 @@ func progressOf(bn *v1alpha1.BootcNode, set *v1alpha1.PinnedImageSet) *v1alpha1.
 
 func topReason(reasons map[string]int) string {
 	best, n := v1alpha1.PinnedReasonUnknown, -1
-	for _, k := range sortedKeys(reasons) {
+	for _, k := range slices.Sorted(maps.Keys(reasons)) {
 		if reasons[k] > n {
 			best, n = k, reasons[k]
 		}

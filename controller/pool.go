@@ -632,15 +632,6 @@ func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ..
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // equalIgnoringTransitions compares two statuses (of a struct type S
 // with a Conditions field, reached by conds) ignoring condition transition
 // times, so an unchanged object is not written. It copies the structs
