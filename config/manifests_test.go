@@ -269,7 +269,7 @@ var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRo
 	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 // pullSecretNamespace holds only the mirrored pull secrets of
-// PinnedImageSets (controller.PinnedSecretNamespace) and the Roles that let
+// PinnedImageSets (pinned.PinnedSecretNamespace) and the Roles that let
 // the controller write and the daemons read them.
 const pullSecretNamespace = "bootroll-pull-secrets"
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
 )
 
 // adminCordonFixture is a node n of pool p in its slot, cordoned by
@@ -36,7 +37,7 @@ func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool)
 	ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(true)
 	ro.DrainStartedAt = &metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)}
 	cl := fakeClient(t, pool, bn, node)
-	return cl, NewNodeReconciler(cl, Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
+	return cl, NewNodeReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
 }
 
 // getNode returns the BootcNode and the Node n.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
@@ -47,7 +48,7 @@ func newWorld(t *testing.T, healthTimeout time.Duration) *world {
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	node.Status.NodeInfo.BootID = "boot-0"
 	w := &world{t: t, ctx: context.Background(), clk: clocktesting.NewFakeClock(t0), c: fakeClient(t, pool, node), feed: poolfeed.New(), target: target}
-	opts := Options{Clock: w.clk, Feed: w.feed, Metrics: NewMetrics(nil)}
+	opts := options.Options{Clock: w.clk, Feed: w.feed, Metrics: options.NewMetrics(nil)}
 	w.pool, w.node = NewPoolReconciler(w.c, opts), NewNodeReconciler(w.c, opts)
 	return w
 }

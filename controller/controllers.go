@@ -13,10 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,68 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/options"
+	"github.com/bootroll/bootroll/controller/pinned"
 	"github.com/bootroll/bootroll/controller/poolfeed"
-	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
-
-// Recorder records Kubernetes Events; client-go's record.EventRecorder
-// satisfies it, and the twin records into its trace.
-type Recorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
-
-// Options are the edges and settings shared by the reconcilers.
-type Options struct {
-	Clock    clock.PassiveClock
-	Resolver resolve.Resolver
-	Recorder Recorder
-	Metrics  *Metrics
-	// SecretNamespace is where pools' imagePullSecrets live.
-	SecretNamespace string
-	// APIReader reads what must not be cached: pull Secrets (a cache would
-	// watch every Secret) and Karpenter NodeClaims (whose CRD may come and
-	// go). nil means the client.
-	APIReader client.Reader
-	// Feed is how the pool reconciler learns of BootcNode and Node
-	// changes: WatchTable's handlers fill it. Setup makes one when nil;
-	// whoever wires the reconcilers and WatchTable by hand (the twin)
-	// must pass the same feed to both.
-	Feed     *poolfeed.Feed
-	TestOnly rollout.TestOnly
-}
-
-// Index is a field index the reconcilers rely on.
-type Index struct {
-	Object  client.Object
-	Field   string
-	Extract client.IndexerFunc
-}
-
-// IndexBootcNodePool is the field index of BootcNodes by spec.pool.
-const IndexBootcNodePool = "spec.pool"
-
-// Indexes lists the field indexes the reconcilers need.
-func Indexes() []Index {
-	return []Index{
-		{Object: &corev1.Pod{}, Field: IndexPodNode, Extract: func(o client.Object) []string {
-			if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
-				return []string{n}
-			}
-			return nil
-		}},
-		{Object: &v1alpha1.BootcNode{}, Field: IndexBootcNodePool, Extract: func(o client.Object) []string {
-			return []string{o.(*v1alpha1.BootcNode).Spec.Pool}
-		}},
-		{Object: &v1alpha1.BootcNode{}, Field: IndexBootcNodePinnedSet, Extract: func(o client.Object) []string {
-			var names []string
-			for _, e := range o.(*v1alpha1.BootcNode).Spec.PinnedImageSets {
-				names = append(names, e.Name)
-			}
-			return names
-		}},
-	}
-}
 
 // The controllers, by name.
 const (
@@ -111,7 +53,7 @@ type WatchSpec struct {
 // reconciler is built from the edges, and its watches, in order.
 type Controller struct {
 	Name    string
-	New     func(c client.Client, opts Options) reconcile.Reconciler
+	New     func(c client.Client, opts options.Options) reconcile.Reconciler
 	Watches []WatchSpec
 }
 
@@ -129,7 +71,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
 	return []Controller{
-		{Name: PoolController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewPoolReconciler(c, o) }, Watches: []WatchSpec{
+		{Name: PoolController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return NewPoolReconciler(c, o) }, Watches: []WatchSpec{
 			// A pool being deleted is a generation change too (the API
 			// server bumps it with the deletionTimestamp); the explicit
 			// check keeps that from depending on it.
@@ -146,22 +88,22 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 				}))},
 			{Object: &v1alpha1.BootcNode{}, Handler: poolfeed.Feeding(feed, debouncedPoolHandler())},
 		}},
-		{Name: NodeController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
+		{Name: NodeController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
 			{Object: &corev1.Node{}, Handler: sameName},
 		}},
-		{Name: PinnedSetController, New: func(c client.Client, o Options) reconcile.Reconciler { return NewPinnedSetReconciler(c, o) }, Watches: []WatchSpec{
+		{Name: PinnedSetController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return pinned.New(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
 				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
 			{Object: &v1alpha1.BootcNode{},
 				Handler: debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
-					return BootcNodeToPinnedSets(ctx, reader, o)
+					return pinned.BootcNodeToPinnedSets(ctx, reader, o)
 				}, func(old, cur client.Object) bool {
-					return PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
+					return pinned.PinnedProgressChanged(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
 				})},
 			{Object: &corev1.Node{},
 				Handler: handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-					return NodeToPinnedSets(ctx, reader, o.(*corev1.Node))
+					return pinned.NodeToPinnedSets(ctx, reader, o.(*corev1.Node))
 				}),
 				Predicates: []predicate.Predicate{predicate.Funcs{
 					CreateFunc: func(event.CreateEvent) bool { return false },
@@ -181,9 +123,9 @@ var deletionChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 
 // Setup registers the indexes and every controller of Controllers with a
 // manager.
-func Setup(mgr manager.Manager, opts Options) error {
+func Setup(mgr manager.Manager, opts options.Options) error {
 	ctx := context.Background()
-	for _, ix := range Indexes() {
+	for _, ix := range index.All() {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
 			return fmt.Errorf("index %T %s: %w", ix.Object, ix.Field, err)
 		}
@@ -209,22 +151,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 		}
 	}
 	return nil
-}
-
-// NodeToPinnedSets maps a Node whose labels changed to the sets that
-// select nodes by label.
-func NodeToPinnedSets(ctx context.Context, c client.Reader, _ *corev1.Node) []reconcile.Request {
-	var sets v1alpha1.PinnedImageSetList
-	if err := c.List(ctx, &sets); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, s := range sets.Items {
-		if len(s.Spec.NodeSelector) > 0 {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
-		}
-	}
-	return out
 }
 
 // debounced enqueues what m maps an object to rollout.PoolStatusDebounce after a

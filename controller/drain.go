@@ -12,11 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
-
-// IndexPodNode is the field index of Pods by spec.nodeName.
-const IndexPodNode = "spec.nodeName"
 
 // DrainResult says how far a drain got in one pass.
 type DrainResult struct {
@@ -50,7 +48,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 	// The pods are only read (an eviction names its pod; its answer goes
 	// into the Eviction): no deep copies of the cache's pods.
 	var pods corev1.PodList
-	if err := d.Client.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := d.Client.List(ctx, &pods, client.MatchingFields{index.PodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return DrainResult{}, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	var res DrainResult
@@ -121,7 +119,7 @@ func PodsToLeave(ctx context.Context, c client.Reader, node string) (int, error)
 
 func countPods(ctx context.Context, c client.Reader, node string, terminating bool) (int, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.MatchingFields{IndexPodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &pods, client.MatchingFields{index.PodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	n := 0

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
 
@@ -36,7 +37,7 @@ func drainClient(t *testing.T, calls *drainCalls, blocked []string, pods ...clie
 		t.Fatal(err)
 	}
 	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(pods...)
-	for _, ix := range Indexes() {
+	for _, ix := range index.All() {
 		if _, ok := ix.Object.(*corev1.Pod); ok {
 			b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
 		}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/pinned"
 	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
@@ -62,7 +62,7 @@ func TestPinnedImageSetDistributedAndAggregated(t *testing.T) {
 	h.pool("pin", digestRef("v1"), intstr.FromInt32(1))
 	// The pull secret lives in the controller's namespace; the controller
 	// mirrors it where the daemons may read it.
-	_ = k8s.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controller.PinnedSecretNamespace}})
+	_ = k8s.Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pinned.PinnedSecretNamespace}})
 	g.Expect(k8s.Create(h.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pin-creds"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example":{"auth":"dTpw"}}}`)}})).To(Succeed())
 
@@ -83,14 +83,14 @@ func TestPinnedImageSetDistributedAndAggregated(t *testing.T) {
 			if len(bn.Spec.PinnedImageSets) != 1 || len(bn.Spec.PinnedImageSets[0].Images) != 3 {
 				return fmt.Errorf("%s: %+v", name, bn.Spec.PinnedImageSets)
 			}
-			if ps := bn.Spec.PinnedImageSets[0].PullSecret; ps == nil || ps.Namespace != controller.PinnedSecretNamespace {
+			if ps := bn.Spec.PinnedImageSets[0].PullSecret; ps == nil || ps.Namespace != pinned.PinnedSecretNamespace {
 				return fmt.Errorf("%s: pull secret %+v", name, ps)
 			}
 		}
 		return nil
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	var mirror corev1.Secret
-	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Namespace: controller.PinnedSecretNamespace, Name: "pinned-pin-apps"}, &mirror)).To(Succeed())
+	g.Expect(k8s.Get(h.ctx, client.ObjectKey{Namespace: pinned.PinnedSecretNamespace, Name: "pinned-pin-apps"}, &mirror)).To(Succeed())
 	g.Expect(string(mirror.Data[corev1.DockerConfigJsonKey])).To(ContainSubstring("registry.example"))
 
 	// Complete once every node reports every image.

@@ -37,6 +37,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
@@ -117,7 +118,7 @@ type harness struct {
 	mgrDone     chan struct{}
 	ctx         context.Context
 	clk         clock.PassiveClock
-	opts        controller.Options
+	opts        options.Options
 	stopWorld   context.CancelFunc
 	events      *eventLog
 }
@@ -172,7 +173,7 @@ func newHarnessWith(t *testing.T, prefix string, nodes int, configure func(*harn
 		h.addNode(fmt.Sprintf("%s-%d", prefix, i), false)
 	}
 	h.events = &eventLog{}
-	h.opts = controller.Options{Clock: clk, Resolver: &resolve.Registry{Insecure: true}, Metrics: controller.NewMetrics(nil), Recorder: h.events, SecretNamespace: "default"}
+	h.opts = options.Options{Clock: clk, Resolver: &resolve.Registry{Insecure: true}, Metrics: options.NewMetrics(nil), Recorder: h.events, SecretNamespace: "default"}
 	h.startManager()
 	go h.world()
 	t.Cleanup(func() {

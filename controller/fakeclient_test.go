@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/index"
 )
 
 // fakeClient is a controller-runtime fake client holding objs, with the
@@ -29,7 +30,7 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
 	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{})
-	for _, ix := range Indexes() {
+	for _, ix := range index.All() {
 		b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
 	}
 	return b.Build()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
 )
 
 // TestGrantCordonsKarpenterNode grants a slot to a Karpenter-managed node
@@ -60,7 +61,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhaseStaged
 			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewPoolReconciler(cl, Options{})
+			r := NewPoolReconciler(cl, options.Options{})
 			var n corev1.Node
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
 				t.Fatal(err)
@@ -137,7 +138,7 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			bn.Status.Rollout.AddedAnnotations = protectAnnotations
 			bn.Status.Rollout.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
 			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewPoolReconciler(cl, Options{})
+			r := NewPoolReconciler(cl, options.Options{})
 			var cur v1alpha1.BootcNode
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &cur); err != nil {
 				t.Fatal(err)

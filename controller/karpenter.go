@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
 
@@ -393,7 +394,7 @@ func (g grantCordon) apply(ctx context.Context, c client.Client) error {
 				m.Annotations[k] = "true"
 			}
 		}
-		if err := c.Patch(ctx, m, nodePatch{from: g.node}, client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.Patch(ctx, m, patch.Node(g.node), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cordon node %s: %w", g.node.Name, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
 )
 
 // TestLeftPool: before the boot order the pool is read afresh, and a node
@@ -55,7 +56,7 @@ func TestLeftPool(t *testing.T) {
 				objs = append(objs, c.apiNode.DeepCopy())
 			}
 			cl := fakeClient(t, objs...)
-			r := NewNodeReconciler(cl, Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			s := &nodeStep{bn: bn, node: node}

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
+	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
@@ -31,15 +33,15 @@ import (
 type NodeReconciler struct {
 	client   client.Client
 	clock    clock.PassiveClock
-	recorder Recorder
-	metrics  *Metrics
+	recorder options.Recorder
+	metrics  *options.Metrics
 	drainer  *Drainer
 	reader   client.Reader
-	opts     Options
+	opts     options.Options
 }
 
 // NewNodeReconciler builds the node reconciler from its edges.
-func NewNodeReconciler(c client.Client, opts Options) *NodeReconciler {
+func NewNodeReconciler(c client.Client, opts options.Options) *NodeReconciler {
 	reader := opts.APIReader
 	if reader == nil {
 		reader = c
@@ -789,7 +791,7 @@ func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func
 	pending := s.bn.Status.DeepCopy()
 	b := s.bn.DeepCopy()
 	mutate(b)
-	if err := r.client.Patch(ctx, b, specPatch(s.bn, true)); err != nil {
+	if err := r.client.Patch(ctx, b, patch.Spec(s.bn, true)); err != nil {
 		return err
 	}
 	s.orig = recordOf(b)
@@ -857,7 +859,7 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 			m.Annotations[k] = "true"
 		}
 	}
-	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("cordon node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -986,7 +988,7 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 		unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if !apiequality.Semantic.DeepEqual(n, m) {
-		if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", n.Name, err)
 		}
 		s.node = m
@@ -1050,7 +1052,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 			unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
 		if !apiequality.Semantic.DeepEqual(n, m) {
-			if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 				return 0, fmt.Errorf("end protection of node %s: %w", n.Name, err)
 			}
 			s.node = m
@@ -1096,7 +1098,7 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	}
 	m := n.DeepCopy()
 	m.Annotations = ann
-	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("keep the post-update protection of node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -1174,7 +1176,7 @@ func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 	if len(m.Spec.Taints) == len(n.Spec.Taints) {
 		return nil
 	}
-	if err := r.client.Patch(ctx, m, nodePatch{from: n}, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return fmt.Errorf("remove the %s taint from node %s: %w", v1alpha1.TaintOSNotReady, n.Name, err)
 	}
 	s.node = m
@@ -1229,7 +1231,7 @@ func (r *NodeReconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, s.bn, recordPatch(s.orig)); err != nil {
+	if err := r.client.Status().Patch(ctx, s.bn, patch.Record(s.orig)); err != nil {
 		return fmt.Errorf("record %s on BootcNode %s: %w", s.bn.Status.Phase, s.bn.Name, err)
 	}
 	s.orig = recordOf(s.bn)

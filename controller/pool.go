@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
+	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
@@ -37,10 +39,10 @@ type PoolReconciler struct {
 	client   client.Client
 	clock    clock.PassiveClock
 	resolver resolve.Resolver
-	recorder Recorder
-	metrics  *Metrics
+	recorder options.Recorder
+	metrics  *options.Metrics
 	reader   client.Reader
-	opts     Options
+	opts     options.Options
 	feed     *poolfeed.Feed
 
 	// mu guards last, the time and generation of each pool's last pass,
@@ -88,7 +90,7 @@ func passInterval(nodes int32) time.Duration {
 }
 
 // NewPoolReconciler builds the pool reconciler from its edges.
-func NewPoolReconciler(c client.Client, opts Options) *PoolReconciler {
+func NewPoolReconciler(c client.Client, opts options.Options) *PoolReconciler {
 	reader := opts.APIReader
 	if reader == nil {
 		reader = c
@@ -373,7 +375,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		}
 		if grant.node != nil && karpenter {
 			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
-				if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
+				if err := r.client.Status().Patch(ctx, b, patch.Record(bn)); err != nil {
 					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 						wake(time.Second)
 						continue
@@ -391,7 +393,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		b.Status.Phase = v1alpha1.PhaseDraining
 		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
 		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
-		if err := r.client.Status().Patch(ctx, b, recordPatch(bn)); err != nil {
+		if err := r.client.Status().Patch(ctx, b, patch.Record(bn)); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				wake(time.Second)
 				continue
@@ -620,7 +622,7 @@ func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, t
 	b := bn.DeepCopy()
 	b.Spec.DesiredImage = target
 	b.Spec.Rollback = false
-	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
+	if err := r.client.Patch(ctx, b, patch.Spec(bn, true)); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -632,27 +634,6 @@ func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ..
 	}
 }
 
-// equalIgnoringTransitions compares two statuses (of a struct type S
-// with a Conditions field, reached by conds) ignoring condition transition
-// times, so an unchanged object is not written. It copies the structs
-// shallowly: nothing is deep-copied.
-func equalIgnoringTransitions[S any](a, b *S, conds func(*S) *[]metav1.Condition) bool {
-	ca, cb := *conds(a), *conds(b)
-	if len(ca) != len(cb) {
-		return false
-	}
-	for i := range ca {
-		x, y := ca[i], cb[i]
-		x.LastTransitionTime, y.LastTransitionTime = metav1.Time{}, metav1.Time{}
-		if x != y {
-			return false
-		}
-	}
-	sa, sb := *a, *b
-	*conds(&sa), *conds(&sb) = nil, nil
-	return apiequality.Semantic.DeepEqual(sa, sb)
-}
-
 func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
-	return equalIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) *[]metav1.Condition { return &s.Conditions })
+	return patch.EqualIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) *[]metav1.Condition { return &s.Conditions })
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/options"
 )
 
 // TestFinishProtectsAfterEverySlot ends a slot that drained a node, as
@@ -55,7 +56,7 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
 			cl := fakeClient(t, pool, bn, node)
-			r := NewNodeReconciler(cl, Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			cur := s.bn
 			if err := r.finish(context.Background(), s, c.phase, c.reason, "test", c.success); err != nil {
@@ -131,7 +132,7 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 					return cl.Patch(ctx, obj, patch, opts...)
 				},
 			})
-			r := NewNodeReconciler(cl, Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			told := 0
 			s.recorded = func() { told++ }
@@ -197,7 +198,7 @@ func TestKeepProtected(t *testing.T) {
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotRepair}
 			cl := fakeClient(t, pool, bn, node)
-			r := NewNodeReconciler(cl, Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			if err := r.keepProtected(context.Background(), s); err != nil {
 				t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	ctrlopts "github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/resolve"
 )
 
@@ -122,11 +123,11 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	err = controller.Setup(mgr, controller.Options{
+	err = controller.Setup(mgr, ctrlopts.Options{
 		Clock:           clock.RealClock{}, // edge: production time
 		Resolver:        &resolve.Registry{Insecure: o.insecure},
 		Recorder:        mgr.GetEventRecorderFor("bootroll-controller"), //nolint:staticcheck // the core/v1 Events API is what kubectl describe shows
-		Metrics:         controller.NewMetrics(metrics.Registry),
+		Metrics:         ctrlopts.NewMetrics(metrics.Registry),
 		SecretNamespace: o.namespace,
 	})
 	if err != nil {

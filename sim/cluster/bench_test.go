@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/index"
 )
 
 // benchYAML has nodes of 4 CPUs running 3 one-CPU pods each, under a PDB
@@ -49,7 +49,7 @@ func benchScheduleAndEvict(b *testing.B, nodes int) {
 		node := names[ops%len(names)]
 		ops++
 		var pods corev1.PodList
-		if err := h.api.Client().List(ctx, &pods, client.MatchingFields{controller.IndexPodNode: node}); err != nil {
+		if err := h.api.Client().List(ctx, &pods, client.MatchingFields{index.PodNode: node}); err != nil {
 			b.Fatal(err)
 		}
 		evicted := false

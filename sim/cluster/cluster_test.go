@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
@@ -138,7 +138,7 @@ func newHarnessYAML(t testing.TB, yaml string, seed uint64) *harness {
 	}
 	h := &harness{t: t, eng: engine.New(t0, seed), restarted: map[string]int{}, down: map[string]int{}, changed: map[string]int{}}
 	h.api = apiserver.New(newScheme(t), h.eng.Clock())
-	for _, ix := range controller.Indexes() {
+	for _, ix := range index.All() {
 		if err := h.api.IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/informer"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -83,7 +83,7 @@ func profile(sc *scenario.Scenario, opts Options) (string, error) {
 // controllerKinds are the kinds the controller's manager cache holds, in
 // the order its initial lists run: those it watches and those it reads
 // through its client. Secrets and NodeClaims are read uncached
-// (controller.Options.APIReader).
+// (options.Options.APIReader).
 func controllerKinds() []client.Object {
 	return []client.Object{&v1alpha1.BootcNodePool{}, &corev1.Node{}, &v1alpha1.BootcNode{}, &v1alpha1.PinnedImageSet{}, &corev1.Pod{}}
 }
@@ -105,7 +105,7 @@ func (r *runner) newProc(who, node string, kinds []client.Object, only *client.O
 	g := &gate{r: r, who: who, node: node}
 	store := apiserver.NewMirror(r.api.AdminClient().Scheme(), r.eng.Clock())
 	if only == nil {
-		for _, ix := range controller.Indexes() {
+		for _, ix := range index.All() {
 			if err := store.IndexField(r.ctx, ix.Object, ix.Field, ix.Extract); err != nil {
 				return nil, fmt.Errorf("indexing the %s cache: %w", who, err)
 			}

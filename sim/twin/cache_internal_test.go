@@ -14,6 +14,8 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -35,7 +37,7 @@ func staleWorld(t *testing.T, prof string) (*runner, client.Client) {
 	eng := engine.New(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), 1)
 	api := apiserver.New(scheme, eng.Clock())
 	ctx := logf.IntoContext(context.Background(), logr.Discard())
-	for _, ix := range controller.Indexes() {
+	for _, ix := range index.All() {
 		if err := api.IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +85,7 @@ func staleWorld(t *testing.T, prof string) (*runner, client.Client) {
 
 func reconcileNode(t *testing.T, r *runner, c client.Client) (requeue bool) {
 	t.Helper()
-	rec := controller.NewNodeReconciler(c, controller.Options{Clock: r.eng.Clock(), Metrics: controller.NewMetrics(nil), Feed: poolfeed.New()})
+	rec := controller.NewNodeReconciler(c, options.Options{Clock: r.eng.Clock(), Metrics: options.NewMetrics(nil), Feed: poolfeed.New()})
 	res, err := rec.Reconcile(r.ctx, request("n"))
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)

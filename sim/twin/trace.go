@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/invariant"
@@ -244,9 +244,9 @@ type recorder struct {
 	counts map[string]int // type/reason
 }
 
-var _ controller.Recorder = (*recorder)(nil)
+var _ options.Recorder = (*recorder)(nil)
 
-// Eventf implements controller.Recorder.
+// Eventf implements options.Recorder.
 func (r *recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	r.counts[eventtype+"/"+reason]++
 	if !r.t.on() {

@@ -72,6 +72,8 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/nodedaemon"
@@ -241,7 +243,7 @@ type runner struct {
 	// manager's context carries its logger.
 	ctx context.Context
 
-	ctrlOpts controller.Options
+	ctrlOpts options.Options
 	// profile is the run's cache profile; ctrl is the running controller
 	// process's cache and client (nil under the instant profile or while
 	// no controller runs); apiFaults are the span faults of cache.go.
@@ -310,7 +312,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	api := apiserver.New(scheme, eng.Clock())
 	ctx := logf.IntoContext(context.Background(), logr.Discard())
-	for _, ix := range controller.Indexes() {
+	for _, ix := range index.All() {
 		if err := api.IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
 			return nil, fmt.Errorf("registering index %s: %w", ix.Field, err)
 		}
@@ -324,11 +326,11 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		sampleSpace: max(time.Second, sc.Limit/3000),
 	}
 	r.rec = &recorder{t: r.tr, counts: map[string]int{}}
-	r.ctrlOpts = controller.Options{
+	r.ctrlOpts = options.Options{
 		Clock:           eng.Clock(),
 		Resolver:        newRegistry(sc),
 		Recorder:        r.rec,
-		Metrics:         controller.NewMetrics(nil),
+		Metrics:         options.NewMetrics(nil),
 		SecretNamespace: SecretNamespace,
 		Feed:            poolfeed.New(),
 		TestOnly:        to,
@@ -478,7 +480,7 @@ func (r *runner) startController() {
 
 // startQueues builds a work queue for each controller, its reconciler
 // built by the controller's own constructor on client c.
-func (r *runner) startQueues(c client.Client, opts controller.Options, qo engine.QueueOptions) {
+func (r *runner) startQueues(c client.Client, opts options.Options, qo engine.QueueOptions) {
 	r.queues = make(map[string]*engine.Queue, len(r.ctrls))
 	for _, ctl := range r.ctrls {
 		r.queues[ctl.Name] = engine.NewQueue(r.eng, ctl.Name, r.withLogger(ctl.New(c, opts)), qo)

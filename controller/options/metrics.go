@@ -1,4 +1,4 @@
-package controller
+package options
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

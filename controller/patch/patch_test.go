@@ -1,4 +1,4 @@
-package controller
+package patch
 
 import (
 	"encoding/json"
@@ -35,22 +35,22 @@ func TestBootcNodePatch(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		patch  func(*v1alpha1.BootcNode) bootcNodePatch
+		patch  func(*v1alpha1.BootcNode) client.Patch
 		change func(*v1alpha1.BootcNode)
 		lock   bool
 	}{
-		{"record: phase, cleared fields, list emptied", recordPatch, func(b *v1alpha1.BootcNode) {
+		{"record: phase, cleared fields, list emptied", Record, func(b *v1alpha1.BootcNode) {
 			b.Status.Phase = v1alpha1.PhaseUpdated
 			b.Status.Rollout.Cordoned = false
 			b.Status.Rollout.DrainStartedAt = nil
 			b.Status.Rollout.AddedAnnotations = nil
 			b.Status.Rollout.Reason = "Updated"
 		}, true},
-		{"spec with lock: desired state, rollback cleared", func(b *v1alpha1.BootcNode) bootcNodePatch { return specPatch(b, true) }, func(b *v1alpha1.BootcNode) {
+		{"spec with lock: desired state, rollback cleared", func(b *v1alpha1.BootcNode) client.Patch { return Spec(b, true) }, func(b *v1alpha1.BootcNode) {
 			b.Spec.DesiredState = v1alpha1.DesiredBooted
 			b.Spec.Rollback = false
 		}, true},
-		{"spec without lock: new image", func(b *v1alpha1.BootcNode) bootcNodePatch { return specPatch(b, false) }, func(b *v1alpha1.BootcNode) {
+		{"spec without lock: new image", func(b *v1alpha1.BootcNode) client.Patch { return Spec(b, false) }, func(b *v1alpha1.BootcNode) {
 			b.Spec.DesiredImage = "img@sha256:bb"
 		}, false},
 	}
@@ -108,7 +108,7 @@ func TestBootcNodePatch(t *testing.T) {
 	t.Run("lock without a resourceVersion is an error", func(t *testing.T) {
 		b := from.DeepCopy()
 		b.ResourceVersion = ""
-		if _, err := recordPatch(b).Data(b); err == nil {
+		if _, err := Record(b).Data(b); err == nil {
 			t.Error("no error for a lock without a resourceVersion")
 		}
 	})
@@ -149,7 +149,7 @@ func TestNodePatchMatchesMergeFrom(t *testing.T) {
 			mod := from.DeepCopy()
 			tt.change(mod)
 			orig, _ := json.Marshal(from)
-			mine, err := nodePatch{from: from}.Data(mod.DeepCopy())
+			mine, err := Node(from).Data(mod.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,7 @@
-package controller
+// Package pinned is the PinnedImageSet controller: it writes each set into
+// the specs of the BootcNodes it selects, mirrors the set's pull secret for
+// the daemons, and aggregates the daemons' progress into the set's status.
+package pinned
 
 import (
 	"context"
@@ -20,11 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/options"
+	"github.com/bootroll/bootroll/controller/patch"
 )
-
-// IndexBootcNodePinnedSet is the field index of BootcNodes by the names of
-// the PinnedImageSets in their spec.
-const IndexBootcNodePinnedSet = "spec.pinnedImageSets.name"
 
 // PinnedSecretNamespace is where the controller mirrors each set's pull
 // secret for the daemons. The daemon's Role can read Secrets only there,
@@ -32,28 +34,28 @@ const IndexBootcNodePinnedSet = "spec.pinnedImageSets.name"
 // other Secret.
 const PinnedSecretNamespace = "bootroll-pull-secrets"
 
-// PinnedSetReconciler writes each PinnedImageSet into the spec of the
+// Reconciler writes each PinnedImageSet into the spec of the
 // BootcNodes it selects and aggregates their progress into the set's
 // status. A set applies to nodes that have a BootcNode (pool members).
-type PinnedSetReconciler struct {
+type Reconciler struct {
 	client   client.Client
 	reader   client.Reader
 	clock    clock.PassiveClock
-	recorder Recorder
-	opts     Options
+	recorder options.Recorder
+	opts     options.Options
 }
 
-// NewPinnedSetReconciler builds the PinnedImageSet reconciler from its edges.
-func NewPinnedSetReconciler(c client.Client, opts Options) *PinnedSetReconciler {
+// New builds the PinnedImageSet reconciler from its edges.
+func New(c client.Client, opts options.Options) *Reconciler {
 	reader := opts.APIReader
 	if reader == nil {
 		reader = c
 	}
-	return &PinnedSetReconciler{client: c, reader: reader, clock: opts.Clock, recorder: opts.Recorder, opts: opts}
+	return &Reconciler{client: c, reader: reader, clock: opts.Clock, recorder: opts.Recorder, opts: opts}
 }
 
 // Reconcile syncs one PinnedImageSet.
-func (r *PinnedSetReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var set v1alpha1.PinnedImageSet
 	err := r.client.Get(ctx, req.NamespacedName, &set)
 	if apierrors.IsNotFound(err) || (err == nil && set.DeletionTimestamp != nil) {
@@ -83,11 +85,11 @@ func (r *PinnedSetReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 }
 
 // selected returns the BootcNodes the set selects, by name.
-func (r *PinnedSetReconciler) selected(ctx context.Context, set *v1alpha1.PinnedImageSet) (map[string]*v1alpha1.BootcNode, error) {
+func (r *Reconciler) selected(ctx context.Context, set *v1alpha1.PinnedImageSet) (map[string]*v1alpha1.BootcNode, error) {
 	out := map[string]*v1alpha1.BootcNode{}
 	if set.Spec.Pool != "" {
 		var l v1alpha1.BootcNodeList
-		if err := r.client.List(ctx, &l, client.MatchingFields{IndexBootcNodePool: set.Spec.Pool}); err != nil {
+		if err := r.client.List(ctx, &l, client.MatchingFields{index.BootcNodePool: set.Spec.Pool}); err != nil {
 			return nil, fmt.Errorf("list BootcNodes of pool %s: %w", set.Spec.Pool, err)
 		}
 		for i := range l.Items {
@@ -113,7 +115,7 @@ func (r *PinnedSetReconciler) selected(ctx context.Context, set *v1alpha1.Pinned
 }
 
 // entry is the set as the daemon sees it, with its pull secret mirrored.
-func (r *PinnedSetReconciler) entry(ctx context.Context, set *v1alpha1.PinnedImageSet) (v1alpha1.NodePinnedImageSet, error) {
+func (r *Reconciler) entry(ctx context.Context, set *v1alpha1.PinnedImageSet) (v1alpha1.NodePinnedImageSet, error) {
 	e := v1alpha1.NodePinnedImageSet{Name: set.Name, Generation: set.Generation, Throttle: set.Spec.Throttle, MinFreeAfterPull: set.Spec.MinFreeAfterPull}
 	for _, img := range set.Spec.Images {
 		e.Images = append(e.Images, string(img))
@@ -136,7 +138,7 @@ func (r *PinnedSetReconciler) entry(ctx context.Context, set *v1alpha1.PinnedIma
 // other as a kubernetes.io/dockerconfigjson one with its .dockerconfigjson
 // key. The source must be in the controller's namespace: the controller
 // reads no Secrets elsewhere.
-func (r *PinnedSetReconciler) mirrorSecret(ctx context.Context, set *v1alpha1.PinnedImageSet, ref *v1alpha1.SecretReference) (*v1alpha1.SecretReference, error) {
+func (r *Reconciler) mirrorSecret(ctx context.Context, set *v1alpha1.PinnedImageSet, ref *v1alpha1.SecretReference) (*v1alpha1.SecretReference, error) {
 	if ref.Namespace != r.opts.SecretNamespace {
 		return nil, reconcile.TerminalError(fmt.Errorf("PinnedImageSet %s: spec.pullSecret.namespace %q: the pull secret must be in the controller's namespace %q", set.Name, ref.Namespace, r.opts.SecretNamespace))
 	}
@@ -181,7 +183,7 @@ func (r *PinnedSetReconciler) mirrorSecret(ctx context.Context, set *v1alpha1.Pi
 }
 
 // attach writes the set's entry into a BootcNode spec when it differs.
-func (r *PinnedSetReconciler) attach(ctx context.Context, bn *v1alpha1.BootcNode, e v1alpha1.NodePinnedImageSet) error {
+func (r *Reconciler) attach(ctx context.Context, bn *v1alpha1.BootcNode, e v1alpha1.NodePinnedImageSet) error {
 	b := bn.DeepCopy()
 	found := false
 	for i := range b.Spec.PinnedImageSets {
@@ -197,7 +199,7 @@ func (r *PinnedSetReconciler) attach(ctx context.Context, bn *v1alpha1.BootcNode
 	if apiequality.Semantic.DeepEqual(bn.Spec.PinnedImageSets, b.Spec.PinnedImageSets) {
 		return nil
 	}
-	if err := r.client.Patch(ctx, b, specPatch(bn, true)); err != nil {
+	if err := r.client.Patch(ctx, b, patch.Spec(bn, true)); err != nil {
 		return fmt.Errorf("write PinnedImageSet %s into BootcNode %s: %w", e.Name, bn.Name, err)
 	}
 	*bn = *b
@@ -205,9 +207,9 @@ func (r *PinnedSetReconciler) attach(ctx context.Context, bn *v1alpha1.BootcNode
 }
 
 // detach removes the set from BootcNodes that carry it but are not in keep.
-func (r *PinnedSetReconciler) detach(ctx context.Context, set string, keep map[string]*v1alpha1.BootcNode) error {
+func (r *Reconciler) detach(ctx context.Context, set string, keep map[string]*v1alpha1.BootcNode) error {
 	var l v1alpha1.BootcNodeList
-	if err := r.client.List(ctx, &l, client.MatchingFields{IndexBootcNodePinnedSet: set}); err != nil {
+	if err := r.client.List(ctx, &l, client.MatchingFields{index.BootcNodePinnedSet: set}); err != nil {
 		return fmt.Errorf("list BootcNodes of PinnedImageSet %s: %w", set, err)
 	}
 	for i := range l.Items {
@@ -222,7 +224,7 @@ func (r *PinnedSetReconciler) detach(ctx context.Context, set string, keep map[s
 				b.Spec.PinnedImageSets = append(b.Spec.PinnedImageSets, e)
 			}
 		}
-		if err := r.client.Patch(ctx, b, specPatch(bn, true)); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Patch(ctx, b, patch.Spec(bn, true)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("remove PinnedImageSet %s from BootcNode %s: %w", set, bn.Name, err)
 		}
 	}
@@ -231,7 +233,7 @@ func (r *PinnedSetReconciler) detach(ctx context.Context, set string, keep map[s
 
 // status aggregates the nodes' progress on the set. Work in progress is
 // Progressing, never an error; Degraded names nodes, images and reasons.
-func (r *PinnedSetReconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, selected map[string]*v1alpha1.BootcNode) error {
+func (r *Reconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, selected map[string]*v1alpha1.BootcNode) error {
 	orig := set.DeepCopy()
 	st := &set.Status
 	st.Nodes, st.Done, st.Pulling, st.Failed = int32(len(selected)), 0, 0, 0
@@ -330,7 +332,7 @@ func topReason(reasons map[string]int) string {
 }
 
 func equalPinnedStatus(a, b *v1alpha1.PinnedImageSetStatus) bool {
-	return equalIgnoringTransitions(a, b, func(s *v1alpha1.PinnedImageSetStatus) *[]metav1.Condition { return &s.Conditions })
+	return patch.EqualIgnoringTransitions(a, b, func(s *v1alpha1.PinnedImageSetStatus) *[]metav1.Condition { return &s.Conditions })
 }
 
 // BootcNodeToPinnedSets maps a BootcNode to the sets in its spec, and, for
@@ -367,4 +369,20 @@ func BootcNodeToPinnedSets(ctx context.Context, c client.Reader, o client.Object
 func PinnedProgressChanged(old, cur *v1alpha1.BootcNode) bool {
 	return !apiequality.Semantic.DeepEqual(old.Status.Daemon.PinnedImages, cur.Status.Daemon.PinnedImages) ||
 		old.Spec.Pool != cur.Spec.Pool
+}
+
+// NodeToPinnedSets maps a Node whose labels changed to the sets that
+// select nodes by label.
+func NodeToPinnedSets(ctx context.Context, c client.Reader, _ *corev1.Node) []reconcile.Request {
+	var sets v1alpha1.PinnedImageSetList
+	if err := c.List(ctx, &sets); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range sets.Items {
+		if len(s.Spec.NodeSelector) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+		}
+	}
+	return out
 }

@@ -1,4 +1,7 @@
-package controller
+// Package patch builds the controller's JSON merge patches of BootcNodes
+// and Nodes: each diffs only the part the controller writes, field by
+// field, and carries the resourceVersion read as an optimistic lock.
+package patch
 
 import (
 	"encoding/json"
@@ -40,12 +43,12 @@ type bootcNodePatch struct {
 
 // recordPatch writes the controller's record (status.phase and
 // status.rollout) under an optimistic lock.
-func recordPatch(from *v1alpha1.BootcNode) bootcNodePatch {
+func Record(from *v1alpha1.BootcNode) client.Patch {
 	return bootcNodePatch{from: from, part: partRecord, lock: true}
 }
 
 // specPatch writes the spec, under an optimistic lock when lock is set.
-func specPatch(from *v1alpha1.BootcNode, lock bool) bootcNodePatch {
+func Spec(from *v1alpha1.BootcNode, lock bool) client.Patch {
 	return bootcNodePatch{from: from, part: partSpec, lock: lock}
 }
 
@@ -107,6 +110,9 @@ func lockOn(doc map[string]any, rv string) {
 // whole Node twice. Changes to other fields are not sent: extend nodePart
 // before changing any other field of a Node.
 type nodePatch struct{ from *corev1.Node }
+
+// Node is the nodePatch from the Node read (from).
+func Node(from *corev1.Node) client.Patch { return nodePatch{from: from} }
 
 type nodePart struct {
 	Metadata struct {
