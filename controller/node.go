@@ -42,11 +42,7 @@ type NodeReconciler struct {
 
 // NewNodeReconciler builds the node reconciler from its edges.
 func NewNodeReconciler(c client.Client, opts options.Options) *NodeReconciler {
-	reader := opts.APIReader
-	if reader == nil {
-		reader = c
-	}
-	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: NewDrainer(c, opts.TestOnly), reader: reader, opts: opts}
+	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: NewDrainer(c, opts.TestOnly), reader: opts.Reader(c), opts: opts}
 }
 
 // nodeStep is one reconcile's view of a node.

@@ -91,11 +91,7 @@ func passInterval(nodes int32) time.Duration {
 
 // NewPoolReconciler builds the pool reconciler from its edges.
 func NewPoolReconciler(c client.Client, opts options.Options) *PoolReconciler {
-	reader := opts.APIReader
-	if reader == nil {
-		reader = c
-	}
-	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: reader, opts: opts, feed: opts.Feed}
+	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: opts.Reader(c), opts: opts, feed: opts.Feed}
 }
 
 // Reconcile brings one pool one step closer to its spec.

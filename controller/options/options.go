@@ -39,3 +39,11 @@ type Options struct {
 	Feed     *poolfeed.Feed
 	TestOnly rollout.TestOnly
 }
+
+// Reader is what reads past the cache: APIReader, or c when none is set.
+func (o Options) Reader(c client.Client) client.Reader {
+	if o.APIReader != nil {
+		return o.APIReader
+	}
+	return c
+}

@@ -47,11 +47,7 @@ type Reconciler struct {
 
 // New builds the PinnedImageSet reconciler from its edges.
 func New(c client.Client, opts options.Options) *Reconciler {
-	reader := opts.APIReader
-	if reader == nil {
-		reader = c
-	}
-	return &Reconciler{client: c, reader: reader, clock: opts.Clock, recorder: opts.Recorder, opts: opts}
+	return &Reconciler{client: c, reader: opts.Reader(c), clock: opts.Clock, recorder: opts.Recorder, opts: opts}
 }
 
 // Reconcile syncs one PinnedImageSet.
