@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
@@ -25,7 +25,7 @@ var karpenterCRDs = filepath.Join("..", "config", "testdata", "karpenter")
 
 func newClaim(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(controller.NodeClaimGVK)
+	u.SetGroupVersionKind(karpenter.NodeClaimGVK)
 	u.SetName(name)
 	_ = unstructured.SetNestedMap(u.Object, map[string]any{
 		"nodeClassRef": map[string]any{"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
@@ -51,7 +51,7 @@ func (h *harness) addClaimedNode(name, claim, uid string, mutate func(*corev1.No
 
 func (h *harness) claimAnnotations(name string) map[string]string {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(controller.NodeClaimGVK)
+	u.SetGroupVersionKind(karpenter.NodeClaimGVK)
 	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, u); err != nil {
 		h.t.Fatalf("get NodeClaim %s: %v", name, err)
 	}
@@ -156,7 +156,7 @@ func TestKarpenter(t *testing.T) {
 	h.addClaimedNode("kp-b", "claim-b", string(claimB.GetUID()), nil)
 	g.Eventually(func() string { return h.claimAnnotations("claim-b")[v1alpha1.KarpenterDoNotRepair] }, 60*time.Second, 20*time.Millisecond).Should(Equal("true"))
 	apply := &unstructured.Unstructured{}
-	apply.SetGroupVersionKind(controller.NodeClaimGVK)
+	apply.SetGroupVersionKind(karpenter.NodeClaimGVK)
 	apply.SetName("claim-b")
 	apply.SetAnnotations(map[string]string{v1alpha1.KarpenterDoNotRepair: "true"})
 	g.Expect(k8s.Patch(h.ctx, apply, client.Apply, client.FieldOwner("ops-team"), client.ForceOwnership)).To(Succeed())
@@ -167,7 +167,7 @@ func TestKarpenter(t *testing.T) {
 
 func claimObj(h *harness, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(controller.NodeClaimGVK)
+	u.SetGroupVersionKind(karpenter.NodeClaimGVK)
 	if err := k8s.Get(h.ctx, client.ObjectKey{Name: name}, u); err != nil {
 		h.t.Fatalf("get NodeClaim %s: %v", name, err)
 	}

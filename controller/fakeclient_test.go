@@ -11,6 +11,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/karpenter"
 )
 
 // fakeClient is a controller-runtime fake client holding objs, with the
@@ -26,8 +27,8 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 	if err := v1alpha1.AddToScheme(sch); err != nil {
 		t.Fatal(err)
 	}
-	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
-	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
+	sch.AddKnownTypeWithName(karpenter.NodeClaimGVK, &unstructured.Unstructured{})
+	sch.AddKnownTypeWithName(karpenter.NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
 	b := fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{})
 	for _, ix := range index.All() {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 )
 
@@ -38,12 +39,12 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 		wantNodeKeys  []string
 		wantClaimKeys []string
 	}{
-		{"managed", true, nil, nil, true, protectAnnotations, protectAnnotations},
+		{"managed", true, nil, nil, true, karpenter.ProtectAnnotations, karpenter.ProtectAnnotations},
 		{"managed, do-not-disrupt set by someone else", true, nil,
 			map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true"}, true,
-			[]string{v1alpha1.KarpenterDoNotRepair}, protectAnnotations},
+			[]string{v1alpha1.KarpenterDoNotRepair}, karpenter.ProtectAnnotations},
 		{"managed, protect false", true, ptr.To(false), nil, true, nil, nil},
-		{"not managed by Karpenter: cordoned and annotated too, no NodeClaim", false, nil, nil, true, protectAnnotations, nil},
+		{"not managed by Karpenter: cordoned and annotated too, no NodeClaim", false, nil, nil, true, karpenter.ProtectAnnotations, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,7 +53,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			pool.Spec.Karpenter.Protect = c.protect
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: c.preset}}
 			claim := &unstructured.Unstructured{}
-			claim.SetGroupVersionKind(NodeClaimGVK)
+			claim.SetGroupVersionKind(karpenter.NodeClaimGVK)
 			claim.SetName("claim-n")
 			if c.managed {
 				node.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-n", UID: "u"}}
@@ -92,7 +93,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			if _, marked := got.Annotations[v1alpha1.AnnotationSlot]; got.Spec.Unschedulable != c.wantCordon || marked != c.wantCordon {
 				t.Fatalf("Node unschedulable %v, slot marker %v after the grant; want both %v", got.Spec.Unschedulable, marked, c.wantCordon)
 			}
-			for _, k := range protectAnnotations {
+			for _, k := range karpenter.ProtectAnnotations {
 				_, has := got.Annotations[k]
 				want := slices.Contains(c.wantNodeKeys, k) || c.preset[k] != ""
 				if has != want {
@@ -100,11 +101,11 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 				}
 			}
 			gc := &unstructured.Unstructured{}
-			gc.SetGroupVersionKind(NodeClaimGVK)
+			gc.SetGroupVersionKind(karpenter.NodeClaimGVK)
 			if err := cl.Get(ctx, types.NamespacedName{Name: "claim-n"}, gc); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range protectAnnotations {
+			for _, k := range karpenter.ProtectAnnotations {
 				_, has := gc.GetAnnotations()[k]
 				if want := slices.Contains(c.wantClaimKeys, k); has != want {
 					t.Fatalf("NodeClaim annotation %s present %v after the grant, want %v", k, has, want)
@@ -128,14 +129,14 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-n", UID: "u"}}}}
 			claim := &unstructured.Unstructured{}
-			claim.SetGroupVersionKind(NodeClaimGVK)
+			claim.SetGroupVersionKind(karpenter.NodeClaimGVK)
 			claim.SetName("claim-n")
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhaseStaged
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.PriorUnschedulable = ptr.To(false)
-			bn.Status.Rollout.AddedAnnotations = protectAnnotations
+			bn.Status.Rollout.AddedAnnotations = karpenter.ProtectAnnotations
 			bn.Status.Rollout.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
 			cl := fakeClient(t, pool, bn, node, claim)
 			r := NewPoolReconciler(cl, options.Options{})
@@ -162,7 +163,7 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(b.Status.Rollout.AddedAnnotations, protectAnnotations) {
+			if !slices.Equal(b.Status.Rollout.AddedAnnotations, karpenter.ProtectAnnotations) {
 				t.Fatalf("ownership changed to %v", b.Status.Rollout.AddedAnnotations)
 			}
 			if err := g.apply(ctx, cl); err != nil {
@@ -178,7 +179,7 @@ func TestGrantTakenUpAgain(t *testing.T) {
 				t.Fatalf("Node unschedulable %v marked %v do-not-disrupt %v; want all", got.Spec.Unschedulable, marked, dnd)
 			}
 			gc := &unstructured.Unstructured{}
-			gc.SetGroupVersionKind(NodeClaimGVK)
+			gc.SetGroupVersionKind(karpenter.NodeClaimGVK)
 			if err := cl.Get(ctx, types.NamespacedName{Name: "claim-n"}, gc); err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/rollout"
@@ -415,11 +416,11 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			ro.PriorUnschedulable = ptr.To(s.node.Spec.Unschedulable)
 		}
 		if r.protects(s) {
-			_, added := protect(maps.Clone(s.node.Annotations))
+			_, added := karpenter.Protect(maps.Clone(s.node.Annotations))
 			if r.opts.TestOnly.DropAnnotationOwnership {
-				added = protectAnnotations // claims the ones that were there before
+				added = karpenter.ProtectAnnotations // claims the ones that were there before
 			}
-			ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
+			ro.AddedAnnotations = karpenter.MergeKeys(ro.AddedAnnotations, added)
 		}
 		ro.ProtectUntil = nil
 		ro.Cordoned = true
@@ -981,7 +982,7 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
 	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {
-		unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
+		karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if !apiequality.Semantic.DeepEqual(n, m) {
 		if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
@@ -1045,7 +1046,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 	if n != nil {
 		m := n.DeepCopy()
 		if !r.opts.TestOnly.KeepAnnotations {
-			unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
+			karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
 		if !apiequality.Semantic.DeepEqual(n, m) {
 			if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
@@ -1071,14 +1072,14 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if s.pool == nil || !r.protects(s) {
 		return nil
 	}
-	if _, added := protect(maps.Clone(s.node.Annotations)); len(added) == 0 {
+	if _, added := karpenter.Protect(maps.Clone(s.node.Annotations)); len(added) == 0 {
 		return nil // the cache shows every protection annotation
 	}
 	n, err := r.freshNode(ctx, s)
 	if err != nil || n == nil {
 		return err
 	}
-	ann, added := protect(maps.Clone(n.Annotations))
+	ann, added := karpenter.Protect(maps.Clone(n.Annotations))
 	if len(added) == 0 {
 		return nil
 	}
@@ -1088,7 +1089,7 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 		return fmt.Errorf("before restoring the protection of node %s: %w", n.Name, err)
 	}
 	ro := &s.bn.Status.Rollout
-	ro.AddedAnnotations = mergeKeys(ro.AddedAnnotations, added)
+	ro.AddedAnnotations = karpenter.MergeKeys(ro.AddedAnnotations, added)
 	if err := r.patchStatus(ctx, s); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/poolfeed"
@@ -250,7 +251,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		row := rollout.FindRow(rows, name)
 		// Down on the image it failed (not one it merely runs).
 		downOnFailed := row.Failed != "" && row.Booted == imageref.Digest(row.Failed)
-		why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.Node, downOnFailed)
+		why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.Node, downOnFailed)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -327,8 +328,8 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		//     Node patch that fails is redone by the node reconciler's
 		//     drain, which cordons before it evicts.
 		var grant grantCordon
-		karpenter := row.Node != nil && nodeClaimName(row.Node) != ""
-		if karpenter {
+		claimed := row.Node != nil && karpenter.ClaimName(row.Node) != ""
+		if claimed {
 			// The Node is written on this grant before the record: only
 			// for the record as the API server has it. A cache that lags
 			// may still show a grant the node has long finished, and
@@ -359,7 +360,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			// the grant cordoned a node Karpenter was draining, and its
 			// evictions counted as a reap of a node in its slot).
 			downOnFailed := row.Failed != "" && row.Booted == imageref.Digest(row.Failed)
-			why, err := SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
+			why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
@@ -369,7 +370,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 				continue
 			}
 		}
-		if grant.node != nil && karpenter {
+		if grant.node != nil && claimed {
 			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
 				if err := r.client.Status().Patch(ctx, b, patch.Record(bn)); err != nil {
 					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -396,7 +397,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			}
 			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
 		}
-		if grant.node != nil && !karpenter {
+		if grant.node != nil && !claimed {
 			if err := grant.apply(ctx, r.client); err != nil {
 				// The record is in its slot and says cordoned: the node
 				// reconciler's drain cordons before it evicts.

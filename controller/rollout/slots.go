@@ -90,7 +90,7 @@ func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 // not Ready. A node down on the image it failed (downOnFailed) may take a
 // slot while NotReady (Ready=False, not Unknown: the host is up), since
 // booting the new target is how it recovers. Whether Karpenter is
-// disrupting it needs its NodeClaim: controller.SlotBlocker asks that
+// disrupting it needs its NodeClaim: karpenter.SlotBlocker asks that
 // after this.
 func NodeBlocker(n *corev1.Node, downOnFailed bool) string {
 	if n.DeletionTimestamp != nil {

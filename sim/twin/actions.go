@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/fakekarpenter"
@@ -460,7 +460,7 @@ func (r *runner) removeKarpenter() error {
 	}
 	for _, name := range karpenterCRDs {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(controller.CRDGVK)
+		u.SetGroupVersionKind(karpenter.CRDGVK)
 		u.SetName(name)
 		if err := c.Delete(r.ctx, u); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("removing Karpenter: deleting CRD %s: %w", name, err)

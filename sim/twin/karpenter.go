@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -32,7 +32,7 @@ type karpenterRun struct {
 }
 
 // The CRD objects installing Karpenter creates.
-var karpenterCRDs = []string{controller.NodeClaimCRD, "nodepools.karpenter.sh"}
+var karpenterCRDs = []string{karpenter.NodeClaimCRD, "nodepools.karpenter.sh"}
 
 // setupKarpenter serves the Karpenter kinds and the CRD kind before the
 // cluster is built; until the CRDs are installed the Karpenter kinds are
@@ -41,7 +41,7 @@ func (r *runner) setupKarpenter() error {
 	if r.sc.Karpenter == nil {
 		return nil
 	}
-	if err := r.api.RegisterUnstructured(controller.CRDGVK, schemaEmpty, false); err != nil {
+	if err := r.api.RegisterUnstructured(karpenter.CRDGVK, schemaEmpty, false); err != nil {
 		return err
 	}
 	if err := fakekarpenter.Register(r.api); err != nil {
@@ -97,7 +97,7 @@ func (r *runner) installKarpenter() {
 	}
 	for _, name := range karpenterCRDs {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(controller.CRDGVK)
+		u.SetGroupVersionKind(karpenter.CRDGVK)
 		u.SetName(name)
 		if err := c.Create(r.ctx, u); err != nil {
 			r.fail(fmt.Errorf("installing Karpenter: creating CRD %s: %w", name, err))

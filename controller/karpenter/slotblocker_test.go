@@ -1,4 +1,4 @@
-package controller
+package karpenter
 
 import (
 	"context"
@@ -7,11 +7,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// A karpenter.sh/disrupted taint blocks a slot only on a node a NodeClaim
+// A sh/disrupted taint blocks a slot only on a node a NodeClaim
 // owns: one Karpenter no longer owns (Karpenter removed mid-disruption)
 // keeps a stale taint that must not defer its update for good (issue 11,
 // nodeclass-drift-mid-rollout.converges.seed2052).
@@ -38,4 +42,17 @@ func TestSlotBlockerIgnoresAStaleDisruptedTaint(t *testing.T) {
 			t.Errorf("%s: SlotBlocker = %q, want blocked %v", c.node.Name, why, c.blocked)
 		}
 	}
+}
+
+// fakeClient holds objs, with the Kubernetes kinds and NodeClaims (as
+// unstructured).
+func fakeClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	sch := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
+	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
+	return fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).Build()
 }
