@@ -19,6 +19,8 @@ var goldenScenarios = []string{
 	"pdb-blocks-drain",
 	"bad-image-halt-recover",
 	"pool-image-revert-mid-reboot",
+	// Pinned images: the production prefetch runner over the twin's CRI.
+	"pinned-set-changed-mid-pull",
 }
 
 const regenerate = "go test ./sim/twin -run TestGoldenTraces -update"
