@@ -505,13 +505,9 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	// No cordon here: drain() cordoned the node before it asked for the
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
-	bn, ro := s.bn, &s.bn.Status.Rollout
-	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && rollout.DigestOfHost(bn.Status.Booted) != imageref.Digest(bn.Spec.DesiredImage) {
-		if bn.Spec.DesiredImage != ro.TargetImage {
-			// The record has not caught up with the desired image yet
-			// (retarget runs first): no boot order for either.
-			return reconcile.Result{RequeueAfter: time.Second}, nil
-		}
+	d := rollout.Verify(s.view(), r.opts.TestOnly)
+	if d.Outcome == rollout.VerifyOrderBoot {
+		bn := s.bn
 		// The last moment a halt can stop the node: before the boot order.
 		if !bn.Spec.Rollback {
 			fresh, err := r.freshPool(ctx, s)
@@ -529,36 +525,31 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
 		}
-		bn, ro = s.bn, &s.bn.Status.Rollout
-		r.event(bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", bn.Spec.DesiredImage)
+		r.event(s.bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", s.bn.Spec.DesiredImage)
+		d = rollout.Verify(s.view(), r.opts.TestOnly)
 	}
-	want := imageref.Digest(bn.Spec.DesiredImage)
+	bn, ro := s.bn, &s.bn.Status.Rollout
 	booted := rollout.DigestOfHost(bn.Status.Booted)
-	d := bn.Status.Daemon
-	took := s.now.Sub(ro.RebootRequestedAt.Time)
-	if booted == want && rollout.NodeReady(s.node) {
+	switch d.Outcome {
+	case rollout.VerifyDone:
 		phase, reason := v1alpha1.PhaseUpdated, "Updated"
 		if bn.Spec.Rollback {
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
-		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, took.Round(time.Second))
+		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
 		// Recorded once the phase is written: a write that conflicts is
 		// retried, and the retry must not count twice; a later write of
 		// the same finish that fails must not lose it either (the retry
 		// finds the phase written and only gives the Node back).
 		s.recorded = func() {
-			r.observe(s, "reboot", took, "ok")
+			r.observe(s, "reboot", d.Took, "ok")
 			r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
 		}
-		if err := r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback); err != nil {
-			return reconcile.Result{}, err
-		}
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback)
+	case rollout.VerifyBootFailed:
+		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, bn.Status.Daemon.LastError))
 	}
-	if d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want {
-		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, d.LastError))
-	}
-	if booted == want && bn.Status.Phase != v1alpha1.PhaseVerifying {
+	if d.MarkVerifying {
 		bn.Status.Phase = v1alpha1.PhaseVerifying
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 		ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
@@ -566,16 +557,12 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			return reconcile.Result{}, err
 		}
 	}
-	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
-	if took >= timeout && !r.opts.TestOnly.NoHealthTimeout {
+	if d.Outcome == rollout.VerifyHealthTimeout {
+		timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, rollout.NodeReady(s.node))
 		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
 	}
-	wait := rollout.VerifyPoll
-	if left := timeout - took; left < wait {
-		wait = left
-	}
-	return reconcile.Result{RequeueAfter: wait}, nil
+	return reconcile.Result{RequeueAfter: d.Wait}, nil
 }
 
 // fail marks the node Failed for its target. With failurePolicy Rollback

@@ -219,3 +219,74 @@ func Selects(p *v1alpha1.BootcNodePool, n *corev1.Node) bool {
 	sel := PoolSelector(p)
 	return sel != nil && sel.Matches(labels.Set(n.Labels))
 }
+
+// VerifyOutcome is what a node in its slot, asked to reboot or being
+// verified, comes to (Verify).
+type VerifyOutcome int
+
+const (
+	// VerifyWait: nothing decided yet; look again after Wait.
+	VerifyWait VerifyOutcome = iota
+	// VerifyOrderBoot: drained, no boot order yet: give it (the last
+	// moment a halt or a departure from the pool can stop the node is
+	// checked by the caller on a fresh read of the pool first).
+	VerifyOrderBoot
+	// VerifyDone: the node runs the image and is Ready: Updated, or
+	// RolledBack for a rollback order.
+	VerifyDone
+	// VerifyBootFailed: the daemon rebooted into the image and the host
+	// came back on another one.
+	VerifyBootFailed
+	// VerifyHealthTimeout: not healthy healthTimeout after the reboot
+	// request.
+	VerifyHealthTimeout
+)
+
+// VerifyDecision is Verify's answer.
+type VerifyDecision struct {
+	Outcome VerifyOutcome
+	// MarkVerifying: the node booted the image and waits for its Node to be
+	// Ready: record the Verifying phase (before the outcome).
+	MarkVerifying bool
+	// Took is the time since the reboot request.
+	Took time.Duration
+	Wait time.Duration
+}
+
+// Verify is the rule for a node in Rebooting or Verifying, ordered to boot
+// spec.desiredImage (with a rebootRequestedAt recorded).
+func Verify(v NodeView, to TestOnly) VerifyDecision {
+	bn, ro := v.Record, &v.Record.Status.Rollout
+	want := imageref.Digest(bn.Spec.DesiredImage)
+	booted := DigestOfHost(bn.Status.Booted)
+	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && booted != want {
+		if bn.Spec.DesiredImage != ro.TargetImage {
+			// The record has not caught up with the desired image yet
+			// (retarget runs first): no boot order for either.
+			return VerifyDecision{Wait: time.Second}
+		}
+		return VerifyDecision{Outcome: VerifyOrderBoot}
+	}
+	var took time.Duration
+	if ro.RebootRequestedAt != nil {
+		took = v.Now.Sub(ro.RebootRequestedAt.Time)
+	}
+	d := &bn.Status.Daemon
+	switch {
+	case booted == want && NodeReady(v.Node):
+		return VerifyDecision{Outcome: VerifyDone, Took: took}
+	case d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want:
+		return VerifyDecision{Outcome: VerifyBootFailed, Took: took}
+	}
+	out := VerifyDecision{Took: took, MarkVerifying: booted == want && bn.Status.Phase != v1alpha1.PhaseVerifying}
+	timeout := DefaultHealthTimeout
+	if v.Pool != nil {
+		timeout = DurationOr(v.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
+	}
+	if took >= timeout && !to.NoHealthTimeout {
+		out.Outcome = VerifyHealthTimeout
+		return out
+	}
+	out.Wait = min(VerifyPoll, timeout-took)
+	return out
+}

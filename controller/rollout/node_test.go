@@ -77,3 +77,65 @@ func TestNextNodeAction(t *testing.T) {
 		})
 	}
 }
+
+// TestVerify: the rule for a node asked to reboot, one case per outcome,
+// and healthTimeout to the second.
+func TestVerify(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	a, b := img("A"), img("B")
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+	node := func(ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		return n
+	}
+	rec := func(phase v1alpha1.NodePhase, booted string, ago time.Duration, mut func(bn *v1alpha1.BootcNode)) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		bn.Spec.DesiredImage, bn.Spec.DesiredState = b, v1alpha1.DesiredBooted
+		bn.Status.Phase = phase
+		bn.Status.Rollout.TargetImage = b
+		bn.Status.Rollout.RebootRequestedAt = &metav1.Time{Time: now.Add(-ago)}
+		bn.Status.Booted = &v1alpha1.HostImage{Image: booted, Digest: dig(letterOf(booted))}
+		if mut != nil {
+			mut(bn)
+		}
+		return bn
+	}
+	for _, c := range []struct {
+		name string
+		bn   *v1alpha1.BootcNode
+		node *corev1.Node
+		to   TestOnly
+		want VerifyDecision
+	}{
+		{"drained, no order yet", rec(v1alpha1.PhaseRebooting, a, 0, func(bn *v1alpha1.BootcNode) { bn.Spec.DesiredState = v1alpha1.DesiredStaged }),
+			node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyOrderBoot}},
+		{"target not taken up yet", rec(v1alpha1.PhaseRebooting, a, 0, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.DesiredState, bn.Status.Rollout.TargetImage = v1alpha1.DesiredStaged, a
+		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Wait: time.Second}},
+		{"on the image and Ready", rec(v1alpha1.PhaseRebooting, b, 90*time.Second, nil), node(corev1.ConditionTrue), TestOnly{},
+			VerifyDecision{Outcome: VerifyDone, Took: 90 * time.Second}},
+		{"came back on another image", rec(v1alpha1.PhaseRebooting, a, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Daemon.Phase = v1alpha1.DaemonError
+			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b}
+		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyBootFailed, Took: time.Minute}},
+		{"on the image, not Ready yet", rec(v1alpha1.PhaseRebooting, b, time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
+			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute}},
+		{"still rebooting, a second before healthTimeout", rec(v1alpha1.PhaseRebooting, a, 5*time.Minute-time.Second, nil), node(corev1.ConditionUnknown), TestOnly{},
+			VerifyDecision{Took: 5*time.Minute - time.Second, Wait: time.Second}},
+		{"healthTimeout", rec(v1alpha1.PhaseVerifying, b, 5*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
+			VerifyDecision{Outcome: VerifyHealthTimeout, Took: 5 * time.Minute}},
+		{"healthTimeout, first seen on the image", rec(v1alpha1.PhaseRebooting, b, 6*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
+			VerifyDecision{Outcome: VerifyHealthTimeout, MarkVerifying: true, Took: 6 * time.Minute}},
+		{"healthTimeout, planted noHealthTimeout: no failure, and no requeue (the wait is negative)", rec(v1alpha1.PhaseVerifying, b, 6*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{NoHealthTimeout: true},
+			VerifyDecision{Took: 6 * time.Minute, Wait: -time.Minute}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Verify(NodeView{Record: c.bn, Node: c.node, Pool: pool, Now: now}, c.to)
+			if got != c.want {
+				t.Errorf("Verify = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
