@@ -460,43 +460,39 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			return reconcile.Result{}, err
 		}
 	}
-	took := s.now.Sub(ro.DrainStartedAt.Time)
-	if res.Remaining == 0 {
+	d := rollout.Drain(s.view(), res.Remaining, len(res.Blocked) > 0)
+	switch d.Outcome {
+	case rollout.DrainDone:
 		s.bn.Status.Phase = v1alpha1.PhaseRebooting
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "Drained", fmt.Sprintf("drained in %s; rebooting into %s", took.Round(time.Second), ro.TargetImage)
+		ro.Reason, ro.Message = "Drained", fmt.Sprintf("drained in %s; rebooting into %s", d.Took.Round(time.Second), ro.TargetImage)
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.observe(s, "drain", took, "drained")
+		r.observe(s, "drain", d.Took, "drained")
 		r.event(s.bn, corev1.EventTypeNormal, "Drained", "%s", ro.Message)
 		return r.verify(ctx, s)
-	}
-	timeout := rollout.DurationOr(s.pool.Spec.DrainTimeout, rollout.DefaultDrainTimeout)
-	if took >= timeout {
-		ro.Failures++
-		ro.RetryAfter = &metav1.Time{Time: s.now.Add(rollout.Backoff(ro.Failures))}
+	case rollout.DrainTimedOut:
+		timeout := rollout.DurationOr(s.pool.Spec.DrainTimeout, rollout.DefaultDrainTimeout)
+		ro.Failures = d.Failures
+		ro.RetryAfter = &metav1.Time{Time: s.now.Add(d.Backoff)}
 		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked by PDB: %s); retry after %s",
-			timeout, res.Remaining, blockedMessage(res.Blocked), rollout.Backoff(ro.Failures))
-		r.observe(s, "drain", took, "timeout")
+			timeout, res.Remaining, blockedMessage(res.Blocked), d.Backoff)
+		r.observe(s, "drain", d.Took, "timeout")
 		if r.metrics != nil {
 			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
 		}
 		r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
-		return reconcile.Result{RequeueAfter: rollout.Backoff(ro.Failures)}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
+		return reconcile.Result{RequeueAfter: d.Backoff}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
 	}
-	if len(res.Blocked) > 0 && ro.Reason != "DrainBlocked" {
+	if d.MarkBlocked {
 		ro.Reason, ro.Message = "DrainBlocked", "eviction refused by a PodDisruptionBudget: "+blockedMessage(res.Blocked)
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	wait := rollout.DrainPoll
-	if left := timeout - took; left < wait {
-		wait = left
-	}
-	return reconcile.Result{RequeueAfter: wait}, nil
+	return reconcile.Result{RequeueAfter: d.Wait}, nil
 }
 
 // verify waits for the node to boot the target digest and be Ready within

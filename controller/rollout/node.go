@@ -290,3 +290,53 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 	out.Wait = min(VerifyPoll, timeout-took)
 	return out
 }
+
+// DrainOutcome is where a drain pass leaves a node in its slot (Drain).
+type DrainOutcome int
+
+const (
+	// DrainWait: pods are left; look again after Wait.
+	DrainWait DrainOutcome = iota
+	// DrainDone: no pod is left: record Rebooting and order the boot.
+	DrainDone
+	// DrainTimedOut: drainTimeout passed with pods left: the slot is
+	// given back (Pending) and the node retries after Backoff.
+	DrainTimedOut
+)
+
+// DrainDecision is Drain's answer.
+type DrainDecision struct {
+	Outcome DrainOutcome
+	// Took is the time since the drain started.
+	Took time.Duration
+	// Failures is the count of drain timeouts with this one, and Backoff
+	// the wait before the next attempt (DrainTimedOut).
+	Failures int32
+	Backoff  time.Duration
+	// MarkBlocked: PodDisruptionBudgets refused evictions and the record
+	// does not say so yet: record DrainBlocked (DrainWait).
+	MarkBlocked bool
+	Wait        time.Duration
+}
+
+// Drain is the rule after one drain pass of a node in its slot: remaining
+// pods are left on it, and blocked says whether a PodDisruptionBudget
+// refused an eviction. The drain started at status.rollout.drainStartedAt.
+func Drain(v NodeView, remaining int, blocked bool) DrainDecision {
+	ro := &v.Record.Status.Rollout
+	var took time.Duration
+	if ro.DrainStartedAt != nil {
+		took = v.Now.Sub(ro.DrainStartedAt.Time)
+	}
+	if remaining == 0 {
+		return DrainDecision{Outcome: DrainDone, Took: took}
+	}
+	timeout := DefaultDrainTimeout
+	if v.Pool != nil {
+		timeout = DurationOr(v.Pool.Spec.DrainTimeout, DefaultDrainTimeout)
+	}
+	if took >= timeout {
+		return DrainDecision{Outcome: DrainTimedOut, Took: took, Failures: ro.Failures + 1, Backoff: Backoff(ro.Failures + 1)}
+	}
+	return DrainDecision{Took: took, MarkBlocked: blocked && ro.Reason != "DrainBlocked", Wait: min(DrainPoll, timeout-took)}
+}

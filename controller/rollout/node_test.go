@@ -139,3 +139,40 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestDrain: the rule after a drain pass, one case per outcome, and
+// drainTimeout to the second.
+func TestDrain(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.DrainTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+	rec := func(ago time.Duration, failures int32, reason string) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		bn.Status.Phase = v1alpha1.PhaseDraining
+		bn.Status.Rollout.DrainStartedAt = &metav1.Time{Time: now.Add(-ago)}
+		bn.Status.Rollout.Failures, bn.Status.Rollout.Reason = failures, reason
+		return bn
+	}
+	for _, c := range []struct {
+		name      string
+		bn        *v1alpha1.BootcNode
+		remaining int
+		blocked   bool
+		want      DrainDecision
+	}{
+		{"drained", rec(40*time.Second, 0, "SlotGranted"), 0, false, DrainDecision{Outcome: DrainDone, Took: 40 * time.Second}},
+		{"pods left", rec(time.Minute, 0, "SlotGranted"), 3, false, DrainDecision{Took: time.Minute, Wait: DrainPoll}},
+		{"refused by a budget: said once", rec(time.Minute, 0, "SlotGranted"), 3, true, DrainDecision{Took: time.Minute, MarkBlocked: true, Wait: DrainPoll}},
+		{"refused by a budget, already said", rec(time.Minute, 0, "DrainBlocked"), 3, true, DrainDecision{Took: time.Minute, Wait: DrainPoll}},
+		{"a second before drainTimeout", rec(10*time.Minute-time.Second, 0, "DrainBlocked"), 1, true, DrainDecision{Took: 10*time.Minute - time.Second, Wait: time.Second}},
+		{"drainTimeout, first time", rec(10*time.Minute, 0, "DrainBlocked"), 1, true, DrainDecision{Outcome: DrainTimedOut, Took: 10 * time.Minute, Failures: 1, Backoff: BackoffBase}},
+		{"drainTimeout, third time", rec(11*time.Minute, 2, "DrainBlocked"), 1, false, DrainDecision{Outcome: DrainTimedOut, Took: 11 * time.Minute, Failures: 3, Backoff: 4 * BackoffBase}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Drain(NodeView{Record: c.bn, Pool: pool, Now: now}, c.remaining, c.blocked)
+			if got != c.want {
+				t.Errorf("Drain = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
