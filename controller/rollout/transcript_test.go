@@ -35,7 +35,8 @@ var update = flag.Bool("update", false, "rewrite the expected decisions in testd
 // start, like 90s):
 //
 //	pool key=value...   image, maxUnavailable, maxStaging, maxFailures,
-//	                    healthTimeout, paused, window (HH:MM/duration)
+//	                    healthTimeout, drainTimeout, paused, window
+//	                    (HH:MM/duration)
 //	node NAME key...    sets fields of a node (created on first use):
 //	                    booted= staged= desired= target= failed= phase=
 //	                    since= retryAfter= daemon= (Staging, Error),
@@ -44,7 +45,17 @@ var update = flag.Bool("update", false, "rewrite the expected decisions in testd
 //	                    (a new, empty one), deleting, created=,
 //	                    rebooting (the daemon asked for a reboot and has
 //	                    not reported since)
+//	                    (node rules:) drainStarted= rebootRequested=
+//	                    boot (desiredState Booted), rollback,
+//	                    lastReboot=LETTER/BOOTID, bootid= (the daemon's),
+//	                    nodeboot= (the Node's), left (no longer selected),
+//	                    reason= (status.rollout.reason)
 //	pass t=OFFSET       one pool pass at that time
+//	step NAME t=OFFSET [remaining=N] [blocked]
+//	                    the node rules for NAME at that time: its next
+//	                    action, and for a drain (with N pods left after the
+//	                    pass, and evictions refused) or a verification, what
+//	                    it comes to; nothing is written
 func TestTranscripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -114,6 +125,7 @@ func letterOf(s string) string {
 func replay(script string) (string, error) {
 	w := &world{t0: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), nodes: map[string]*tnode{}, first: true}
 	w.pool = &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	w.pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 	var out strings.Builder
 	lines := strings.Split(script, "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
@@ -136,9 +148,13 @@ func replay(script string) (string, error) {
 				break
 			}
 			err = w.setNode(fields[1], fields[2:])
-		case "pass":
+		case "pass", "step":
 			var got string
-			got, err = w.pass(fields[1:])
+			if fields[0] == "pass" {
+				got, err = w.pass(fields[1:])
+			} else {
+				got, err = w.step(fields[1:])
+			}
 			if err != nil {
 				break
 			}
@@ -192,12 +208,16 @@ func (w *world) setPool(args []string) error {
 				return err
 			}
 			sp.FailurePolicy.MaxFailures = ptr.To(int32(n))
-		case "healthTimeout":
+		case "healthTimeout", "drainTimeout":
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return err
 			}
-			sp.HealthTimeout = &metav1.Duration{Duration: d}
+			if k == "healthTimeout" {
+				sp.HealthTimeout = &metav1.Duration{Duration: d}
+			} else {
+				sp.DrainTimeout = &metav1.Duration{Duration: d}
+			}
 		case "paused":
 			sp.Paused = v == "true"
 		case "window":
@@ -219,7 +239,7 @@ func (w *world) setNode(name string, args []string) error {
 	if n == nil {
 		n = &tnode{
 			bn:   &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(w.t0.Add(-time.Hour))}},
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p"}}},
 		}
 		setReady(n.node, corev1.ConditionTrue)
 		w.nodes[name] = n
@@ -258,9 +278,10 @@ func (w *world) setNode(name string, args []string) error {
 		}
 		var err error
 		switch k {
-		case "booted", "staged", "desired", "target", "failed", "phase", "since", "retryAfter", "daemon", "cordoned", "deleting", "created", "rebooting":
+		case "booted", "staged", "desired", "target", "failed", "phase", "since", "retryAfter", "daemon", "cordoned", "deleting", "created", "rebooting",
+			"drainStarted", "rebootRequested", "boot", "rollback", "lastReboot", "bootid", "reason":
 			err = needRecord()
-		case "ready", "notready", "unknown", "osnotready":
+		case "ready", "notready", "unknown", "osnotready", "nodeboot", "left":
 			err = needNode()
 		}
 		if err != nil {
@@ -323,11 +344,111 @@ func (w *world) setNode(name string, args []string) error {
 			n.node.Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}}
 		case "conflict":
 			n.conflict = v
+		case "drainStarted", "rebootRequested":
+			at, err := w.at(v)
+			if err != nil {
+				return err
+			}
+			if k == "drainStarted" {
+				st.Rollout.DrainStartedAt = &metav1.Time{Time: at}
+			} else {
+				st.Rollout.RebootRequestedAt = &metav1.Time{Time: at}
+			}
+		case "boot":
+			bn.Spec.DesiredState = v1alpha1.DesiredBooted
+		case "rollback":
+			bn.Spec.Rollback = true
+		case "lastReboot":
+			letter, boot, _ := strings.Cut(v, "/")
+			st.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img(letter), BootID: boot, At: metav1.NewTime(w.t0)}
+		case "bootid":
+			st.Daemon.BootID = v
+		case "reason":
+			st.Rollout.Reason = v
+		case "nodeboot":
+			n.node.Status.NodeInfo.BootID = v
+		case "left":
+			n.node.Labels = map[string]string{"pool": "elsewhere"}
 		default:
 			return fmt.Errorf("unknown node field %q", k)
 		}
 	}
 	return nil
+}
+
+// step runs the node rules for one node at the time args give.
+func (w *world) step(args []string) (string, error) {
+	if len(args) < 2 || !strings.HasPrefix(args[1], "t=") {
+		return "", errors.New("step needs NAME t=OFFSET")
+	}
+	n := w.nodes[args[0]]
+	if n == nil || n.bn == nil || n.node == nil {
+		return "", fmt.Errorf("step %s: needs a node with a record and a Node", args[0])
+	}
+	now, err := w.at(strings.TrimPrefix(args[1], "t="))
+	if err != nil {
+		return "", err
+	}
+	remaining, blocked := 0, false
+	for _, a := range args[2:] {
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "remaining":
+			if remaining, err = strconv.Atoi(v); err != nil {
+				return "", err
+			}
+		case "blocked":
+			blocked = true
+		default:
+			return "", fmt.Errorf("unknown step argument %q", k)
+		}
+	}
+	v := NodeView{Record: n.bn, Node: n.node, Pool: w.pool, Now: now}
+	d := NextNodeAction(v, TestOnly{})
+	var b strings.Builder
+	fmt.Fprintf(&b, "action: %s", d.Action)
+	if d.KeepProtected {
+		b.WriteString(" keepProtected")
+	}
+	if d.Wait > 0 {
+		fmt.Fprintf(&b, " wait=%s", d.Wait)
+	}
+	b.WriteString("\n")
+	switch d.Action {
+	case NodeDrain:
+		dd := Drain(v, remaining, blocked)
+		outcome := [...]string{"wait", "done", "timedOut"}[dd.Outcome]
+		fmt.Fprintf(&b, "drain: %s took=%s", outcome, dd.Took)
+		if dd.Outcome == DrainTimedOut {
+			fmt.Fprintf(&b, " failures=%d backoff=%s", dd.Failures, dd.Backoff)
+		}
+		if dd.MarkBlocked {
+			b.WriteString(" markBlocked")
+		}
+		if dd.Wait != 0 {
+			fmt.Fprintf(&b, " wait=%s", dd.Wait)
+		}
+		b.WriteString("\n")
+	case NodeVerify:
+		vd := Verify(v, TestOnly{})
+		outcome := [...]string{"wait", "orderBoot", "done", "bootFailed", "healthTimeout"}[vd.Outcome]
+		fmt.Fprintf(&b, "verify: %s took=%s", outcome, vd.Took)
+		if vd.MarkVerifying {
+			b.WriteString(" markVerifying")
+		}
+		if vd.Wait != 0 {
+			fmt.Fprintf(&b, " wait=%s", vd.Wait)
+		}
+		b.WriteString("\n")
+	case NodeRelease:
+		ok, wait := BootOrderSettled(v)
+		fmt.Fprintf(&b, "boot order settled: %v", ok)
+		if wait > 0 {
+			fmt.Fprintf(&b, " wait=%s", wait)
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), nil
 }
 
 func setReady(n *corev1.Node, s corev1.ConditionStatus) {
