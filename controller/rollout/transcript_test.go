@@ -166,6 +166,12 @@ func replay(script string) (string, error) {
 				}
 			}
 			out.WriteString("----\n" + got)
+			// The decisions end at a blank line: one is added when the
+			// next command follows at once, or the next run would take
+			// that command for recorded output.
+			if i+1 < len(lines) && lines[i+1] != "" {
+				out.WriteString("\n")
+			}
 		default:
 			err = fmt.Errorf("unknown command %q", fields[0])
 		}
