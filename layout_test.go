@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,4 +84,25 @@ func underAny(p string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// TestInvariantsDoNotImportWhatTheyJudge: the invariants compute what is
+// allowed from the specs and the trace, never with the code they judge, so
+// sim/invariant must not depend on controller/ or nodedaemon/, not even
+// through another package (the cluster model runs the daemon's code: the
+// checker takes its facts from sim/facts instead).
+func TestInvariantsDoNotImportWhatTheyJudge(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./sim/invariant").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./sim/invariant: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 {
+		t.Fatal("go list printed no dependencies: the check checks nothing")
+	}
+	for _, d := range deps {
+		if rest, ours := strings.CutPrefix(d, module+"/"); ours && (under(rest, "controller") || under(rest, "nodedaemon")) {
+			t.Errorf("sim/invariant depends on %s", d)
+		}
+	}
 }

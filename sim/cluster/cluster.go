@@ -48,6 +48,7 @@ import (
 	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -156,7 +157,7 @@ type Cluster struct {
 	slowFactor             int
 
 	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
-	starved []StageStarvation       // stagings that failed for lack of space
+	starved []facts.StageStarvation // stagings that failed for lack of space
 }
 
 // New builds the cluster model for sc on the engine and API server, and
@@ -347,34 +348,17 @@ func (c *Cluster) SchedulableCapacity() (cpuMilli int64, nodes int) {
 // PendingPods returns the number of workload pods not bound to a node.
 func (c *Cluster) PendingPods() int { return c.pending }
 
-// PDBState is the state of one PodDisruptionBudget.
-type PDBState struct {
-	Namespace, Name string
-	// Healthy counts the covered pods that are Running, Ready and not
-	// terminating.
-	Healthy int
-	// DesiredHealthy is how many must be healthy: minAvailable, or
-	// expected minus maxUnavailable (percentages rounded up).
-	DesiredHealthy int
-	// ExpectedPods is the covered workloads' replica count.
-	ExpectedPods int
-	// DisruptionsAllowed is how many more covered pods may be evicted now.
-	DisruptionsAllowed int
-	// Violated is true when Healthy < DesiredHealthy.
-	Violated bool
-}
-
 // EvictionsRefused returns how many evictions PodDisruptionBudgets have
 // refused so far (anyone's).
 func (c *Cluster) EvictionsRefused() uint64 { return c.evictionsRefused }
 
 // PDBStatus returns the state of every PDB, sorted by namespace and name.
-func (c *Cluster) PDBStatus() []PDBState {
-	out := make([]PDBState, 0, len(c.pdbs))
+func (c *Cluster) PDBStatus() []facts.PDBState {
+	out := make([]facts.PDBState, 0, len(c.pdbs))
 	for _, b := range c.pdbs {
 		out = append(out, b.state())
 	}
-	slices.SortFunc(out, func(a, b PDBState) int {
+	slices.SortFunc(out, func(a, b facts.PDBState) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return out

@@ -24,6 +24,7 @@ import (
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -240,14 +241,14 @@ func (h *harness) cordon(name string, on bool) {
 	}
 }
 
-func (h *harness) pdb(name string) cluster.PDBState {
+func (h *harness) pdb(name string) facts.PDBState {
 	for _, s := range h.cl.PDBStatus() {
 		if s.Name == name {
 			return s
 		}
 	}
 	h.t.Fatalf("no PDB %s", name)
-	return cluster.PDBState{}
+	return facts.PDBState{}
 }
 
 // stageErr stages image on node, lets what ends at once end, and returns
@@ -335,7 +336,7 @@ func TestStartBuildsSettledCluster(t *testing.T) {
 	if got := h.cl.PendingPods(); got != 0 {
 		t.Errorf("PendingPods = %d, want 0", got)
 	}
-	want := cluster.PDBState{Namespace: "default", Name: "web", Healthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
+	want := facts.PDBState{Namespace: "default", Name: "web", Healthy: 3, DesiredHealthy: 3, ExpectedPods: 3}
 	if got := h.pdb("web"); got != want {
 		t.Errorf("web PDB = %+v, want %+v", got, want)
 	}

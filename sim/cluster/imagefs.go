@@ -1,10 +1,10 @@
 package cluster
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -226,22 +226,9 @@ func (f *imageFs) booted() {
 	f.staged = 0
 }
 
-// StageStarvation is an OS staging that failed for lack of space.
-type StageStarvation struct {
-	Node, Image string
-	// Need is the free space the staging needed, Available what was free,
-	// PinnedHeld what pinned images held then.
-	Need, Available, PinnedHeld int64
-}
-
-// String describes the failure.
-func (s StageStarvation) String() string {
-	return fmt.Sprintf("node %s: staging %s needed %d bytes free, %d were, pinned images held %d", s.Node, s.Image, s.Need, s.Available, s.PinnedHeld)
-}
-
 // TakeStageStarvations returns the stagings that failed for lack of space
 // since the last call.
-func (c *Cluster) TakeStageStarvations() []StageStarvation {
+func (c *Cluster) TakeStageStarvations() []facts.StageStarvation {
 	out := c.starved
 	c.starved = nil
 	return out

@@ -21,6 +21,7 @@ import (
 
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -111,9 +112,9 @@ func (b *pdb) desired() int {
 	return 0
 }
 
-func (b *pdb) state() PDBState {
+func (b *pdb) state() facts.PDBState {
 	d := b.desired()
-	return PDBState{
+	return facts.PDBState{
 		Namespace: b.ns, Name: b.name, Healthy: b.healthy, DesiredHealthy: d, ExpectedPods: b.expected(),
 		DisruptionsAllowed: max(b.healthy-d, 0), Violated: b.healthy < d,
 	}

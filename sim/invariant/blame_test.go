@@ -12,7 +12,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -53,7 +53,7 @@ func pdbFixture(t *testing.T) (*fixture, []*corev1.Pod) {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: new(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}})
 	pods := []*corev1.Pod{f.webPod("web-0", "a"), f.webPod("web-1", "b"), f.webPod("web-2", "c")}
-	f.pdbs = []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 3, DesiredHealthy: 2}}
+	f.pdbs = []facts.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 3, DesiredHealthy: 2}}
 	f.setHealthy(3)
 	f.check(time.Second)
 	return f, pods

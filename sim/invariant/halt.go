@@ -2,9 +2,9 @@ package invariant
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -32,14 +32,24 @@ type halt struct {
 	reported map[string]bool
 }
 
-// digestOf returns the digest of a digest reference ("repo@sha256:..."),
-// or the string itself when it is not one (a bare digest, or a malformed
-// reference, which then equals no digest but itself).
+// digestOf returns the digest of a digest reference ("repo@sha256:" and
+// 64 lower-case hex digits, as DESIGN.md and the CRD define one), or the
+// string itself when it is not one (a bare digest, or a malformed
+// reference, which then equals no digest but itself). The checker reads
+// references by the specification, not with the parser of the code it
+// judges (internal/imageref); TestDigestOfAgreesWithImageref checks that
+// the two agree.
 func digestOf(ref string) string {
-	if d := imageref.Digest(ref); d != "" {
-		return d
+	i := strings.LastIndexByte(ref, '@')
+	if i <= 0 {
+		return ref
 	}
-	return ref
+	d := ref[i+1:]
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 || strings.IndexFunc(hex, func(r rune) bool { return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') }) >= 0 {
+		return ref
+	}
+	return d
 }
 
 func slotKey(s v1alpha1.Slot) string { return s.Node + "\x00" + s.Since.UTC().String() }

@@ -27,9 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -94,7 +93,7 @@ type Sources struct {
 	// Booted returns the image node boots now.
 	Booted func(node string) string
 	// PDBs returns the PodDisruptionBudgets' state.
-	PDBs func() []cluster.PDBState
+	PDBs func() []facts.PDBState
 	// PodRemovals returns how many requests bootroll has made that remove
 	// pods: evictions, plus direct deletions (only the deliberately broken
 	// bootroll.testOnly.deleteInsteadOfEvict deletes pods, and a PDB
@@ -343,7 +342,7 @@ func intOrString(p *Pool) string {
 // before the first such removal.
 type pdbRemoval struct {
 	key    string
-	before cluster.PDBState
+	before facts.PDBState
 	pod    string
 }
 
@@ -409,7 +408,7 @@ func (c *Checker) checkPDBs(at time.Duration) {
 	}
 }
 
-func pdbCounts(st cluster.PDBState) string {
+func pdbCounts(st facts.PDBState) string {
 	return fmt.Sprintf("%d healthy of %d expected, %d must be healthy", st.Healthy, st.ExpectedPods, st.DesiredHealthy)
 }
 
@@ -719,7 +718,7 @@ func imageMatches(booted string, im *scenario.Image) bool {
 	case booted == im.Name, booted == im.Ref, booted == im.Digest:
 		return true
 	}
-	return imageref.Digest(booted) == im.Digest
+	return digestOf(booted) == im.Digest
 }
 
 func (c *Checker) unconverged() []string {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -26,7 +26,7 @@ type fixture struct {
 	pool    *v1alpha1.BootcNodePool
 	now     time.Time
 	booted  map[string]string
-	pdbs    []cluster.PDBState
+	pdbs    []facts.PDBState
 	evicted uint64
 	refused uint64 // evictions refused by budgets
 	// deleteBootcNodeAt, when set, makes slot delete the BootcNode at that
@@ -43,7 +43,7 @@ func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, no
 	c, err := New(sc, Sources{
 		Now:              func() time.Time { return f.now },
 		Booted:           func(node string) string { return f.booted[node] },
-		PDBs:             func() []cluster.PDBState { return f.pdbs },
+		PDBs:             func() []facts.PDBState { return f.pdbs },
 		PodRemovals:      func() uint64 { return f.evicted },
 		EvictionsRefused: func() uint64 { return f.refused },
 	}, t0)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -646,12 +646,12 @@ func TestAdminUncordonMidSlotReplacesTheCordonFound(t *testing.T) {
 // admin-uncordon-mid-drain.converges.seed57, two nodes deleted and no room
 // left to drain).
 func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
-	blocking := []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 3, DesiredHealthy: 3}}
-	allowing := []cluster.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 4, DesiredHealthy: 3, DisruptionsAllowed: 1}}
+	blocking := []facts.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 3, DesiredHealthy: 3}}
+	allowing := []facts.PDBState{{Namespace: "default", Name: "web", ExpectedPods: 4, Healthy: 4, DesiredHealthy: 3, DisruptionsAllowed: 1}}
 	for _, tc := range []struct {
 		name     string
 		degraded string // "": Degraded False
-		pdbs     []cluster.PDBState
+		pdbs     []facts.PDBState
 		refused  time.Duration // when a budget refused an eviction; 0: never
 		want     int
 	}{

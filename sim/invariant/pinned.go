@@ -12,7 +12,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -24,7 +24,7 @@ const ExpectPinnedSets = "pinned-sets"
 type PinnedSources struct {
 	// TakeStageStarvations returns the OS stagings that failed for lack
 	// of space since the last call.
-	TakeStageStarvations func() []cluster.StageStarvation
+	TakeStageStarvations func() []facts.StageStarvation
 	// PinnedPresent reports whether a pinned image is on a node.
 	PinnedPresent func(node, ref string) bool
 	// DaemonRunning reports whether a node's daemon process runs (nil:

@@ -6,7 +6,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
-	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -80,12 +80,12 @@ func TestPinnedSetsExact(t *testing.T) {
 func TestOSStagingNotStarved(t *testing.T) {
 	sc := &scenario.Scenario{Name: "p", Expect: scenario.Expect{Invariants: []scenario.Invariant{scenario.InvOSStagingNotStarved}}}
 	chk, _ := New(sc, Sources{}, t0)
-	pending := []cluster.StageStarvation{
+	pending := []facts.StageStarvation{
 		{Node: "a", Image: "v2", Need: 8, Available: 2, PinnedHeld: 0}, // not the prefetch's doing
 		{Node: "b", Image: "v2", Need: 8, Available: 2, PinnedHeld: 3}, // would not fit anyway
 		{Node: "c", Image: "v2", Need: 8, Available: 2, PinnedHeld: 6}, // starved
 	}
-	chk.SetPinnedSources(PinnedSources{TakeStageStarvations: func() []cluster.StageStarvation { p := pending; pending = nil; return p }})
+	chk.SetPinnedSources(PinnedSources{TakeStageStarvations: func() []facts.StageStarvation { p := pending; pending = nil; return p }})
 	chk.Check(t0)
 	if vs := chk.Violations(); len(vs) != 1 || vs[0].Objects[0] != "Node/c" {
 		t.Fatalf("violations %v, want node c only", vs)

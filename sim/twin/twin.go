@@ -80,6 +80,7 @@ import (
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
+	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/invariant"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -339,7 +340,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	chk, err := invariant.New(sc, invariant.Sources{
 		Now:    eng.Now,
 		Booted: func(node string) string { return cl.Booted(node) },
-		PDBs:   func() []cluster.PDBState { return cl.PDBStatus() },
+		PDBs:   func() []facts.PDBState { return cl.PDBStatus() },
 		// Pod deletes count too: a drain that deletes instead of evicting
 		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
 		PodRemovals:      func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
