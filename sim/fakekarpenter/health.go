@@ -55,15 +55,7 @@ func (h *Health) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if !h.enabled() {
 		return reconcile.Result{}, nil
 	}
-	node, err := k.getNode(ctx, req.Name)
-	if err != nil || node == nil {
-		return reconcile.Result{}, err
-	}
-	name := k.claimOf(node)
-	if name == "" {
-		return reconcile.Result{}, nil
-	}
-	nc, err := k.getClaim(ctx, name)
+	node, nc, err := k.nodeAndClaim(ctx, req.Name)
 	if err != nil || nc == nil || nc.deleting() {
 		return reconcile.Result{}, err
 	}

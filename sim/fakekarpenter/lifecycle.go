@@ -404,6 +404,21 @@ func (k *Karpenter) finalizeClaim(ctx context.Context, nc *nodeClaim) (reconcile
 	return reconcile.Result{}, nil
 }
 
+// nodeAndClaim reads the Node name and the NodeClaim that owns it; nc is
+// nil when either is gone or no NodeClaim owns the Node.
+func (k *Karpenter) nodeAndClaim(ctx context.Context, name string) (*corev1.Node, *nodeClaim, error) {
+	node, err := k.getNode(ctx, name)
+	if err != nil || node == nil {
+		return node, nil, err
+	}
+	claim := k.claimOf(node)
+	if claim == "" {
+		return node, nil, nil
+	}
+	nc, err := k.getClaim(ctx, claim)
+	return node, nc, err
+}
+
 // getNode reads a Node; nil, nil when name is empty or it does not exist.
 func (k *Karpenter) getNode(ctx context.Context, name string) (*corev1.Node, error) {
 	if name == "" {

@@ -42,15 +42,7 @@ func (p *PodEvents) Map(ev apiserver.Event) []reconcile.Request {
 // was set less than PodEventDedupe ago.
 func (p *PodEvents) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	k := p.k
-	node, err := k.getNode(ctx, req.Name)
-	if err != nil || node == nil {
-		return reconcile.Result{}, err
-	}
-	name := k.claimOf(node)
-	if name == "" {
-		return reconcile.Result{}, nil
-	}
-	nc, err := k.getClaim(ctx, name)
+	_, nc, err := k.nodeAndClaim(ctx, req.Name)
 	if err != nil || nc == nil {
 		return reconcile.Result{}, err
 	}
