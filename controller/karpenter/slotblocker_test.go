@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"context"
@@ -7,12 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
+	"github.com/bootroll/bootroll/controller/karpenter"
 )
 
 // A sh/disrupted taint blocks a slot only on a node a NodeClaim
@@ -25,16 +23,16 @@ func TestSlotBlockerIgnoresAStaleDisruptedTaint(t *testing.T) {
 	orphan := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "orphan"}, Spec: corev1.NodeSpec{Taints: tainted}, Status: corev1.NodeStatus{Conditions: ready}}
 	owned := orphan.DeepCopy()
 	owned.Name = "owned"
-	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: NodeClaimGVK.GroupVersion().String(), Kind: "NodeClaim", Name: "claim-1", UID: "u1"}}
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: karpenter.NodeClaimGVK.GroupVersion().String(), Kind: "NodeClaim", Name: "claim-1", UID: "u1"}}
 	claim := &unstructured.Unstructured{}
-	claim.SetGroupVersionKind(NodeClaimGVK)
+	claim.SetGroupVersionKind(karpenter.NodeClaimGVK)
 	claim.SetName("claim-1")
-	cl := fakeClient(t, orphan, owned, claim)
+	cl := fakeapi.Client(t, orphan, owned, claim)
 	for _, c := range []struct {
 		node    *corev1.Node
 		blocked bool
 	}{{orphan, false}, {owned, true}} {
-		why, err := SlotBlocker(context.Background(), cl, cl.RESTMapper(), c.node, false)
+		why, err := karpenter.SlotBlocker(context.Background(), cl, cl.RESTMapper(), c.node, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,17 +40,4 @@ func TestSlotBlockerIgnoresAStaleDisruptedTaint(t *testing.T) {
 			t.Errorf("%s: SlotBlocker = %q, want blocked %v", c.node.Name, why, c.blocked)
 		}
 	}
-}
-
-// fakeClient holds objs, with the Kubernetes kinds and NodeClaims (as
-// unstructured).
-func fakeClient(t *testing.T, objs ...client.Object) client.Client {
-	t.Helper()
-	sch := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	sch.AddKnownTypeWithName(NodeClaimGVK, &unstructured.Unstructured{})
-	sch.AddKnownTypeWithName(NodeClaimGVK.GroupVersion().WithKind("NodeClaimList"), &unstructured.UnstructuredList{})
-	return fake.NewClientBuilder().WithScheme(sch).WithObjects(objs...).Build()
 }

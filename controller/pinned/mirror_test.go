@@ -7,12 +7,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/options"
 )
 
@@ -24,14 +22,7 @@ func TestMirrorSecretKeepsType(t *testing.T) {
 	const ns = "bootroll-system"
 	dockercfg := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Type: corev1.SecretTypeDockercfg,
 		Data: map[string][]byte{corev1.DockerConfigKey: []byte(`{"quay.io":{"auth":"dTpw"}}`), "other": []byte("x")}}
-	sch := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(dockercfg).Build()
+	c := fakeapi.Client(t, dockercfg)
 	r := New(c, options.Options{SecretNamespace: ns})
 	set := &v1alpha1.PinnedImageSet{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}
 	ref := &v1alpha1.SecretReference{Namespace: ns, Name: "creds"}
