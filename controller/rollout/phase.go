@@ -86,24 +86,20 @@ func DigestOfHost(h *v1alpha1.HostImage) string {
 }
 
 // NodeReady reports whether the kubelet reports the Node Ready.
-func NodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func NodeReady(n *corev1.Node) bool { return readyStatus(n) == corev1.ConditionTrue }
 
 // NodeNotReady reports whether the kubelet reports the Node NotReady
 // (Ready=False): the host is up, unlike Unknown.
-func NodeNotReady(n *corev1.Node) bool {
+func NodeNotReady(n *corev1.Node) bool { return readyStatus(n) == corev1.ConditionFalse }
+
+// readyStatus is the status of the Node's Ready condition, "" without one.
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionFalse
+			return c.Status
 		}
 	}
-	return false
+	return ""
 }
 
 // HasTaint reports whether the Node carries a taint with key.
