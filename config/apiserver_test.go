@@ -290,7 +290,7 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			t.Errorf("the policy blocks other users: %v", err)
 		}
 		if err := podClient.Patch(ctx, &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
-			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"desiredState":"Booted"}}`))); !apierrors.IsForbidden(err) {
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"bootOrder":{"image":"x","at":"2026-01-05T00:00:00Z"}}}`))); !apierrors.IsForbidden(err) {
 			t.Errorf("daemon patching its BootcNode's spec: want Forbidden, got %v", err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/poolfeed"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
@@ -124,7 +125,7 @@ func (w *world) kubelet(ready corev1.ConditionStatus, bootID string) {
 
 func (w *world) wantPhase(want v1alpha1.NodePhase) {
 	w.t.Helper()
-	if got := w.record().Status.Phase; got != want {
+	if got := rollout.RecordPhase(w.record()); got != want {
 		w.t.Fatalf("at %s: phase %s, want %s (%+v)", w.clk.Now().Format(time.TimeOnly), got, want, w.record().Status.Rollout)
 	}
 }
@@ -154,8 +155,8 @@ func (w *world) stageAndGrant() {
 	w.clk.Step(time.Second)
 	w.reconcile(w.node, "n")
 	w.wantPhase(v1alpha1.PhaseRebooting)
-	if got := w.record().Spec.DesiredState; got != v1alpha1.DesiredBooted {
-		w.t.Fatalf("after the drain: desiredState %s, want Booted", got)
+	if got := w.record().Spec.Order(); got == nil || !got.At.Time.Equal(w.clk.Now().Truncate(time.Second)) {
+		w.t.Fatalf("after the drain: boot order %+v, want one given now (%s)", got, w.clk.Now())
 	}
 }
 
@@ -189,8 +190,8 @@ func TestUpdateOnAFakeClock(t *testing.T) {
 	if bn.Status.Rollout.Cordoned || w.kubeNode().Spec.Unschedulable {
 		t.Fatalf("updated but still cordoned: record %v, Node %v", bn.Status.Rollout.Cordoned, w.kubeNode().Spec.Unschedulable)
 	}
-	if bn.Spec.DesiredState == v1alpha1.DesiredBooted {
-		t.Fatal("the boot order outlived the update")
+	if !rollout.OrderSpent(bn) {
+		t.Fatalf("the update is over but its boot order %+v is not spent (booted %+v)", bn.Spec.BootOrder, bn.Status.Booted)
 	}
 	w.clk.Step(2 * time.Second)
 	w.reconcile(w.pool, "p")
@@ -210,7 +211,7 @@ func TestHealthTimeoutOnAFakeClock(t *testing.T) {
 	const timeout = 5 * time.Minute
 	w := newWorld(t, timeout)
 	w.stageAndGrant()
-	asked := w.record().Status.Rollout.RebootRequestedAt.Time
+	asked := w.record().Spec.Order().At.Time
 	w.daemon(func(st *v1alpha1.BootcNodeStatus) {
 		st.Daemon.Phase = v1alpha1.DaemonRebooting
 		st.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: w.target, BootID: "boot-0", At: metav1.NewTime(asked)}

@@ -144,7 +144,7 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 		}
 	}
 	ro.AddedAnnotations, ro.AddedNodeClaimAnnotations, ro.ProtectUntil = nil, nil, nil
-	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt, ro.RebootRequestedAt = false, nil, nil, nil
+	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt = false, nil, nil
 	if rollout.HoldsSlot(s.bn.Status.Phase) {
 		s.bn.Status.Phase = v1alpha1.PhasePending
 		ro.PhaseSince = &metav1.Time{Time: s.now}

@@ -253,15 +253,17 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 // (the pool would hand its slot, and the same image, to the next node).
 func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
-	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || bn.Spec.Rollback ||
-		ro.RebootRequestedAt == nil || !rollout.RebootStarted(s.bn) || rollout.NodeReady(s.node) {
+	ro, o := &bn.Status.Rollout, bn.Spec.LastOrder()
+	_ = ro
+	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || o == nil || o.Rollback ||
+		!rollout.RebootStarted(s.bn) || rollout.NodeReady(s.node) {
 		return "", false
 	}
 	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(last.Image) != want {
 		return "", false
 	}
 	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
-	if s.now.Before(ro.RebootRequestedAt.Add(timeout)) {
+	if s.now.Before(o.At.Add(timeout)) {
 		return "", false
 	}
 	return fmt.Sprintf("%s during the update and was not healthy %s after the reboot request (booted %q, Ready=false)",
@@ -335,17 +337,16 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 // its slot and is drained again before it may boot the new image.
 func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
 	ro := &s.bn.Status.Rollout
-	switch s.bn.Status.Phase {
+	switch rollout.RecordPhase(s.bn) {
 	case v1alpha1.PhaseDraining:
 		if err := r.finish(ctx, s, v1alpha1.PhasePending, "Retargeted", "drain abandoned: the pool image changed", false); err != nil {
 			return err
 		}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
-		if s.bn.Spec.Rollback {
+		if s.bn.Spec.RollingBack() {
 			// The controller's own rollback order (recordFailure), whose
 			// record write did not happen: the node is cordoned, drained
 			// and in its slot for it.
-			ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 			ro.Reason, ro.Message = "RollingBack", "rolling back to "+target
 			break
 		}
@@ -355,7 +356,6 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 		ro = &s.bn.Status.Rollout
 		s.bn.Status.Phase = v1alpha1.PhaseDraining
 		ro.PhaseSince = &metav1.Time{Time: s.now}
-		ro.RebootRequestedAt = nil
 		ro.DrainStartedAt = &metav1.Time{Time: s.now}
 		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; draining again before booting "+target
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
@@ -372,6 +372,13 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 		// (the pool's halt counts a record in its slot that failed its
 		// target). The events and the pool's lastHalt keep it.
 		ro.FailedImage = ""
+	}
+	if o := s.bn.Spec.BootOrder; r.opts.TestOnly.KeepBootOrder && o != nil && o.Image != target {
+		// Planted: the last order follows the node to its new image.
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder.Image, b.Spec.BootOrder.Withdrawn = target, false }); err != nil {
+			return err
+		}
+		ro = &s.bn.Status.Rollout
 	}
 	ro.TargetImage = target
 	ro.Failures = 0
@@ -463,16 +470,15 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 	d := rollout.Drain(s.view(), res.Remaining, len(res.Blocked) > 0)
 	switch d.Outcome {
 	case rollout.DrainDone:
-		s.bn.Status.Phase = v1alpha1.PhaseRebooting
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "Drained", fmt.Sprintf("drained in %s; rebooting into %s", d.Took.Round(time.Second), ro.TargetImage)
-		if err := r.patchStatus(ctx, s); err != nil {
-			return reconcile.Result{}, err
+		// No record write: the boot order that verify gives (with its
+		// time) records that the drain is over, and makes the phase
+		// Rebooting (rollout.RecordPhase).
+		res, err := r.verify(ctx, s)
+		if err == nil && s.bn.Spec.Order() != nil {
+			r.observe(s, "drain", d.Took, "drained")
+			r.event(s.bn, corev1.EventTypeNormal, "Drained", "drained in %s; rebooting into %s", d.Took.Round(time.Second), ro.TargetImage)
 		}
-		r.observe(s, "drain", d.Took, "drained")
-		r.event(s.bn, corev1.EventTypeNormal, "Drained", "%s", ro.Message)
-		return r.verify(ctx, s)
+		return res, err
 	case rollout.DrainTimedOut:
 		timeout := rollout.DurationOr(s.pool.Spec.DrainTimeout, rollout.DefaultDrainTimeout)
 		ro.Failures = d.Failures
@@ -505,7 +511,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	if d.Outcome == rollout.VerifyOrderBoot {
 		bn := s.bn
 		// The last moment a halt can stop the node: before the boot order.
-		if !bn.Spec.Rollback {
+		if !bn.Spec.RollingBack() {
 			fresh, err := r.freshPool(ctx, s)
 			if err != nil {
 				return reconcile.Result{}, err
@@ -518,7 +524,8 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 				return reconcile.Result{RequeueAfter: time.Second}, err
 			}
 		}
-		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredBooted }); err != nil {
+		order := &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: metav1.Time{Time: s.now}}
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder = order }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
 		}
 		r.event(s.bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", s.bn.Spec.DesiredImage)
@@ -529,7 +536,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 	switch d.Outcome {
 	case rollout.VerifyDone:
 		phase, reason := v1alpha1.PhaseUpdated, "Updated"
-		if bn.Spec.Rollback {
+		if bn.Spec.RollingBack() {
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
@@ -541,7 +548,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			r.observe(s, "reboot", d.Took, "ok")
 			r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
 		}
-		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.Rollback)
+		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.RollingBack())
 	case rollout.VerifyBootFailed:
 		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, bn.Status.Daemon.LastError))
 	}
@@ -566,12 +573,15 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 // deployment and the node keeps its slot until that has booted.
 func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
-	took := s.now.Sub(bn.Status.Rollout.RebootRequestedAt.Time)
+	var took time.Duration
+	if at := rollout.OrderedAt(bn); at != nil {
+		took = s.now.Sub(at.Time)
+	}
 	// The failure goes on the pool first, before anything that can
 	// conflict: a record deleted, or a write lost, cannot lose it. A failed
 	// rollback is a failure of the image it rolled back from.
 	image := bn.Spec.DesiredImage
-	if bn.Spec.Rollback && bn.Status.Rollout.FailedImage != "" {
+	if bn.Spec.RollingBack() && bn.Status.Rollout.FailedImage != "" {
 		image, reason = bn.Status.Rollout.FailedImage, "RollbackFailed"
 		msg = "rollback failed: " + msg
 	}
@@ -593,7 +603,7 @@ func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg stri
 func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
 	failedImage := bn.Spec.DesiredImage
-	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.Rollback &&
+	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.RollingBack() &&
 		rollout.DigestOfHost(bn.Status.Booted) == imageref.Digest(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
 		prev := bn.Status.RollbackImage
 		ref := prev.Image
@@ -614,14 +624,14 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 			}
 		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) {
-			b.Spec.DesiredImage, b.Spec.Rollback, b.Spec.DesiredState = ref, true, v1alpha1.DesiredBooted
+			b.Spec.DesiredImage = ref
+			b.Spec.BootOrder = &v1alpha1.BootOrder{Image: ref, Rollback: true, At: metav1.Time{Time: s.now}}
 		}); err != nil {
 			return fmt.Errorf("ask BootcNode %s to roll back: %w", bn.Name, err)
 		}
 		ro := &s.bn.Status.Rollout
 		ro.FailedImage, ro.TargetImage = failedImage, ref
 		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+ref
-		ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 		return r.patchStatus(ctx, s)
 	}
 	// A failed rollback keeps the image that failed. Failed is recorded
@@ -629,7 +639,7 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 	// not retry it): once the daemon sees the withdrawal its report of the
 	// failed boot is gone, and a retry after a conflict must still know.
 	ro := &s.bn.Status.Rollout
-	if !bn.Spec.Rollback || ro.FailedImage == "" {
+	if !bn.Spec.RollingBack() || ro.FailedImage == "" {
 		ro.FailedImage = failedImage
 	}
 	if s.bn.Status.Phase != v1alpha1.PhaseFailed {
@@ -643,13 +653,14 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
 }
 
-// withdrawBootOrder sets spec.desiredState back to Staged when it is
-// Booted (locked on the record read, like every spec write).
+// withdrawBootOrder marks a standing boot order withdrawn (locked on the
+// record read, like every spec write). The order stays, withdrawn, so a
+// reboot it may have started still counts from its time.
 func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
-	if s.bn.Spec.DesiredState != v1alpha1.DesiredBooted || r.opts.TestOnly.KeepBootOrder {
+	if s.bn.Spec.Order() == nil || r.opts.TestOnly.KeepBootOrder {
 		return nil
 	}
-	if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.DesiredState = v1alpha1.DesiredStaged }); err != nil {
+	if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder.Withdrawn = true }); err != nil {
 		return fmt.Errorf("withdraw the boot order of BootcNode %s: %w", s.bn.Name, err)
 	}
 	return nil
@@ -851,11 +862,12 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 // and gives the slot back. Each step is idempotent, so a crash between
 // them is repaired by the next reconcile.
 func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
-	// The boot order is withdrawn before anything else, so that no stale
-	// read can act on it once the node is out of its slot (DESIGN.md
-	// section 4: withdrawn as soon as the node finishes, even one carried
-	// out).
-	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
+	// A boot order not carried out is withdrawn before anything else, so
+	// that no stale read can act on it once the node is out of its slot
+	// (DESIGN.md section 4). One carried out (the node runs its image) is
+	// spent: the daemon boots nothing for it, and the pool's next target
+	// voids it, so it costs no write (docs/decisions.md).
+	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying && !rollout.OrderSpent(s.bn) {
 		if err := r.withdrawBootOrder(ctx, s); err != nil {
 			return err
 		}
@@ -889,18 +901,24 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 		ro.Failures = 0
 		ro.RetryAfter = nil
 	}
-	if phase != v1alpha1.PhaseRebooting && phase != v1alpha1.PhaseVerifying {
-		ro.RebootRequestedAt = nil
-	}
-	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
-		// The record leaves the slot phase first, still cordoned (the
-		// pool keeps the slot) and owning what bootroll added; only then
-		// does the Node lose its marker and protection. Removed first, a
-		// record write that then failed (or timed out unapplied) left a
-		// node in its slot unprotected until a retry landed, and Karpenter
-		// disrupted it (issue 11, karpenter-defaults.no-reap-while-updating.seed30).
-		// A crash between the two is finished by the next pass (a
-		// cordoned record outside a slot phase).
+	// A node that Karpenter can disrupt (it has a NodeClaim) leaves the
+	// slot phase on its record first, still cordoned (the pool keeps the
+	// slot) and owning what bootroll added; only then does the Node lose
+	// its marker and protection. Removed first, a record write that then
+	// failed (or timed out unapplied) left a node in its slot unprotected
+	// until a retry landed, and Karpenter disrupted it (issue 11,
+	// karpenter-defaults.no-reap-while-updating.seed30). A crash between
+	// the two is finished by the next pass (a cordoned record outside a
+	// slot phase).
+	// Any other node that passed its verification is given back first and
+	// recorded after, in one write where there were two: nothing reaps it
+	// in between, and a crash before the record write leaves a record that
+	// still says it reboots, whose verification passes again and finishes
+	// it (docs/decisions.md). A failed or abandoned slot keeps the order
+	// above, as its phase is not derived again.
+	verified := phase == v1alpha1.PhaseUpdated || phase == v1alpha1.PhaseRolledBack
+	givenBackFirst := verified && s.node != nil && karpenter.ClaimName(s.node) == ""
+	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon && !givenBackFirst {
 		if err := r.patchStatus(ctx, s); err != nil {
 			return err
 		}
@@ -1135,7 +1153,6 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 	}
 	bn.Status.Phase = v1alpha1.PhaseRebooting
 	ro.PhaseSince = &metav1.Time{Time: s.now}
-	ro.RebootRequestedAt = &metav1.Time{Time: s.now}
 	ro.Reason, ro.Message = "OSNotReady", "joined with an old boot image and no workloads: booting "+target+" without drain or slot"
 	if err := r.patchStatus(ctx, s); err != nil {
 		return reconcile.Result{}, err
@@ -1174,8 +1191,14 @@ func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 	if s.bn.Status.Phase != v1alpha1.PhasePending {
 		ro.PhaseSince = &metav1.Time{Time: s.now}
 	}
+	// A Node that comes back under the same name must not find an order
+	// standing for it outside a slot.
+	if err := r.withdrawBootOrder(ctx, s); err != nil {
+		return err
+	}
+	ro = &s.bn.Status.Rollout
 	s.bn.Status.Phase = v1alpha1.PhasePending
-	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt, ro.RebootRequestedAt = false, nil, nil, nil
+	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt = false, nil, nil
 	ro.Reason, ro.Message = "NodeGone", "the Node was deleted during the update"
 	return r.patchStatus(ctx, s)
 }

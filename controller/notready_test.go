@@ -83,7 +83,7 @@ func TestNotReadyOnTarget(t *testing.T) {
 			if len(p.Status.Failures) != 1 || p.Status.Failures[0].Node != "n" {
 				t.Fatalf("pool failures %+v: want the node's failure recorded", p.Status.Failures)
 			}
-			if node.Spec.Unschedulable || got.Spec.DesiredState == v1alpha1.DesiredBooted {
+			if node.Spec.Unschedulable || got.Spec.Order() != nil {
 				t.Fatal("a node outside a slot must be neither cordoned nor ordered to reboot")
 			}
 		})

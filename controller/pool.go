@@ -612,13 +612,13 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 
 // retarget writes target as bn's desired image, locked on bn's
 // resourceVersion, and returns the record written. It never writes
-// spec.desiredState: the node reconciler is its one writer, and it
-// withdraws a boot order before a node leaves its slot phase (finish), so
-// a record the pool directs outside a slot (Directable) holds none.
+// spec.bootOrder: the node reconciler is its one writer. A record the pool
+// directs outside a slot (Directable) holds no order that stands: the node
+// reconciler withdraws one not carried out before the node leaves its
+// slot phase (finish), and the new desired image voids the rest.
 func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
 	b := bn.DeepCopy()
 	b.Spec.DesiredImage = target
-	b.Spec.Rollback = false
 	if err := r.client.Patch(ctx, b, patch.Spec(bn, true)); err != nil {
 		return nil, err
 	}

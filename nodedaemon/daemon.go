@@ -146,7 +146,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		// acknowledge the record (a withdrawn boot order above all), so
 		// the controller need not wait out healthTimeout to let it go.
 		spec := bn.Spec
-		spec.DesiredState = v1alpha1.DesiredStaged
+		spec.BootOrder = nil
 		actions, _ := Step(d.clock.Now(), spec, bn.Generation, d.current(&bn), obs)
 		for _, a := range actions {
 			if a.Type == ReportStatus {
@@ -157,7 +157,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 		return reconcile.Result{}, nil
 	}
-	if bn.Spec.DesiredState == v1alpha1.DesiredBooted && !holds(obs.Booted, imageref.Digest(bn.Spec.DesiredImage)) {
+	if bn.Spec.Order() != nil && !holds(obs.Booted, imageref.Digest(bn.Spec.DesiredImage)) {
 		// A reboot may be due: Step allows it only on a protected Node.
 		if obs.Node, err = d.readNode(ctx); err != nil {
 			return reconcile.Result{}, err

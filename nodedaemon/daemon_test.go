@@ -264,7 +264,7 @@ func (h *harness) checkControllerFields() {
 }
 
 func TestDaemonFullPath(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
 	host := &fakeHost{t: t, obs: onOld()}
 	d := New(node, h.client, host, h.clock, logr.Discard())
 
@@ -316,7 +316,7 @@ func TestDaemonFullPath(t *testing.T) {
 	}
 
 	// Staged → Booted: the reboot is recorded before Apply runs.
-	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.DesiredState = v1alpha1.DesiredBooted })
+	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.BootOrder = order(s.DesiredImage) })
 	host.onApply = func(image string) {
 		r := h.get().Status.Daemon.LastReboot
 		if r == nil || r.Image != image || r.BootID != boot1 || r.Rollback {
@@ -369,7 +369,7 @@ func TestDaemonRestartMidStaging(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+			h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
 			host := &fakeHost{t: t, obs: onOld()}
 			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
 
@@ -397,7 +397,7 @@ func stagedObs() Observation {
 }
 
 func TestDaemonNoSecondRebootAfterFailedBoot(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	// The new image does not come up: the host falls back to the old one.
 	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
 	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
@@ -417,7 +417,7 @@ func TestDaemonNoSecondRebootAfterFailedBoot(t *testing.T) {
 }
 
 func TestDaemonReappliesWhenRebootDidNotHappen(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
 	h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
 	n := h.patchCount()
@@ -437,11 +437,11 @@ func TestDaemonReappliesWhenRebootDidNotHappen(t *testing.T) {
 // controller keeps the node cordoned; a restarted process on the same boot
 // did not ask, and reports Staged, so the controller can give the node back.
 func TestDaemonWithdrawnOrderAfterApply(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
 	d := New(node, h.client, host, h.clock, logr.Discard())
 	h.reconcile(d)
-	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.DesiredState = v1alpha1.DesiredStaged })
+	h.setSpec(func(s *v1alpha1.BootcNodeSpec) { s.BootOrder = nil })
 	h.reconcile(d)
 	if got := h.phase(); got != v1alpha1.DaemonRebooting {
 		t.Errorf("same process after the withdrawal: phase %s, want Rebooting", got)
@@ -466,7 +466,7 @@ func (h *noReboot) Apply(_ context.Context, image string) error {
 // TestDaemonStopsAtFailedReport shows the loop stops at a failed action:
 // no Apply without the reboot record on the server.
 func TestDaemonStopsAtFailedReport(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	c := interceptor.NewClient(h.raw, interceptor.Funcs{
 		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 			return errors.New("etcd unavailable")
@@ -484,7 +484,7 @@ func TestDaemonStopsAtFailedReport(t *testing.T) {
 }
 
 func TestDaemonIgnoresOthersAndMissing(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
 	host := &fakeHost{t: t, obs: onOld()}
 	d := New(node, h.client, host, h.clock, logr.Discard())
 	res, err := d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "node-2"}})
@@ -598,7 +598,7 @@ func TestAsyncHost(t *testing.T) {
 // host's say) before a reboot. Uncordoned, it reports why it waits and
 // keeps the order; cordoned again, it reboots.
 func TestDaemonWaitsForCordonedNode(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	setCordon := func(on bool) {
 		var nd corev1.Node
 		if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
@@ -649,7 +649,7 @@ func (p *recordingPrefetcher) Sync(_ context.Context, _ time.Time, _ []v1alpha1.
 // runs its ordinary pass; a reconcile that does not stage runs only the
 // ordinary pass.
 func TestDaemonPrefetchBeforeStage(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
 	host := &fakeHost{t: t, obs: onOld()}
 	d := New(node, h.client, host, h.clock, logr.Discard())
 	pf := &recordingPrefetcher{host: host}
@@ -671,7 +671,7 @@ func TestDaemonPrefetchBeforeStage(t *testing.T) {
 // one that did not (restarted on the same boot) says Staged, so the
 // controller can give the node back without waiting out healthTimeout.
 func TestDaemonAcknowledgesARecordBeingDeleted(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
 	d := New(node, h.client, host, h.clock, logr.Discard())
 	h.reconcile(d)

@@ -248,8 +248,8 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		st.Phase = v1alpha1.DaemonIdle
 		return decision{status: st}
 	}
-	// Only an explicit Booted reboots; an empty state is treated as Staged.
-	boot := spec.DesiredState == v1alpha1.DesiredBooted
+	// Only a standing boot order reboots (one for another image is void).
+	boot := spec.Order() != nil
 	if boot {
 		if obs.BootID == "" {
 			st.Phase = v1alpha1.DaemonError
@@ -291,7 +291,7 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 
 	// The host is to boot desired, does not run it, and no stage runs.
 	pending := requested(cur.LastReboot, want, obs.BootID)
-	rollback := spec.Rollback && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback))
+	rollback := spec.RollingBack() && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback))
 	if (rollback || holds(obs.Staged, want)) && obs.Node.unprotected() != "" {
 		return holdReboot(desired, st, pending, obs.Node.unprotected())
 	}

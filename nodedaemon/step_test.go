@@ -33,8 +33,17 @@ func hi(ref string) *v1alpha1.HostImage {
 	return &v1alpha1.HostImage{Image: ref, Digest: imageref.Digest(ref)}
 }
 
-func staged(state v1alpha1.DesiredState) v1alpha1.BootcNodeSpec {
-	return v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: state}
+func staged(boot bool) v1alpha1.BootcNodeSpec {
+	s := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA}
+	if boot {
+		s.BootOrder = order(imgA)
+	}
+	return s
+}
+
+// order is a boot order for img, given at t0.
+func order(img string) *v1alpha1.BootOrder {
+	return &v1alpha1.BootOrder{Image: img, At: metav1.NewTime(t0)}
 }
 
 // onOld is a host running imgOld in boot1 with nothing staged.
@@ -70,7 +79,7 @@ func TestStep(t *testing.T) {
 	stagingObs := with(onOld(), func(o *Observation) { o.Staging = true })
 	failedObs := with(onOld(), func(o *Observation) { o.LastStage = &StageResult{Image: imgA, Err: "boom"} })
 	rollbackA := Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1, Node: slotNode}
-	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted, Rollback: true}
+	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: &v1alpha1.BootOrder{Image: imgA, Rollback: true, At: *at(0)}}
 
 	tests := []struct {
 		name        string
@@ -95,27 +104,27 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "desired image is a tag: error naming the field",
-			spec: v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "quay.io/acme/os:latest", DesiredState: v1alpha1.DesiredBooted},
+			spec: v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "quay.io/acme/os:latest", BootOrder: order("quay.io/acme/os:latest")},
 			obs:  onOld(),
 			wantActions: []Action{report(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError,
 				LastError: `spec.desiredImage "quay.io/acme/os:latest" is not a digest reference (want <name>@sha256:<hex>)`})},
 		},
 		{
 			name:        "booted is desired: idle, whatever is staged",
-			spec:        staged(v1alpha1.DesiredBooted),
+			spec:        staged(true),
 			obs:         Observation{Booted: hi(imgA), Staged: hi(imgB), BootID: boot1},
 			wantActions: []Action{report(Observation{Booted: hi(imgA), Staged: hi(imgB), BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle})},
 		},
 		{
 			name:    "booted is desired under a different name: digests compared",
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: imageref.Digest(imgA)}, BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle}),
 			obs:     Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: imageref.Digest(imgA)}, BootID: boot1},
 		},
 		{
 			name:    "restart after reboot: new boot ID, booted is desired: idle, no action",
 			now:     5 * time.Minute,
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:     Observation{Booted: hi(imgA), Rollback: hi(imgOld), BootID: boot2},
 			wantActions: []Action{report(Observation{Booted: hi(imgA), Rollback: hi(imgOld), BootID: boot2},
@@ -123,7 +132,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "stage: report the attempt first, then stage",
-			spec: staged(v1alpha1.DesiredStaged),
+			spec: staged(false),
 			obs:  onOld(),
 			wantActions: []Action{
 				report(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
@@ -133,7 +142,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name:    "order withdrawn after this process asked the host to reboot: Rebooting, nothing done",
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:     with(stagedA, func(o *Observation) { o.RebootAsked = true }),
 			wantActions: []Action{report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1,
@@ -144,7 +153,7 @@ func TestStep(t *testing.T) {
 			// A process that recorded the reboot but crashed before asking
 			// the host restarts on the same boot: the reboot is not coming.
 			name:        "order withdrawn, reboot recorded by an earlier process on this boot: Staged",
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:         stagedA,
 			wantActions: []Action{report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, LastReboot: reboot1})},
@@ -159,7 +168,7 @@ func TestStep(t *testing.T) {
 		{
 			name:        "staging runs: wait",
 			now:         time.Minute,
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:         stagingObs,
 			wantRequeue: StagePoll,
@@ -167,7 +176,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "restart mid-staging: stage again, no attempt counted",
 			now:     5 * time.Minute,
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:     onOld(),
 			wantActions: []Action{
@@ -179,7 +188,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "restart mid-retry: stage again at once, earlier failures kept",
 			now:     20 * time.Second,
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0), StageAttempts: 2, LastError: failedA}),
 			obs:     onOld(),
 			wantActions: []Action{
@@ -191,7 +200,7 @@ func TestStep(t *testing.T) {
 		{
 			name:        "stage failed: error, counted once, backoff from the attempt's start",
 			now:         10 * time.Second,
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:         failedObs,
 			wantActions: []Action{report(failedObs, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1, LastError: failedA})},
@@ -200,7 +209,7 @@ func TestStep(t *testing.T) {
 		{
 			name:        "stage failed, failure already reported: not counted again",
 			now:         15 * time.Second,
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(failedObs, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1, LastError: failedA}),
 			obs:         failedObs,
 			wantRequeue: 15 * time.Second,
@@ -208,7 +217,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "third failure: 2m backoff",
 			now:     time.Minute,
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0), StageAttempts: 2, LastError: failedA}),
 			obs:     with(failedObs, func(o *Observation) { o.LastStage = &StageResult{Image: imgA, Err: "disk full"} }),
 			wantActions: []Action{report(failedObs, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 3,
@@ -218,7 +227,7 @@ func TestStep(t *testing.T) {
 		{
 			name:        "failure slower than its backoff: retry soon, not at resync",
 			now:         10 * time.Minute,
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:         failedObs,
 			wantActions: []Action{report(failedObs, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1, LastError: failedA})},
@@ -227,7 +236,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "backoff over: stage again, attempts and error kept",
 			now:     30 * time.Second,
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(failedObs, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1, LastError: failedA}),
 			obs:     failedObs,
 			wantActions: []Action{
@@ -239,7 +248,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "stage succeeded but desired not staged: a failure, not a tight retry",
 			now:     time.Minute,
-			spec:    staged(v1alpha1.DesiredStaged),
+			spec:    staged(false),
 			current: status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:     with(onOld(), func(o *Observation) { o.Staged = hi(imgB); o.LastStage = &StageResult{Image: imgA} }),
 			wantActions: []Action{report(with(onOld(), func(o *Observation) { o.Staged = hi(imgB) }), v1alpha1.DaemonStatus{
@@ -250,7 +259,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "desired changed: the old image's failure is not counted, its attempts do not carry over",
 			now:     10 * time.Second,
-			spec:    v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredStaged},
+			spec:    v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA},
 			current: status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0), StageAttempts: 4, LastError: "stage " + imgB + ": boom"}),
 			obs:     with(onOld(), func(o *Observation) { o.LastStage = &StageResult{Image: imgB, Err: "boom"} }),
 			wantActions: []Action{
@@ -261,14 +270,14 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name:        "staged is desired, state Staged: staged, success clears the error",
-			spec:        staged(v1alpha1.DesiredStaged),
+			spec:        staged(false),
 			current:     status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0), StageAttempts: 2, LastError: failedA}),
 			obs:         stagedA,
 			wantActions: []Action{report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, LastAttempt: at(0)})},
 		},
 		{
 			name: "booted wanted, nothing staged: stage first",
-			spec: staged(v1alpha1.DesiredBooted),
+			spec: staged(true),
 			obs:  onOld(),
 			wantActions: []Action{
 				report(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
@@ -277,9 +286,25 @@ func TestStep(t *testing.T) {
 			wantRequeue: StagePoll,
 		},
 		{
+			// An order stands only while it names the desired image: the
+			// pool directing the node elsewhere voids it, unwritten.
+			name:    "boot order for another image: void, staged, no reboot",
+			now:     time.Minute,
+			spec:    v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgB)},
+			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged}),
+			obs:     stagedA,
+		},
+		{
+			name:    "boot order withdrawn: staged, no reboot",
+			now:     time.Minute,
+			spec:    v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: &v1alpha1.BootOrder{Image: imgA, At: metav1.NewTime(t0), Withdrawn: true}},
+			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged}),
+			obs:     stagedA,
+		},
+		{
 			name:    "booted wanted, staged: record the reboot first, then apply",
 			now:     time.Minute,
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged}),
 			obs:     stagedA,
 			wantActions: []Action{
@@ -292,7 +317,7 @@ func TestStep(t *testing.T) {
 		{
 			name:        "reboot requested, same boot ID (daemon restarted before it ran): apply again, record kept",
 			now:         3 * time.Minute,
-			spec:        staged(v1alpha1.DesiredBooted),
+			spec:        staged(true),
 			current:     status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:         stagedA,
 			wantActions: []Action{{Type: Apply, Image: imgA}},
@@ -301,7 +326,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "failed boot: new boot ID, old image booted: error, no second reboot",
 			now:     5 * time.Minute,
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:     Observation{Booted: hi(imgOld), BootID: boot2},
 			wantActions: []Action{report(Observation{Booted: hi(imgOld), BootID: boot2}, v1alpha1.DaemonStatus{
@@ -311,7 +336,7 @@ func TestStep(t *testing.T) {
 		{
 			name:    "failed boot, image staged again: still no reboot, no restage",
 			now:     5 * time.Minute,
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: reboot1}),
 			obs:     with(stagedA, func(o *Observation) { o.BootID = boot2 }),
 			wantActions: []Action{report(with(stagedA, func(o *Observation) { o.BootID = boot2 }), v1alpha1.DaemonStatus{
@@ -320,7 +345,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name:    "reboot record for another image does not block",
-			spec:    staged(v1alpha1.DesiredBooted),
+			spec:    staged(true),
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, LastReboot: &v1alpha1.RebootRecord{Image: imgOld, BootID: "old", At: *at(-time.Hour)}}),
 			obs:     stagedA,
 			wantActions: []Action{
@@ -331,14 +356,14 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name:        "booted wanted, staged, but a stage runs: no reboot under it",
-			spec:        staged(v1alpha1.DesiredBooted),
+			spec:        staged(true),
 			current:     status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
 			obs:         with(stagedA, func(o *Observation) { o.Staging = true }),
 			wantRequeue: StagePoll,
 		},
 		{
 			name:        "booted wanted, boot ID unknown: refuse to reboot",
-			spec:        staged(v1alpha1.DesiredBooted),
+			spec:        staged(true),
 			obs:         with(stagedA, func(o *Observation) { o.BootID = "" }),
 			wantActions: []Action{report(with(stagedA, func(o *Observation) { o.BootID = "" }), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastError: "boot ID unknown: cannot tell whether a reboot happened, so not rebooting"})},
 		},
@@ -479,7 +504,7 @@ func hasHostAction(actions []Action) bool {
 func TestStepDoesNotAliasCurrent(t *testing.T) {
 	current := status(onOld(), v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, LastAttempt: at(0), StageAttempts: 1,
 		LastError: "stage " + imgA + ": boom", LastReboot: &v1alpha1.RebootRecord{Image: imgOld, BootID: "x", At: *at(0)}})
-	actions, _ := Step(t0.Add(time.Hour), staged(v1alpha1.DesiredStaged), 1, current, onOld())
+	actions, _ := Step(t0.Add(time.Hour), staged(false), 1, current, onOld())
 	if len(actions) == 0 || actions[0].Type != ReportStatus {
 		t.Fatalf("actions = %v, want a report first", actions)
 	}
@@ -514,7 +539,7 @@ func TestStageBackoff(t *testing.T) {
 // TestStageRetrySchedule walks a stage that always fails through virtual
 // time and checks when each attempt starts.
 func TestStageRetrySchedule(t *testing.T) {
-	spec := staged(v1alpha1.DesiredStaged)
+	spec := staged(false)
 	var current v1alpha1.BootcNodeStatus
 	obs := onOld()
 	now := t0
@@ -555,8 +580,8 @@ func TestStageRetrySchedule(t *testing.T) {
 // cordoned with bootroll's slot marker or tainted os-not-ready; otherwise
 // it keeps the order, says why and looks again after NodeRecheck.
 func TestStepRebootNeedsProtectedNode(t *testing.T) {
-	bootA := staged(v1alpha1.DesiredBooted)
-	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted, Rollback: true}
+	bootA := staged(true)
+	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: &v1alpha1.BootOrder{Image: imgA, Rollback: true, At: *at(0)}}
 	stagedOn := func(f NodeFacts) Observation {
 		return Observation{Booted: hi(imgOld), Staged: hi(imgA), BootID: boot1, Node: f}
 	}
@@ -690,7 +715,7 @@ func TestStepAcknowledgesOnlyWhatIsAwaited(t *testing.T) {
 	onA := Observation{Booted: hi(imgA), BootID: boot2, Node: slotNode}
 	doneReboot := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
 	cur := status(onA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, LastReboot: doneReboot})
-	actions, _ := Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, onA)
+	actions, _ := Step(t0.Add(time.Minute), staged(false), 2, cur, onA)
 	if len(actions) != 0 {
 		t.Errorf("order carried out, generation bumped: actions %v, want none", actions)
 	}
@@ -698,7 +723,7 @@ func TestStepAcknowledgesOnlyWhatIsAwaited(t *testing.T) {
 	// A withdrawn order whose reboot has not happened: the ack is awaited.
 	stagedA := Observation{Booted: hi(imgOld), Staged: hi(imgA), BootID: boot1, Node: slotNode}
 	cur = status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged})
-	actions, _ = Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, stagedA)
+	actions, _ = Step(t0.Add(time.Minute), staged(false), 2, cur, stagedA)
 	if len(actions) != 1 || actions[0].Type != ReportStatus || actions[0].Status.Daemon.ObservedGeneration != 2 {
 		t.Errorf("withdrawn order not carried out: actions %v, want one report of generation 2", actions)
 	}
@@ -707,7 +732,7 @@ func TestStepAcknowledgesOnlyWhatIsAwaited(t *testing.T) {
 	// (it did not happen in between): the ack is reported.
 	sameBoot := with(onA, func(o *Observation) { o.BootID = boot1 })
 	cur = status(sameBoot, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, LastReboot: doneReboot})
-	actions, _ = Step(t0.Add(time.Minute), staged(v1alpha1.DesiredStaged), 2, cur, sameBoot)
+	actions, _ = Step(t0.Add(time.Minute), staged(false), 2, cur, sameBoot)
 	if len(actions) != 1 || actions[0].Type != ReportStatus {
 		t.Errorf("reboot recorded on this very boot: actions %v, want a report", actions)
 	}

@@ -15,7 +15,7 @@ import (
 // disregards the record, so after the failed boot it stages the image
 // again and reboots into it a second time.
 func TestForgetLastRebootRebootsAgain(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
 	broken := func() *Daemon {
 		d := New(node, h.client, host, h.clock, logr.Discard())
@@ -38,7 +38,7 @@ func TestForgetLastRebootRebootsAgain(t *testing.T) {
 // TestZeroTestOnlyChangesNothing: the zero TestOnly keeps the
 // protection against a second reboot.
 func TestZeroTestOnlyChangesNothing(t *testing.T) {
-	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, DesiredState: v1alpha1.DesiredBooted})
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
 	host := &fakeHost{t: t, obs: stagedObs(), rebootInto: imgOld}
 	for range 3 {
 		d := New(node, h.client, host, h.clock, logr.Discard())

@@ -5,18 +5,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// DesiredState is what the controller asks the daemon to do with the
-// desired image.
-// +kubebuilder:validation:Enum=Staged;Booted
-type DesiredState string
-
-const (
-	// DesiredStaged asks the daemon to download and stage the image, no reboot.
-	DesiredStaged DesiredState = "Staged"
-	// DesiredBooted asks the daemon to boot the image (reboot if needed).
-	DesiredBooted DesiredState = "Booted"
-)
-
 // NodePhase is the controller's view of where a node is in its update.
 // +kubebuilder:validation:Enum=Pending;Staging;Staged;Draining;Rebooting;Verifying;Updated;Degraded;Failed;RolledBack
 type NodePhase string
@@ -62,15 +50,13 @@ type BootcNodeSpec struct {
 	// +optional
 	DesiredImage string `json:"desiredImage,omitempty"`
 
-	// DesiredState says whether to only stage DesiredImage or to boot it;
-	// empty means Staged. The node reconciler is its one writer.
+	// BootOrder is the node reconciler's order to boot an image; without
+	// one the daemon only stages DesiredImage. An order stands only while
+	// its image is DesiredImage: once the pool directs the node to another
+	// image, the old order is void, so an order need not be withdrawn after
+	// it was carried out. The node reconciler is its one writer.
 	// +optional
-	DesiredState DesiredState `json:"desiredState,omitempty"`
-
-	// Rollback, with DesiredState Booted, asks the daemon to return to the
-	// rollback deployment (bootc rollback) when it holds DesiredImage.
-	// +optional
-	Rollback bool `json:"rollback,omitempty"`
+	BootOrder *BootOrder `json:"bootOrder,omitempty"`
 
 	// PinnedImageSets are the PinnedImageSets that apply to the node, with
 	// the images each asks for (filled in by the controller).
@@ -78,6 +64,51 @@ type BootcNodeSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	PinnedImageSets []NodePinnedImageSet `json:"pinnedImageSets,omitempty"`
+}
+
+// BootOrder asks the daemon to boot an image, and records when it was
+// asked: the node's healthTimeout counts from At.
+type BootOrder struct {
+	// Image is the digest reference to boot. The order stands only while
+	// it equals spec.desiredImage.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+	// Rollback asks the daemon to return to the rollback deployment (bootc
+	// rollback), which holds Image, instead of booting a staged one.
+	// +optional
+	Rollback bool `json:"rollback,omitempty"`
+	// At is when the order was given.
+	At metav1.Time `json:"at"`
+	// Withdrawn takes the order back (a failure, a node leaving its pool or
+	// its slot); the order is kept so that a reboot it may have started
+	// still counts from At.
+	// +optional
+	Withdrawn bool `json:"withdrawn,omitempty"`
+}
+
+// Order returns the boot order that stands: spec.bootOrder when it names
+// spec.desiredImage and is not withdrawn, nil otherwise.
+func (s *BootcNodeSpec) Order() *BootOrder {
+	if o := s.LastOrder(); o != nil && !o.Withdrawn {
+		return o
+	}
+	return nil
+}
+
+// LastOrder returns spec.bootOrder when it names spec.desiredImage,
+// withdrawn or not: the last boot order given for the desired image.
+func (s *BootcNodeSpec) LastOrder() *BootOrder {
+	if o := s.BootOrder; o != nil && s.DesiredImage != "" && o.Image == s.DesiredImage {
+		return o
+	}
+	return nil
+}
+
+// RollingBack reports whether the standing order is a rollback.
+func (s *BootcNodeSpec) RollingBack() bool {
+	o := s.Order()
+	return o != nil && o.Rollback
 }
 
 // NodePinnedImageSet is one PinnedImageSet as it applies to one node: the
@@ -273,9 +304,6 @@ type RolloutStatus struct {
 	// DrainStartedAt is when the current drain started.
 	// +optional
 	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`
-	// RebootRequestedAt is when desiredState Booted was set.
-	// +optional
-	RebootRequestedAt *metav1.Time `json:"rebootRequestedAt,omitempty"`
 	// RetryAfter defers the next attempt (staging or drain backoff).
 	// +optional
 	RetryAfter *metav1.Time `json:"retryAfter,omitempty"`
@@ -331,6 +359,7 @@ type BootcNodeStatus struct {
 // +kubebuilder:printcolumn:name="Daemon",type=string,JSONPath=`.status.daemon.phase`
 // +kubebuilder:printcolumn:name="Booted",type=string,JSONPath=`.status.booted.digest`
 // +kubebuilder:printcolumn:name="Desired",type=string,JSONPath=`.spec.desiredImage`,priority=1
+// +kubebuilder:printcolumn:name="Boot-Ordered",type=date,JSONPath=`.spec.bootOrder.at`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.rollout.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -218,16 +218,16 @@ func TestBootcNodePoolRejected(t *testing.T) {
 
 func TestBootcNodeValid(t *testing.T) {
 	runValid(t, baseNode, func() client.Object { return &v1alpha1.BootcNode{} }, []validationCase{
-		{name: "no desiredState"},
-		{name: "desiredState Staged", set: fields{"spec.desiredState": "Staged"}},
-		{name: "desiredState Booted with rollback", set: fields{"spec.desiredState": "Booted", "spec.rollback": true}},
+		{name: "no boot order"},
+		{name: "boot order", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64), "at": "2026-01-05T00:00:00Z"}}},
+		{name: "rollback order withdrawn", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64), "at": "2026-01-05T00:00:00Z", "rollback": true, "withdrawn": true}}},
 	})
 }
 
 func TestBootcNodeRejected(t *testing.T) {
 	runRejected(t, baseNode, []validationCase{
-		{name: "desiredState unknown", set: fields{"spec.desiredState": "Rebooted"}, wantField: "spec.desiredState", wantMsg: `supported values: "Staged", "Booted"`},
-		{name: "desiredState lower case", set: fields{"spec.desiredState": "booted"}, wantField: "spec.desiredState", wantMsg: `supported values: "Staged", "Booted"`},
+		{name: "boot order without image", set: fields{"spec.bootOrder": map[string]any{"at": "2026-01-05T00:00:00Z"}}, wantField: "spec.bootOrder.image", wantMsg: "Required value"},
+		{name: "boot order without time", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64)}}, wantField: "spec.bootOrder.at", wantMsg: "Required value"},
 		{name: "pool missing", set: fields{"spec.pool": remove}, wantField: "spec.pool", wantMsg: "Required value"},
 	})
 }

@@ -44,15 +44,16 @@ const usage = `bootroll-daemon is bootroll's node daemon. Run one on every node 
 DaemonSet); it acts only for its own node.
 
 It watches the BootcNode named like its node. When the controller sets
-spec.desiredImage (a digest reference) with desiredState Staged it downloads
-and stages the image (bootc switch --download-only), which does not disturb
-workloads; with desiredState Booted it records the reboot in the BootcNode's
-status and then boots the staged image (bootc switch --from-downloaded;
-systemctl reboot), but only while its Node is cordoned with bootroll's slot
-marker (annotation bootroll.dev/slot) or carries the startup taint
-bootroll.dev/os-not-ready; otherwise it waits and says why in
-status.daemon.lastError. With spec.rollback it returns to the rollback deployment
-(bootc rollback; systemctl reboot). It never reboots twice for one image:
+spec.desiredImage (a digest reference) it downloads and stages the image
+(bootc switch --download-only), which does not disturb workloads. When
+spec.bootOrder names that same image (and is not withdrawn) it records the
+reboot in the BootcNode's status and then boots the staged image (bootc
+switch --from-downloaded; systemctl reboot), but only while its Node is
+cordoned with bootroll's slot marker (annotation bootroll.dev/slot) or
+carries the startup taint bootroll.dev/os-not-ready; otherwise it waits and
+says why in status.daemon.lastError. An order that names another image is
+void. With bootOrder.rollback it returns to the rollback deployment (bootc
+rollback; systemctl reboot). It never reboots twice for one image:
 after a reboot that did not bring the image up it reports an error instead.
 It reports the booted, staged and rollback deployments and its own state in
 status.booted, status.staged, status.rollbackImage and status.daemon, and

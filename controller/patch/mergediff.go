@@ -71,8 +71,21 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			if sub := stringMapDiff(fa.Interface().(map[string]string), fb.Interface().(map[string]string)); len(sub) > 0 {
 				out[name] = sub
 			}
-		case f.Type.Kind() == reflect.Map && f.Type != stringMapType,
-			f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !isLeaf(f.Type.Elem()):
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !isLeaf(f.Type.Elem()) && !fb.IsNil():
+			// A struct behind a pointer: set whole when it was absent,
+			// otherwise diffed field by field like a struct.
+			if aOmitted || fa.IsNil() {
+				out[name] = fb.Interface()
+				continue
+			}
+			sub, err := structDiff(fa.Elem(), fb.Elem())
+			if err != nil {
+				return nil, err
+			}
+			if len(sub) > 0 {
+				out[name] = sub
+			}
+		case f.Type.Kind() == reflect.Map && f.Type != stringMapType:
 			// Sent whole, such a value would be merged into the old one,
 			// keeping keys it dropped.
 			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.Name, f.Type)

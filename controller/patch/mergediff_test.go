@@ -23,7 +23,7 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 	full := controllerPart{Phase: v1alpha1.PhaseDraining, Rollout: v1alpha1.RolloutStatus{
 		TargetImage: "img@sha256:aa", PhaseSince: &t0, PriorUnschedulable: ptr.To(false), Cordoned: true,
 		AddedAnnotations: []string{"a", "b"}, AddedNodeClaimAnnotations: []string{"c"}, ProtectUntil: &t1,
-		DrainStartedAt: &t0, RebootRequestedAt: &t1, RetryAfter: &t1, Failures: 2, FailedImage: "img@sha256:ff",
+		DrainStartedAt: &t0, RetryAfter: &t1, Failures: 2, FailedImage: "img@sha256:ff",
 		Reason: "DrainBlocked", Message: "m",
 	}}
 	records := []struct {
@@ -43,7 +43,8 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 	for _, tt := range records {
 		t.Run("record/"+tt.name, func(t *testing.T) { checkMergeDiff(t, tt.a, tt.b) })
 	}
-	spec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa", DesiredState: v1alpha1.DesiredBooted, Rollback: true,
+	spec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa",
+		BootOrder:       &v1alpha1.BootOrder{Image: "img@sha256:aa", Rollback: true, At: t1},
 		PinnedImageSets: []v1alpha1.NodePinnedImageSet{{Name: "s1"}, {Name: "s2"}}}
 	specs := []struct {
 		name string
@@ -102,11 +103,31 @@ func checkMergeDiff(t *testing.T, a, b any) {
 }
 
 // Fields a merge patch cannot replace whole are refused, not mis-sent.
-func TestMergeDiffRefusesNestedPointers(t *testing.T) {
+func TestMergeDiffRefusesNestedMaps(t *testing.T) {
 	type part struct {
-		Reboot *v1alpha1.RebootRecord `json:"reboot"`
+		Counts map[string]int `json:"counts"`
 	}
-	if _, err := mergeDiff(part{}, part{Reboot: &v1alpha1.RebootRecord{Image: "i"}}); err == nil {
-		t.Error("no error for a pointer to a struct")
+	if _, err := mergeDiff(part{}, part{Counts: map[string]int{"a": 1}}); err == nil {
+		t.Error("no error for a map that is not map[string]string")
+	}
+}
+
+// A struct behind a pointer is diffed field by field once it exists, as
+// CreateMergePatch does: a field cleared in it is sent as null.
+func TestMergeDiffNestedPointer(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	o := &v1alpha1.BootOrder{Image: "i", Rollback: true, At: t0}
+	for _, c := range []struct {
+		name string
+		a, b *v1alpha1.BootOrder
+	}{
+		{"set", nil, o},
+		{"withdrawn", o, &v1alpha1.BootOrder{Image: "i", Rollback: true, At: t0, Withdrawn: true}},
+		{"rollback cleared", o, &v1alpha1.BootOrder{Image: "i", At: t0}},
+		{"removed", o, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkMergeDiff(t, v1alpha1.BootcNodeSpec{Pool: "p", BootOrder: c.a}, v1alpha1.BootcNodeSpec{Pool: "p", BootOrder: c.b})
+		})
 	}
 }

@@ -22,7 +22,8 @@ func TestBootcNodePatch(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
 	from := &v1alpha1.BootcNode{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "41"},
-		Spec:       v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa", DesiredState: v1alpha1.DesiredStaged, Rollback: true},
+		Spec: v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa",
+			BootOrder: &v1alpha1.BootOrder{Image: "img@sha256:aa", Rollback: true, At: t0}},
 		Status: v1alpha1.BootcNodeStatus{
 			Booted: &v1alpha1.HostImage{Image: "img@sha256:00", Digest: "sha256:00"},
 			Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, BootID: "b1"},
@@ -46,9 +47,9 @@ func TestBootcNodePatch(t *testing.T) {
 			b.Status.Rollout.AddedAnnotations = nil
 			b.Status.Rollout.Reason = "Updated"
 		}, true},
-		{"spec with lock: desired state, rollback cleared", func(b *v1alpha1.BootcNode) client.Patch { return Spec(b, true) }, func(b *v1alpha1.BootcNode) {
-			b.Spec.DesiredState = v1alpha1.DesiredBooted
-			b.Spec.Rollback = false
+		{"spec with lock: boot order withdrawn, rollback cleared", func(b *v1alpha1.BootcNode) client.Patch { return Spec(b, true) }, func(b *v1alpha1.BootcNode) {
+			b.Spec.BootOrder.Withdrawn = true
+			b.Spec.BootOrder.Rollback = false
 		}, true},
 		{"spec without lock: new image", func(b *v1alpha1.BootcNode) client.Patch { return Spec(b, false) }, func(b *v1alpha1.BootcNode) {
 			b.Spec.DesiredImage = "img@sha256:bb"

@@ -88,7 +88,7 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 		if to.SkipCleanupOnDelete && (v.Pool == nil || v.Pool.DeletionTimestamp != nil) {
 			return NodeDecision{} // planted: nothing undone when a pool goes
 		}
-		if ro.Cordoned || HoldsSlot(bn.Status.Phase) {
+		if ro.Cordoned || HoldsSlot(RecordPhase(bn)) {
 			return NodeDecision{Action: NodeRelease}
 		}
 		return NodeDecision{}
@@ -96,8 +96,9 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 	if ro.TargetImage != bn.Spec.DesiredImage {
 		return NodeDecision{Action: NodeRetarget}
 	}
-	keep := ro.Cordoned && HoldsSlot(bn.Status.Phase)
-	switch bn.Status.Phase {
+	phase := RecordPhase(bn)
+	keep := ro.Cordoned && HoldsSlot(phase)
+	switch phase {
 	case v1alpha1.PhaseDraining:
 		return NodeDecision{Action: NodeDrain, KeepProtected: keep}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
@@ -147,8 +148,8 @@ func ProtectionPending(ro *v1alpha1.RolloutStatus) bool {
 // RebootStarted reports whether the daemon recorded a reboot at or after
 // this slot's boot order (status.daemon.lastReboot).
 func RebootStarted(bn *v1alpha1.BootcNode) bool {
-	ro, r := &bn.Status.Rollout, bn.Status.Daemon.LastReboot
-	return ro.RebootRequestedAt != nil && r != nil && !r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second))
+	at, r := OrderedAt(bn), bn.Status.Daemon.LastReboot
+	return at != nil && r != nil && !r.At.Time.Before(at.Time.Truncate(time.Second))
 }
 
 // RebootOver reports whether the reboot the daemon started for this slot's
@@ -160,11 +161,11 @@ func RebootStarted(bn *v1alpha1.BootcNode) bool {
 // node; the withdrawal needs no acknowledgement, which a daemon never gives
 // for a record being deleted.
 func RebootOver(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
-	ro, r := &bn.Status.Rollout, bn.Status.Daemon.LastReboot
-	if ro.RebootRequestedAt == nil || r == nil || r.BootID == "" || n == nil {
+	at, r := OrderedAt(bn), bn.Status.Daemon.LastReboot
+	if at == nil || r == nil || r.BootID == "" || n == nil {
 		return false
 	}
-	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || r.At.Time.Before(ro.RebootRequestedAt.Time.Truncate(time.Second)) {
+	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || r.At.Time.Before(at.Time.Truncate(time.Second)) {
 		return false // a reboot from before this order, or for another image
 	}
 	boot := n.Status.NodeInfo.BootID
@@ -175,8 +176,8 @@ func RebootOver(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 // be acted on, and otherwise how soon to look again.
 func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
 	bn := v.Record
-	ro := &bn.Status.Rollout
-	if ro.RebootRequestedAt == nil || v.Node == nil {
+	at := OrderedAt(bn)
+	if at == nil || v.Node == nil {
 		return true, 0
 	}
 	if RebootOver(bn, v.Node) {
@@ -198,7 +199,7 @@ func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
 	if v.Pool != nil {
 		timeout = DurationOr(v.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	}
-	left := ro.RebootRequestedAt.Add(timeout).Sub(v.Now)
+	left := at.Add(timeout).Sub(v.Now)
 	if left <= 0 {
 		return true, 0
 	}
@@ -254,12 +255,12 @@ type VerifyDecision struct {
 }
 
 // Verify is the rule for a node in Rebooting or Verifying, ordered to boot
-// spec.desiredImage (with a rebootRequestedAt recorded).
+// spec.desiredImage (spec.bootOrder, with its time).
 func Verify(v NodeView, to TestOnly) VerifyDecision {
 	bn, ro := v.Record, &v.Record.Status.Rollout
 	want := imageref.Digest(bn.Spec.DesiredImage)
 	booted := DigestOfHost(bn.Status.Booted)
-	if bn.Spec.DesiredState != v1alpha1.DesiredBooted && booted != want {
+	if !BootOrdered(bn) && booted != want {
 		if bn.Spec.DesiredImage != ro.TargetImage {
 			// The record has not caught up with the desired image yet
 			// (retarget runs first): no boot order for either.
@@ -268,8 +269,8 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		return VerifyDecision{Outcome: VerifyOrderBoot}
 	}
 	var took time.Duration
-	if ro.RebootRequestedAt != nil {
-		took = v.Now.Sub(ro.RebootRequestedAt.Time)
+	if at := OrderedAt(bn); at != nil {
+		took = v.Now.Sub(at.Time)
 	}
 	d := &bn.Status.Daemon
 	switch {

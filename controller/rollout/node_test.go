@@ -92,10 +92,10 @@ func TestVerify(t *testing.T) {
 	}
 	rec := func(phase v1alpha1.NodePhase, booted string, ago time.Duration, mut func(bn *v1alpha1.BootcNode)) *v1alpha1.BootcNode {
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-		bn.Spec.DesiredImage, bn.Spec.DesiredState = b, v1alpha1.DesiredBooted
+		bn.Spec.DesiredImage = b
+		bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: b, At: metav1.Time{Time: now.Add(-ago)}}
 		bn.Status.Phase = phase
 		bn.Status.Rollout.TargetImage = b
-		bn.Status.Rollout.RebootRequestedAt = &metav1.Time{Time: now.Add(-ago)}
 		bn.Status.Booted = &v1alpha1.HostImage{Image: booted, Digest: dig(letterOf(booted))}
 		if mut != nil {
 			mut(bn)
@@ -109,10 +109,10 @@ func TestVerify(t *testing.T) {
 		to   TestOnly
 		want VerifyDecision
 	}{
-		{"drained, no order yet", rec(v1alpha1.PhaseRebooting, a, 0, func(bn *v1alpha1.BootcNode) { bn.Spec.DesiredState = v1alpha1.DesiredStaged }),
+		{"drained, no order yet", rec(v1alpha1.PhaseRebooting, a, 0, func(bn *v1alpha1.BootcNode) { bn.Spec.BootOrder = nil }),
 			node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyOrderBoot}},
 		{"target not taken up yet", rec(v1alpha1.PhaseRebooting, a, 0, func(bn *v1alpha1.BootcNode) {
-			bn.Spec.DesiredState, bn.Status.Rollout.TargetImage = v1alpha1.DesiredStaged, a
+			bn.Spec.BootOrder, bn.Status.Rollout.TargetImage = nil, a
 		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Wait: time.Second}},
 		{"on the image and Ready", rec(v1alpha1.PhaseRebooting, b, 90*time.Second, nil), node(corev1.ConditionTrue), TestOnly{},
 			VerifyDecision{Outcome: VerifyDone, Took: 90 * time.Second}},

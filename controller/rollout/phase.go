@@ -54,6 +54,49 @@ func StagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 	}
 }
 
+// RecordPhase is a record's phase as the rules read it: the stored phase,
+// except that a node in its slot's drain (stored Draining) whose boot order
+// stands is Rebooting. The order (spec.bootOrder, with its time) is the
+// record of the reboot request: one write where a status write of
+// Rebooting and the order were two (issue 12).
+func RecordPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
+	if bn.Status.Phase == v1alpha1.PhaseDraining && BootOrdered(bn) {
+		return v1alpha1.PhaseRebooting
+	}
+	return bn.Status.Phase
+}
+
+// BootOrdered reports whether the record's boot order stands and was
+// given in its current slot: at or after the drain started
+// (status.rollout.drainStartedAt), or on the os-not-ready path, which has
+// no drain. A spent order from an earlier slot for the same image does not
+// count: the node is drained again and ordered afresh.
+func BootOrdered(bn *v1alpha1.BootcNode) bool {
+	o := bn.Spec.Order()
+	if o == nil {
+		return false
+	}
+	ds := bn.Status.Rollout.DrainStartedAt
+	return ds == nil || !o.At.Time.Before(ds.Time.Truncate(time.Second))
+}
+
+// OrderSpent reports whether the record's last boot order was carried
+// out: the node runs the ordered image. The daemon boots nothing more for
+// it, and a new desired image voids it.
+func OrderSpent(bn *v1alpha1.BootcNode) bool {
+	o := bn.Spec.LastOrder()
+	return o != nil && DigestOfHost(bn.Status.Booted) == imageref.Digest(o.Image)
+}
+
+// OrderedAt is when the last boot order for the record's desired image
+// was given (withdrawn or not), nil when there is none.
+func OrderedAt(bn *v1alpha1.BootcNode) *metav1.Time {
+	if o := bn.Spec.LastOrder(); o != nil {
+		return &o.At
+	}
+	return nil
+}
+
 // ObservedPhase is a record's phase as people and the pool read it: the
 // stored phase, except that a node waiting for its turn (stored Pending)
 // is Staging while its daemon stages the desired image and Staged once the
@@ -63,7 +106,7 @@ func StagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 // that stored them read the same way.
 func ObservedPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
 	if !Waiting(bn.Status.Phase) {
-		return bn.Status.Phase
+		return RecordPhase(bn)
 	}
 	target := imageref.Digest(bn.Spec.DesiredImage)
 	switch {

@@ -19,8 +19,7 @@ func settleStep(now time.Time, observed int64, phase v1alpha1.DaemonPhase, last 
 	ordered := time.Date(2026, 1, 5, 10, 0, 0, 500_000_000, time.UTC)
 	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: 3}}
 	bn.Spec.DesiredImage = settleRef("v2")
-	bn.Spec.DesiredState = v1alpha1.DesiredStaged
-	bn.Status.Rollout.RebootRequestedAt = &metav1.Time{Time: ordered}
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: metav1.Time{Time: ordered}, Withdrawn: true}
 	bn.Status.Daemon.ObservedGeneration = observed
 	bn.Status.Daemon.Phase = phase
 	bn.Status.Daemon.LastReboot = last
@@ -82,7 +81,7 @@ func TestBootOrderSettled(t *testing.T) {
 		})
 	}
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
-	noOrder.Record.Status.Rollout.RebootRequestedAt = nil
+	noOrder.Record.Spec.BootOrder = nil
 	if ok, _ := BootOrderSettled(noOrder); !ok {
 		t.Fatal("no boot order issued in this slot: want settled at once")
 	}

@@ -16,9 +16,10 @@ type TestOnly struct {
 	// is requested, before the node is verified, so more than
 	// maxUnavailable nodes can be down at once.
 	FreeSlotBeforeVerify bool
-	// KeepBootOrder leaves spec.desiredState Booted on a node that has
-	// finished (Updated, Failed or RolledBack), also when the pool gives
-	// it a new desired image, so the new image is booted without a slot.
+	// KeepBootOrder never withdraws a boot order, and carries a node's
+	// last one over to each new desired image the pool gives it, so the
+	// next slot's cordon lets the daemon boot the new image before the
+	// drain.
 	KeepBootOrder bool
 	// CountSlotsFromCache writes the pool's slot table with a plain merge
 	// patch of what the cache said, without the optimistic lock, so a

@@ -45,8 +45,9 @@ var update = flag.Bool("update", false, "rewrite the expected decisions in testd
 //	                    (a new, empty one), deleting, created=,
 //	                    rebooting (the daemon asked for a reboot and has
 //	                    not reported since)
-//	                    (node rules:) drainStarted= rebootRequested=
-//	                    boot (desiredState Booted), rollback,
+//	                    (node rules:) drainStarted=, order=T (a boot
+//	                    order for the desired image given at T),
+//	                    withdrawn, rollback (of that order),
 //	                    lastReboot=LETTER/BOOTID, bootid= (the daemon's),
 //	                    nodeboot= (the Node's), left (no longer selected),
 //	                    reason= (status.rollout.reason)
@@ -252,6 +253,7 @@ func (w *world) setNode(name string, args []string) error {
 		w.order = append(w.order, name)
 		slices.Sort(w.order)
 	}
+	var order *v1alpha1.BootOrder
 	for _, a := range args {
 		k, v, _ := strings.Cut(a, "=")
 		if k == "norecord" {
@@ -285,7 +287,7 @@ func (w *world) setNode(name string, args []string) error {
 		var err error
 		switch k {
 		case "booted", "staged", "desired", "target", "failed", "phase", "since", "retryAfter", "daemon", "cordoned", "deleting", "created", "rebooting",
-			"drainStarted", "rebootRequested", "boot", "rollback", "lastReboot", "bootid", "reason":
+			"drainStarted", "order", "withdrawn", "rollback", "lastReboot", "bootid", "reason":
 			err = needRecord()
 		case "ready", "notready", "unknown", "osnotready", "nodeboot", "left":
 			err = needNode()
@@ -350,20 +352,26 @@ func (w *world) setNode(name string, args []string) error {
 			n.node.Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}}
 		case "conflict":
 			n.conflict = v
-		case "drainStarted", "rebootRequested":
+		case "drainStarted":
 			at, err := w.at(v)
 			if err != nil {
 				return err
 			}
-			if k == "drainStarted" {
-				st.Rollout.DrainStartedAt = &metav1.Time{Time: at}
-			} else {
-				st.Rollout.RebootRequestedAt = &metav1.Time{Time: at}
+			st.Rollout.DrainStartedAt = &metav1.Time{Time: at}
+		case "order":
+			// A boot order for the desired image (set at the end of the
+			// line, once desired= is read), given at v.
+			at, err := w.at(v)
+			if err != nil {
+				return err
 			}
-		case "boot":
-			bn.Spec.DesiredState = v1alpha1.DesiredBooted
-		case "rollback":
-			bn.Spec.Rollback = true
+			order = &v1alpha1.BootOrder{At: metav1.NewTime(at)}
+		case "withdrawn", "rollback":
+			if order == nil {
+				return fmt.Errorf("%s: node %s: give order=T first", k, name)
+			}
+			order.Withdrawn = order.Withdrawn || k == "withdrawn"
+			order.Rollback = order.Rollback || k == "rollback"
 		case "lastReboot":
 			letter, boot, _ := strings.Cut(v, "/")
 			st.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img(letter), BootID: boot, At: metav1.NewTime(w.t0)}
@@ -378,6 +386,10 @@ func (w *world) setNode(name string, args []string) error {
 		default:
 			return fmt.Errorf("unknown node field %q", k)
 		}
+	}
+	if order != nil && n.bn != nil {
+		order.Image = n.bn.Spec.DesiredImage
+		n.bn.Spec.BootOrder = order
 	}
 	return nil
 }
@@ -435,17 +447,12 @@ func (w *world) step(args []string) (string, error) {
 			fmt.Fprintf(&b, " wait=%s", dd.Wait)
 		}
 		b.WriteString("\n")
+		if dd.Outcome == DrainDone {
+			// The shell goes on to verify in the same pass.
+			writeVerify(&b, Verify(v, TestOnly{}))
+		}
 	case NodeVerify:
-		vd := Verify(v, TestOnly{})
-		outcome := [...]string{"wait", "orderBoot", "done", "bootFailed", "healthTimeout"}[vd.Outcome]
-		fmt.Fprintf(&b, "verify: %s took=%s", outcome, vd.Took)
-		if vd.MarkVerifying {
-			b.WriteString(" markVerifying")
-		}
-		if vd.Wait != 0 {
-			fmt.Fprintf(&b, " wait=%s", vd.Wait)
-		}
-		b.WriteString("\n")
+		writeVerify(&b, Verify(v, TestOnly{}))
 	case NodeRelease:
 		ok, wait := BootOrderSettled(v)
 		fmt.Fprintf(&b, "boot order settled: %v", ok)
@@ -455,6 +462,18 @@ func (w *world) step(args []string) (string, error) {
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+func writeVerify(b *strings.Builder, vd VerifyDecision) {
+	outcome := [...]string{"wait", "orderBoot", "done", "bootFailed", "healthTimeout"}[vd.Outcome]
+	fmt.Fprintf(b, "verify: %s took=%s", outcome, vd.Took)
+	if vd.MarkVerifying {
+		b.WriteString(" markVerifying")
+	}
+	if vd.Wait != 0 {
+		fmt.Fprintf(b, " wait=%s", vd.Wait)
+	}
+	b.WriteString("\n")
 }
 
 func setReady(n *corev1.Node, s corev1.ConditionStatus) {

@@ -50,7 +50,7 @@ func TestDaemonDrivesHost(t *testing.T) {
 
 	bn := &v1alpha1.BootcNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n},
-		Spec:       v1alpha1.BootcNodeSpec{Pool: "workers", DesiredImage: refV2, DesiredState: v1alpha1.DesiredStaged},
+		Spec:       v1alpha1.BootcNodeSpec{Pool: "workers", DesiredImage: refV2},
 	}
 	if err := h.api.AdminClient().Create(ctx, bn); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestDaemonDrivesHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := get()
-	cur.Spec.DesiredState = v1alpha1.DesiredBooted
+	cur.Spec.BootOrder = &v1alpha1.BootOrder{Image: cur.Spec.DesiredImage, At: metav1.NewTime(h.eng.Now())}
 	if err := h.api.AdminClient().Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 // This file holds halt-is-final: once a pool is halted for a target image
 // (condition Halted=True for its current generation, with the target in
 // status.targetImage), no node gets a slot (a new status.slots entry for
-// that image) or a boot order (a BootcNode of the pool turning to
-// spec.desiredState Booted with spec.desiredImage that image) for that
+// that image) or a boot order (a BootcNode of the pool given a
+// spec.bootOrder that stands for spec.desiredImage that image) for that
 // target until the pool's spec.image changes, whatever happens to the
 // failed nodes or to the condition afterwards. The checker remembers the
 // halt itself, by pool and target digest; only a spec.image change, or
@@ -116,11 +116,11 @@ func (c *Checker) haltBootcNode(n *Node, t apiserver.EventType, old, o *v1alpha1
 		return
 	}
 	hs := c.halts[o.Spec.Pool]
-	if len(hs) == 0 || o.Spec.DesiredState != v1alpha1.DesiredBooted {
+	if len(hs) == 0 || !orderStands(o) {
 		return
 	}
 	d := digestOf(o.Spec.DesiredImage)
-	if old != nil && old.Spec.DesiredState == v1alpha1.DesiredBooted && digestOf(old.Spec.DesiredImage) == d {
+	if old != nil && orderStands(old) && digestOf(old.Spec.DesiredImage) == d && old.Spec.BootOrder.At.Equal(&o.Spec.BootOrder.At) {
 		return
 	}
 	for _, h := range hs {
@@ -129,6 +129,6 @@ func (c *Checker) haltBootcNode(n *Node, t apiserver.EventType, old, o *v1alpha1
 		}
 		h.reported["order\x00"+o.Name+"\x00"+o.ResourceVersion] = true
 		c.record(Violation{Invariant: string(scenario.InvHaltIsFinal), At: c.now().Sub(c.start), Objects: []string{"BootcNodePool/" + h.pool, "Node/" + n.Name},
-			Message: fmt.Sprintf("pool %s halted for %s at %s, yet BootcNode %s is ordered to boot it (spec.desiredState Booted)", h.pool, h.targetRef, h.at, o.Name)})
+			Message: fmt.Sprintf("pool %s halted for %s at %s, yet BootcNode %s is ordered to boot it (spec.bootOrder)", h.pool, h.targetRef, h.at, o.Name)})
 	}
 }

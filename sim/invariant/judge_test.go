@@ -162,7 +162,8 @@ func halted(target string, on bool) func(*v1alpha1.BootcNodePool) {
 
 func bootOrder(image string) func(*v1alpha1.BootcNode) {
 	return func(b *v1alpha1.BootcNode) {
-		b.Spec.DesiredImage, b.Spec.DesiredState = image, v1alpha1.DesiredBooted
+		b.Spec.DesiredImage = image
+		b.Spec.BootOrder = &v1alpha1.BootOrder{Image: image}
 	}
 }
 

@@ -129,8 +129,8 @@ type Node struct {
 	BootedDigest string
 	// LastRebootImage is status.daemon.lastReboot.image.
 	LastRebootImage string
-	// DesiredBooted is true while spec.desiredState is Booted: the
-	// BootcNode carries a boot order for DesiredImage.
+	// DesiredBooted is true while the BootcNode carries a boot order for
+	// DesiredImage that is not withdrawn (orderStands).
 	DesiredBooted bool
 
 	// rebooting is set by the Checker from a reboot request until the Node
@@ -730,7 +730,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 	if r := o.Status.Daemon.LastReboot; r != nil {
 		n.LastRebootImage = r.Image
 	}
-	n.DesiredBooted = o.Spec.DesiredState == v1alpha1.DesiredBooted
+	n.DesiredBooted = orderStands(o)
 	n.Phase = to
 	if to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseRolledBack {
 		n.rebooting, n.rebootDown = false, false
@@ -1071,4 +1071,12 @@ func displayPhase(o *v1alpha1.BootcNode) v1alpha1.NodePhase {
 		return v1alpha1.PhaseStaging
 	}
 	return v1alpha1.PhasePending
+}
+
+// orderStands reports whether o carries a boot order the daemon acts on:
+// spec.bootOrder names spec.desiredImage and is not withdrawn (the API's
+// documented rule, read here on its own).
+func orderStands(o *v1alpha1.BootcNode) bool {
+	b := o.Spec.BootOrder
+	return b != nil && !b.Withdrawn && b.Image != "" && b.Image == o.Spec.DesiredImage
 }

@@ -308,7 +308,7 @@ var docs = map[string]string{
 	"TestOnly.HaltFromLiveRecords":          "HaltFromLiveRecords computes a pool's halt from the live BootcNodes only (the old behaviour), so deleting the failed node lifts the halt and the bad image rolls on; caught by halt-is-final.",
 	"TestOnly.IgnoreSlotLimit":              "IgnoreSlotLimit hands out reboot slots without counting them against maxUnavailable; caught by max-unavailable.",
 	"TestOnly.KeepAnnotations":              "KeepAnnotations never removes the Karpenter annotations bootroll added (do-not-disrupt, do-not-repair) from Nodes and NodeClaims; caught by no-leaked-annotation.",
-	"TestOnly.KeepBootOrder":                "KeepBootOrder leaves spec.desiredState Booted on a node that has finished (Updated, Failed, RolledBack), so a later change of its desired image or an unplanned reboot boots it outside a slot; caught by no-unprotected-reboot.",
+	"TestOnly.KeepBootOrder":                "KeepBootOrder never withdraws a boot order and carries a node's last one over to each new desired image the pool gives it, so the next slot's cordon lets the daemon boot the new image before the drain; caught by no-unprotected-reboot.",
 	"TestOnly.NoHealthTimeout":              "NoHealthTimeout never fails a node that does not come back healthy, so a bad image stalls the rollout; caught by converges.",
 	"TestOnly.NoStagingReserve":             "NoStagingReserve runs the node daemons with no OS staging reserve, so pinned-image pulls may take the room the next OS image needs; caught by os-staging-not-starved.",
 	"TestOnly.SkipCleanupOnDelete":          "SkipCleanupOnDelete removes bootroll's finalizers without undoing anything, so a deleted pool or BootcNode leaves its Nodes cordoned and annotated; caught by cleanup.",

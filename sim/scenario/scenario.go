@@ -426,10 +426,10 @@ type TestOnly struct {
 	// maxUnavailable are down at once; caught by max-unavailable.
 	FreeSlotBeforeVerify bool `json:"freeSlotBeforeVerify,omitempty"`
 
-	// KeepBootOrder leaves spec.desiredState Booted on a node that has
-	// finished (Updated, Failed, RolledBack), so a later change of its
-	// desired image or an unplanned reboot boots it outside a slot; caught
-	// by no-unprotected-reboot.
+	// KeepBootOrder never withdraws a boot order and carries a node's last
+	// one over to each new desired image the pool gives it, so the next
+	// slot's cordon lets the daemon boot the new image before the drain;
+	// caught by no-unprotected-reboot.
 	KeepBootOrder bool `json:"keepBootOrder,omitempty"`
 
 	// CountSlotsFromCache writes the pool's slot table without the

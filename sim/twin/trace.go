@@ -179,8 +179,8 @@ func (t *tracer) traceBootcNode(ev apiserver.Event, o *v1alpha1.BootcNode) {
 		return
 	}
 	old := ev.Old.(*v1alpha1.BootcNode)
-	if old.Spec.DesiredImage != o.Spec.DesiredImage || old.Spec.DesiredState != o.Spec.DesiredState || old.Spec.Rollback != o.Spec.Rollback {
-		t.emit("bootcnode.spec", name, map[string]any{"desiredImage": o.Spec.DesiredImage, "desiredState": string(o.Spec.DesiredState), "rollback": o.Spec.Rollback})
+	if old.Spec.DesiredImage != o.Spec.DesiredImage || orderOf(old) != orderOf(o) {
+		t.emit("bootcnode.spec", name, map[string]any{"desiredImage": o.Spec.DesiredImage, "bootOrder": orderOf(o)})
 	}
 	if old.Status.Phase != o.Status.Phase {
 		t.emit("bootcnode.phase", name, map[string]any{"from": string(old.Status.Phase), "to": string(o.Status.Phase),
@@ -253,4 +253,22 @@ func (r *recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt s
 		return
 	}
 	r.t.emit("event", objectName(object), map[string]any{"type": eventtype, "reason": reason, "message": fmt.Sprintf(messageFmt, args...)})
+}
+
+// orderOf describes a BootcNode's boot order for the trace: "" (none, or
+// one for another image), "boot", "rollback", or either "withdrawn", with
+// the time it was given.
+func orderOf(o *v1alpha1.BootcNode) string {
+	b := o.Spec.BootOrder
+	if b == nil || b.Image != o.Spec.DesiredImage {
+		return ""
+	}
+	s := "boot"
+	if b.Rollback {
+		s = "rollback"
+	}
+	if b.Withdrawn {
+		s += " withdrawn"
+	}
+	return s + " at " + b.At.UTC().Format(time.RFC3339)
 }
