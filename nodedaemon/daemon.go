@@ -104,7 +104,8 @@ type reported struct {
 }
 
 // New returns the daemon for node nodeName. c reads and writes only the
-// BootcNode of that name.
+// BootcNode of that name. Outside tests only Wire calls it, so that the
+// daemon binary and the twin build their daemons the same way.
 func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, log logr.Logger) *Daemon {
 	return &Daemon{
 		Resync:   DefaultResync,

@@ -12,9 +12,7 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -27,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -183,77 +180,73 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	// A finished stage wakes the loop at once instead of at the next poll.
-	stageDone := make(chan event.GenericEvent, 1)
-	self := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: o.nodeName}}
+	// A finished stage or pull wakes the loop at once instead of at the
+	// next poll: the wake watch of nodedaemon.Watches, fed by a channel.
+	watches := nodedaemon.Watches(o.nodeName)
+	wakeC := make(chan event.GenericEvent, 1)
+	var wakeEv event.GenericEvent
+	for _, w := range watches {
+		if w.Wake {
+			wakeEv = event.GenericEvent{Object: w.Object}
+		}
+	}
 	var runner bootc.Runner = bootc.ExecRunner{}
 	if o.hostExec {
 		runner = nsenterRunner{bootc.ExecRunner{}}
 	}
-	host := &nodedaemon.AsyncHost{
-		Host: nodedaemon.SpaceCheckedHost{
-			Host: nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: runner}, BootIDPath: o.bootIDPath},
-			Size: func(ctx context.Context, image string) (int64, error) {
-				return prefetch.RegistrySizer{}.Size(ctx, image, nil)
-			},
-			Available: func(context.Context) (int64, error) {
-				sp, err := cri.Statfs(o.stageFS)
-				return sp.Available, err
-			},
+	host := nodedaemon.HostEdges{
+		Bootc:  runner,
+		BootID: func() (string, error) { return bootc.ReadBootID(o.bootIDPath) },
+		Statfs: func(context.Context) (int64, error) {
+			sp, err := cri.Statfs(o.stageFS)
+			return sp.Available, err
 		},
+		Sizes:   prefetch.RegistrySizer{},
 		Context: ctx,
-		OnDone: func() {
+		Wake: func() {
 			select {
-			case stageDone <- event.GenericEvent{Object: self}:
+			case wakeC <- wakeEv:
 			default: // a wake-up is already pending
 			}
 		},
 	}
-	daemon := nodedaemon.New(o.nodeName, mgr.GetClient(), host, clock.RealClock{}, ctrl.Log.WithName("daemon")) // edge: production time
-	daemon.Resync = o.resync
-	daemon.NodeReader = mgr.GetAPIReader() // its own Node, one GET before a reboot: no Node informer
 	if o.criSocket != "" {
 		runtime, err := cri.Dial(ctx, o.criSocket)
 		if err != nil {
 			return fmt.Errorf("--cri-socket %s: %w", o.criSocket, err)
 		}
-		reader := mgr.GetAPIReader() // Secrets are read one by one, never cached or listed
-		daemon.Prefetch = &prefetch.Runner{
-			Images:  prefetch.CRIImages{Client: runtime},
-			Sizes:   prefetch.RegistrySizer{},
-			Context: ctx,
-			Credentials: func(ctx context.Context, set v1alpha1.NodePinnedImageSet, ref string) (*cri.Auth, error) {
-				if set.PullSecret == nil {
-					return nil, nil
-				}
-				var sec corev1.Secret
-				key := client.ObjectKey{Namespace: set.PullSecret.Namespace, Name: set.PullSecret.Name}
-				if err := reader.Get(ctx, key, &sec); err != nil {
-					return nil, fmt.Errorf("read pull secret %s of PinnedImageSet %s: %w", key, set.Name, err)
-				}
-				return cri.AuthForSecret(sec, ref)
-			},
-			OnDone: func() {
-				select {
-				case stageDone <- event.GenericEvent{Object: self}:
-				default:
-				}
-			},
-		}
-		daemon.StagingReserve = o.stagingReserve.Value()
-		daemon.ControlPlane = o.controlPlane
+		host.Images = prefetch.CRIImages{Client: runtime}
 	}
+	daemon := nodedaemon.Wire(nodedaemon.Edges{
+		Node:   o.nodeName,
+		Client: mgr.GetClient(),
+		// Its own Node (one GET before a reboot) and pull secrets: read
+		// one by one, never cached or listed.
+		APIReader: mgr.GetAPIReader(),
+		Clock:     clock.RealClock{}, // edge: production time
+		Log:       ctrl.Log.WithName("daemon"),
+		Host:      host,
+	}, nodedaemon.Config{
+		Resync:         o.resync,
+		StagingReserve: o.stagingReserve.Value(),
+		ControlPlane:   o.controlPlane,
+	})
 
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bootroll-daemon").
-		// Only spec changes of its own BootcNode matter (the twin uses the
-		// same predicates).
-		For(&v1alpha1.BootcNode{}, builder.WithPredicates(nodedaemon.WatchPredicates(o.nodeName)...)).
-		WatchesRawSource(source.Channel(stageDone, &handler.EnqueueRequestForObject{})).
 		// One host, one action at a time.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(daemon)
-	if err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1})
+	for _, w := range watches {
+		switch {
+		case w.Wake:
+			b = b.WatchesRawSource(source.Channel(wakeC, w.Handler))
+		case w.For:
+			b = b.For(w.Object, builder.WithPredicates(w.Predicates...))
+		default:
+			b = b.Watches(w.Object, w.Handler, builder.WithPredicates(w.Predicates...))
+		}
+	}
+	if err := b.Complete(daemon); err != nil {
 		return fmt.Errorf("create controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -22,33 +22,74 @@ import (
 // of AsyncHost's stage (beginStage: an engine event at the simulated
 // download's end instead of a goroutine).
 
+// DaemonEdges returns the simulated edges of the host of node's running
+// daemon process, for nodedaemon.Wire: the production adapters it builds
+// over them (nodedaemon.Adapters) become the process's when Wire hands
+// them to Hold, and every call of theirs fails with ErrNotRunning once the
+// process is gone. ok is false for an unknown node.
+func (c *Cluster) DaemonEdges(node string) (e nodedaemon.HostEdges, ok bool) {
+	n := c.nodes[node]
+	if n == nil {
+		return nodedaemon.HostEdges{}, false
+	}
+	return n.host.edges(), true
+}
+
 // Host returns the Host the daemon of node drives: the production adapters
 // over the node's simulated bootc, one per daemon process.
 func (c *Cluster) Host(node string) nodedaemon.Host {
 	if n := c.nodes[node]; n != nil {
-		return n.host.daemonHost()
+		d := n.host.held()
+		return process{AsyncHost: d.async, h: n.host, d: d}
 	}
 	return nil
 }
 
-func (h *host) daemonHost() nodedaemon.Host {
-	if h.adapters == nil {
-		a := &nodedaemon.AsyncHost{
-			Host: stageTrace{h: h, Host: nodedaemon.SpaceCheckedHost{
-				Host:      nodedaemon.BootcHost{Bootc: &bootc.Client{Runner: bootcExec{h}}, BootID: h.readBootID},
-				Size:      h.imageSize,
-				Available: h.stageAvailable,
-			}},
-			Go: h.beginStage,
-		}
-		a.OnDone = func() {
-			if h.c.hooks.HostChanged != nil && h.daemonUp && h.adapters == a {
+// daemonProc is one daemon process's hold on its host: the production
+// adapters and prefetch runner over the host's edges, from its start until
+// it stops.
+type daemonProc struct {
+	async *nodedaemon.AsyncHost
+	pf    *prefetcher
+}
+
+// edges are the host's edges for a new daemon process. Its adapters,
+// built by nodedaemon.Adapters over them, become the running process's
+// hold when they are passed to Hold.
+func (h *host) edges() nodedaemon.HostEdges {
+	d := &daemonProc{}
+	d.pf = &prefetcher{h: h, pulls: map[string]*pullRun{}}
+	return nodedaemon.HostEdges{
+		Bootc:     bootcExec{h},
+		BootID:    h.readBootID,
+		Statfs:    h.stageAvailable,
+		Sizes:     registrySizes{h.c},
+		StageSize: h.imageSize,
+		Images:    criImages{d.pf},
+		Wake: func() {
+			if h.c.hooks.HostChanged != nil && h.daemonUp && h.proc == d {
 				h.c.hooks.HostChanged(h.n.name)
 			}
-		}
-		h.adapters = a
+		},
+		GoStage:    h.beginStage,
+		GoPull:     d.pf.beginPull,
+		StageEnded: h.stageEnded,
+		Hold: func(a *nodedaemon.AsyncHost, r *prefetch.Runner) (nodedaemon.Host, nodedaemon.Prefetcher) {
+			d.async, d.pf.r = a, r
+			h.proc = d
+			return process{AsyncHost: a, h: h, d: d}, d.pf
+		},
 	}
-	return process{AsyncHost: h.adapters, h: h}
+}
+
+// held is the running process's hold, made at its first use when no
+// nodedaemon.Wire made it (this package's tests drive the host alone).
+func (h *host) held() *daemonProc {
+	if h.proc == nil {
+		e := h.edges()
+		e.Hold(nodedaemon.Adapters(e))
+	}
+	return h.proc
 }
 
 // process is the daemon process's hold on its adapters: once the process
@@ -58,13 +99,14 @@ func (h *host) daemonHost() nodedaemon.Host {
 type process struct {
 	*nodedaemon.AsyncHost
 	h *host
+	d *daemonProc
 }
 
 func (p process) live(op string) error {
 	if err := p.h.usable(op); err != nil {
 		return err
 	}
-	if p.h.adapters != p.AsyncHost {
+	if p.h.proc != p.d {
 		return fmt.Errorf("%s on node %s: %w", op, p.h.n.name, ErrNotRunning)
 	}
 	return nil
@@ -105,18 +147,11 @@ func (p process) Reboot(ctx context.Context) error {
 	return p.AsyncHost.Reboot(ctx)
 }
 
-// stageTrace traces the stages that fail, with the error the daemon sees.
-type stageTrace struct {
-	nodedaemon.Host
-	h *host
-}
-
-func (t stageTrace) Stage(ctx context.Context, image string) error {
-	err := t.Host.Stage(ctx, image)
+// stageEnded traces the stages that fail, with the error the daemon sees.
+func (h *host) stageEnded(image string, err error) {
 	if err != nil {
-		t.h.c.trace("node/stage-fail", t.h.object(), map[string]any{"image": image, "error": err.Error()})
+		h.c.trace("node/stage-fail", h.object(), map[string]any{"image": image, "error": err.Error()})
 	}
-	return err
 }
 
 func (h *host) readBootID() (string, error) { return h.bootID(), nil }

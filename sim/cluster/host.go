@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -73,9 +72,10 @@ type host struct {
 	daemonUp    bool
 	daemonStart *engine.Handle
 	stage       *stageRun
-	// adapters is the running daemon process's Host (bootc.go), made at
-	// its first use and dropped when the process stops.
-	adapters *nodedaemon.AsyncHost
+	// proc is the running daemon process's hold on the host: its
+	// adapters and prefetch runner (bootc.go), set when nodedaemon.Wire
+	// builds them and dropped when the process stops.
+	proc *daemonProc
 	// status caches the bootc status document of statusKey's state.
 	status    []byte
 	statusKey statusKey
@@ -90,8 +90,7 @@ type host struct {
 	loopAttempts int                  // failed boots of the crash loop so far
 	flapH        *engine.Handle       // the next flap of a Flapping image
 
-	imgfs *imageFs    // the image filesystem (imagefs.go)
-	pf    *prefetcher // the running daemon's prefetch runner (prefetch.go)
+	imgfs *imageFs // the image filesystem (imagefs.go)
 }
 
 // stageRun is a stage in progress: the background stage of the daemon's
@@ -348,7 +347,7 @@ func (h *host) startDaemon() {
 	if h.daemonUp || !h.kubeletRuns() {
 		return
 	}
-	h.daemonUp, h.adapters = true, nil
+	h.daemonUp, h.proc = true, nil
 	if h.c.hooks.DaemonRestarted != nil {
 		h.c.hooks.DaemonRestarted(h.n.name)
 	}
@@ -361,8 +360,9 @@ func (h *host) daemonDown(reason string) {
 	if !h.daemonUp {
 		return
 	}
-	h.daemonUp, h.adapters = false, nil
+	h.daemonUp = false
 	h.stopPrefetch(reason)
+	h.proc = nil
 	h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
 	if h.c.hooks.DaemonDown != nil {
 		h.c.hooks.DaemonDown(h.n.name)

@@ -57,32 +57,15 @@ func (c *Cluster) Prefetcher(node string) nodedaemon.Prefetcher {
 	if n == nil {
 		return nil
 	}
-	h := n.host
-	if h.pf == nil {
-		p := &prefetcher{h: h, pulls: map[string]*pullRun{}}
-		p.r = &prefetch.Runner{
-			Manager: prefetch.New(prefetch.Config{}),
-			Images:  criImages{p},
-			Sizes:   registrySizes{h.c},
-			Go:      p.beginPull,
-			OnDone: func() {
-				if h.c.hooks.HostChanged != nil && h.daemonUp && h.pf == p {
-					h.c.hooks.HostChanged(h.n.name)
-				}
-			},
-		}
-		h.pf = p
-	}
-	return h.pf
+	return n.host.held().pf
 }
 
 // stopPrefetch ends the daemon's pulls with the process.
 func (h *host) stopPrefetch(reason string) {
-	pf := h.pf
-	if pf == nil {
+	if h.proc == nil {
 		return
 	}
-	h.pf = nil
+	pf := h.proc.pf
 	for _, ref := range pfSortedKeys(pf.pulls) {
 		p := pf.pulls[ref]
 		p.done.Cancel()
@@ -99,7 +82,7 @@ func (p *prefetcher) Sync(ctx context.Context, now time.Time, sets []v1alpha1.No
 	if err := h.usable("prefetch"); err != nil {
 		return nil, 0, err
 	}
-	if h.pf != p {
+	if h.proc == nil || h.proc.pf != p {
 		return nil, 0, fmt.Errorf("prefetch on node %s: %w", h.n.name, ErrNotRunning)
 	}
 	return p.r.Sync(ctx, now, sets, current, env)

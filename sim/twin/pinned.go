@@ -16,7 +16,7 @@ import (
 // This file wires pinned images: the PinnedImageSet controller's queue and
 // watches, the scenario's sets and their changes, and each daemon's
 // prefetch executor (the cluster model's, running prefetch.Manager on
-// virtual time) with its OS staging reserve.
+// virtual time, built by nodedaemon.Wire) with its OS staging reserve.
 
 // listPinnedSets delivers the initial list of PinnedImageSets to a new
 // controller process.
@@ -43,14 +43,15 @@ func stagingReserve(sc *scenario.Scenario) int64 {
 	return nodedaemon.DefaultStagingReserve
 }
 
-// configureDaemon gives a new daemon process its prefetch executor,
-// staging reserve and the scenario's deliberately broken daemon settings.
-func (r *runner) configureDaemon(node string, d *nodedaemon.Daemon) {
-	if pf := r.cl.Prefetcher(node); pf != nil {
-		d.Prefetch = pf
+// daemonConfig are a daemon process's settings: the binary's defaults,
+// the scenario's staging reserve and its deliberately broken daemon
+// settings.
+func (r *runner) daemonConfig() nodedaemon.Config {
+	return nodedaemon.Config{
+		Resync:         nodedaemon.DefaultResync,
+		StagingReserve: stagingReserve(r.sc),
+		TestOnly:       nodedaemon.TestOnly{ForgetLastReboot: r.sc.Bootroll.TestOnly.ForgetLastReboot},
 	}
-	d.StagingReserve = stagingReserve(r.sc)
-	d.TestOnly = nodedaemon.TestOnly{ForgetLastReboot: r.sc.Bootroll.TestOnly.ForgetLastReboot}
 }
 
 // setupPinned gives the invariants the model's answers and creates the

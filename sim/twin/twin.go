@@ -52,6 +52,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -66,7 +67,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -77,6 +78,7 @@ import (
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
@@ -570,7 +572,7 @@ func (r *runner) dispatch(ev apiserver.Event) {
 			if d.proc != nil {
 				d.proc.cache.ObserveAfter(ev, r.landsAfter)
 			} else {
-				d.watch.deliver(r.ctx, ev)
+				d.deliver(r.ctx, ev)
 			}
 		}
 	case *corev1.Node:
@@ -606,18 +608,29 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 func (r *runner) daemonStarted(node string) {
 	r.daemonDown(node)
 	p := &daemonProc{}
-	p.watch = watch{
-		name:       "daemon/" + node,
-		accepts:    func(o client.Object) bool { _, ok := o.(*v1alpha1.BootcNode); return ok },
-		predicates: nodedaemon.WatchPredicates(node),
-		handler:    &handler.EnqueueRequestForObject{},
-		queue:      queueRef{func() *engine.Queue { return p.queue }},
+	q := queueRef{func() *engine.Queue { return p.queue }}
+	// The daemon binary's watches (nodedaemon.Watches): its own
+	// BootcNode's spec changes, and the wake-up at the end of a stage or
+	// pull (the cluster model's HostChanged hook, hostChanged).
+	for _, w := range nodedaemon.Watches(node) {
+		if w.Wake {
+			p.wake = func() { w.Handler.Generic(r.ctx, event.GenericEvent{Object: w.Object}, q) }
+			continue
+		}
+		typ := reflect.TypeOf(w.Object)
+		p.watches = append(p.watches, watch{
+			name:       "daemon/" + node + "/" + typ.Elem().Name(),
+			accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
+			predicates: w.Predicates,
+			handler:    w.Handler,
+			queue:      q,
+		})
 	}
 	c := r.api.Client()
 	var qo engine.QueueOptions
 	if r.profile != ProfileInstant {
 		pr, err := r.newProc("daemon", node, []client.Object{&v1alpha1.BootcNode{}}, &client.ObjectKey{Name: node},
-			func(ev apiserver.Event) { p.watch.deliver(r.ctx, ev) })
+			func(ev apiserver.Event) { p.deliver(r.ctx, ev) })
 		if err != nil {
 			r.fail(fmt.Errorf("daemon %s start: %w", node, err))
 			return
@@ -625,17 +638,33 @@ func (r *runner) daemonStarted(node string) {
 		p.proc, c = pr, pr.client
 		qo.Duration = func() time.Duration { return pr.duration(r) }
 	}
-	// A crash after a write (cache.go) takes the daemon down in the
-	// cluster model, whose host then refuses the rest of the reconcile's
-	// actions (ErrNotRunning), as a dead process takes none.
-	var h nodedaemon.Host = r.cl.Host(node)
-	if p.proc != nil {
-		// A crash can also fall right after a host call (daemonWriteCrash
-		// with hostCalls).
-		h = steppedHost{Host: h, g: p.proc.gate}
+	host, ok := r.cl.DaemonEdges(node)
+	if !ok {
+		r.fail(fmt.Errorf("daemon %s start: the cluster model has no such node", node))
+		return
 	}
-	d := nodedaemon.New(node, c, h, r.eng.Clock(), logr.Discard())
-	r.configureDaemon(node, d)
+	if p.proc != nil {
+		// A crash after a write (cache.go) takes the daemon down in the
+		// cluster model, whose host then refuses the rest of the
+		// reconcile's actions (ErrNotRunning), as a dead process takes
+		// none; a crash can also fall right after a host call
+		// (daemonWriteCrash with hostCalls).
+		hold := host.Hold
+		host.Hold = func(a *nodedaemon.AsyncHost, pr *prefetch.Runner) (nodedaemon.Host, nodedaemon.Prefetcher) {
+			h, pf := hold(a, pr)
+			return steppedHost{Host: h, g: p.proc.gate}, pf
+		}
+	}
+	d := nodedaemon.Wire(nodedaemon.Edges{
+		Node:   node,
+		Client: c,
+		// The twin reads the daemon's Node through its client, as it did
+		// before the daemon's wiring was shared.
+		APIReader: c,
+		Clock:     r.eng.Clock(),
+		Log:       logr.Discard(),
+		Host:      host,
+	}, r.daemonConfig())
 	p.queue = engine.NewQueue(r.eng, "daemon", d, qo)
 	r.daemons[node] = p
 	if p.proc != nil {
@@ -677,13 +706,21 @@ func (h steppedHost) called(call string, err error) error {
 	return err
 }
 
-// daemonProc is one running daemon process: its work queue, the watch of
-// its BootcNode that feeds it, and its cache and client (nil under the
-// instant profile).
+// daemonProc is one running daemon process: its work queue, the watches
+// that feed it and its wake-up (nodedaemon.Watches), and its cache and
+// client (nil under the instant profile).
 type daemonProc struct {
-	queue *engine.Queue
-	watch watch
-	proc  *proc
+	queue   *engine.Queue
+	watches []watch
+	wake    func()
+	proc    *proc
+}
+
+// deliver hands an API server event to the process's watches.
+func (p *daemonProc) deliver(ctx context.Context, ev apiserver.Event) {
+	for i := range p.watches {
+		p.watches[i].deliver(ctx, ev)
+	}
 }
 
 // daemonDown stops the daemon of node, dropping what its queue and cache
@@ -703,8 +740,8 @@ func (r *runner) daemonDown(node string) {
 // hostChanged wakes the daemon of node: the host finished a stage or
 // booted, which the real daemon learns from its next look at the host.
 func (r *runner) hostChanged(node string) {
-	if p := r.daemons[node]; p != nil {
-		p.queue.Add(request(node))
+	if p := r.daemons[node]; p != nil && p.wake != nil {
+		p.wake()
 	}
 }
 
