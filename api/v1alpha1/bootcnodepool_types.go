@@ -6,26 +6,35 @@ import (
 )
 
 // ImageReference is an OCI image reference: either a digest reference
-// (registry/repo@sha256:<64 hex>) or a tag reference (registry/repo:tag, or
-// registry/repo meaning :latest). The controller resolves tags to digests.
+// (registry/repo@sha256:<64 hex>, optionally with a tag before the "@",
+// which is then ignored, as the kubelet and containers/image do) or a tag
+// reference (registry/repo:tag, or registry/repo meaning :latest). The
+// controller resolves tags to digests.
 //
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=512
-// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?:(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})|(?:@sha256:[a-f0-9]{64}))?$')",message="must be an OCI image reference: registry/repository[:tag] or registry/repository@sha256:<64 hex digits>, with a lower-case repository and no scheme (e.g. quay.io/fedora/fedora-bootc:42)"
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[a-f0-9]{64})?$')",message="must be an OCI image reference: registry/repository[:tag] or registry/repository[:tag]@sha256:<64 hex digits>, with a lower-case repository, a tag of at most 128 letters, digits, '_', '.' or '-', and no scheme (e.g. quay.io/fedora/fedora-bootc:42)"
 type ImageReference string
 
 // DigestReference is an OCI image reference pinned by digest
-// (registry/repo@sha256:<64 hex>).
+// (registry/repo@sha256:<64 hex>), optionally with a tag before the "@",
+// which is then ignored.
 //
 // +kubebuilder:validation:MaxLength=512
-// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository@sha256:<64 hex digits>"
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>, with a lower-case repository and no scheme"
 type DigestReference string
 
 // BootcNodePoolSpec is what the user asks of a group of nodes.
 type BootcNodePoolSpec struct {
-	// NodeSelector selects the member Nodes by label. A Node that matches
-	// two pools is left alone and both pools report Degraded/NodeConflict.
+	// NodeSelector selects the member Nodes by label: at least one label,
+	// at most 64, each key and value valid as Kubernetes label keys and
+	// values are. A Node that matches two pools is left alone and both
+	// pools report Degraded/NodeConflict.
 	// +required
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="must name at least one label: an empty nodeSelector would select every Node, control plane included (e.g. node-role.kubernetes.io/worker: \"\")"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="every value must be a valid label value: at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="every key must be a valid label key: an optional DNS subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit (e.g. node-role.kubernetes.io/worker)"
 	NodeSelector map[string]string `json:"nodeSelector"`
 
 	// Image is the bootc OS image the pool's nodes should boot: a digest
@@ -54,7 +63,8 @@ type BootcNodePoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout bounds the time from reboot request until the node
@@ -62,7 +72,8 @@ type BootcNodePoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
 	// Windows are maintenance windows; when any is set, reboot slots are
@@ -87,7 +98,7 @@ type RolloutSpec struct {
 	// one node when the percentage is above 0). Default 1.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be an integer >= 0 (a number of nodes, written without quotes) or a percentage string from \"0%\" to \"100%\", e.g. 2 or \"25%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 && self <= 2147483647 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be an integer >= 0 (a number of nodes, written without quotes, at most 2147483647) or a percentage string from \"0%\" to \"100%\", e.g. 2 or \"25%\""
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// MaxStaging is how many nodes may download (stage) the new image at
@@ -113,7 +124,8 @@ type MaintenanceWindow struct {
 	// Duration is how long the window stays open (at most 24h).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('24h')",message="must be a duration above 0s and at most 24h, such as 90m or 8h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a duration above 0s and at most 24h, such as 90m or 8h: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('24h'))",message="must be a duration above 0s and at most 24h, such as 90m or 8h"
 	Duration metav1.Duration `json:"duration"`
 }
 
@@ -156,7 +168,8 @@ type KarpenterOptions struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="must be a positive duration such as 90s, 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
 	PostUpdateProtection *metav1.Duration `json:"postUpdateProtection,omitempty"`
 }
 
@@ -327,6 +340,7 @@ const (
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.summary`
 // +kubebuilder:printcolumn:name="Halted",type=string,JSONPath=`.status.conditions[?(@.type=="Halted")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="must be at most 63 characters: the pool's name is the value of the bootroll.dev/pool label on its BootcNodes, and a label value is at most 63 characters",fieldPath=".metadata"
 
 // BootcNodePool rolls one bootc OS image out to the Nodes it selects.
 type BootcNodePool struct {

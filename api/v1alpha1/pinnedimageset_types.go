@@ -26,11 +26,15 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="has(self.nodeSelector) != has(self.pool)",message="exactly one of nodeSelector and pool must be set: nodeSelector selects Nodes by label, pool selects the members of a BootcNodePool"
 type PinnedImageSetSpec struct {
-	// NodeSelector selects the Nodes by label. To select every node, use a
-	// label all nodes carry, such as kubernetes.io/os: linux.
-	// Exactly one of nodeSelector and pool is set.
+	// NodeSelector selects the Nodes by label: at least one label, at most
+	// 64, each key and value valid as Kubernetes label keys and values are.
+	// To select every node, use a label all nodes carry, such as
+	// kubernetes.io/os: linux. Exactly one of nodeSelector and pool is set.
 	// +optional
-	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="must name at least one label; to select every node, use a label all nodes carry, such as kubernetes.io/os: linux"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="every value must be a valid label value: at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="every key must be a valid label key: an optional DNS subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit (e.g. node-role.kubernetes.io/worker)"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// Pool selects the members of the BootcNodePool of this name.
@@ -39,6 +43,7 @@ type PinnedImageSetSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a BootcNodePool: lower-case letters, digits, '-' and '.'"
+	// +kubebuilder:validation:XValidation:rule="self.size() <= 63",message="must be the name of a BootcNodePool, which is at most 63 characters"
 	Pool string `json:"pool,omitempty"`
 
 	// Images are the container images to keep on every selected node, as
@@ -65,7 +70,7 @@ type PinnedImageSetSpec struct {
 	// +kubebuilder:default="0s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|ms|s|m|h))+$')",message="must be a duration of 0s or more, such as 0s, 500ms or 2m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a duration of 0s or more, such as 0s, 500ms or 2m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
 	Throttle *metav1.Duration `json:"throttle,omitempty"`
 
 	// MinFreeAfterPull is the free space the image filesystem must keep
@@ -199,6 +204,7 @@ const (
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`
 // +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="must be at most 63 characters: the set's name is the value of the bootroll.dev/pinned-image-set label on the pull secret the controller copies for it, and a label value is at most 63 characters",fieldPath=".metadata"
 
 // PinnedImageSet is a list of container images that the nodes it selects
 // pull ahead of need and keep: the node daemon prefetches them through the

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,15 @@ func apply(t *testing.T, u *unstructured.Unstructured, set fields) {
 			t.Fatalf("setting %s: %v", path, err)
 		}
 	}
+}
+
+// manyLabels is a node selector with n distinct labels.
+func manyLabels(n int) map[string]any {
+	m := make(map[string]any, n)
+	for i := range n {
+		m[fmt.Sprintf("l%d", i)] = "x"
+	}
+	return m
 }
 
 func window(start, duration string, days ...any) []any {
@@ -162,6 +172,14 @@ func TestBootcNodePoolValid(t *testing.T) {
 		{name: "failure policy maxFailures 1", set: fields{"spec.failurePolicy.maxFailures": int64(1)}},
 		{name: "karpenter", set: fields{"spec.karpenter.protect": false, "spec.karpenter.postUpdateProtection": "30m"}},
 		{name: "paused with pull secret", set: fields{"spec.paused": true, "spec.imagePullSecret": "registry-creds"}},
+		{name: "tag and digest reference", set: fields{"spec.image": "quay.io/fedora/fedora-bootc:42@" + digest}},
+		{name: "registry with port, tag and digest", set: fields{"spec.image": "localhost:5000/os/bootc:v1.2.3@" + digest}},
+		{name: "selector with prefixed keys and empty value", set: fields{"spec.nodeSelector": map[string]any{"node-role.kubernetes.io/worker": "", "topology.kubernetes.io/zone": "eu-west-1a", "pool": strings.Repeat("v", 63)}}},
+		{name: "selector key with 63-character name", set: fields{"spec.nodeSelector": map[string]any{"example.com/" + strings.Repeat("k", 63): "x"}}},
+		{name: "name of 63 characters", set: fields{"metadata.generateName": remove, "metadata.name": strings.Repeat("p", 63)}},
+		{name: "durations as Go prints them", set: fields{"spec.drainTimeout": "1h30m0s", "spec.healthTimeout": "1.5s", "spec.karpenter.postUpdateProtection": "99999h"}},
+		{name: "durations in small units", set: fields{"spec.drainTimeout": "604800000ms", "spec.healthTimeout": ".5h", "spec.windows": window("00:00", "86400s")}},
+		{name: "maxUnavailable largest int32", set: fields{"spec.rollout.maxUnavailable": int64(2147483647)}},
 	})
 }
 
@@ -170,6 +188,9 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		image   = "spec.image"
 		maxU    = "spec.rollout.maxUnavailable"
 		maxUMsg = "an integer >= 0"
+		sel     = "spec.nodeSelector"
+		keyMsg  = "every key must be a valid label key"
+		durMsg  = "one to three numbers, each followed by a unit"
 	)
 	runRejected(t, basePool, []validationCase{
 		{name: "image with upper case repository", set: fields{image: "Not/Upper:Case"}, wantField: image, wantMsg: "OCI image reference"},
@@ -180,6 +201,21 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		{name: "image missing", set: fields{image: remove}, wantField: image, wantMsg: "Required value"},
 		{name: "image too long", set: fields{image: "quay.io/" + strings.Repeat("a", 512)}, wantField: image, wantMsg: "may not be more than 512"},
 		{name: "nodeSelector missing", set: fields{"spec.nodeSelector": remove}, wantField: "spec.nodeSelector", wantMsg: "Required value"},
+		{name: "tag and short digest", set: fields{image: "quay.io/os:42@sha256:abc"}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "digest before tag", set: fields{image: "quay.io/os@" + digest + ":42"}, wantField: image, wantMsg: "OCI image reference"},
+		{name: "two tags", set: fields{image: "quay.io/os:42:43"}, wantField: image, wantMsg: "OCI image reference"},
+
+		{name: "nodeSelector empty", set: fields{sel: map[string]any{}}, wantField: sel, wantMsg: "an empty nodeSelector would select every Node, control plane included"},
+		{name: "nodeSelector key with space", set: fields{sel: map[string]any{"bad key": "x"}}, wantField: sel, wantMsg: keyMsg},
+		{name: "nodeSelector key with two slashes", set: fields{sel: map[string]any{"a/b/c": "x"}}, wantField: sel, wantMsg: keyMsg},
+		{name: "nodeSelector key name too long", set: fields{sel: map[string]any{strings.Repeat("k", 64): "x"}}, wantField: sel, wantMsg: keyMsg},
+		{name: "nodeSelector key prefix not a DNS name", set: fields{sel: map[string]any{"Example_COM/x": "x"}}, wantField: sel, wantMsg: keyMsg},
+		{name: "nodeSelector key empty", set: fields{sel: map[string]any{"": "x"}}, wantField: sel, wantMsg: keyMsg},
+		{name: "nodeSelector value too long", set: fields{sel: map[string]any{"k": strings.Repeat("v", 64)}}, wantField: sel, wantMsg: "at most 63 characters"},
+		{name: "nodeSelector value not a string", set: fields{sel: map[string]any{"k": int64(1)}}, wantField: sel + ".k", wantMsg: "must be of type string"},
+		{name: "nodeSelector not a map", set: fields{sel: "role=worker"}, wantField: sel, wantMsg: "must be of type object"},
+		{name: "nodeSelector with 65 labels", set: fields{sel: manyLabels(65)}, wantField: sel, wantMsg: "must have at most 64 items"},
+		{name: "name of 64 characters", set: fields{"metadata.generateName": remove, "metadata.name": strings.Repeat("p", 64)}, wantField: "metadata", wantMsg: "must be at most 63 characters: the pool's name is the value of the bootroll.dev/pool label"},
 
 		{name: "maxUnavailable -1", set: fields{maxU: int64(-1)}, wantField: maxU, wantMsg: maxUMsg},
 		{name: "maxUnavailable 101%", set: fields{maxU: "101%"}, wantField: maxU, wantMsg: maxUMsg},
@@ -190,6 +226,10 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		// Deployment maxUnavailable); the message says to drop the quotes.
 		{name: "maxUnavailable string 10", set: fields{maxU: "10"}, wantField: maxU, wantMsg: "without quotes"},
 		{name: "maxUnavailable 1.5", set: fields{maxU: 1.5}, wantField: maxU, wantMsg: "integer"},
+		{name: "maxUnavailable above int32", set: fields{maxU: int64(2147483648)}, wantField: maxU, wantMsg: "at most 2147483647"},
+		{name: "maxUnavailable boolean", set: fields{maxU: true}, wantField: maxU, wantMsg: "must be of type integer,string"},
+		{name: "maxStaging string", set: fields{"spec.rollout.maxStaging": "3"}, wantField: "spec.rollout.maxStaging", wantMsg: "must be of type integer"},
+		{name: "paused string", set: fields{"spec.paused": "yes"}, wantField: "spec.paused", wantMsg: "must be of type boolean"},
 		{name: "maxStaging -1", set: fields{"spec.rollout.maxStaging": int64(-1)}, wantField: "spec.rollout.maxStaging", wantMsg: "greater than or equal to 0"},
 
 		{name: "drainTimeout -5m", set: fields{"spec.drainTimeout": "-5m"}, wantField: "spec.drainTimeout", wantMsg: "positive duration"},
@@ -197,6 +237,18 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		{name: "drainTimeout without unit", set: fields{"spec.drainTimeout": "10"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
 		{name: "drainTimeout abc", set: fields{"spec.drainTimeout": "abc"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
 		{name: "drainTimeout in days", set: fields{"spec.drainTimeout": "1d"}, wantField: "spec.drainTimeout", wantMsg: "duration"},
+		// Numbers too big for a Go duration were refused with "type
+		// conversion error from 'string' to 'google.protobuf.Duration'".
+		{name: "drainTimeout overflowing", set: fields{"spec.drainTimeout": "9999999999999999h"}, wantField: "spec.drainTimeout", wantMsg: durMsg},
+		{name: "drainTimeout above 99999h", set: fields{"spec.drainTimeout": "99999h60m"}, wantField: "spec.drainTimeout", wantMsg: "at most 99999h"},
+		{name: "drainTimeout four parts", set: fields{"spec.drainTimeout": "1h1m1s1ms"}, wantField: "spec.drainTimeout", wantMsg: durMsg},
+		{name: "drainTimeout integer", set: fields{"spec.drainTimeout": int64(600)}, wantField: "spec.drainTimeout", wantMsg: "must be of type string"},
+		{name: "healthTimeout overflowing", set: fields{"spec.healthTimeout": "99999999999999999999s"}, wantField: "spec.healthTimeout", wantMsg: durMsg},
+		{name: "postUpdateProtection overflowing", set: fields{"spec.karpenter.postUpdateProtection": "999999999999999999999ns"}, wantField: "spec.karpenter.postUpdateProtection", wantMsg: durMsg},
+		{name: "window duration overflowing", set: fields{"spec.windows": window("01:00", "99999999999999h")}, wantField: "spec.windows[0].duration", wantMsg: "at most 24h"},
+		{name: "window duration integer", set: fields{"spec.windows": []any{map[string]any{"start": "01:00", "duration": int64(60)}}}, wantField: "spec.windows[0].duration", wantMsg: "must be of type string"},
+		{name: "windows not a list", set: fields{"spec.windows": "01:00-02:00"}, wantField: "spec.windows", wantMsg: "must be of type array"},
+		{name: "failurePolicy maxFailures string", set: fields{"spec.failurePolicy.maxFailures": "10%"}, wantField: "spec.failurePolicy.maxFailures", wantMsg: "must be of type integer"},
 		{name: "drainTimeout too long", set: fields{"spec.drainTimeout": strings.Repeat("1", 32) + "s"}, wantField: "spec.drainTimeout", wantMsg: "may not be more than 32"},
 		{name: "imagePullSecret not a name", set: fields{"spec.imagePullSecret": "Registry_Creds"}, wantField: "spec.imagePullSecret", wantMsg: "name of a Secret"},
 		{name: "healthTimeout 0s", set: fields{"spec.healthTimeout": "0s"}, wantField: "spec.healthTimeout", wantMsg: "positive duration"},

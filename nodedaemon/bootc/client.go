@@ -56,7 +56,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 // Stage downloads image and stages it in download-only mode, so that no
-// reboot boots it until Apply: it runs `bootc switch --download-only IMAGE`,
+// reboot boots it until Apply: it runs `bootc switch --download-only -- IMAGE`,
 // then Status to check that image is staged and still download-only. An
 // unplanned reboot discards a download-only deployment (the pulled layers
 // stay cached), after which Stage must be called again.
@@ -69,7 +69,10 @@ func (c *Client) Stage(ctx context.Context, image string) error {
 	if image == "" {
 		return errors.New("staging: no image given")
 	}
-	if _, err := c.run(ctx, "bootc", "switch", "--download-only", image); err != nil {
+	// "--" ends bootc's options (clap treats what follows as the TARGET
+	// positional), so an image that starts with "-" cannot be read as a
+	// flag such as --apply, which would reboot the host at once.
+	if _, err := c.run(ctx, "bootc", "switch", "--download-only", "--", image); err != nil {
 		if unexpectedFlag(err, "--download-only") {
 			return fmt.Errorf("staging %s: %w: %w", image, ErrDownloadOnlyUnsupported, err)
 		}

@@ -235,11 +235,11 @@ func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, 
 	switch {
 	case cmd == "bootc status --json --format-version 1":
 		return h.statusDoc(), nil
-	case name == "bootc" && len(args) == 3 && args[0] == "switch" && args[1] == "--download-only":
+	case name == "bootc" && len(args) == 4 && args[0] == "switch" && args[1] == "--download-only" && args[2] == "--":
 		run := h.stage
 		switch {
-		case run == nil || run.image != args[2]:
-			return nil, exitError("error: Switching: no download of " + args[2] + " was started")
+		case run == nil || run.image != args[3]:
+			return nil, exitError("error: Switching: no download of " + args[3] + " was started")
 		case run.err != "":
 			return nil, exitError(run.err)
 		case run.im != h.booted.im:
