@@ -8,10 +8,12 @@ K8S_BIN    := $(BIN)/k8s
 TOOLS_MOD  := hack/tools/go.mod
 K8S_VERSION := v1.37.2
 CONTROLLER_GEN := $(BIN)/controller-gen
+CRANE      := $(BIN)/crane
+IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?=
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: containerd all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: images crane containerd all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -35,6 +37,14 @@ $(K8S_BIN)/etcd: $(TOOLS_MOD)
 	@echo ">> building etcd from go.etcd.io/etcd/server/v3"
 	mkdir -p $(K8S_BIN)
 	cd hack/tools && CGO_ENABLED=0 go build -trimpath -o $@ go.etcd.io/etcd/server/v3
+
+$(CRANE): $(TOOLS_MOD)
+	cd hack/tools && CGO_ENABLED=0 go build -trimpath -o $@ github.com/google/go-containerregistry/cmd/crane
+
+crane: $(CRANE) ## Build crane (push the images to a registry) into bin/.
+
+images: ## Build the controller and daemon images (linux/amd64, linux/arm64) as OCI layouts and archives in bin/images/.
+	go run ./hack/images --out $(IMAGES_DIR)
 
 tools: $(CONTROLLER_GEN) $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd ## Build controller-gen, kube-apiserver and etcd into bin/.
 

@@ -66,11 +66,13 @@ Permissions:
   daemon to its own BootcNode, add an admission policy that compares the
   object's name with the service account token's node name
   (user extra authentication.kubernetes.io/node-name).
-  Host: bootc and systemctl must act on the host, so the daemon runs as root
-  in the host's mount namespace with the host's /run (systemd's bus) and
-  /sysroot, e.g. a privileged pod with hostPID run through --host-exec
-  (nsenter into PID 1's mount namespace). It reads the kernel boot ID to
-  tell that a reboot happened.
+  Host: bootc and systemctl must act on the host, so the daemon runs them
+  as root on the host's root filesystem with the host's /run (systemd's bus)
+  and /sysroot: in a privileged pod with hostPID and the host's / mounted at
+  DIR, --host-root DIR runs them chrooted into DIR (the image needs nothing
+  but the daemon); --host-exec runs them through nsenter into PID 1's mount
+  namespace instead (the image must then have nsenter). It reads the kernel
+  boot ID to tell that a reboot happened.
 
 Usage:
   bootroll-daemon --node-name NODE [flags]
@@ -87,6 +89,7 @@ type options struct {
 	metricsAddr string
 	probeAddr   string
 	hostExec    bool
+	hostRoot    string
 	zap         zap.Options
 	// Pinned images.
 	criSocket      string
@@ -138,6 +141,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.stageFS, "stage-fs", "/sysroot", "A path on the filesystem bootc stages OS images to; staging is refused when the image does not fit there twice.")
 	fs.BoolVar(&o.controlPlane, "control-plane", false, "This is a control-plane node: pull pinned images one at a time.")
 	fs.BoolVar(&o.hostExec, "host-exec", false, "Run bootc and systemctl through nsenter in the mount namespace of PID 1 (a pod with hostPID); off when the daemon already runs in the host's mount namespace.")
+	fs.StringVar(&o.hostRoot, "host-root", "", "Run bootc and systemctl chrooted into this directory, the host's / mounted in the pod (with hostPID); the daemon's image needs no host tools.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -147,6 +151,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if o.nodeName == "" {
 		return o, errors.New("--node-name is required: pass it, or set $NODE_NAME (in a DaemonSet, from the downward API field spec.nodeName)")
+	}
+	if o.hostExec && o.hostRoot != "" {
+		return o, errors.New("--host-exec and --host-root are two ways to reach the host's tools: pass one")
 	}
 	if o.resync < 0 {
 		return o, fmt.Errorf("--resync %v: must not be negative", o.resync)
@@ -193,6 +200,9 @@ func run(ctx context.Context, o options) error {
 	var runner bootc.Runner = bootc.ExecRunner{}
 	if o.hostExec {
 		runner = nsenterRunner{bootc.ExecRunner{}}
+	}
+	if o.hostRoot != "" {
+		runner = bootc.ChrootRunner{Root: o.hostRoot}
 	}
 	host := nodedaemon.HostEdges{
 		Bootc:  runner,

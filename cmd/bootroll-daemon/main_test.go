@@ -30,8 +30,8 @@ func TestDaemonSetArgsParse(t *testing.T) {
 	if o.nodeName != "node-a" {
 		t.Errorf("node name from $NODE_NAME = %q, want node-a", o.nodeName)
 	}
-	if !o.hostExec {
-		t.Errorf("the DaemonSet must run bootc in the host's mount namespace (--host-exec)")
+	if o.hostRoot != "/host" || o.hostExec {
+		t.Errorf("the DaemonSet must run bootc chrooted into the host's root at /host (--host-root=/host), not through nsenter, which its image does not have")
 	}
 }
 

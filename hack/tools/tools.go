@@ -4,6 +4,7 @@
 package tools
 
 import (
+	_ "github.com/google/go-containerregistry/cmd/crane"
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
