@@ -132,8 +132,9 @@ func (w *world) wantPhase(want v1alpha1.NodePhase) {
 
 // stageAndGrant takes the node from no record to asked to reboot: the pool
 // creates the record directed, the daemon stages, the node reconciler
-// takes the target up, the pool grants the slot (cordon), and the drain
-// (no pods) ends in the boot order.
+// takes the target up, the pool grants the slot (its slot table), the
+// node reconciler takes it up (cordon), and the drain (no pods) ends in the
+// boot order.
 func (w *world) stageAndGrant() {
 	w.t.Helper()
 	w.reconcile(w.pool, "p")
@@ -148,6 +149,8 @@ func (w *world) stageAndGrant() {
 	w.reconcile(w.node, "n")
 	w.clk.Step(2 * time.Second) // past the pool's pass interval
 	w.reconcile(w.pool, "p")
+	w.wantPhase(v1alpha1.PhasePending) // granted in the pool's table only
+	w.reconcile(w.node, "n")
 	w.wantPhase(v1alpha1.PhaseDraining)
 	if !w.kubeNode().Spec.Unschedulable {
 		w.t.Fatal("the slot grant did not cordon the Node")

@@ -91,6 +91,8 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 		{Name: NodeController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
 			{Object: &corev1.Node{}, Handler: sameName},
+			// A slot the pool grants is taken up by the node's record.
+			{Object: &v1alpha1.BootcNodePool{}, Handler: slotsGranted},
 		}},
 		{Name: PinnedSetController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return pinned.New(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
@@ -112,6 +114,24 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 					}}}},
 		}},
 	}
+}
+
+// slotsGranted enqueues the records of the nodes a pool's slot table
+// gained: the pool grants, the node reconciler takes the slot up.
+var slotsGranted = handler.Funcs{
+	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, s := range e.Object.(*v1alpha1.BootcNodePool).Status.Slots {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+		}
+	},
+	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		old := e.ObjectOld.(*v1alpha1.BootcNodePool)
+		for _, s := range e.ObjectNew.(*v1alpha1.BootcNodePool).Status.Slots {
+			if !rollout.Listed(old, s) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+			}
+		}
+	},
 }
 
 // deletionChanged passes an update that set or cleared the deletionTimestamp,

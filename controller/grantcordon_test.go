@@ -62,7 +62,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhaseStaged
 			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewPoolReconciler(cl, options.Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			var n corev1.Node
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
 				t.Fatal(err)
@@ -83,7 +83,7 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			if c.wantCordon && (ro.PriorUnschedulable == nil || *ro.PriorUnschedulable || ro.DrainStartedAt == nil) {
 				t.Fatalf("grant records priorUnschedulable %v, drainStartedAt %v; want false and the grant time", ro.PriorUnschedulable, ro.DrainStartedAt)
 			}
-			if err := g.apply(ctx, cl); err != nil {
+			if _, err := g.apply(ctx, cl); err != nil {
 				t.Fatal(err)
 			}
 			var got corev1.Node
@@ -139,7 +139,7 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			bn.Status.Rollout.AddedAnnotations = karpenter.ProtectAnnotations
 			bn.Status.Rollout.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
 			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewPoolReconciler(cl, options.Options{})
+			r := NewNodeReconciler(cl, options.Options{})
 			var cur v1alpha1.BootcNode
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &cur); err != nil {
 				t.Fatal(err)
@@ -166,7 +166,7 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			if !slices.Equal(b.Status.Rollout.AddedAnnotations, karpenter.ProtectAnnotations) {
 				t.Fatalf("ownership changed to %v", b.Status.Rollout.AddedAnnotations)
 			}
-			if err := g.apply(ctx, cl); err != nil {
+			if _, err := g.apply(ctx, cl); err != nil {
 				t.Fatal(err)
 			}
 			var got corev1.Node

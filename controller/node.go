@@ -206,6 +206,8 @@ func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Resul
 		return reconcile.Result{RequeueAfter: wait}, err
 	case rollout.NodeAwaitGrant:
 		return reconcile.Result{RequeueAfter: d.Wait}, nil
+	case rollout.NodeTakeSlot:
+		return r.takeSlot(ctx, s, d.Slot)
 	case rollout.NodeClearMarker:
 		// A marker no record accounts for: left by a pool or a bootroll
 		// removed without cleaning up.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -301,115 +300,10 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	r.last[pool.Name] = pass{at: now, gen: pool.Generation}
 	r.mu.Unlock()
 
-	// 7. Tell the granted nodes (and any whose grant was not yet seen).
-	for _, s := range held {
-		row := rollout.FindRow(rows, s.Node)
-		if row == nil || row.Record == nil || !rollout.GrantPending(row.Record, s) {
-			continue
-		}
-		bn := row.Record
-		b := bn.DeepCopy()
-		// A node is cordoned and protected from the grant on, not from the
-		// node reconciler's first pass some time later (DESIGN §3/§5).
-		// The state to give back is read from the API server and recorded
-		// before the Node is written, so a crash cannot forget it.
-		//   - A Karpenter-managed node: what bootroll adds is recorded
-		//     first, still waiting (Pending, staged); then the cordon, slot
-		//     marker and Karpenter annotations go on the Node in one patch,
-		//     and the annotations on its NodeClaim; only then does the
-		//     record enter the slot (Draining). Karpenter never finds a
-		//     record in its slot on an unprotected Node, whatever write
-		//     fails or crashes part way (a grant left waiting and cordoned
-		//     is taken up again by the next pass, which puts back what the
-		//     Node misses).
-		//   - Any other node: nothing reaps it, so the record enters the
-		//     slot in the same write that records the cordon, and the Node
-		//     is cordoned after it: two writes where there were three. A
-		//     Node patch that fails is redone by the node reconciler's
-		//     drain, which cordons before it evicts.
-		var grant grantCordon
-		claimed := row.Node != nil && karpenter.ClaimName(row.Node) != ""
-		if claimed {
-			// The Node is written on this grant before the record: only
-			// for the record as the API server has it. A cache that lags
-			// may still show a grant the node has long finished, and
-			// cordoning it again would leave the cordon and protection
-			// behind. (Elsewhere the record write, locked on the cached
-			// version, comes first and fails on a stale cache.)
-			if err := recordCurrent(ctx, r.reader, bn); err != nil {
-				if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-					return reconcile.Result{}, fmt.Errorf("before the slot grant: %w", err)
-				}
-				wake(time.Second)
-				continue
-			}
-		}
-		if row.Node != nil {
-			var err error
-			if grant, err = r.planGrantCordon(ctx, &pool, row.Node, b, now); err != nil {
-				if apierrors.IsConflict(err) {
-					wake(time.Second)
-					continue
-				}
-				return reconcile.Result{}, err
-			}
-			// The slot was chosen on the cached Node; the Node the grant
-			// writes is read afresh, and must still be one a slot may go
-			// to: a cache that lags does not show that Karpenter has
-			// started to delete or disrupt it (karpenter-defaults seed30:
-			// the grant cordoned a node Karpenter was draining, and its
-			// evictions counted as a reap of a node in its slot).
-			downOnFailed := row.Failed != "" && row.Booted == imageref.Digest(row.Failed)
-			why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			if why != "" {
-				log.V(1).Info("slot not granted after all", "node", s.Node, "reason", why)
-				wake(time.Second)
-				continue
-			}
-		}
-		if grant.node != nil && claimed {
-			if !apiequality.Semantic.DeepEqual(bn.Status.Rollout, b.Status.Rollout) {
-				if err := r.client.Status().Patch(ctx, b, patch.Record(bn)); err != nil {
-					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-						wake(time.Second)
-						continue
-					}
-					return reconcile.Result{}, fmt.Errorf("record the cordon of %s on its slot grant: %w", s.Node, err)
-				}
-			}
-			if err := grant.apply(ctx, r.client); err != nil {
-				return reconcile.Result{}, fmt.Errorf("cordon node %s on its slot grant: %w", s.Node, err)
-			}
-			bn, b = b, b.DeepCopy()
-		} else if grant.node == nil {
-			b.Status.Rollout.DrainStartedAt = nil
-		}
-		b.Status.Phase = v1alpha1.PhaseDraining
-		b.Status.Rollout.PhaseSince = &metav1.Time{Time: now}
-		b.Status.Rollout.Reason, b.Status.Rollout.Message = "SlotGranted", fmt.Sprintf("reboot slot %d/%d", len(held), maxU)
-		if err := r.client.Status().Patch(ctx, b, patch.Record(bn)); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				wake(time.Second)
-				continue
-			}
-			return reconcile.Result{}, fmt.Errorf("grant slot to %s: %w", s.Node, err)
-		}
-		if grant.node != nil && !claimed {
-			if err := grant.apply(ctx, r.client); err != nil {
-				// The record is in its slot and says cordoned: the node
-				// reconciler's drain cordons before it evicts.
-				log.Info("cordon on the slot grant failed; the drain cordons", "node", s.Node, "error", err.Error())
-			}
-		}
-		if grant.node != nil {
-			r.event(b, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", s.Image)
-		}
-		r.event(b, corev1.EventTypeNormal, "SlotGranted", "reboot slot granted for %s", s.Image)
-		log.V(1).Info("slot granted", "node", s.Node, "image", s.Image)
-	}
+	// 7. The granted nodes take their slots up themselves: the node
+	// reconciler, the one writer of a record's phase and rollout record,
+	// sees its node in status.slots (it watches the pool's slot table)
+	// and cordons it (takeSlot).
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 

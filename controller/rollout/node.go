@@ -45,14 +45,19 @@ const (
 	// NodeEndProtection: Failed or RolledBack, with post-update
 	// protection or bootroll's annotations still to end.
 	NodeEndProtection
-	// NodeAwaitGrant: the pool's slot grant is under way (cordon
-	// recorded, still waiting): leave it for Wait.
+	// NodeAwaitGrant: a slot take-up is under way (cordon recorded,
+	// still waiting) and the pool's cached slot table does not show the
+	// slot: leave it for Wait.
 	NodeAwaitGrant
 	// NodeRestoreCordon: a cordon no slot accounts for, left by a crash
 	// between a node's last steps: give it back.
 	NodeRestoreCordon
 	// NodeClearMarker: a slot marker on the Node that no record accounts for.
 	NodeClearMarker
+	// NodeTakeSlot: the pool granted the node a slot (status.slots) it has
+	// not taken up: record the cordon, cordon the Node, enter Draining
+	// (Decision.Slot).
+	NodeTakeSlot
 	// NodeFollowDaemon: waiting for its turn or done; the stored phase
 	// follows the daemon's report (StagingPhase), after ending any
 	// post-update protection, updating a node that joined on an old boot
@@ -60,7 +65,7 @@ const (
 	NodeFollowDaemon
 )
 
-var nodeActionNames = [...]string{"Idle", "Release", "Retarget", "Drain", "Verify", "Conclude", "EndProtection", "AwaitGrant", "RestoreCordon", "ClearMarker", "FollowDaemon"}
+var nodeActionNames = [...]string{"Idle", "Release", "Retarget", "Drain", "Verify", "Conclude", "EndProtection", "AwaitGrant", "RestoreCordon", "ClearMarker", "TakeSlot", "FollowDaemon"}
 
 func (a NodeAction) String() string {
 	if int(a) < len(nodeActionNames) {
@@ -78,6 +83,8 @@ type NodeDecision struct {
 	KeepProtected bool
 	// Wait is how long NodeAwaitGrant waits.
 	Wait time.Duration
+	// Slot is the slot NodeTakeSlot takes up.
+	Slot v1alpha1.Slot
 }
 
 // NextNodeAction is the rule that picks a record's next step. The
@@ -112,15 +119,20 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 		}
 		return NodeDecision{}
 	}
-	// Outside a slot: the phase follows what the daemon reports.
+	// Outside a slot: a slot the pool granted is taken up (also after a
+	// take-up that stopped part way); otherwise the phase follows what the
+	// daemon reports.
+	if s, ok := GrantedSlot(v.Pool, bn); ok {
+		return NodeDecision{Action: NodeTakeSlot, Slot: s}
+	}
 	if ro.Cordoned {
 		if ro.DrainStartedAt != nil {
-			// The pool's slot grant is under way: it records the cordon
-			// (still waiting) before it cordons the Node and then sets
-			// Draining. Restoring now would race its Node patch and leave
-			// the protection it adds with no record of it (envtest
-			// TestKarpenter, now and then). A grant left part way is taken
-			// up by the pool's next pass; give it GrantSettle.
+			// A slot take-up is under way: it records the cordon (still
+			// waiting) before it cordons the Node and then sets Draining,
+			// and this read of the pool may not show the slot yet.
+			// Restoring now would race it and leave the protection it
+			// adds with no record of it (envtest TestKarpenter, now and
+			// then). Give it GrantSettle.
 			if wait := ro.DrainStartedAt.Add(GrantSettle).Sub(v.Now); wait > 0 {
 				return NodeDecision{Action: NodeAwaitGrant, Wait: wait}
 			}

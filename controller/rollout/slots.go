@@ -17,8 +17,8 @@ import (
 // its slot (this also drops an entry granted from a stale read of a node
 // that had just finished).
 //
-// A node is Staged in its slot between the grant and the pool's write of
-// Draining; a Staged node whose drain timed out after the grant (retryAfter
+// A node is Staged in its slot between the pool's grant and the node
+// reconciler's take-up (Draining); a Staged node whose drain timed out after the grant (retryAfter
 // set later than the grant) has given its slot back.
 func SlotInUse(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 	return bn.Status.Rollout.Cordoned || HoldsSlot(bn.Status.Phase) || GrantPending(bn, s)
@@ -59,6 +59,31 @@ const GrantSettle = 2 * time.Minute
 func SlotGranted(slots []v1alpha1.Slot, bn *v1alpha1.BootcNode, now time.Time) bool {
 	for _, s := range slots {
 		if s.Node == bn.Name && GrantPending(bn, s) && now.Sub(s.Since.Time) < GrantSettle {
+			return true
+		}
+	}
+	return false
+}
+
+// GrantedSlot returns the slot pool granted bn's node and the node has not
+// taken up yet (GrantPending), if any.
+func GrantedSlot(pool *v1alpha1.BootcNodePool, bn *v1alpha1.BootcNode) (v1alpha1.Slot, bool) {
+	if pool == nil || pool.DeletionTimestamp != nil {
+		return v1alpha1.Slot{}, false
+	}
+	for _, s := range pool.Status.Slots {
+		if s.Node == bn.Name && GrantPending(bn, s) {
+			return s, true
+		}
+	}
+	return v1alpha1.Slot{}, false
+}
+
+// Listed reports whether pool's slot table holds slot s (same node, image
+// and grant time).
+func Listed(pool *v1alpha1.BootcNodePool, s v1alpha1.Slot) bool {
+	for _, e := range pool.Status.Slots {
+		if e.Node == s.Node && e.Image == s.Image && e.Since.Equal(&s.Since) {
 			return true
 		}
 	}

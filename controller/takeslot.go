@@ -1,0 +1,240 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/karpenter"
+	"github.com/bootroll/bootroll/controller/patch"
+	"github.com/bootroll/bootroll/controller/rollout"
+	"github.com/bootroll/bootroll/internal/imageref"
+)
+
+// takeSlot takes up the slot the pool granted the node (rollout.GrantedSlot):
+// the pool owns the slot table and only decides who gets a slot; the node
+// reconciler, the one writer of the record's phase and rollout record,
+// records the cordon and cordons the Node, then drains. The node is
+// cordoned and protected from the grant on (DESIGN §3/§5); the state to give
+// back is read from the API server and recorded before the Node is written,
+// so a crash cannot forget it.
+//   - A node Karpenter can disrupt (it has a NodeClaim): what bootroll adds
+//     is recorded first, still waiting; then the cordon, slot marker and
+//     Karpenter annotations go on the Node in one patch, and the
+//     annotations on its NodeClaim; only then does the record enter the
+//     slot (Draining). Karpenter never finds a record in its slot on an
+//     unprotected Node, whatever write fails or crashes part way (a take-up
+//     left waiting and cordoned is taken up again on the next pass, which
+//     puts back what the Node misses).
+//   - Any other node: nothing reaps it, so the record enters the slot in
+//     the same write that records the cordon, and the Node is cordoned
+//     after it. A Node patch that fails is redone by the drain, which
+//     cordons before it evicts.
+func (r *NodeReconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Slot) (reconcile.Result, error) {
+	// The slot table read afresh: a halt drops the slots no node has
+	// started on, and a pool that is gone or going grants nothing.
+	fresh, err := r.freshPool(ctx, s)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if fresh == nil || fresh.DeletionTimestamp != nil || !rollout.Listed(fresh, slot) || rollout.HaltedFor(fresh, slot.Image) {
+		return reconcile.Result{}, nil // the pool's next pass (or the release) follows
+	}
+	claimed := karpenter.ClaimName(s.node) != ""
+	if claimed {
+		// The Node is written before the record: only for the record as
+		// the API server has it. A cache that lags may still show a slot
+		// the node has long finished, and cordoning it again would leave
+		// the cordon and protection behind.
+		if err := r.current(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	grant, err := r.planGrantCordon(ctx, fresh, s.node, s.bn, s.now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	// The slot was granted on the pool's cached Node; the Node the grant
+	// writes is read afresh, and must still be one a slot may go to: a
+	// cache that lags does not show that Karpenter has started to delete
+	// or disrupt it (karpenter-defaults seed30: the grant cordoned a node
+	// Karpenter was draining, and its evictions counted as a reap of a
+	// node in its slot).
+	ro := &s.bn.Status.Rollout
+	downOnFailed := ro.FailedImage != "" && rollout.DigestOfHost(s.bn.Status.Booted) == imageref.Digest(ro.FailedImage)
+	why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if why != "" {
+		log.FromContext(ctx).V(1).Info("slot not taken up yet", "node", s.node.Name, "reason", why)
+		s.bn.Status.Phase = s.orig.Status.Phase
+		s.orig.Status.Rollout.DeepCopyInto(&s.bn.Status.Rollout)
+		return reconcile.Result{RequeueAfter: rollout.DrainPoll}, nil
+	}
+	if claimed {
+		if err := r.patchStatus(ctx, s); err != nil {
+			return reconcile.Result{}, fmt.Errorf("record the cordon of %s for its slot: %w", s.node.Name, err)
+		}
+		n, err := grant.apply(ctx, r.client)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("cordon node %s for its slot: %w", s.node.Name, err)
+		}
+		s.node = n
+	}
+	ro = &s.bn.Status.Rollout
+	s.bn.Status.Phase = v1alpha1.PhaseDraining
+	ro.PhaseSince = &metav1.Time{Time: s.now}
+	ro.Reason, ro.Message = "SlotGranted", fmt.Sprintf("reboot slot granted at %s", slot.Since.UTC().Format(time.RFC3339))
+	if err := r.patchStatus(ctx, s); err != nil {
+		return reconcile.Result{}, fmt.Errorf("take up the slot of %s: %w", s.node.Name, err)
+	}
+	if !claimed {
+		n, err := grant.apply(ctx, r.client)
+		if err != nil {
+			// The record is in its slot and says cordoned: the drain
+			// cordons before it evicts.
+			log.FromContext(ctx).Info("cordon on the slot grant failed; the drain cordons", "node", s.node.Name, "error", err.Error())
+		} else {
+			s.node = n
+		}
+	}
+	r.event(s.bn, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", slot.Image)
+	r.event(s.bn, corev1.EventTypeNormal, "SlotGranted", "reboot slot granted for %s", slot.Image)
+	// The drain starts on the record's own update event, once the cache
+	// shows the cordon, as when the pool wrote the grant.
+	return reconcile.Result{}, nil
+}
+
+// grantCordon is what the node reconciler writes on a node that takes up
+// its slot: the cordon and slot marker, and the protection
+// annotations bootroll adds to the Node and to its NodeClaim.
+type grantCordon struct {
+	pool      string
+	node      *corev1.Node
+	claim     *unstructured.Unstructured
+	nodeKeys  []string
+	claimKeys []string
+}
+
+// planGrantCordon records on b (the BootcNode about to be told of its slot)
+// the cordon of node n and the protection annotations bootroll adds, as
+// drain does, and returns what to write once b is written.
+func (r *NodeReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
+	ro := &b.Status.Rollout
+	// The state to give back is read from the API server, not the cache
+	// (which may not show an admin's cordon yet); the cordon patch is
+	// locked on this read.
+	var fresh corev1.Node
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: n.Name}, &fresh); err != nil {
+		return grantCordon{}, fmt.Errorf("re-read node %s before its slot: %w", n.Name, err)
+	}
+	n = &fresh
+	g := grantCordon{pool: pool.Name, node: n}
+	if ro.Cordoned {
+		// A grant recorded before (its Node patch failed, or the
+		// controller stopped): the cordon and the recorded keys go on
+		// again, the missing ones only; what bootroll owns stays as
+		// recorded. No record write locks this Node patch, so the record
+		// must be the current one: the node reconciler may have given the
+		// grant back since.
+		var cur v1alpha1.BootcNode
+		if err := r.reader.Get(ctx, types.NamespacedName{Name: b.Name}, &cur); err != nil {
+			return grantCordon{}, fmt.Errorf("re-read BootcNode %s before its slot: %w", b.Name, err)
+		}
+		if cur.ResourceVersion != b.ResourceVersion {
+			return grantCordon{}, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), b.Name,
+				fmt.Errorf("the cached record is stale (%s, current %s)", b.ResourceVersion, cur.ResourceVersion))
+		}
+		g.nodeKeys = ro.AddedAnnotations
+		if len(ro.AddedNodeClaimAnnotations) > 0 {
+			cl, err := karpenter.LookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
+			if err != nil {
+				return grantCordon{}, err
+			}
+			g.claim, g.claimKeys = cl.Claim, ro.AddedNodeClaimAnnotations
+		}
+		return g, nil
+	}
+	if _, ours := n.Annotations[v1alpha1.AnnotationSlot]; !ours && !r.opts.TestOnly.ForgetPriorCordon {
+		ro.PriorUnschedulable = ptr.To(n.Spec.Unschedulable)
+	}
+	if !r.opts.TestOnly.SkipKarpenterProtection && (pool.Spec.Karpenter.Protect == nil || *pool.Spec.Karpenter.Protect) {
+		claimAll := r.opts.TestOnly.DropAnnotationOwnership
+		_, g.nodeKeys = karpenter.Protect(maps.Clone(n.Annotations))
+		if claimAll && len(g.nodeKeys) > 0 {
+			g.nodeKeys = karpenter.ProtectAnnotations // test-only: claims the ones that were there before
+		}
+		cl, err := karpenter.LookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
+		if err != nil {
+			return grantCordon{}, err
+		}
+		if cl.Claim != nil {
+			g.claim = cl.Claim
+			_, g.claimKeys = karpenter.Protect(maps.Clone(cl.Claim.GetAnnotations()))
+			if claimAll && len(g.claimKeys) > 0 {
+				g.claimKeys = karpenter.ProtectAnnotations
+			}
+		}
+		ro.AddedAnnotations = karpenter.MergeKeys(ro.AddedAnnotations, g.nodeKeys)
+		ro.AddedNodeClaimAnnotations = karpenter.MergeKeys(ro.AddedNodeClaimAnnotations, g.claimKeys)
+	}
+	ro.ProtectUntil = nil
+	ro.Cordoned = true
+	ro.DrainStartedAt = &metav1.Time{Time: now}
+	return g, nil
+}
+
+// apply cordons the Node with the slot marker and the planned annotations
+// in one patch, then annotates the NodeClaim, and returns the Node as
+// written. Only missing keys are added; a Node or NodeClaim that is gone
+// is not an error (the node reconciler gives the slot back).
+func (g grantCordon) apply(ctx context.Context, c client.Client) (*corev1.Node, error) {
+	written := g.node
+	if g.node != nil {
+		m := g.node.DeepCopy()
+		m.Spec.Unschedulable = true
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[v1alpha1.AnnotationSlot] = g.pool
+		for _, k := range g.nodeKeys {
+			if _, ok := m.Annotations[k]; !ok {
+				m.Annotations[k] = "true"
+			}
+		}
+		if err := c.Patch(ctx, m, patch.Node(g.node), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("cordon node %s: %w", g.node.Name, err)
+		}
+		written = m
+	}
+	if g.claim != nil && len(g.claimKeys) > 0 {
+		orig := g.claim.DeepCopy()
+		ann := g.claim.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		for _, k := range g.claimKeys {
+			if _, ok := ann[k]; !ok {
+				ann[k] = "true"
+			}
+		}
+		g.claim.SetAnnotations(ann)
+		if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("annotate NodeClaim %s: %w", g.claim.GetName(), err)
+		}
+	}
+	return written, nil
+}
