@@ -83,4 +83,3 @@ func (r *NodeReconciler) unprotectClaim(ctx context.Context, s *nodeStep) error 
 	ro.AddedNodeClaimAnnotations = nil
 	return nil
 }
-
