@@ -255,8 +255,16 @@ func TestRollbackHaltsAtOnce(t *testing.T) {
 
 // orderStands reports whether bn carries a boot order that stands and that
 // the node does not run yet: one that could still reboot it. An order
-// carried out (the node runs its image) is spent.
+// carried out (the node runs its image, or left it for a rollback order)
+// is spent.
 func orderStands(bn v1alpha1.BootcNode) bool {
 	o := bn.Spec.Order()
-	return o != nil && (bn.Status.Booted == nil || bn.Status.Booted.Digest != imageref.Digest(o.Image))
+	if o == nil {
+		return false
+	}
+	on := bn.Status.Booted != nil && bn.Status.Booted.Digest == imageref.Digest(o.Image)
+	if o.Rollback {
+		return on // a rollback order names the image it leaves
+	}
+	return !on
 }

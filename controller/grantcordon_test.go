@@ -83,7 +83,10 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			if c.wantCordon && (ro.PriorUnschedulable == nil || *ro.PriorUnschedulable || ro.DrainStartedAt == nil) {
 				t.Fatalf("grant records priorUnschedulable %v, drainStartedAt %v; want false and the grant time", ro.PriorUnschedulable, ro.DrainStartedAt)
 			}
-			if _, err := g.apply(ctx, cl); err != nil {
+			if _, err := g.applyNode(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.applyClaim(ctx, cl); err != nil {
 				t.Fatal(err)
 			}
 			var got corev1.Node
@@ -166,7 +169,10 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			if !slices.Equal(b.Status.Rollout.AddedAnnotations, karpenter.ProtectAnnotations) {
 				t.Fatalf("ownership changed to %v", b.Status.Rollout.AddedAnnotations)
 			}
-			if _, err := g.apply(ctx, cl); err != nil {
+			if _, err := g.applyNode(ctx, cl); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.applyClaim(ctx, cl); err != nil {
 				t.Fatal(err)
 			}
 			var got corev1.Node

@@ -345,13 +345,6 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 			return err
 		}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
-		if s.bn.Spec.RollingBack() {
-			// The controller's own rollback order (recordFailure), whose
-			// record write did not happen: the node is cordoned, drained
-			// and in its slot for it.
-			ro.Reason, ro.Message = "RollingBack", "rolling back to "+target
-			break
-		}
 		if err := r.withdrawBootOrder(ctx, s); err != nil {
 			return err
 		}
@@ -542,6 +535,9 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
+		if bn.Spec.RollingBack() {
+			msg = fmt.Sprintf("rolled back from %s to %s and Ready %s after the rollback request", bn.Spec.DesiredImage, rollout.DigestOfHost(bn.Status.Booted), d.Took.Round(time.Second))
+		}
 		// Recorded once the phase is written: a write that conflicts is
 		// retried, and the retry must not count twice; a later write of
 		// the same finish that fails must not lose it either (the retry
@@ -607,16 +603,10 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.RollingBack() &&
 		rollout.DigestOfHost(bn.Status.Booted) == imageref.Digest(bn.Spec.DesiredImage) && bn.Status.RollbackImage != nil && bn.Status.RollbackImage.Digest != "" {
-		prev := bn.Status.RollbackImage
-		ref := prev.Image
-		if !imageref.IsDigest(ref) {
-			// bootc reported the deployment by tag: pin it to the digest
-			// it reported (a ref that does not parse is ordered as is, and
-			// the daemon refuses it as not a digest reference).
-			if pinned, err := imageref.WithDigest(ref, prev.Digest); err == nil {
-				ref = pinned
-			}
-		}
+		// The rollback order names the image it leaves (the pool's
+		// target stays spec.desiredImage, the pool its one writer); the
+		// daemon returns to the rollback deployment the host reported.
+		prev := bn.Status.RollbackImage.Image
 		// The failed image is recorded before the rollback order, so that
 		// no crash between the writes can lose it.
 		if s.bn.Status.Rollout.FailedImage != failedImage {
@@ -625,15 +615,12 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 				return err
 			}
 		}
-		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) {
-			b.Spec.DesiredImage = ref
-			b.Spec.BootOrder = &v1alpha1.BootOrder{Image: ref, Rollback: true, At: metav1.Time{Time: s.now}}
-		}); err != nil {
+		order := &v1alpha1.BootOrder{Image: failedImage, Rollback: true, At: metav1.Time{Time: s.now}}
+		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder = order }); err != nil {
 			return fmt.Errorf("ask BootcNode %s to roll back: %w", bn.Name, err)
 		}
 		ro := &s.bn.Status.Rollout
-		ro.FailedImage, ro.TargetImage = failedImage, ref
-		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+ref
+		ro.Reason, ro.Message = "RollingBack", msg+"; rolling back to "+prev
 		return r.patchStatus(ctx, s)
 	}
 	// A failed rollback keeps the image that failed. Failed is recorded

@@ -49,10 +49,10 @@ func (r *NodeReconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if fresh == nil || fresh.DeletionTimestamp != nil || !rollout.Listed(fresh, slot) || rollout.HaltedFor(fresh, slot.Image) {
+	claimed := karpenter.ClaimName(s.node) != ""
+	if d := rollout.TakeUp(fresh, slot, claimed, ""); d.Skip != "" {
 		return reconcile.Result{}, nil // the pool's next pass (or the release) follows
 	}
-	claimed := karpenter.ClaimName(s.node) != ""
 	if claimed {
 		// The Node is written before the record: only for the record as
 		// the API server has it. A cache that lags may still show a slot
@@ -66,6 +66,7 @@ func (r *NodeReconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	s.bn.Status.Rollout.SlotGrantedAt = slot.Since.DeepCopy()
 	// The slot was granted on the pool's cached Node; the Node the grant
 	// writes is read afresh, and must still be one a slot may go to: a
 	// cache that lags does not show that Karpenter has started to delete
@@ -78,37 +79,43 @@ func (r *NodeReconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if why != "" {
-		log.FromContext(ctx).V(1).Info("slot not taken up yet", "node", s.node.Name, "reason", why)
+	d := rollout.TakeUp(fresh, slot, claimed, why)
+	if d.Skip != "" {
+		log.FromContext(ctx).V(1).Info("slot not taken up yet", "node", s.node.Name, "reason", d.Skip)
 		s.bn.Status.Phase = s.orig.Status.Phase
 		s.orig.Status.Rollout.DeepCopyInto(&s.bn.Status.Rollout)
-		return reconcile.Result{RequeueAfter: rollout.DrainPoll}, nil
+		return reconcile.Result{RequeueAfter: d.Wait}, nil
 	}
-	if claimed {
-		if err := r.patchStatus(ctx, s); err != nil {
-			return reconcile.Result{}, fmt.Errorf("record the cordon of %s for its slot: %w", s.node.Name, err)
-		}
-		n, err := grant.apply(ctx, r.client)
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("cordon node %s for its slot: %w", s.node.Name, err)
-		}
-		s.node = n
-	}
-	ro = &s.bn.Status.Rollout
-	s.bn.Status.Phase = v1alpha1.PhaseDraining
-	ro.PhaseSince = &metav1.Time{Time: s.now}
-	ro.Reason, ro.Message = "SlotGranted", fmt.Sprintf("reboot slot granted at %s", slot.Since.UTC().Format(time.RFC3339))
-	if err := r.patchStatus(ctx, s); err != nil {
-		return reconcile.Result{}, fmt.Errorf("take up the slot of %s: %w", s.node.Name, err)
-	}
-	if !claimed {
-		n, err := grant.apply(ctx, r.client)
-		if err != nil {
-			// The record is in its slot and says cordoned: the drain
-			// cordons before it evicts.
-			log.FromContext(ctx).Info("cordon on the slot grant failed; the drain cordons", "node", s.node.Name, "error", err.Error())
-		} else {
-			s.node = n
+	for _, w := range d.Writes {
+		switch w {
+		case rollout.WriteCordonRecord:
+			if err := r.patchStatus(ctx, s); err != nil {
+				return reconcile.Result{}, fmt.Errorf("record the cordon of %s for its slot: %w", s.node.Name, err)
+			}
+		case rollout.WriteNode:
+			n, err := grant.applyNode(ctx, r.client)
+			switch {
+			case err != nil && claimed:
+				return reconcile.Result{}, fmt.Errorf("cordon node %s for its slot: %w", s.node.Name, err)
+			case err != nil:
+				// The record is in its slot and says cordoned: the
+				// drain cordons before it evicts.
+				log.FromContext(ctx).Info("cordon on the slot grant failed; the drain cordons", "node", s.node.Name, "error", err.Error())
+			default:
+				s.node = n
+			}
+		case rollout.WriteClaim:
+			if err := grant.applyClaim(ctx, r.client); err != nil {
+				return reconcile.Result{}, err
+			}
+		case rollout.WriteDraining:
+			ro := &s.bn.Status.Rollout
+			s.bn.Status.Phase = v1alpha1.PhaseDraining
+			ro.PhaseSince = &metav1.Time{Time: s.now}
+			ro.Reason, ro.Message = "SlotGranted", fmt.Sprintf("reboot slot granted at %s", slot.Since.UTC().Format(time.RFC3339))
+			if err := r.patchStatus(ctx, s); err != nil {
+				return reconcile.Result{}, fmt.Errorf("take up the slot of %s: %w", s.node.Name, err)
+			}
 		}
 	}
 	r.event(s.bn, corev1.EventTypeNormal, "Cordoned", "cordoned for the update to %s", slot.Image)
@@ -197,44 +204,50 @@ func (r *NodeReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.Boo
 	return g, nil
 }
 
-// apply cordons the Node with the slot marker and the planned annotations
-// in one patch, then annotates the NodeClaim, and returns the Node as
-// written. Only missing keys are added; a Node or NodeClaim that is gone
-// is not an error (the node reconciler gives the slot back).
-func (g grantCordon) apply(ctx context.Context, c client.Client) (*corev1.Node, error) {
-	written := g.node
-	if g.node != nil {
-		m := g.node.DeepCopy()
-		m.Spec.Unschedulable = true
-		if m.Annotations == nil {
-			m.Annotations = map[string]string{}
-		}
-		m.Annotations[v1alpha1.AnnotationSlot] = g.pool
-		for _, k := range g.nodeKeys {
-			if _, ok := m.Annotations[k]; !ok {
-				m.Annotations[k] = "true"
-			}
-		}
-		if err := c.Patch(ctx, m, patch.Node(g.node), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("cordon node %s: %w", g.node.Name, err)
-		}
-		written = m
+// applyNode cordons the Node with the slot marker and the planned
+// annotations in one patch, and returns the Node as written. Only missing
+// keys are added; a Node that is gone is not an error (the node
+// reconciler gives the slot back).
+func (g grantCordon) applyNode(ctx context.Context, c client.Client) (*corev1.Node, error) {
+	if g.node == nil {
+		return nil, nil
 	}
-	if g.claim != nil && len(g.claimKeys) > 0 {
-		orig := g.claim.DeepCopy()
-		ann := g.claim.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		for _, k := range g.claimKeys {
-			if _, ok := ann[k]; !ok {
-				ann[k] = "true"
-			}
-		}
-		g.claim.SetAnnotations(ann)
-		if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("annotate NodeClaim %s: %w", g.claim.GetName(), err)
+	m := g.node.DeepCopy()
+	m.Spec.Unschedulable = true
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[v1alpha1.AnnotationSlot] = g.pool
+	for _, k := range g.nodeKeys {
+		if _, ok := m.Annotations[k]; !ok {
+			m.Annotations[k] = "true"
 		}
 	}
-	return written, nil
+	if err := c.Patch(ctx, m, patch.Node(g.node), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("cordon node %s: %w", g.node.Name, err)
+	}
+	return m, nil
+}
+
+// applyClaim adds the planned annotations to the NodeClaim (the missing
+// ones only; a NodeClaim that is gone is not an error).
+func (g grantCordon) applyClaim(ctx context.Context, c client.Client) error {
+	if g.claim == nil || len(g.claimKeys) == 0 {
+		return nil
+	}
+	orig := g.claim.DeepCopy()
+	ann := g.claim.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for _, k := range g.claimKeys {
+		if _, ok := ann[k]; !ok {
+			ann[k] = "true"
+		}
+	}
+	g.claim.SetAnnotations(ann)
+	if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("annotate NodeClaim %s: %w", g.claim.GetName(), err)
+	}
+	return nil
 }

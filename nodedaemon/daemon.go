@@ -158,7 +158,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 		return reconcile.Result{}, nil
 	}
-	if bn.Spec.Order() != nil && !holds(obs.Booted, imageref.Digest(bn.Spec.DesiredImage)) {
+	if o := bn.Spec.Order(); o != nil && o.Rollback == holds(obs.Booted, imageref.Digest(bn.Spec.DesiredImage)) {
 		// A reboot may be due: Step allows it only on a protected Node.
 		if obs.Node, err = d.readNode(ctx); err != nil {
 			return reconcile.Result{}, err

@@ -244,6 +244,9 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		st.LastError = fmt.Sprintf("spec.desiredImage %q is not a digest reference (want <name>@sha256:<hex>)", desired)
 		return decision{status: st}
 	}
+	if spec.RollingBack() {
+		return rollBack(now, desired, want, cur, st, obs)
+	}
 	if holds(obs.Booted, want) {
 		st.Phase = v1alpha1.DaemonIdle
 		return decision{status: st}
@@ -291,22 +294,8 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 
 	// The host is to boot desired, does not run it, and no stage runs.
 	pending := requested(cur.LastReboot, want, obs.BootID)
-	rollback := spec.RollingBack() && (holds(obs.Rollback, want) || (obs.RollbackQueued && pending != nil && pending.Rollback))
-	if (rollback || holds(obs.Staged, want)) && obs.Node.unprotected() != "" {
+	if holds(obs.Staged, want) && obs.Node.unprotected() != "" {
 		return holdReboot(desired, st, pending, obs.Node.unprotected())
-	}
-	if rollback {
-		st.Phase = v1alpha1.DaemonRebooting
-		if pending == nil || !pending.Rollback {
-			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now)}
-		}
-		var host []Action
-		// bootc rollback flips the boot order: running it twice undoes it.
-		if !obs.RollbackQueued {
-			host = append(host, Action{Type: Rollback})
-		}
-		host = append(host, Action{Type: Reboot})
-		return decision{status: st, host: host, requeue: RebootRecheck}
 	}
 	if holds(obs.Staged, want) {
 		st.Phase = v1alpha1.DaemonRebooting
@@ -319,6 +308,53 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 		return decision{status: st, host: []Action{{Type: Apply, Image: desired}}, requeue: RebootRecheck}
 	}
 	return stage(now, desired, cur, st, obs)
+}
+
+// rollBack decides for a rollback order: leave desired (the image the
+// node failed on) for the rollback deployment. The order names the image it
+// leaves, not the one it returns to, so the pool stays the one writer of
+// spec.desiredImage. Off desired, the rollback is done (or the host left
+// it by itself): nothing to do, and desired is not staged again. On it, the
+// rollback deployment is queued (bootc rollback flips the boot order:
+// running it twice undoes it) and the host rebooted, once, and only on a
+// protected Node.
+func rollBack(now time.Time, desired, want string, cur, st v1alpha1.DaemonStatus, obs Observation) decision {
+	if !holds(obs.Booted, want) {
+		st.Phase = v1alpha1.DaemonIdle
+		if obs.RebootAsked {
+			st.Phase = v1alpha1.DaemonRebooting
+			return decision{status: st, requeue: RebootRecheck}
+		}
+		return decision{status: st}
+	}
+	if obs.BootID == "" {
+		st.Phase = v1alpha1.DaemonError
+		st.LastError = "boot ID unknown: cannot tell whether a reboot happened, so not rebooting"
+		return decision{status: st}
+	}
+	if r := cur.LastReboot; r != nil && r.Rollback && imageref.Digest(r.Image) == want && r.BootID != obs.BootID {
+		st.Phase = v1alpha1.DaemonError
+		st.LastError = fmt.Sprintf("booted %s after rollback reboot from %s: the rollback did not take", digestOf(obs.Booted), desired)
+		return decision{status: st}
+	}
+	pending := requested(cur.LastReboot, want, obs.BootID)
+	if obs.Rollback == nil && !obs.RollbackQueued {
+		st.Phase = v1alpha1.DaemonError
+		st.LastError = fmt.Sprintf("asked to roll back from %s, but the host has no rollback deployment", desired)
+		return decision{status: st}
+	}
+	if why := obs.Node.unprotected(); why != "" {
+		return holdReboot(desired, st, pending, why)
+	}
+	st.Phase = v1alpha1.DaemonRebooting
+	if pending == nil || !pending.Rollback {
+		st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now)}
+	}
+	var host []Action
+	if !obs.RollbackQueued {
+		host = append(host, Action{Type: Rollback})
+	}
+	return decision{status: st, host: append(host, Action{Type: Reboot}), requeue: RebootRecheck}
 }
 
 // holdReboot is the decision while the Node does not allow the reboot into

@@ -74,12 +74,12 @@ var slotNode = NodeFacts{Found: true, Unschedulable: true, SlotMarker: true}
 func TestStep(t *testing.T) {
 	failedA := "stage " + imgA + ": boom"
 	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
-	rollback1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, Rollback: true, At: *at(0)}
+	rollback1 := &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0)}
 	stagedA := with(onOld(), func(o *Observation) { o.Staged = hi(imgA) })
 	stagingObs := with(onOld(), func(o *Observation) { o.Staging = true })
 	failedObs := with(onOld(), func(o *Observation) { o.LastStage = &StageResult{Image: imgA, Err: "boom"} })
 	rollbackA := Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1, Node: slotNode}
-	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: &v1alpha1.BootOrder{Image: imgA, Rollback: true, At: *at(0)}}
+	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgB, BootOrder: &v1alpha1.BootOrder{Image: imgB, Rollback: true, At: *at(0)}}
 
 	tests := []struct {
 		name        string
@@ -402,17 +402,23 @@ func TestStep(t *testing.T) {
 			obs:     with(rollbackA, func(o *Observation) { o.BootID = boot2 }),
 			wantActions: []Action{report(with(rollbackA, func(o *Observation) { o.BootID = boot2 }), v1alpha1.DaemonStatus{
 				Phase: v1alpha1.DaemonError, LastReboot: rollback1,
-				LastError: "booted " + imageref.Digest(imgB) + " after rollback reboot for " + imgA + ": image failed to boot or host rolled back"})},
+				LastError: "booted " + imageref.Digest(imgB) + " after rollback reboot from " + imgB + ": the rollback did not take"})},
 		},
 		{
-			name: "rollback asked but the rollback deployment is another image: stage desired instead",
+			// The order names the image it leaves: the pool keeps
+			// desiredImage, and the daemon does not stage it again.
+			name:        "rollback done, host off the image it left: idle, nothing staged",
+			spec:        rollbackSpec,
+			current:     status(Observation{Booted: hi(imgA), Rollback: hi(imgB), BootID: boot2}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: rollback1}),
+			obs:         Observation{Booted: hi(imgA), Rollback: hi(imgB), BootID: boot2},
+			wantActions: []Action{report(Observation{Booted: hi(imgA), Rollback: hi(imgB), BootID: boot2}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle, LastReboot: rollback1})},
+		},
+		{
+			name: "rollback asked, no rollback deployment: error, no reboot",
 			spec: rollbackSpec,
-			obs:  Observation{Booted: hi(imgB), Rollback: hi(imgOld), BootID: boot1},
-			wantActions: []Action{
-				report(Observation{Booted: hi(imgB), Rollback: hi(imgOld), BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging, LastAttempt: at(0)}),
-				{Type: Stage, Image: imgA},
-			},
-			wantRequeue: StagePoll,
+			obs:  Observation{Booted: hi(imgB), BootID: boot1, Node: slotNode},
+			wantActions: []Action{report(Observation{Booted: hi(imgB), BootID: boot1, Node: slotNode}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError,
+				LastError: "asked to roll back from " + imgB + ", but the host has no rollback deployment"})},
 		},
 		{
 			name:        "report only on change: a new staged deployment is reported",
@@ -581,7 +587,7 @@ func TestStageRetrySchedule(t *testing.T) {
 // it keeps the order, says why and looks again after NodeRecheck.
 func TestStepRebootNeedsProtectedNode(t *testing.T) {
 	bootA := staged(true)
-	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: &v1alpha1.BootOrder{Image: imgA, Rollback: true, At: *at(0)}}
+	rollbackSpec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgB, BootOrder: &v1alpha1.BootOrder{Image: imgB, Rollback: true, At: *at(0)}}
 	stagedOn := func(f NodeFacts) Observation {
 		return Observation{Booted: hi(imgOld), Staged: hi(imgA), BootID: boot1, Node: f}
 	}
@@ -638,7 +644,7 @@ func TestStepRebootNeedsProtectedNode(t *testing.T) {
 			name: "rollback on a cordoned, marked Node: rollback and reboot", spec: rollbackSpec,
 			obs:      rollbackOn(slotNode),
 			wantHost: []ActionType{Rollback, Reboot}, wantPhase: v1alpha1.DaemonRebooting,
-			wantReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, Rollback: true, At: *at(0)},
+			wantReboot: &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0)},
 		},
 		{
 			name: "reboot already requested, then uncordoned: not asked again, record kept", spec: bootA,

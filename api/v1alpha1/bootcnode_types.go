@@ -74,8 +74,10 @@ type BootOrder struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
-	// Rollback asks the daemon to return to the rollback deployment (bootc
-	// rollback), which holds Image, instead of booting a staged one.
+	// Rollback asks the daemon to leave Image (the image the node runs and
+	// failed on) for the host's rollback deployment (bootc rollback). A
+	// rollback order names the image it leaves, so spec.desiredImage stays
+	// the pool's target and the daemon does not stage it again.
 	// +optional
 	Rollback bool `json:"rollback,omitempty"`
 	// At is when the order was given.
@@ -301,6 +303,11 @@ type RolloutStatus struct {
 	// ProtectUntil keeps Karpenter protection after the update.
 	// +optional
 	ProtectUntil *metav1.Time `json:"protectUntil,omitempty"`
+	// SlotGrantedAt is the grant time (the pool's status.slots[].since) of
+	// the last slot the node took up: a grant the record has taken up is
+	// not pending any more, whatever happened to the node since.
+	// +optional
+	SlotGrantedAt *metav1.Time `json:"slotGrantedAt,omitempty"`
 	// DrainStartedAt is when the current drain started.
 	// +optional
 	DrainStartedAt *metav1.Time `json:"drainStartedAt,omitempty"`

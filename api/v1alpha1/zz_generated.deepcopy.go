@@ -785,6 +785,10 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		in, out := &in.ProtectUntil, &out.ProtectUntil
 		*out = (*in).DeepCopy()
 	}
+	if in.SlotGrantedAt != nil {
+		in, out := &in.SlotGrantedAt, &out.SlotGrantedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.DrainStartedAt != nil {
 		in, out := &in.DrainStartedAt, &out.DrainStartedAt
 		*out = (*in).DeepCopy()

@@ -49,8 +49,9 @@ switch --from-downloaded; systemctl reboot), but only while its Node is
 cordoned with bootroll's slot marker (annotation bootroll.dev/slot) or
 carries the startup taint bootroll.dev/os-not-ready; otherwise it waits and
 says why in status.daemon.lastError. An order that names another image is
-void. With bootOrder.rollback it returns to the rollback deployment (bootc
-rollback; systemctl reboot). It never reboots twice for one image:
+void. A rollback order (bootOrder.rollback) names the image the node runs
+and failed on: the daemon leaves it for the rollback deployment (bootc
+rollback; systemctl reboot) and does not stage it again. It never reboots twice for one image:
 after a reboot that did not bring the image up it reports an error instead.
 It reports the booted, staged and rollback deployments and its own state in
 status.booted, status.staged, status.rollbackImage and status.daemon, and

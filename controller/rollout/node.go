@@ -285,13 +285,19 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		took = v.Now.Sub(at.Time)
 	}
 	d := &bn.Status.Daemon
+	// Where the order takes the node: onto the desired image, or, for a
+	// rollback order (which names the image it leaves), off it.
+	arrived := booted == want
+	if bn.Spec.RollingBack() {
+		arrived = booted != "" && booted != want
+	}
 	switch {
-	case booted == want && NodeReady(v.Node):
+	case arrived && NodeReady(v.Node):
 		return VerifyDecision{Outcome: VerifyDone, Took: took}
-	case d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && booted != want:
+	case d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && !arrived:
 		return VerifyDecision{Outcome: VerifyBootFailed, Took: took}
 	}
-	out := VerifyDecision{Took: took, MarkVerifying: booted == want && bn.Status.Phase != v1alpha1.PhaseVerifying}
+	out := VerifyDecision{Took: took, MarkVerifying: arrived && bn.Status.Phase != v1alpha1.PhaseVerifying}
 	timeout := DefaultHealthTimeout
 	if v.Pool != nil {
 		timeout = DurationOr(v.Pool.Spec.HealthTimeout, DefaultHealthTimeout)

@@ -120,6 +120,20 @@ func TestVerify(t *testing.T) {
 			bn.Status.Daemon.Phase = v1alpha1.DaemonError
 			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b}
 		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyBootFailed, Took: time.Minute}},
+		// A rollback order names the image it leaves (b): done once the
+		// node is off it and Ready; failed if the daemon rebooted and
+		// it is still on it.
+		{"rollback: off the image it left, Ready", rec(v1alpha1.PhaseRebooting, a, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.BootOrder.Rollback = true
+		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyDone, Took: time.Minute}},
+		{"rollback: still on the image it left after the rollback reboot", rec(v1alpha1.PhaseRebooting, b, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.BootOrder.Rollback = true
+			bn.Status.Daemon.Phase = v1alpha1.DaemonError
+			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b, Rollback: true}
+		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Outcome: VerifyBootFailed, Took: time.Minute}},
+		{"rollback: not rebooted yet, on the image it leaves and Ready", rec(v1alpha1.PhaseRebooting, b, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.BootOrder.Rollback = true
+		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Took: time.Minute, Wait: time.Minute}},
 		{"on the image, not Ready yet", rec(v1alpha1.PhaseRebooting, b, time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
 			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute}},
 		{"still rebooting, a second before healthTimeout", rec(v1alpha1.PhaseRebooting, a, 5*time.Minute-time.Second, nil), node(corev1.ConditionUnknown), TestOnly{},

@@ -81,11 +81,20 @@ func BootOrdered(bn *v1alpha1.BootcNode) bool {
 }
 
 // OrderSpent reports whether the record's last boot order was carried
-// out: the node runs the ordered image. The daemon boots nothing more for
+// out: the node runs the ordered image (or, for a rollback order, has left
+// it). The daemon boots nothing more for
 // it, and a new desired image voids it.
 func OrderSpent(bn *v1alpha1.BootcNode) bool {
 	o := bn.Spec.LastOrder()
-	return o != nil && DigestOfHost(bn.Status.Booted) == imageref.Digest(o.Image)
+	if o == nil {
+		return false
+	}
+	booted := DigestOfHost(bn.Status.Booted)
+	if o.Rollback {
+		// A rollback order names the image it leaves.
+		return booted != "" && booted != imageref.Digest(o.Image)
+	}
+	return booted == imageref.Digest(o.Image)
 }
 
 // OrderedAt is when the last boot order for the record's desired image

@@ -119,7 +119,9 @@ func (p *Pass) Direct() []*Row {
 			continue
 		}
 		if row.Desired == target {
-			if row.Booted != targetDigest && row.Staged != targetDigest {
+			// A node that failed the target and is out of its slot
+			// (Failed, or RolledBack off it) does not stage it again.
+			if row.Booted != targetDigest && row.Staged != targetDigest && !(row.Failed == target && Done(row.Phase)) {
 				staging++
 			}
 			continue

@@ -91,8 +91,9 @@ func Listed(pool *v1alpha1.BootcNodePool, s v1alpha1.Slot) bool {
 }
 
 // GrantPending reports whether a node was given slot s and has not yet
-// been told: it is still waiting, staged for the slot's image, and its
-// phase has not moved since the grant (a record that entered the slot and
+// taken it up: it is still waiting, staged for the slot's image, it has
+// not taken up that grant (status.rollout.slotGrantedAt), and its phase
+// has not moved since the grant (a record that entered the slot and
 // left it again, its Node gone or relabelled, moved; so did one whose
 // drain timed out). It reads only what the grant itself was decided on
 // (the record's target, phase and the daemon's staged image), never the
@@ -105,6 +106,9 @@ func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 		return false
 	}
 	ro := &bn.Status.Rollout
+	if ro.SlotGrantedAt != nil && ro.SlotGrantedAt.Equal(&s.Since) {
+		return false // taken up, and left since
+	}
 	return ro.TargetImage == s.Image && DigestOfHost(bn.Status.Staged) == imageref.Digest(s.Image) &&
 		(ro.PhaseSince == nil || !ro.PhaseSince.After(s.Since.Time)) &&
 		(ro.RetryAfter == nil || !ro.RetryAfter.After(s.Since.Time))

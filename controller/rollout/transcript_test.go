@@ -28,7 +28,8 @@ var update = flag.Bool("update", false, "rewrite the expected decisions in testd
 // decisions the pass made, up to a blank line. A pass runs the rules as
 // the pool reconciler does (Halt, Open, Direct, Slots, Report), with
 // every write succeeding: the directed records get the target, granted
-// records enter Draining, and the pool keeps the status the pass wrote.
+// records enter Draining (the node reconciler's take-up), and the pool
+// keeps the status the pass wrote.
 // With -update the decisions are rewritten from what the rules say now.
 //
 // Lines (images are single letters, A to Z; times are offsets from the
@@ -45,12 +46,17 @@ var update = flag.Bool("update", false, "rewrite the expected decisions in testd
 //	                    (a new, empty one), deleting, created=,
 //	                    rebooting (the daemon asked for a reboot and has
 //	                    not reported since)
-//	                    (node rules:) drainStarted=, order=T (a boot
+//	                    (node rules:) drainStarted=, slotGranted= (the
+//	                    grant time of the slot it last took up), order=T (a boot
 //	                    order for the desired image given at T),
 //	                    withdrawn, rollback (of that order),
 //	                    lastReboot=LETTER/BOOTID, bootid= (the daemon's),
 //	                    nodeboot= (the Node's), left (no longer selected),
-//	                    reason= (status.rollout.reason)
+//	                    reason= (status.rollout.reason), claim (the
+//	                    Node has a NodeClaim)
+//	slot NAME t=OFFSET  the pool's table lists a slot for NAME and the
+//	                    pool's target, granted at that time (the record
+//	                    is not touched: the node rules take it up)
 //	pass t=OFFSET       one pool pass at that time
 //	step NAME t=OFFSET [remaining=N] [blocked]
 //	                    the node rules for NAME at that time: its next
@@ -149,6 +155,8 @@ func replay(script string) (string, error) {
 				break
 			}
 			err = w.setNode(fields[1], fields[2:])
+		case "slot":
+			err = w.slot(fields[1:])
 		case "pass", "step":
 			var got string
 			if fields[0] == "pass" {
@@ -287,9 +295,9 @@ func (w *world) setNode(name string, args []string) error {
 		var err error
 		switch k {
 		case "booted", "staged", "desired", "target", "failed", "phase", "since", "retryAfter", "daemon", "cordoned", "deleting", "created", "rebooting",
-			"drainStarted", "order", "withdrawn", "rollback", "lastReboot", "bootid", "reason":
+			"drainStarted", "slotGranted", "order", "withdrawn", "rollback", "lastReboot", "bootid", "reason":
 			err = needRecord()
-		case "ready", "notready", "unknown", "osnotready", "nodeboot", "left":
+		case "ready", "notready", "unknown", "osnotready", "nodeboot", "left", "claim":
 			err = needNode()
 		}
 		if err != nil {
@@ -352,12 +360,16 @@ func (w *world) setNode(name string, args []string) error {
 			n.node.Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}}
 		case "conflict":
 			n.conflict = v
-		case "drainStarted":
+		case "drainStarted", "slotGranted":
 			at, err := w.at(v)
 			if err != nil {
 				return err
 			}
-			st.Rollout.DrainStartedAt = &metav1.Time{Time: at}
+			if k == "drainStarted" {
+				st.Rollout.DrainStartedAt = &metav1.Time{Time: at}
+			} else {
+				st.Rollout.SlotGrantedAt = &metav1.Time{Time: at}
+			}
 		case "order":
 			// A boot order for the desired image (set at the end of the
 			// line, once desired= is read), given at v.
@@ -383,6 +395,8 @@ func (w *world) setNode(name string, args []string) error {
 			n.node.Status.NodeInfo.BootID = v
 		case "left":
 			n.node.Labels = map[string]string{"pool": "elsewhere"}
+		case "claim":
+			n.node.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: name + "-claim"}}
 		default:
 			return fmt.Errorf("unknown node field %q", k)
 		}
@@ -453,6 +467,9 @@ func (w *world) step(args []string) (string, error) {
 		}
 	case NodeVerify:
 		writeVerify(&b, Verify(v, TestOnly{}))
+	case NodeTakeSlot:
+		claimed := slices.ContainsFunc(v.Node.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "NodeClaim" })
+		fmt.Fprintf(&b, "takeUp: %s\n", TakeUp(w.pool, d.Slot, claimed, ""))
 	case NodeRelease:
 		ok, wait := BootOrderSettled(v)
 		fmt.Fprintf(&b, "boot order settled: %v", ok)
@@ -462,6 +479,19 @@ func (w *world) step(args []string) (string, error) {
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// slot lists a slot for a node in the pool's table.
+func (w *world) slot(args []string) error {
+	if len(args) != 2 || !strings.HasPrefix(args[1], "t=") {
+		return errors.New("slot needs NAME t=OFFSET")
+	}
+	at, err := w.at(strings.TrimPrefix(args[1], "t="))
+	if err != nil {
+		return err
+	}
+	w.pool.Status.Slots = append(w.pool.Status.Slots, v1alpha1.Slot{Node: args[0], Image: w.pool.Status.TargetImage, Since: metav1.NewTime(at)})
+	return nil
 }
 
 func writeVerify(b *strings.Builder, vd VerifyDecision) {

@@ -116,7 +116,8 @@ func (c *Checker) haltBootcNode(n *Node, t apiserver.EventType, old, o *v1alpha1
 		return
 	}
 	hs := c.halts[o.Spec.Pool]
-	if len(hs) == 0 || !orderStands(o) {
+	if len(hs) == 0 || !orderStands(o) || o.Spec.BootOrder.Rollback {
+		// A rollback order leaves the image: not an order to boot it.
 		return
 	}
 	d := digestOf(o.Spec.DesiredImage)
