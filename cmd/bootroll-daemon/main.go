@@ -73,7 +73,11 @@ Permissions:
   DIR, --host-root DIR runs them chrooted into DIR (the image needs nothing
   but the daemon); --host-exec runs them through nsenter into PID 1's mount
   namespace instead (the image must then have nsenter). It reads the kernel
-  boot ID to tell that a reboot happened.
+  boot ID to tell that a reboot happened. For pinned images it talks to the
+  container runtime's CRI socket (root's): --cri-socket=auto finds it below
+  --host-root. Without a runtime that answers it keeps staging and booting
+  OS images and reports PrefetchAvailable=False (reason RuntimeUnavailable)
+  in status.daemon.conditions.
 
 Usage:
   bootroll-daemon --node-name NODE [flags]
