@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/nodedaemon/cri"
 )
 
 // The tests run in config/; paths are relative to it.
@@ -711,6 +712,132 @@ func TestDaemonSet(t *testing.T) {
 	} {
 		if !tolerates(spec.Tolerations, taint) {
 			t.Errorf("the daemon does not tolerate taint %s", taint.ToString())
+		}
+	}
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("daemon priorityClassName %q, want system-node-critical (it must not be preempted or evicted before workloads)", spec.PriorityClassName)
+	}
+	checkProbes(t, "daemon", c)
+
+	// Every socket the daemon tries for the runtime is the host's: a
+	// hostPath volume mounted where the daemon looks, mapping the path it
+	// tries to the runtime's socket on the host.
+	args := map[string]string{}
+	for _, a := range c.Args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			args[k] = v
+		}
+	}
+	criSocket, ok := args["--cri-socket"]
+	if !ok {
+		criSocket = "auto" // the flag's default
+	}
+	if criSocket != "auto" {
+		t.Fatalf("the daemon runs with --cri-socket=%s; want auto, which finds containerd's or CRI-O's socket", criSocket)
+	}
+	tried := cri.Candidates(args["--host-root"])
+	for i, sock := range tried {
+		host, ok := hostPathOf(spec, c, sock)
+		if !ok {
+			t.Errorf("the daemon tries the runtime socket %s, which no hostPath volume mounts", sock)
+			continue
+		}
+		if want := cri.WellKnownSockets[i]; host != want {
+			t.Errorf("the daemon's %s is the host's %s, want %s", sock, host, want)
+		}
+	}
+}
+
+// hostPathOf maps path, as container c of spec sees it, to the host's
+// path through the hostPath volume mounted deepest above it.
+func hostPathOf(spec corev1.PodSpec, c corev1.Container, path string) (string, bool) {
+	best := -1
+	var host string
+	for _, m := range c.VolumeMounts {
+		rel, err := filepath.Rel(m.MountPath, path)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || len(m.MountPath) <= best {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil {
+				best, host = len(m.MountPath), filepath.Join(v.HostPath.Path, m.SubPath, rel)
+			}
+		}
+	}
+	return host, best >= 0
+}
+
+// checkProbes: c has HTTP liveness and readiness probes on /healthz and
+// /readyz, on the port its --health-probe-bind-address serves.
+func checkProbes(t *testing.T, what string, c corev1.Container) {
+	t.Helper()
+	probePort := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--health-probe-bind-address="); ok {
+			probePort = v[strings.LastIndex(v, ":")+1:]
+		}
+	}
+	if probePort == "" {
+		t.Errorf("the %s sets no --health-probe-bind-address for its probes", what)
+	}
+	ports := map[string]string{}
+	for _, p := range c.Ports {
+		ports[p.Name] = fmt.Sprint(p.ContainerPort)
+	}
+	for _, pr := range []struct {
+		name, path string
+		probe      *corev1.Probe
+	}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+		if pr.probe == nil || pr.probe.HTTPGet == nil {
+			t.Errorf("the %s has no HTTP %s probe", what, pr.name)
+			continue
+		}
+		if pr.probe.HTTPGet.Path != pr.path {
+			t.Errorf("the %s's %s probe gets %s, want %s", what, pr.name, pr.probe.HTTPGet.Path, pr.path)
+		}
+		port := pr.probe.HTTPGet.Port.String()
+		if n, ok := ports[port]; ok {
+			port = n
+		}
+		if port != probePort {
+			t.Errorf("the %s's %s probe on port %s, --health-probe-bind-address on port %q", what, pr.name, port, probePort)
+		}
+	}
+}
+
+// TestDaemonSetFlagsExist: every flag the DaemonSet passes is one the
+// daemon binary has (its --help lists it).
+func TestDaemonSetFlagsExist(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the daemon binary")
+	}
+	idx := byKey(t, loadAll(t))
+	ds := get[*appsv1.DaemonSet](t, idx, "DaemonSet/"+namespace+"/"+daemonName)
+	bin := filepath.Join(t.TempDir(), "bootroll-daemon")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/bootroll-daemon")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/bootroll-daemon: %v\n%s", err, out)
+	}
+	help, _ := exec.Command(bin, "--help").CombinedOutput()
+	flags := map[string]bool{}
+	for _, line := range strings.Split(string(help), "\n") {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
+			flags[strings.Fields(f)[0]] = true
+		}
+	}
+	if !flags["node-name"] {
+		t.Fatalf("the daemon's --help lists no flags:\n%s", help)
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			name, ok := strings.CutPrefix(a, "--")
+			if !ok {
+				continue
+			}
+			name, _, _ = strings.Cut(name, "=")
+			if !flags[name] {
+				t.Errorf("the DaemonSet passes %s, which bootroll-daemon does not have", a)
+			}
 		}
 	}
 }

@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/backoff"
 	"github.com/bootroll/bootroll/internal/imageref"
+	"github.com/bootroll/bootroll/nodedaemon/cri"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
 
@@ -83,6 +85,11 @@ type Daemon struct {
 	// uncached reader (one GET, no cluster-wide Node informer).
 	NodeReader client.Reader
 	pinned     *pinnedReport
+	// conditions is this process's last write of status.daemon.conditions.
+	conditions *conditionsReport
+	// runtimeFailures counts the prefetch passes in a row that found no
+	// container runtime answering, for the retry's backoff.
+	runtimeFailures int32
 
 	nodeName string
 	client   client.Client
@@ -232,8 +239,24 @@ func (d *Daemon) prefetch(ctx context.Context, bn *v1alpha1.BootcNode, stagingDu
 		current = d.pinned.progress // our own last write: newer than a lagging cache
 	}
 	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane, StagingDue: stagingDue})
+	if err != nil && cri.Classify(err) == cri.KindRuntimeUnavailable {
+		// No runtime answers: pinned images wait, OS updates do not.
+		// Report it and look again after a backoff; the progress stays
+		// as last written.
+		d.runtimeFailures++
+		retry := backoff.Nth(RuntimeRetryBase, RuntimeRetryMax, d.runtimeFailures)
+		d.log.Info("container runtime unavailable: pinned images wait, OS updates go on", "bootcnode", d.nodeName, "error", err.Error(), "retryIn", retry)
+		return retry, d.setAvailability(ctx, bn, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("node %s: prefetch pinned images: %w", d.nodeName, err)
+	}
+	if d.runtimeFailures > 0 {
+		d.log.Info("container runtime answers again", "bootcnode", d.nodeName)
+	}
+	d.runtimeFailures = 0
+	if err := d.setAvailability(ctx, bn, nil); err != nil {
+		return 0, err
 	}
 	if prefetch.Equal(progress, current) {
 		return wait, nil
@@ -254,6 +277,41 @@ type pinnedReport struct {
 	progress []v1alpha1.PinnedSetProgress
 }
 
+// The daemon's retry of a container runtime that does not answer: 10s,
+// doubling up to 5m (the cri.Finder searching for it paces itself the
+// same way).
+const (
+	RuntimeRetryBase = 10 * time.Second
+	RuntimeRetryMax  = 5 * time.Minute
+)
+
+// setAvailability writes the PrefetchAvailable condition for the outcome
+// err of a prefetch pass (nil: the runtime answered), when it changes.
+func (d *Daemon) setAvailability(ctx context.Context, bn *v1alpha1.BootcNode, err error) error {
+	current := bn.Status.Daemon.Conditions
+	if d.conditions != nil && d.conditions.uid == bn.UID {
+		current = d.conditions.conds // our own last write: newer than a lagging cache
+	}
+	conds, changed := prefetch.Availability(current, err, d.clock.Now(), bn.Generation)
+	if !changed {
+		return nil
+	}
+	data, perr := prefetch.ConditionsPatch(conds)
+	if perr != nil {
+		return perr
+	}
+	if perr := d.client.Status().Patch(ctx, bn, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner)); perr != nil {
+		return fmt.Errorf("patch BootcNode %s condition %s: %w", d.nodeName, prefetch.ConditionAvailable, perr)
+	}
+	d.conditions = &conditionsReport{uid: bn.UID, conds: conds}
+	return nil
+}
+
+type conditionsReport struct {
+	uid   types.UID
+	conds []metav1.Condition
+}
+
 // current is the status last reported: this process's own last write when
 // it made one for this object, else what the API returned.
 func (d *Daemon) current(bn *v1alpha1.BootcNode) v1alpha1.BootcNodeStatus {
@@ -261,9 +319,9 @@ func (d *Daemon) current(bn *v1alpha1.BootcNode) v1alpha1.BootcNodeStatus {
 	if r := d.reported; r != nil && r.uid == bn.UID {
 		mine := r.status.DeepCopy()
 		s.Booted, s.Staged, s.RollbackImage = mine.Booted, mine.Staged, mine.RollbackImage
-		pinned := s.Daemon.PinnedImages
+		pinned, conds := s.Daemon.PinnedImages, s.Daemon.Conditions
 		s.Daemon = mine.Daemon
-		s.Daemon.PinnedImages = pinned
+		s.Daemon.PinnedImages, s.Daemon.Conditions = pinned, conds
 	}
 	return s
 }

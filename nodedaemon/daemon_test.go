@@ -23,7 +23,9 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/imageref"
+	"github.com/bootroll/bootroll/nodedaemon/cri"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
+	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 const node = "node-1"
@@ -693,5 +695,75 @@ func TestDaemonAcknowledgesARecordBeingDeleted(t *testing.T) {
 	}
 	if got, want := host.calls, []string{"Apply " + imgA}; !slices.Equal(got, want) {
 		t.Errorf("calls = %v, want %v (nothing on the host for a record being deleted)", got, want)
+	}
+}
+
+// downRuntime is a Prefetcher whose runtime does not answer while down.
+type downRuntime struct {
+	down  bool
+	calls int
+}
+
+func (p *downRuntime) Sync(_ context.Context, _ time.Time, _ []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, _ prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
+	p.calls++
+	if p.down {
+		return nil, 0, fmt.Errorf("prefetch: image filesystem: %w", &cri.NoRuntimeError{Skipped: []cri.Skipped{{Socket: "/host/run/containerd/containerd.sock", Reason: "no such file"}}})
+	}
+	return current, 0, nil
+}
+
+// TestDaemonRuntimeUnavailable: with no container runtime answering, the
+// daemon still stages its OS image, reports PrefetchAvailable False with
+// the reason and what was tried, and looks again after a growing backoff;
+// when the runtime answers again the condition turns True.
+func TestDaemonRuntimeUnavailable(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
+	host := &fakeHost{t: t, obs: onOld()}
+	d := New(node, h.client, host, h.clock, logr.Discard())
+	pf := &downRuntime{down: true}
+	d.Prefetch = pf
+	res := h.reconcile(d)
+	if got, want := host.calls, []string{"Stage " + imgA}; !slices.Equal(got, want) {
+		t.Errorf("host calls with the runtime down = %v, want %v: OS staging must not wait for the runtime", got, want)
+	}
+	cond := meta.FindStatusCondition(h.get().Status.Daemon.Conditions, prefetch.ConditionAvailable)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "RuntimeUnavailable" ||
+		!strings.Contains(cond.Message, "/host/run/containerd/containerd.sock: no such file") {
+		t.Fatalf("condition %+v, want PrefetchAvailable False, RuntimeUnavailable, naming the socket tried", cond)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > RuntimeRetryMax {
+		t.Errorf("requeue %v, want a retry within %v", res.RequeueAfter, RuntimeRetryMax)
+	}
+	first := res.RequeueAfter
+	h.clock.Step(first)
+	if res = h.reconcile(d); res.RequeueAfter <= first {
+		t.Errorf("second retry after %v, want more than the first %v (backoff)", res.RequeueAfter, first)
+	}
+	n := h.patchCount()
+	h.clock.Step(res.RequeueAfter)
+	h.reconcile(d)
+	if h.patchCount() != n {
+		t.Errorf("the unchanged condition was written again")
+	}
+
+	pf.down = false
+	h.clock.Step(time.Minute)
+	h.reconcile(d)
+	cond = meta.FindStatusCondition(h.get().Status.Daemon.Conditions, prefetch.ConditionAvailable)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != prefetch.ReasonRuntimeAvailable {
+		t.Errorf("condition once the runtime answers %+v, want PrefetchAvailable True", cond)
+	}
+}
+
+// TestDaemonRuntimeAlwaysUpWritesNoCondition: a daemon whose runtime
+// always answered writes no condition (the twin's traces stay as they
+// were).
+func TestDaemonRuntimeAlwaysUpWritesNoCondition(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA})
+	d := New(node, h.client, &fakeHost{t: t, obs: onOld()}, h.clock, logr.Discard())
+	d.Prefetch = &downRuntime{}
+	h.reconcile(d)
+	if c := h.get().Status.Daemon.Conditions; len(c) != 0 {
+		t.Errorf("conditions %+v, want none", c)
 	}
 }

@@ -40,6 +40,12 @@ func TestSameReportCoversEveryField(t *testing.T) {
 	if !sameReport(base, *other) {
 		t.Error("pinned image progress made the daemon's report differ")
 	}
+	// So does the runtime's condition.
+	other = base.DeepCopy()
+	other.Daemon.Conditions = []metav1.Condition{{Type: "PrefetchAvailable", Status: metav1.ConditionFalse}}
+	if !sameReport(base, *other) {
+		t.Error("the PrefetchAvailable condition made the daemon's report differ")
+	}
 
 	var paths []string
 	check := func(path string, change func(s *v1alpha1.BootcNodeStatus)) {
@@ -65,8 +71,8 @@ func TestSameReportCoversEveryField(t *testing.T) {
 	for _, st := range structs {
 		for i := range st.typ.NumField() {
 			f := st.typ.Field(i)
-			if st.name == "daemon" && f.Name == "PinnedImages" {
-				continue
+			if st.name == "daemon" && (f.Name == "PinnedImages" || f.Name == "Conditions") {
+				continue // the prefetch's report (Daemon.prefetch, setAvailability)
 			}
 			check(st.name+"."+f.Name, func(s *v1alpha1.BootcNodeStatus) {
 				fv := st.get(s).Field(i)
@@ -112,7 +118,8 @@ func TestStatusPatchSendsObjectsWhole(t *testing.T) {
 		RollbackImage: &v1alpha1.HostImage{Digest: "sha256:c", Timestamp: &t0},
 		Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, BootID: "b1", LastError: "e", StageAttempts: 2,
 			LastAttempt: &t0, LastReboot: &v1alpha1.RebootRecord{Image: "i", BootID: "b0", Rollback: true, At: t0}, ObservedGeneration: 3,
-			PinnedImages: []v1alpha1.PinnedSetProgress{{Name: "not-sent"}}},
+			PinnedImages: []v1alpha1.PinnedSetProgress{{Name: "not-sent"}},
+			Conditions:   []metav1.Condition{{Type: "not-sent"}}},
 		Phase: v1alpha1.PhaseFailed,
 	}
 	whole := func(v any) any {
@@ -125,11 +132,13 @@ func TestStatusPatchSendsObjectsWhole(t *testing.T) {
 		typ := reflect.TypeOf(v).Elem()
 		for i := range typ.NumField() {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-			if _, ok := m[name]; !ok && name != "pinnedImages" {
+			if _, ok := m[name]; !ok && name != "pinnedImages" && name != "conditions" {
 				m[name] = nil
 			}
 		}
+		// Written by the prefetch's own patches, not StatusPatch.
 		delete(m, "pinnedImages")
+		delete(m, "conditions")
 		return m
 	}
 	for _, s := range []v1alpha1.BootcNodeStatus{full, {}} {

@@ -212,6 +212,18 @@ type DaemonStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	PinnedImages []PinnedSetProgress `json:"pinnedImages,omitempty"`
+	// Conditions are the daemon's conditions. PrefetchAvailable False
+	// (reason RuntimeUnavailable) says that no container runtime answers
+	// on a CRI socket, so pinned images are not pulled (OS updates go on);
+	// the message names each socket tried and why it failed. The daemon
+	// adds it when the runtime first fails to answer and sets it True
+	// (reason RuntimeAvailable) when it answers again; absent, the
+	// runtime has answered or prefetching is off.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // PinnedSetProgress is the daemon's progress on one pinned image set.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -73,7 +74,11 @@ Permissions:
   DIR, --host-root DIR runs them chrooted into DIR (the image needs nothing
   but the daemon); --host-exec runs them through nsenter into PID 1's mount
   namespace instead (the image must then have nsenter). It reads the kernel
-  boot ID to tell that a reboot happened.
+  boot ID to tell that a reboot happened. For pinned images it talks to the
+  container runtime's CRI socket (root's): --cri-socket=auto finds it below
+  --host-root. Without a runtime that answers it keeps staging and booting
+  OS images and reports PrefetchAvailable=False (reason RuntimeUnavailable)
+  in status.daemon.conditions.
 
 Usage:
   bootroll-daemon --node-name NODE [flags]
@@ -130,7 +135,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.resync, "resync", nodedaemon.DefaultResync, "How often to look at the host when nothing else asks (the host can change without an API event); 0 disables.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
-	fs.StringVar(&o.criSocket, "cri-socket", "/run/containerd/containerd.sock", "CRI socket of the container runtime, for pinned images (PinnedImageSets); empty disables prefetching.")
+	fs.StringVar(&o.criSocket, "cri-socket", criAuto, "CRI socket of the container runtime, for pinned images (PinnedImageSets), as the daemon sees it. \"auto\" uses the first that answers of "+strings.Join(cri.WellKnownSockets, ", ")+" (below --host-root when set); empty disables prefetching. While no runtime answers, the daemon keeps running, reports PrefetchAvailable=False in its BootcNode's status.daemon.conditions and looks again with a backoff.")
 	fs.Func("staging-reserve", "Image-filesystem space pinned-image pulls leave free for the next OS image staging, a quantity (default 8Gi).", func(v string) error {
 		q, err := resource.ParseQuantity(v)
 		if err != nil || q.Sign() < 0 {
@@ -221,12 +226,22 @@ func run(ctx context.Context, o options) error {
 			}
 		},
 	}
-	if o.criSocket != "" {
-		runtime, err := cri.Dial(ctx, o.criSocket)
-		if err != nil {
-			return fmt.Errorf("--cri-socket %s: %w", o.criSocket, err)
+	if sockets := criSockets(o.criSocket, o.hostRoot); len(sockets) > 0 {
+		// Not dialed here: a node whose runtime does not answer (yet)
+		// still stages and boots OS images; the prefetch reports it.
+		crilog := ctrl.Log.WithName("cri")
+		finder := &cri.Finder{
+			Sockets: sockets,
+			Clock:   clock.RealClock{}, // edge: paces the searches for the runtime
+			OnFound: func(rt cri.Runtime, skipped []cri.Skipped) {
+				crilog.Info("container runtime found", "socket", rt.Socket, "runtime", rt.Name, "version", rt.Version, "skipped", skippedList(skipped))
+			},
+			OnFailed: func(err error, retryIn time.Duration) {
+				crilog.Info("no container runtime answers: pinned images wait, OS updates go on", "error", err.Error(), "retryIn", retryIn)
+			},
 		}
-		host.Images = prefetch.CRIImages{Client: runtime}
+		defer finder.Close()
+		host.Images = prefetch.CRIImages{Finder: finder}
 	}
 	daemon := nodedaemon.Wire(nodedaemon.Edges{
 		Node:   o.nodeName,
@@ -266,8 +281,32 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	log.Info("starting", "node", o.nodeName, "resync", o.resync, "hostExec", o.hostExec)
+	log.Info("starting", "node", o.nodeName, "resync", o.resync, "hostExec", o.hostExec, "hostRoot", o.hostRoot, "criSocket", o.criSocket)
 	return mgr.Start(ctx)
+}
+
+// criAuto is --cri-socket's default: find the runtime's socket.
+const criAuto = "auto"
+
+// criSockets are the sockets the daemon tries for --cri-socket flag: none
+// when it is empty, the well-known ones (below hostRoot) for "auto", else
+// the one given.
+func criSockets(flag, hostRoot string) []string {
+	switch flag {
+	case "":
+		return nil
+	case criAuto:
+		return cri.Candidates(hostRoot)
+	}
+	return []string{flag}
+}
+
+func skippedList(skipped []cri.Skipped) []string {
+	out := make([]string, 0, len(skipped))
+	for _, s := range skipped {
+		out = append(out, s.Socket+": "+s.Reason)
+	}
+	return out
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

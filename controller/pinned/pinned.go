@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -237,6 +238,20 @@ func (r *Reconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, s
 	reasons := map[string]int{}
 	for _, name := range slices.Sorted(maps.Keys(selected)) {
 		p := progressOf(selected[name], set)
+		if c := meta.FindStatusCondition(selected[name].Status.Daemon.Conditions, conditionPrefetchAvailable); c != nil && c.Status == metav1.ConditionFalse {
+			// No runtime answers on the node: none of the set's images
+			// can be pulled or checked there, whatever progress says.
+			st.Failed++
+			for _, img := range set.Spec.Images {
+				reasons[c.Reason]++
+				if len(st.Failures) < v1alpha1.MaxPinnedFailures {
+					st.Failures = append(st.Failures, v1alpha1.PinnedImageFailure{Node: name, Image: string(img), Reason: c.Reason, Message: shortMessage(c.Message)})
+				} else {
+					st.OmittedFailures++
+				}
+			}
+			continue
+		}
 		switch {
 		case p == nil || p.Generation != set.Generation:
 			st.Pulling++ // the daemon has not reported this generation yet
@@ -308,6 +323,36 @@ func (r *Reconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, s
 	return nil
 }
 
+// conditionPrefetchAvailable is the condition a daemon sets in its
+// BootcNode's status.daemon.conditions when no container runtime answers
+// (nodedaemon/prefetch.ConditionAvailable, False with reason
+// RuntimeUnavailable).
+const conditionPrefetchAvailable = "PrefetchAvailable"
+
+// runtimeConditionEqual reports whether two versions of a BootcNode say
+// the same of the node's runtime (PrefetchAvailable status and message).
+func runtimeConditionEqual(a, b *v1alpha1.BootcNode) bool {
+	ca := meta.FindStatusCondition(a.Status.Daemon.Conditions, conditionPrefetchAvailable)
+	cb := meta.FindStatusCondition(b.Status.Daemon.Conditions, conditionPrefetchAvailable)
+	if ca == nil || cb == nil {
+		return ca == nil && cb == nil
+	}
+	return ca.Status == cb.Status && ca.Reason == cb.Reason && ca.Message == cb.Message
+}
+
+// shortMessage keeps a failure's message within the API's 1024 bytes.
+func shortMessage(m string) string {
+	const limit = 1024
+	if len(m) <= limit {
+		return m
+	}
+	cut := limit - 3
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return m[:cut] + "..."
+}
+
 func progressOf(bn *v1alpha1.BootcNode, set *v1alpha1.PinnedImageSet) *v1alpha1.PinnedSetProgress {
 	for i := range bn.Status.Daemon.PinnedImages {
 		if bn.Status.Daemon.PinnedImages[i].Name == set.Name {
@@ -364,7 +409,8 @@ func BootcNodeToPinnedSets(ctx context.Context, c client.Reader, o client.Object
 // set's status or selection.
 func PinnedProgressChanged(old, cur *v1alpha1.BootcNode) bool {
 	return !apiequality.Semantic.DeepEqual(old.Status.Daemon.PinnedImages, cur.Status.Daemon.PinnedImages) ||
-		old.Spec.Pool != cur.Spec.Pool
+		old.Spec.Pool != cur.Spec.Pool ||
+		!runtimeConditionEqual(old, cur)
 }
 
 // NodeToPinnedSets maps a Node whose labels changed to the sets that

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -276,5 +277,51 @@ func TestContainerdOutOfSpace(t *testing.T) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // edge: test: polls a real process
+	}
+}
+
+// TestContainerdFind: Find, given the well-known layout below a host root
+// as the DaemonSet mounts it, skips what is not a CRI endpoint (a missing
+// path, containerd's own ttrpc socket, which is no gRPC) with a reason
+// and uses the real containerd; with containerd stopped it finds nothing
+// and says why for each socket.
+func TestContainerdFind(t *testing.T) {
+	ctrd := critest.StartContainerd(t, critest.Options{})
+	// A host root whose /run/containerd/containerd.sock is the test's
+	// containerd, and whose CRI-O sockets are missing.
+	root := ctrd.Dir + "/h"
+	if err := os.MkdirAll(root+"/run/containerd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ctrd.Socket, root+"/run/containerd/containerd.sock"); err != nil {
+		t.Fatal(err)
+	}
+	ttrpc := ctrd.Socket + ".ttrpc"
+	sockets := append([]string{ctrd.Dir + "/missing.sock", ttrpc}, cri.Candidates(root)...)
+
+	c, rt, skipped, err := cri.Find(ctxT(t, time.Minute), sockets, 3*time.Second)
+	if err != nil {
+		t.Fatalf("Find: %v", err)
+	}
+	defer c.Close()
+	t.Logf("found %+v; skipped %+v", rt, skipped)
+	if rt.Name != "containerd" || rt.Socket != root+"/run/containerd/containerd.sock" {
+		t.Errorf("found %+v, want containerd at %s/run/containerd/containerd.sock", rt, root)
+	}
+	if len(skipped) != 2 || !strings.Contains(skipped[0].Reason, "no such file") || skipped[1].Socket != ttrpc || !strings.Contains(skipped[1].Reason, "does not answer") && !strings.Contains(skipped[1].Reason, "no gRPC server answers") {
+		t.Errorf("skipped %+v; want the missing path (no such file) and the ttrpc socket (not gRPC)", skipped)
+	}
+	if _, err := c.ImageFsInfo(ctxT(t, 10*time.Second)); err != nil {
+		t.Errorf("the client Find returned does not work: %v", err)
+	}
+
+	ctrd.Stop(t)
+	_, _, skipped, err = cri.Find(ctxT(t, time.Minute), cri.Candidates(root), 3*time.Second)
+	t.Logf("containerd stopped: %v", err)
+	if cri.Classify(err) != cri.KindRuntimeUnavailable || len(skipped) != 3 {
+		t.Fatalf("Find with containerd stopped = %v (skipped %+v), want a RuntimeUnavailable error naming 3 sockets", err, skipped)
+	}
+	if !strings.Contains(skipped[0].Reason, "no such file") && !strings.Contains(skipped[0].Reason, "no gRPC server answers") {
+		t.Errorf("the stopped containerd's socket was skipped because %q", skipped[0].Reason)
 	}
 }

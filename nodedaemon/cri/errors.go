@@ -113,6 +113,10 @@ func Classify(err error) Kind {
 	if errors.As(err, &unavailable) {
 		return KindRuntimeUnavailable
 	}
+	var none *NoRuntimeError
+	if errors.As(err, &none) {
+		return KindRuntimeUnavailable
+	}
 	st, isStatus := status.FromError(err)
 	if isStatus {
 		msg = strings.ToLower(st.Message())

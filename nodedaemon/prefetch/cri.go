@@ -13,17 +13,34 @@ import (
 	"github.com/bootroll/bootroll/nodedaemon/cri"
 )
 
-// CRIImages is the ImageService of a real runtime, over its CRI socket.
+// CRIImages is the ImageService of a real runtime, over its CRI socket:
+// Client, or when it is nil the one Finder finds (each call fails with a
+// KindRuntimeUnavailable error while none answers).
 type CRIImages struct {
 	Client *cri.Client
+	Finder *cri.Finder
 }
 
 var _ ImageService = CRIImages{}
 
+func (c CRIImages) client(ctx context.Context) (*cri.Client, error) {
+	if c.Client != nil {
+		return c.Client, nil
+	}
+	if c.Finder == nil {
+		return nil, &cri.NoRuntimeError{}
+	}
+	return c.Finder.Client(ctx)
+}
+
 // ImageStatus implements ImageService; the CRI's size is the compressed
 // size.
 func (c CRIImages) ImageStatus(ctx context.Context, ref string) (bool, int64, error) {
-	img, err := c.Client.ImageStatus(ctx, ref)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	img, err := cl.ImageStatus(ctx, ref)
 	if err != nil || img == nil {
 		return false, 0, err
 	}
@@ -32,14 +49,22 @@ func (c CRIImages) ImageStatus(ctx context.Context, ref string) (bool, int64, er
 
 // Pull implements ImageService.
 func (c CRIImages) Pull(ctx context.Context, ref string, auth *cri.Auth) error {
-	_, err := c.Client.PullImage(ctx, ref, auth)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = cl.PullImage(ctx, ref, auth)
 	return err
 }
 
 // FsInfo implements ImageService: the runtime's image filesystem, measured
 // with statfs.
 func (c CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
-	sp, err := c.Client.ImageFs(ctx)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	sp, err := cl.ImageFs(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -48,7 +73,11 @@ func (c CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
 
 // RemoveImage implements ImageService.
 func (c CRIImages) RemoveImage(ctx context.Context, ref string) error {
-	return c.Client.RemoveImage(ctx, ref)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	return cl.RemoveImage(ctx, ref)
 }
 
 // RegistrySizer reads an image's compressed size (manifest, config and
