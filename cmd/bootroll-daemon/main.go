@@ -225,7 +225,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("--cri-socket %s: %w", o.criSocket, err)
 		}
-		host.Images = prefetch.CRIImages{Client: runtime}
+		host.Images = &prefetch.CRIImages{Client: runtime}
 	}
 	daemon := nodedaemon.Wire(nodedaemon.Edges{
 		Node:   o.nodeName,

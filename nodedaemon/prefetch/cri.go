@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -14,15 +16,84 @@ import (
 )
 
 // CRIImages is the ImageService of a real runtime, over its CRI socket.
+// A *CRIImages is also its Pinner: on containerd it pins with
+// containerd's pinned label (cri.Containerd); on another runtime (CRI-O
+// pins by its pinned_images configuration) it cannot, and says so.
 type CRIImages struct {
 	Client *cri.Client
+
+	mu      sync.Mutex
+	runtime *cri.Runtime // learnt at the first PinState
 }
 
-var _ ImageService = CRIImages{}
+var (
+	_ ImageService = (*CRIImages)(nil)
+	_ Pinner       = (*CRIImages)(nil)
+)
+
+// PinState implements Pinner. The runtime is asked its name once (CRI
+// Version), at the first call that it answers.
+func (c *CRIImages) PinState(ctx context.Context) (bool, string, []string, error) {
+	c.mu.Lock()
+	rt := c.runtime
+	c.mu.Unlock()
+	if rt == nil {
+		got, err := c.Client.Runtime(ctx)
+		if err != nil {
+			return false, "", nil, err
+		}
+		rt = &got
+		c.mu.Lock()
+		c.runtime = rt
+		c.mu.Unlock()
+	}
+	if !rt.Containerd() {
+		return false, PinNote(*rt), nil, nil
+	}
+	own, err := c.Client.Containerd().Pins(ctx)
+	if err != nil {
+		return false, "", nil, err
+	}
+	return true, PinNote(*rt), own, nil
+}
+
+// PinNote is what the daemon reports on a present image that rt does not
+// report pinned: "" where pins work.
+func PinNote(rt cri.Runtime) string {
+	v := strings.TrimPrefix(rt.Version, "v")
+	switch {
+	case rt.Name == "cri-o":
+		return rt.String() + " pins only by configuration: add this image to pinned_images in crio.conf ([crio.image]) and reload CRI-O (docs/pinning.md)"
+	case !rt.Containerd():
+		return rt.String() + ": bootroll cannot pin images on this runtime (docs/pinning.md)"
+	case strings.HasPrefix(v, "1.6.") || strings.HasPrefix(v, "1.5."):
+		return rt.String() + ": bootroll set " + cri.PinnedLabel + "=" + cri.PinnedValue + ", which containerd's CRI honours only from 1.7; upgrade containerd (docs/pinning.md)"
+	}
+	return ""
+}
+
+// Pinned implements Pinner: CRI ImageStatus's pinned.
+func (c *CRIImages) Pinned(ctx context.Context, ref string) (bool, error) {
+	img, err := c.Client.ImageStatus(ctx, ref)
+	if err != nil || img == nil {
+		return false, err
+	}
+	return img.Pinned, nil
+}
+
+// Pin implements Pinner.
+func (c *CRIImages) Pin(ctx context.Context, ref string) error {
+	return c.Client.Containerd().Pin(ctx, ref)
+}
+
+// Unpin implements Pinner.
+func (c *CRIImages) Unpin(ctx context.Context, ref string) error {
+	return c.Client.Containerd().Unpin(ctx, ref)
+}
 
 // ImageStatus implements ImageService; the CRI's size is the compressed
 // size.
-func (c CRIImages) ImageStatus(ctx context.Context, ref string) (bool, int64, error) {
+func (c *CRIImages) ImageStatus(ctx context.Context, ref string) (bool, int64, error) {
 	img, err := c.Client.ImageStatus(ctx, ref)
 	if err != nil || img == nil {
 		return false, 0, err
@@ -31,14 +102,14 @@ func (c CRIImages) ImageStatus(ctx context.Context, ref string) (bool, int64, er
 }
 
 // Pull implements ImageService.
-func (c CRIImages) Pull(ctx context.Context, ref string, auth *cri.Auth) error {
+func (c *CRIImages) Pull(ctx context.Context, ref string, auth *cri.Auth) error {
 	_, err := c.Client.PullImage(ctx, ref, auth)
 	return err
 }
 
 // FsInfo implements ImageService: the runtime's image filesystem, measured
 // with statfs.
-func (c CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
+func (c *CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
 	sp, err := c.Client.ImageFs(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -47,7 +118,7 @@ func (c CRIImages) FsInfo(ctx context.Context) (int64, int64, error) {
 }
 
 // RemoveImage implements ImageService.
-func (c CRIImages) RemoveImage(ctx context.Context, ref string) error {
+func (c *CRIImages) RemoveImage(ctx context.Context, ref string) error {
 	return c.Client.RemoveImage(ctx, ref)
 }
 
