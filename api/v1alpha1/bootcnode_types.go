@@ -284,6 +284,12 @@ type PinnedImageProgress struct {
 	// RetryAfter is when a failed pull is tried again.
 	// +optional
 	RetryAfter *metav1.Time `json:"retryAfter,omitempty"`
+	// Pinned is true when the runtime reports the present image pinned
+	// (CRI ImageStatus), so the kubelet's image garbage collection keeps
+	// it. A present image that is not pinned has a Message that says why
+	// when the daemon knows (CRI-O's pinned_images, containerd before 1.7).
+	// +optional
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // RolloutStatus is the part of BootcNode status the controller owns: every

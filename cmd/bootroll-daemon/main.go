@@ -241,7 +241,7 @@ func run(ctx context.Context, o options) error {
 			},
 		}
 		defer finder.Close()
-		host.Images = prefetch.CRIImages{Finder: finder}
+		host.Images = &prefetch.CRIImages{Finder: finder}
 	}
 	daemon := nodedaemon.Wire(nodedaemon.Edges{
 		Node:   o.nodeName,

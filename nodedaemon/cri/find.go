@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/bootroll/bootroll/internal/backoff"
@@ -98,13 +97,11 @@ func Probe(ctx context.Context, socketPath string, timeout time.Duration) (*Clie
 	if err != nil {
 		return nil, Runtime{}, fmt.Errorf("no gRPC server answers: %w", err)
 	}
-	rt := Runtime{Socket: c.Socket()}
-	v, err := runtimeapi.NewRuntimeServiceClient(c.conn).Version(pctx, &runtimeapi.VersionRequest{})
+	rt, err := c.Runtime(pctx)
 	if err != nil {
 		c.Close()
 		return nil, Runtime{}, fmt.Errorf("does not answer the CRI v1 RuntimeService.Version: %w", err)
 	}
-	rt.Name, rt.Version = v.GetRuntimeName(), v.GetRuntimeVersion()
 	if _, err := c.ImageFsInfo(pctx); err != nil {
 		c.Close()
 		return nil, Runtime{}, fmt.Errorf("%s %s does not answer the CRI v1 ImageService: %w", rt.Name, rt.Version, err)

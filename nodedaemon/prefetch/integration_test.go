@@ -58,7 +58,7 @@ func (r *rig) newRunner(cfg prefetch.Config) *prefetch.Runner {
 	}
 	return &prefetch.Runner{
 		Manager: prefetch.New(cfg),
-		Images:  prefetch.CRIImages{Client: r.client},
+		Images:  &prefetch.CRIImages{Client: r.client},
 		Sizes:   prefetch.RegistrySizer{},
 	}
 }
@@ -437,4 +437,71 @@ func waitFreed(t *testing.T, c *cri.Client, free int64) {
 		}
 		time.Sleep(50 * time.Millisecond) // edge: test: polls a real containerd
 	}
+}
+
+// TestPrefetchPins: the Runner over the real containerd pins the images of
+// a set once they are present (containerd's label with bootroll's beside
+// it), reports what the CRI says of them, and unpins them when no set
+// lists them any more; an image pinned by someone else keeps its pin.
+// Debian's containerd 1.6 keeps the labels but its CRI reports pinned:
+// false, which the progress says with the note of PinNote.
+func TestPrefetchPins(t *testing.T) {
+	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{})
+	imgs := r.push(2, 256<<10)
+	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: refs(imgs...)}}
+	ctx := context.Background()
+	rt, err := r.client.Runtime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := prefetch.PinNote(rt)
+	t.Logf("runtime %s; note %q", rt, note)
+	ctr := r.client.Containerd()
+
+	p := r.settle()
+	for _, i := range imgs {
+		e := r.requireState(p, i.Ref, v1alpha1.PinnedPresent, "")
+		l, err := ctr.Labels(ctx, i.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l[cri.PinnedLabel] != cri.PinnedValue || l[cri.OwnLabel] != cri.OwnValue {
+			t.Errorf("%s: labels %v, want it pinned by bootroll", i.Ref, l)
+		}
+		st, err := r.client.ImageStatus(ctx, i.Ref)
+		if err != nil || st == nil {
+			t.Fatal(st, err)
+		}
+		if e.Pinned != st.Pinned {
+			t.Errorf("%s: progress says pinned %v, the CRI %v", i.Ref, e.Pinned, st.Pinned)
+		}
+		if note == "" && !e.Pinned {
+			t.Errorf("%s not pinned on %s: %+v", i.Ref, rt, e)
+		}
+		if !e.Pinned && e.Message != note {
+			t.Errorf("%s: message %q, want %q", i.Ref, e.Message, note)
+		}
+	}
+
+	// Someone else pins the second image too; then the set drops both.
+	if err := r.client.Containerd().Unpin(ctx, imgs[1].Ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := setTheirPin(ctx, r.client, imgs[1].Ref); err != nil {
+		t.Fatal(err)
+	}
+	r.sets = nil
+	r.settle()
+	l, _ := ctr.Labels(ctx, imgs[0].Ref)
+	if _, ok := l[cri.PinnedLabel]; ok || l[cri.OwnLabel] != "" {
+		t.Errorf("%s left every set but keeps labels %v", imgs[0].Ref, l)
+	}
+	l, _ = ctr.Labels(ctx, imgs[1].Ref)
+	if l[cri.PinnedLabel] != cri.PinnedValue {
+		t.Errorf("%s, pinned by someone else, lost the pin: %v", imgs[1].Ref, l)
+	}
+	if pins, err := ctr.Pins(ctx); err != nil || len(pins) != 0 {
+		t.Errorf("bootroll's pins after the sets dropped the images: %v, %v", pins, err)
+	}
+	r.requirePresent(refs(imgs...)...) // unpinned, not removed
 }

@@ -146,6 +146,9 @@ type ImageInfo struct {
 	// image, else from the registry manifest (or the twin's model); 0 is
 	// unknown, and Config.EstimatedSize stands in.
 	Size int64
+	// Pinned is the runtime's report that the present image is pinned
+	// (CRI ImageStatus pinned): the kubelet's image GC keeps it.
+	Pinned bool
 }
 
 // Observation is what the executor saw of the image service just before
@@ -179,6 +182,26 @@ type Observation struct {
 	// the pinned pulls took it), Step removes present pinned images until
 	// their sizes cover the shortfall.
 	StagingDue bool
+	// Pin says what the runtime allows: whether Step may ask to pin, the
+	// images bootroll pinned, and why images stay unpinned.
+	Pin PinObservation
+}
+
+// PinObservation is what the executor knows of pinning on the node.
+type PinObservation struct {
+	// Can is true when the executor can pin (containerd): Step asks to pin
+	// every present image of the sets that the runtime does not report
+	// pinned and bootroll has not pinned yet.
+	Can bool
+	// Own are the images bootroll pinned (its own record, the
+	// bootroll.dev/pinned label), any set or none. Step unpins those no
+	// set lists.
+	Own []string
+	// Note, when set, says why a present image may stay unpinned and what
+	// to do (CRI-O pins by configuration; containerd before 1.7 ignores
+	// the label). Step reports it as the Message of each present image
+	// the runtime does not report pinned.
+	Note string
 }
 
 // PullResult is how one pull ended.
@@ -206,6 +229,12 @@ const (
 	// ActionRemove removes the present image Action.Image from the image
 	// service, to give the OS staging reserve back (Observation.StagingDue).
 	ActionRemove ActionType = "Remove"
+	// ActionPin pins the present image Action.Image in the runtime and
+	// records that bootroll pinned it (PinObservation.Can).
+	ActionPin ActionType = "Pin"
+	// ActionUnpin removes bootroll's pin of Action.Image: no set lists it
+	// any more. A pin bootroll did not make stays.
+	ActionUnpin ActionType = "Unpin"
 )
 
 // Action is one thing Step asks the executor to do.
@@ -264,6 +293,7 @@ func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, curren
 			s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
 		}
 	}
+	s.pin()
 	if s.running > 0 {
 		s.wait(m.cfg.PullPoll)
 	}
@@ -661,6 +691,38 @@ func (s *step) consider(ref string) {
 		s.lastStart[i] = s.now
 	}
 	s.actions = append(s.actions, Action{Type: ActionPull, Image: ref, Set: s.credentialSet(ref), Attempt: r.Attempts, Size: size})
+}
+
+// pin reports whether each present image is pinned, asks to pin those
+// the runtime does not report pinned (once: bootroll's record says it
+// did), and to unpin bootroll's pins that no set lists.
+func (s *step) pin() {
+	own := map[string]bool{}
+	for _, ref := range s.obs.Pin.Own {
+		own[ref] = true
+	}
+	for _, ref := range s.wanted {
+		r := s.recs[ref]
+		r.Pinned = false
+		if r.State != v1alpha1.PinnedPresent {
+			continue
+		}
+		if s.obs.Images[ref].Pinned {
+			r.Pinned = true
+			continue
+		}
+		if s.obs.Pin.Can && !own[ref] {
+			s.actions = append(s.actions, Action{Type: ActionPin, Image: ref})
+		}
+		if s.obs.Pin.Note != "" {
+			r.Message = s.obs.Pin.Note
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(own)) {
+		if _, ok := s.setsOf[ref]; !ok {
+			s.actions = append(s.actions, Action{Type: ActionUnpin, Image: ref})
+		}
+	}
 }
 
 // floor is the free space a pull of ref must leave: the strictest

@@ -26,6 +26,26 @@ type ImageService interface {
 	RemoveImage(ctx context.Context, ref string) error
 }
 
+// Pinner pins images in the runtime so that the kubelet's image garbage
+// collection keeps them. An ImageService that also implements Pinner pins
+// the images of the sets; CRIImages does (containerd's pinned label), the
+// twin's image service does, and one that does not leaves every image
+// unpinned and reported so.
+type Pinner interface {
+	// PinState tells whether pinning is possible (can), why a present
+	// image may stay unpinned and what to do (note; "" when pins work),
+	// and the images bootroll pinned (own), whatever set listed them.
+	PinState(ctx context.Context) (can bool, note string, own []string, err error)
+	// Pinned reports whether the runtime reports the present image ref
+	// pinned (CRI ImageStatus pinned).
+	Pinned(ctx context.Context, ref string) (bool, error)
+	// Pin pins the present image ref and records that bootroll did.
+	Pin(ctx context.Context, ref string) error
+	// Unpin removes bootroll's pin of ref; a pin bootroll did not make,
+	// and an absent image, are left alone.
+	Unpin(ctx context.Context, ref string) error
+}
+
 // Sizer tells an absent image's compressed size, from its manifest in the
 // registry. RegistrySizer implements it.
 type Sizer interface {
@@ -130,18 +150,20 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
 	for round := 1; ; round++ {
-		progress, requeue, removed, err := r.syncOnce(ctx, now, sets, current, env)
-		if err != nil || !removed || round >= ReclaimRounds {
+		// A round that pins or unpins steps again, so that the progress
+		// reported says what the runtime made of it.
+		progress, requeue, again, err := r.syncOnce(ctx, now, sets, current, env)
+		if err != nil || !again || round >= ReclaimRounds {
 			return progress, requeue, err
 		}
 	}
 }
 
 // ReclaimRounds bounds the observe-and-step rounds of one Sync that removes
-// images to give OS staging its reserve back.
+// images to give OS staging its reserve back, or pins.
 const ReclaimRounds = 8
 
-func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) (progress []v1alpha1.PinnedSetProgress, requeue time.Duration, removed bool, err error) {
+func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) (progress []v1alpha1.PinnedSetProgress, requeue time.Duration, again bool, err error) {
 	r.mu.Lock()
 	r.init()
 	pulling := make(map[string]int32, len(r.pulls))
@@ -167,6 +189,14 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 		ControlPlane:   env.ControlPlane,
 		StagingDue:     env.StagingDue,
 	}
+	pinner, _ := r.Images.(Pinner)
+	if pinner != nil {
+		can, note, own, err := pinner.PinState(ctx)
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("prefetch: pins: %w", err)
+		}
+		obs.Pin = PinObservation{Can: can, Note: note, Own: own}
+	}
 	lookups := 0
 	for _, ref := range imagesOf(sets) {
 		if _, ok := pulling[ref]; ok {
@@ -179,7 +209,13 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 		}
 		if present {
 			r.cacheSize(ref, size)
-			obs.Images[ref] = ImageInfo{Present: true, Size: size}
+			info := ImageInfo{Present: true, Size: size}
+			if pinner != nil {
+				if info.Pinned, err = pinner.Pinned(ctx, ref); err != nil {
+					return nil, 0, false, fmt.Errorf("prefetch: %w", err)
+				}
+			}
+			obs.Images[ref] = info
 			continue
 		}
 		size = r.cachedSize(ref)
@@ -211,10 +247,20 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 			if err := r.Images.RemoveImage(ctx, a.Image); err != nil {
 				return nil, 0, false, fmt.Errorf("prefetch: remove %s: %w", a.Image, err)
 			}
-			removed = true
+			again = true
+		case ActionPin:
+			if err := pinner.Pin(ctx, a.Image); err != nil {
+				return nil, 0, false, fmt.Errorf("prefetch: pin %s: %w", a.Image, err)
+			}
+			again = true
+		case ActionUnpin:
+			if err := pinner.Unpin(ctx, a.Image); err != nil {
+				return nil, 0, false, fmt.Errorf("prefetch: unpin %s: %w", a.Image, err)
+			}
+			again = true
 		}
 	}
-	return progress, requeue, removed, nil
+	return progress, requeue, again, nil
 }
 
 // Wait waits until no pull runs.

@@ -39,6 +39,11 @@ type imageFs struct {
 	layers map[string]int64
 	// images are the pinned images present, by reference.
 	images map[string]bool
+	// pins are the present images the daemon pinned in the runtime
+	// (containerd's pinned label with bootroll's): the kubelet's image GC
+	// would keep them. The runtime modelled honours the label, as
+	// containerd 1.7 and later do.
+	pins map[string]bool
 	// pinnedHeld is the bytes the pinned images hold: their layers on
 	// disk and the holds of the pulls that run.
 	pinnedHeld int64
@@ -53,6 +58,7 @@ func newImageFs(g *scenario.NodeGroup) *imageFs {
 		used:     g.ImageFsUsed.Value(),
 		layers:   map[string]int64{},
 		images:   map[string]bool{},
+		pins:     map[string]bool{},
 	}
 }
 
@@ -177,6 +183,7 @@ func (f *imageFs) remove(ref string, catalog map[string]*pinnedImage) {
 		return
 	}
 	delete(f.images, ref)
+	delete(f.pins, ref) // the labels go with the image record
 	im := catalog[ref]
 	if im == nil {
 		return
@@ -242,6 +249,17 @@ func (c *Cluster) PinnedPresent(node, ref string) bool {
 		return false
 	}
 	return n.host.imgfs.images[ref]
+}
+
+// PinnedInRuntime reports whether a pinned image is on the node's image
+// filesystem and pinned in the runtime (exempt from the kubelet's image
+// garbage collection).
+func (c *Cluster) PinnedInRuntime(node, ref string) bool {
+	n := c.nodes[node]
+	if n == nil || n.host.imgfs == nil {
+		return false
+	}
+	return n.host.imgfs.images[ref] && n.host.imgfs.pins[ref]
 }
 
 // DaemonRunning reports whether the node's daemon process runs now: not

@@ -153,7 +153,10 @@ func ingestID(ref string, attempt int32) string {
 // cri.Client wraps them.
 type criImages struct{ p *prefetcher }
 
-var _ prefetch.ImageService = criImages{}
+var (
+	_ prefetch.ImageService = criImages{}
+	_ prefetch.Pinner       = criImages{}
+)
 
 // ImageStatus implements prefetch.ImageService: a present image has the
 // registry's compressed size.
@@ -208,6 +211,36 @@ func (c criImages) RemoveImage(_ context.Context, ref string) error {
 	f := h.fs()
 	f.remove(ref, h.c.pinnedImages())
 	h.c.trace("node/image-remove", h.object(), map[string]any{"image": ref, "available": f.available()})
+	return nil
+}
+
+// PinState implements prefetch.Pinner: the runtime modelled is a
+// containerd that honours its pinned label (1.7 and later), and the
+// daemon's own pins are the images carrying bootroll's label.
+func (c criImages) PinState(context.Context) (bool, string, []string, error) {
+	return true, "", pfSortedKeys(c.p.h.fs().pins), nil
+}
+
+// Pinned implements prefetch.Pinner: CRI ImageStatus's pinned.
+func (c criImages) Pinned(_ context.Context, ref string) (bool, error) {
+	f := c.p.h.fs()
+	return f.images[ref] && f.pins[ref], nil
+}
+
+// Pin implements prefetch.Pinner: an absent image is containerd's
+// NotFound.
+func (c criImages) Pin(_ context.Context, ref string) error {
+	f := c.p.h.fs()
+	if !f.images[ref] {
+		return fmt.Errorf("pin %s: %w", ref, status.Errorf(codes.NotFound, "image %q: not found", ref))
+	}
+	f.pins[ref] = true
+	return nil
+}
+
+// Unpin implements prefetch.Pinner.
+func (c criImages) Unpin(_ context.Context, ref string) error {
+	delete(c.p.h.fs().pins, ref)
 	return nil
 }
 
