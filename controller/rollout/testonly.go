@@ -23,7 +23,9 @@ type TestOnly struct {
 	KeepBootOrder bool
 	// CountSlotsFromCache writes the pool's slot table with a plain merge
 	// patch of what the cache said, without the optimistic lock, so a
-	// pass on a stale pool hands out slots another pass already gave.
+	// pass on a stale pool hands out slots another pass already gave; and
+	// a node takes up a slot its cached pool shows without reading the
+	// table afresh.
 	CountSlotsFromCache bool
 	// ForgetPriorCordon does not record a Node's cordon state before
 	// bootroll cordons it, so a node an admin had cordoned is uncordoned.

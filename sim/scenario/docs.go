@@ -298,7 +298,7 @@ var docs = map[string]string{
 	"Target.Group":                          "Group picks the nodes from this node group.",
 	"Target.Node":                           "Node is a node name, <group>-<i>.",
 	"TestOnly":                              "TestOnly holds deliberately broken controller and node daemon settings. They exist only so negative controls can show that each invariant catches the bug it is meant to catch; production never sets them.",
-	"TestOnly.CountSlotsFromCache":          "CountSlotsFromCache writes the pool's slot table without the optimistic lock, from what a possibly stale cache said, so two passes hand out the same free slot; caught by max-unavailable (with stale caches).",
+	"TestOnly.CountSlotsFromCache":          "CountSlotsFromCache writes the pool's slot table without the optimistic lock, from what a possibly stale cache said, so two passes hand out the same free slot, and a node takes up a slot its cached pool shows without reading the table afresh; caught by max-unavailable (with stale caches).",
 	"TestOnly.DeleteInsteadOfEvict":         "DeleteInsteadOfEvict drains by deleting pods instead of going through the Eviction API, so PDBs are not honoured; caught by pdb-respected.",
 	"TestOnly.DropAnnotationOwnership":      "DropAnnotationOwnership records every Karpenter protection annotation as bootroll's, also one that was there before, so bootroll removes annotations it did not add; caught by cleanup.",
 	"TestOnly.ForgetLastReboot":             "ForgetLastReboot makes a (re)started node daemon disregard the reboot it recorded in status.daemon.lastReboot, so a node whose new image failed to boot is staged and rebooted into it again; caught by no-double-reboot.",

@@ -434,8 +434,9 @@ type TestOnly struct {
 
 	// CountSlotsFromCache writes the pool's slot table without the
 	// optimistic lock, from what a possibly stale cache said, so two passes
-	// hand out the same free slot; caught by max-unavailable (with stale
-	// caches).
+	// hand out the same free slot, and a node takes up a slot its cached
+	// pool shows without reading the table afresh; caught by
+	// max-unavailable (with stale caches).
 	CountSlotsFromCache bool `json:"countSlotsFromCache,omitempty"`
 
 	// ForgetPriorCordon does not record a Node's cordon state before
