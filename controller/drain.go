@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
@@ -20,7 +22,9 @@ import (
 type DrainResult struct {
 	// Remaining are the pods that still have to leave the node.
 	Remaining int
-	// Blocked names pods whose eviction a PDB refused in this pass.
+	// Blocked names the pods that hold the drain up in this pass, each as
+	// "namespace/name (why)": a PodDisruptionBudget refused its eviction,
+	// or it needs an opt-in of the pool's spec.drain.
 	Blocked []string
 }
 
@@ -40,11 +44,15 @@ func NewDrainer(c client.Client, to rollout.TestOnly) *Drainer {
 	return &Drainer{Client: c, DeleteInsteadOfEvict: to.DeleteInsteadOfEvict}
 }
 
-// Drain runs one pass: it lists the node's pods through the index, evicts
-// every pod that must leave and is not already terminating, and reports
-// what remains. It never deletes a pod directly, unless the test-only
-// DeleteInsteadOfEvict is set.
-func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
+// Drain runs one pass with the pool's opt-ins: it lists the node's pods
+// through the index and, as kubectl drain does, evicts nothing while a pod
+// needs an opt-in the pool does not give (those pods are reported in
+// Blocked); otherwise it evicts every pod that must leave and is not
+// already terminating, and reports what remains. Evictions carry no grace
+// period, so each pod gets its own terminationGracePeriodSeconds, and a
+// terminating pod counts as remaining until it is gone. It never deletes
+// a pod directly, unless the test-only DeleteInsteadOfEvict is set.
+func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpec) (DrainResult, error) {
 	// The pods are only read (an eviction names its pod; its answer goes
 	// into the Eviction): no deep copies of the cache's pods.
 	var pods corev1.PodList
@@ -59,6 +67,7 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 		}
 		return a.Name < b.Name
 	})
+	var evict []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !mustLeave(p) {
@@ -68,6 +77,18 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
+		if why := needsOptIn(p, opts); why != "" {
+			res.Blocked = append(res.Blocked, p.Namespace+"/"+p.Name+" ("+why+")")
+			continue
+		}
+		evict = append(evict, p)
+	}
+	if len(res.Blocked) > 0 {
+		// kubectl drain refuses the whole drain: no pod is disrupted for
+		// a drain that cannot finish.
+		return res, nil
+	}
+	for _, p := range evict {
 		if d.DeleteInsteadOfEvict {
 			// Deliberately broken (TestOnly): no PDB is consulted.
 			if err := d.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
@@ -75,12 +96,13 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 			}
 			continue
 		}
+		// No DeleteOptions: the pod's own grace period applies.
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 		err := d.Client.SubResource("eviction").Create(ctx, p, ev)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err):
-			res.Blocked = append(res.Blocked, p.Namespace+"/"+p.Name)
+		case apierrors.IsTooManyRequests(err), budgetRefusal(err) != "":
+			res.Blocked = append(res.Blocked, p.Namespace+"/"+p.Name+" ("+refusalReason(err)+")")
 		default:
 			return res, fmt.Errorf("evict pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)
 		}
@@ -88,8 +110,65 @@ func (d *Drainer) Drain(ctx context.Context, node string) (DrainResult, error) {
 	return res, nil
 }
 
-// mustLeave reports whether a pod has to be evicted before a reboot:
-// DaemonSet pods, mirror (static) pods and finished pods stay.
+// needsOptIn says which opt-ins of the pool's spec.drain a pod that must
+// leave needs and does not have, as kubectl drain's filters decide: a pod
+// with an emptyDir volume of any medium needs deleteEmptyDirData, a pod
+// with no controller needs force. It returns "" when the pod may be
+// evicted.
+func needsOptIn(p *corev1.Pod, opts v1alpha1.DrainSpec) string {
+	var why []string
+	if !opts.DeleteEmptyDirData && hasEmptyDir(p) {
+		why = append(why, "emptyDir data would be lost: set spec.drain.deleteEmptyDirData")
+	}
+	if !opts.Force && metav1.GetControllerOf(p) == nil {
+		why = append(why, "no controller recreates it: set spec.drain.force")
+	}
+	return strings.Join(why, "; ")
+}
+
+func hasEmptyDir(p *corev1.Pod) bool {
+	for i := range p.Spec.Volumes {
+		if p.Spec.Volumes[i].EmptyDir != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// budgetRefusal returns the message of the PodDisruptionBudget cause of an
+// eviction's error, or "". The API server gives the budget's name there
+// ("The disruption budget web needs 2 healthy pods and has 2 currently"),
+// with a 429, or a 403 when the budget's disruptionsAllowed is negative.
+func budgetRefusal(err error) string {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return ""
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// refusalReason says why an eviction was refused: "PDB <name>" when the
+// error names the budget, else the error's message.
+func refusalReason(err error) string {
+	msg := budgetRefusal(err)
+	if name, ok := strings.CutPrefix(msg, "The disruption budget "); ok {
+		name, _, _ = strings.Cut(name, " ")
+		return "PDB " + name
+	}
+	if msg != "" {
+		return msg
+	}
+	return err.Error()
+}
+
+// mustLeave reports whether a pod has to be gone before a reboot, as
+// kubectl drain decides: DaemonSet pods (controller apps/v1 DaemonSet),
+// mirror (static) pods and finished pods stay.
 func mustLeave(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
@@ -97,10 +176,8 @@ func mustLeave(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
+	if o := metav1.GetControllerOf(p); o != nil && o.Kind == "DaemonSet" && o.APIVersion == "apps/v1" {
+		return false
 	}
 	return true
 }
@@ -139,4 +216,12 @@ func blockedMessage(blocked []string) string {
 		return strings.Join(blocked[:5], ", ") + fmt.Sprintf(" and %d more", len(blocked)-5)
 	}
 	return strings.Join(blocked, ", ")
+}
+
+// drainOptions are a pool's spec.drain; none without a pool.
+func drainOptions(pool *v1alpha1.BootcNodePool) v1alpha1.DrainSpec {
+	if pool == nil {
+		return v1alpha1.DrainSpec{}
+	}
+	return pool.Spec.Drain
 }

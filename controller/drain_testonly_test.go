@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
@@ -122,7 +123,7 @@ func TestDrainerEvictsNeverDeletes(t *testing.T) {
 	if d.DeleteInsteadOfEvict {
 		t.Fatal("NewDrainer with the zero TestOnly deletes instead of evicting")
 	}
-	res, err := d.Drain(ctx, "n1")
+	res, err := d.Drain(ctx, "n1", v1alpha1.DrainSpec{Force: true}) // the fixture's pods have no controller
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestDrainerEvictsNeverDeletes(t *testing.T) {
 	if len(calls.deleted) != 0 {
 		t.Errorf("deleted %v directly; the drainer must only evict", calls.deleted)
 	}
-	if want := []string{"default/web-b"}; !slices.Equal(res.Blocked, want) {
+	if want := []string{"default/web-b (Cannot evict pod as it would violate the pod's disruption budget.)"}; !slices.Equal(res.Blocked, want) {
 		t.Errorf("blocked %v, want %v", res.Blocked, want)
 	}
 	// web-a, web-b and the terminating pod still had to leave in this pass.
@@ -155,7 +156,7 @@ func TestDrainerDeleteInsteadOfEvict(t *testing.T) {
 	if !d.DeleteInsteadOfEvict {
 		t.Fatal("NewDrainer did not take TestOnly.DeleteInsteadOfEvict")
 	}
-	res, err := d.Drain(ctx, "n1")
+	res, err := d.Drain(ctx, "n1", v1alpha1.DrainSpec{Force: true}) // the fixture's pods have no controller
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestDrainerDeleteInsteadOfEvict(t *testing.T) {
 		t.Errorf("pods left %v, want %v", got, want)
 	}
 	// A pod already gone is not an error.
-	if _, err := d.Drain(ctx, "n1"); err != nil {
+	if _, err := d.Drain(ctx, "n1", v1alpha1.DrainSpec{Force: true}); err != nil {
 		t.Errorf("second pass: %v", err)
 	}
 }

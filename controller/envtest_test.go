@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -519,7 +520,10 @@ func (h *harness) allOn(ref string) func() error {
 
 func (h *harness) pods(node string, n int, app string) {
 	for i := 0; i < n; i++ {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", node, app, i), Namespace: "default", Labels: mergeLabels(h.label, map[string]string{"app": app})},
+		// A ReplicaSet's pod (the owner need not exist: no garbage
+		// collector runs here), which the drain evicts without spec.drain.force.
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", node, app, i), Namespace: "default", Labels: mergeLabels(h.label, map[string]string{"app": app}),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app, UID: "rs-" + types.UID(app), Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
 		if err := k8s.Create(h.ctx, p); err != nil {
 			h.t.Fatalf("create pod: %v", err)

@@ -449,7 +449,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 			return reconcile.Result{}, err
 		}
 	}
-	res, err := r.drainer.Drain(ctx, s.node.Name)
+	res, err := r.drainer.Drain(ctx, s.node.Name, drainOptions(s.pool))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -478,7 +478,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		timeout := rollout.DurationOr(s.pool.Spec.DrainTimeout, rollout.DefaultDrainTimeout)
 		ro.Failures = d.Failures
 		ro.RetryAfter = &metav1.Time{Time: s.now.Add(d.Backoff)}
-		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked by PDB: %s); retry after %s",
+		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked: %s); retry after %s",
 			timeout, res.Remaining, blockedMessage(res.Blocked), d.Backoff)
 		r.observe(s, "drain", d.Took, "timeout")
 		if r.metrics != nil {
@@ -488,7 +488,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 		return reconcile.Result{RequeueAfter: d.Backoff}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
 	}
 	if d.MarkBlocked {
-		ro.Reason, ro.Message = "DrainBlocked", "eviction refused by a PodDisruptionBudget: "+blockedMessage(res.Blocked)
+		ro.Reason, ro.Message = "DrainBlocked", "drain blocked: "+blockedMessage(res.Blocked)
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -24,6 +24,23 @@ type ImageReference string
 // +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>, with a lower-case repository and no scheme"
 type DigestReference string
 
+// DrainSpec holds the opt-ins a drain needs for pods whose eviction loses
+// something, as kubectl drain does. DaemonSet pods, mirror (static) pods
+// and finished pods are never evicted, and need none.
+type DrainSpec struct {
+	// Force lets the drain evict pods that no controller manages (no
+	// ownerReference with controller: true), as kubectl drain --force
+	// does: nothing recreates such a pod elsewhere. Default false.
+	// +optional
+	Force bool `json:"force,omitempty"`
+
+	// DeleteEmptyDirData lets the drain evict pods with an emptyDir volume
+	// (any medium, memory included), whose data is lost, as kubectl drain
+	// --delete-emptydir-data does. Default false.
+	// +optional
+	DeleteEmptyDirData bool `json:"deleteEmptyDirData,omitempty"`
+}
+
 // BootcNodePoolSpec is what the user asks of a group of nodes.
 type BootcNodePoolSpec struct {
 	// NodeSelector selects the member Nodes by label: at least one label,
@@ -75,6 +92,14 @@ type BootcNodePoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
+
+	// Drain holds the drain's opt-ins, the pool's equivalents of kubectl
+	// drain's --force and --delete-emptydir-data. Without them a pod that
+	// needs one is not evicted: the node stays Draining with reason
+	// DrainBlocked, naming the pod and the field to set, until
+	// drainTimeout.
+	// +optional
+	Drain DrainSpec `json:"drain,omitempty"`
 
 	// Windows are maintenance windows; when any is set, reboot slots are
 	// only given inside one. Staging happens at any time.

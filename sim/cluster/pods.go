@@ -48,7 +48,8 @@ type pod struct {
 
 func (p *pod) key() types.NamespacedName { return types.NamespacedName{Namespace: p.ns, Name: p.name} }
 
-// workload is a Deployment and the ReplicaSet-like controller of its pods.
+// workload is a Deployment and the ReplicaSet-like controller of its pods,
+// or, when its spec is unmanaged, a set of bare pods that nothing replaces.
 type workload struct {
 	spec     *scenario.Workload
 	replicas int
@@ -147,6 +148,9 @@ func (c *Cluster) podTemplate(labels map[string]string, nodeSelector map[string]
 }
 
 func (c *Cluster) createWorkload(ctx context.Context, w *workload) error {
+	if w.spec.Unmanaged {
+		return nil // bare pods: no Deployment, no ReplicaSet, no owner
+	}
 	name := w.spec.Name
 	sel := &metav1.LabelSelector{MatchLabels: w.podLabels()}
 	tmpl := c.podTemplate(w.podLabels(), w.spec.NodeSelector, w.spec.Requests)
@@ -232,6 +236,12 @@ func (c *Cluster) createPod(ctx context.Context, p *pod, running bool) error {
 		},
 		Spec:   tmpl.Spec,
 		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if w := p.w; w != nil && w.spec.Unmanaged {
+		obj.OwnerReferences = nil
+	}
+	if w := p.w; w != nil && w.spec.EmptyDir {
+		obj.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	}
 	obj.Spec.Tolerations = tolerations
 	obj.Spec.TerminationGracePeriodSeconds = new(int64(PodGrace / time.Second))
@@ -343,6 +353,12 @@ func (c *Cluster) leave(p *pod) {
 			c.pending--
 		}
 		w.active--
+		if w.spec.Unmanaged {
+			w.replicas-- // no controller replaces a bare pod
+			for _, b := range w.pdbs {
+				c.markPDB(b)
+			}
+		}
 	}
 }
 
@@ -447,7 +463,8 @@ func (c *Cluster) podGone(p *pod) {
 
 // reconcileWorkload is the ReplicaSet controller: it creates pending pods
 // up to the replica count and deletes the surplus (unbound first, then not
-// ready, then the newest).
+// ready, then the newest). For an unmanaged workload, whose replica count
+// follows its pods (leave), it only creates the pods a scale-up asks for.
 func (c *Cluster) reconcileWorkload(w *workload) {
 	ctx := context.Background()
 	for w.active < w.replicas {
@@ -464,17 +481,8 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 			active = append(active, p)
 		}
 	}
-	rank := func(p *pod) int {
-		switch {
-		case p.node == nil:
-			return 0
-		case !p.healthy:
-			return 1
-		}
-		return 2
-	}
 	slices.SortFunc(active, func(a, b *pod) int {
-		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+		if c := cmp.Compare(scaleDownRank(a), scaleDownRank(b)); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.seq, a.seq)
@@ -496,6 +504,10 @@ func (c *Cluster) ScaleWorkload(ctx context.Context, name string, replicas int) 
 		return fmt.Errorf("cluster: scaling workload %q to %d replicas", name, replicas)
 	}
 	from := w.replicas
+	if w.spec.Unmanaged {
+		c.scaleBare(w, replicas)
+		return nil
+	}
 	w.replicas = replicas
 	if c.apps {
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}} {
@@ -523,6 +535,48 @@ func (c *Cluster) ScaleWorkload(ctx context.Context, name string, replicas int) 
 	c.trace("workload/scaled", "deployment/"+WorkloadNamespace+"/"+name, map[string]any{"from": from, "to": replicas})
 	c.reconcileWorkload(w)
 	return nil
+}
+
+// scaleBare scales an unmanaged workload as a person would: kubectl run
+// for each pod to add, kubectl delete for each to remove (unbound first,
+// then not ready, then the newest). Each pod removed lowers the replica
+// count as it leaves.
+func (c *Cluster) scaleBare(w *workload, replicas int) {
+	from := w.replicas
+	c.trace("workload/scaled", "pods/"+WorkloadNamespace+"/"+w.spec.Name, map[string]any{"from": from, "to": replicas, "unmanaged": true})
+	if replicas >= from {
+		w.replicas = replicas
+		c.reconcileWorkload(w)
+		return
+	}
+	var active []*pod
+	for _, p := range w.pods {
+		if !p.terminating {
+			active = append(active, p)
+		}
+	}
+	slices.SortFunc(active, func(a, b *pod) int {
+		if c := cmp.Compare(scaleDownRank(a), scaleDownRank(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	for _, p := range active[:from-replicas] {
+		must(c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "deleting bare pod "+p.ns+"/"+p.name)
+		c.terminate(p)
+	}
+}
+
+// scaleDownRank orders the pods a scale-down removes first: unbound, then
+// not ready, then the rest.
+func scaleDownRank(p *pod) int {
+	switch {
+	case p.node == nil:
+		return 0
+	case !p.healthy:
+		return 1
+	}
+	return 2
 }
 
 // evict is the eviction subresource: it honours the PDBs that cover the

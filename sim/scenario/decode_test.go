@@ -95,6 +95,7 @@ func TestAPIRulesMatchCRD(t *testing.T) {
 		reflect.TypeFor[v1alpha1.KarpenterOptions]():  spec.Properties["karpenter"],
 		reflect.TypeFor[v1alpha1.MaintenanceWindow](): *spec.Properties["windows"].Items,
 		reflect.TypeFor[v1alpha1.RolloutSpec]():       spec.Properties["rollout"],
+		reflect.TypeFor[v1alpha1.DrainSpec]():         spec.Properties["drain"],
 	} {
 		fs := fieldsOf(typ)
 		if got, want := fieldNames(fs), slices.Sorted(maps.Keys(s.Properties)); !slices.Equal(slices.Sorted(slices.Values(got)), want) {

@@ -310,6 +310,18 @@ type Workload struct {
 
 	// PDB, when present, is the workload's PodDisruptionBudget.
 	PDB *PDB `json:"pdb,omitempty"`
+
+	// Unmanaged makes the pods bare pods that no controller owns (as
+	// kubectl run makes): there is no Deployment, nothing recreates a pod
+	// that goes (the replica count follows the pods that are left), and a
+	// drain evicts them only with the pool's drain.force. Scaling it
+	// creates or deletes bare pods, as a person would; a PDB over it counts
+	// the pods that exist.
+	Unmanaged bool `json:"unmanaged,omitempty"`
+
+	// EmptyDir gives each pod an emptyDir volume; a drain evicts such pods
+	// only with the pool's drain.deleteEmptyDirData.
+	EmptyDir bool `json:"emptyDir,omitempty"`
 }
 
 // PDB is a PodDisruptionBudget over a workload's pods; exactly one of
@@ -384,6 +396,10 @@ type Pool struct {
 
 	// Karpenter configures protection of Karpenter-managed nodes.
 	Karpenter v1alpha1.KarpenterOptions `json:"karpenter,omitempty"`
+
+	// Drain holds the drain's opt-ins: force (evict pods no controller
+	// owns) and deleteEmptyDirData (evict pods with emptyDir volumes).
+	Drain v1alpha1.DrainSpec `json:"drain,omitempty"`
 }
 
 // TestOnly holds deliberately broken controller and node daemon settings.

@@ -16,6 +16,7 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 		Rollout:       *p.RolloutSpec.DeepCopy(),
 		FailurePolicy: *p.FailurePolicy.DeepCopy(),
 		Karpenter:     *p.Karpenter.DeepCopy(),
+		Drain:         p.Drain,
 	}
 	for _, w := range p.Windows {
 		spec.Windows = append(spec.Windows, *w.DeepCopy())
