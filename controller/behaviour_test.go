@@ -1,4 +1,4 @@
-package controller
+package controller_test
 
 import (
 	"context"
@@ -14,7 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
+	nodectl "github.com/bootroll/bootroll/controller/node"
 	"github.com/bootroll/bootroll/controller/options"
+	poolctl "github.com/bootroll/bootroll/controller/pool"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
@@ -38,7 +41,7 @@ type world struct {
 func newWorld(t *testing.T, healthTimeout time.Duration) *world {
 	t.Helper()
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
-	target := settleRef("v2")
+	target := digestRef("v2")
 	mu := intstr.FromInt32(1)
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
 	pool.Spec.Image = v1alpha1.ImageReference(target)
@@ -48,9 +51,9 @@ func newWorld(t *testing.T, healthTimeout time.Duration) *world {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	node.Status.NodeInfo.BootID = "boot-0"
-	w := &world{t: t, ctx: context.Background(), clk: clocktesting.NewFakeClock(t0), c: fakeClient(t, pool, node), feed: poolfeed.New(), target: target}
+	w := &world{t: t, ctx: context.Background(), clk: clocktesting.NewFakeClock(t0), c: fakeapi.Client(t, pool, node), feed: poolfeed.New(), target: target}
 	opts := options.Options{Clock: w.clk, Feed: w.feed, Metrics: options.NewMetrics(nil)}
-	w.pool, w.node = NewPoolReconciler(w.c, opts), NewNodeReconciler(w.c, opts)
+	w.pool, w.node = poolctl.NewReconciler(w.c, opts), nodectl.NewReconciler(w.c, opts)
 	return w
 }
 
@@ -142,7 +145,7 @@ func (w *world) stageAndGrant() {
 		w.t.Fatalf("record created with desiredImage %q, want the target", got)
 	}
 	w.daemon(func(st *v1alpha1.BootcNodeStatus) {
-		st.Booted = &v1alpha1.HostImage{Image: settleRef("v1"), Digest: imageref.Digest(settleRef("v1"))}
+		st.Booted = &v1alpha1.HostImage{Image: digestRef("v1"), Digest: imageref.Digest(digestRef("v1"))}
 		st.Staged = &v1alpha1.HostImage{Image: w.target, Digest: imageref.Digest(w.target)}
 		st.Daemon.Phase, st.Daemon.BootID = v1alpha1.DaemonStaged, "boot-0"
 	})

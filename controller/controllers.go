@@ -26,8 +26,11 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/internal/cached"
+	"github.com/bootroll/bootroll/controller/node"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/pinned"
+	"github.com/bootroll/bootroll/controller/pool"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
@@ -71,7 +74,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
 	return []Controller{
-		{Name: PoolController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return NewPoolReconciler(c, o) }, Watches: []WatchSpec{
+		{Name: PoolController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return pool.NewReconciler(c, o) }, Watches: []WatchSpec{
 			// A pool being deleted is a generation change too (the API
 			// server bumps it with the deletionTimestamp); the explicit
 			// check keeps that from depending on it.
@@ -88,7 +91,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 				}))},
 			{Object: &v1alpha1.BootcNode{}, Handler: poolfeed.Feeding(feed, debouncedPoolHandler())},
 		}},
-		{Name: NodeController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return NewNodeReconciler(c, o) }, Watches: []WatchSpec{
+		{Name: NodeController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return node.NewReconciler(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.BootcNode{}, For: true, Handler: self},
 			{Object: &corev1.Node{}, Handler: sameName},
 			// A slot the pool grants is taken up by the node's record.
@@ -241,7 +244,7 @@ func NodeMembershipChanged(old, cur *corev1.Node) bool {
 // NodeToPools maps a Node to the pools whose selector matches it. Pools are
 // few; a Node event lists pools, never nodes.
 func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconcile.Request {
-	pools, err := sharedPools(ctx, c)
+	pools, err := cached.Pools(ctx, c)
 	if err != nil {
 		return nil
 	}
@@ -260,35 +263,4 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 		}
 	}
 	return out
-}
-
-// sharedPools lists the pools as the cache holds them, not copied: the
-// caller must not change them. A Get would deep-copy a pool's slot table
-// (maxUnavailable entries) on every node event; listing the few pools
-// without copies does not grow with the pool.
-func sharedPools(ctx context.Context, c client.Reader) ([]v1alpha1.BootcNodePool, error) {
-	var pools v1alpha1.BootcNodePoolList
-	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	return pools.Items, nil
-}
-
-// sharedPool returns the pool named name from sharedPools, or nil when
-// there is none. The caller must not change it.
-func sharedPool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNodePool, error) {
-	pools, err := sharedPools(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return findPool(pools, name), nil
-}
-
-func findPool(pools []v1alpha1.BootcNodePool, name string) *v1alpha1.BootcNodePool {
-	for i := range pools {
-		if pools[i].Name == name {
-			return &pools[i]
-		}
-	}
-	return nil
 }

@@ -4,12 +4,16 @@
 package patch
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -148,4 +152,20 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	}
 	lockOn(diff, p.from.ResourceVersion)
 	return json.Marshal(diff)
+}
+
+// RemoveFinalizer removes bootroll's finalizer from obj, locked on the
+// version read so no other finalizer is dropped.
+func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
+	before := obj.DeepCopyObject().(client.Object)
+	if !controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer) {
+		return nil
+	}
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("remove finalizer %s from %s: %w", v1alpha1.Finalizer, obj.GetName(), err)
+	}
+	return nil
 }

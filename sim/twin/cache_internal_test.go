@@ -13,8 +13,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/controller/index"
+	nodectl "github.com/bootroll/bootroll/controller/node"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/sim/apiserver"
@@ -85,12 +85,12 @@ func staleWorld(t *testing.T, prof string) (*runner, client.Client) {
 
 func reconcileNode(t *testing.T, r *runner, c client.Client) (requeue bool) {
 	t.Helper()
-	rec := controller.NewNodeReconciler(c, options.Options{Clock: r.eng.Clock(), Metrics: options.NewMetrics(nil), Feed: poolfeed.New()})
+	rec := nodectl.NewReconciler(c, options.Options{Clock: r.eng.Clock(), Metrics: options.NewMetrics(nil), Feed: poolfeed.New()})
 	res, err := rec.Reconcile(r.ctx, request("n"))
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
-	return res.RequeueAfter == controller.ConflictRetry // the reconciler's conflict answer
+	return res.RequeueAfter == nodectl.ConflictRetry // the reconciler's conflict answer
 }
 
 func phaseOf(t *testing.T, r *runner) v1alpha1.NodePhase {

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/cached"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/patch"
@@ -26,12 +27,12 @@ import (
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
-// NodeReconciler moves one node through its update: it derives the staging
+// Reconciler moves one node through its update: it derives the staging
 // phases from what the daemon reports, and for a node that holds a reboot
 // slot it cordons, drains, asks the daemon to boot the image, verifies the
 // node and uncordons it. Each step is recorded on the BootcNode before the
 // world is touched, so a restarted controller resumes where it stopped.
-type NodeReconciler struct {
+type Reconciler struct {
 	client   client.Client
 	clock    clock.PassiveClock
 	recorder options.Recorder
@@ -41,9 +42,9 @@ type NodeReconciler struct {
 	opts     options.Options
 }
 
-// NewNodeReconciler builds the node reconciler from its edges.
-func NewNodeReconciler(c client.Client, opts options.Options) *NodeReconciler {
-	return &NodeReconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: NewDrainer(c, opts.TestOnly), reader: opts.Reader(c), opts: opts}
+// NewReconciler builds the node reconciler from its edges.
+func NewReconciler(c client.Client, opts options.Options) *Reconciler {
+	return &Reconciler{client: c, clock: opts.Clock, recorder: opts.Recorder, metrics: opts.Metrics, drainer: NewDrainer(c, opts.TestOnly), reader: opts.Reader(c), opts: opts}
 }
 
 // nodeStep is one reconcile's view of a node.
@@ -80,7 +81,7 @@ func (s *nodeStep) phaseRecorded() {
 const ConflictRetry = time.Second
 
 // Reconcile advances one BootcNode.
-func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var bn v1alpha1.BootcNode
 	if err := r.client.Get(ctx, req.NamespacedName, &bn); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -116,7 +117,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, r.nodeGone(ctx, s)
 	}
 	s.node = &node
-	pool, err := sharedPool(ctx, r.client, bn.Spec.Pool)
+	pool, err := cached.Pool(ctx, r.client, bn.Spec.Pool)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -148,7 +149,7 @@ func (s *nodeStep) view() rollout.NodeView {
 }
 
 // step carries out what the rules (rollout.NextNodeAction) pick next.
-func (r *NodeReconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	d := rollout.NextNodeAction(s.view(), r.opts.TestOnly)
 	if d.Action == rollout.NodeRetarget {
@@ -279,7 +280,7 @@ func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 // it). The failure is recorded on the pool, so the halt counts it; the node
 // is not rolled back, as it holds no slot and no cordon. wait is how soon
 // to look again while the node is NotReady.
-func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed bool, wait time.Duration, err error) {
+func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed bool, wait time.Duration, err error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	if s.pool == nil {
 		return false, 0, nil
@@ -337,7 +338,7 @@ func (r *NodeReconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (fai
 // asked to reboot until it has finished (direct); should one be retargeted
 // all the same, its boot order is withdrawn first and it stays cordoned in
 // its slot and is drained again before it may boot the new image.
-func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
+func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
 	ro := &s.bn.Status.Rollout
 	switch rollout.RecordPhase(s.bn) {
 	case v1alpha1.PhaseDraining:
@@ -390,7 +391,7 @@ func (r *NodeReconciler) retarget(ctx context.Context, s *nodeStep, target strin
 // drain cordons the node (recording the prior cordon state first), evicts
 // its pods, and asks for the reboot once it is empty. A drain that outlives
 // drainTimeout gives the slot back and backs off.
-func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+func (r *Reconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	ro := &s.bn.Status.Rollout
 	if !ro.Cordoned || rollout.HaltedFor(s.pool, ro.TargetImage) {
 		// A slot granted for an image the pool has since halted on is
@@ -498,7 +499,7 @@ func (r *NodeReconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Resu
 
 // verify waits for the node to boot the target digest and be Ready within
 // healthTimeout, then finishes the update.
-func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	// No cordon here: drain() cordoned the node before it asked for the
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
@@ -569,7 +570,7 @@ func (r *NodeReconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Res
 // fail marks the node Failed for its target. With failurePolicy Rollback
 // and the new image booted, the daemon is asked to return to the rollback
 // deployment and the node keeps its slot until that has booted.
-func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
+func (r *Reconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
 	var took time.Duration
 	if at := rollout.OrderedAt(bn); at != nil {
@@ -598,7 +599,7 @@ func (r *NodeReconciler) fail(ctx context.Context, s *nodeStep, reason, msg stri
 	return nil
 }
 
-func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg string) error {
+func (r *Reconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
 	failedImage := bn.Spec.DesiredImage
 	if s.pool.Spec.FailurePolicy.Action == v1alpha1.FailureRollback && !bn.Spec.RollingBack() &&
@@ -645,7 +646,7 @@ func (r *NodeReconciler) recordFailure(ctx context.Context, s *nodeStep, reason,
 // withdrawBootOrder marks a standing boot order withdrawn (locked on the
 // record read, like every spec write). The order stays, withdrawn, so a
 // reboot it may have started still counts from its time.
-func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
 	if s.bn.Spec.Order() == nil || r.opts.TestOnly.KeepBootOrder {
 		return nil
 	}
@@ -657,7 +658,7 @@ func (r *NodeReconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) err
 
 // current returns a conflict when the record this reconcile acts on is
 // not the one the API server holds.
-func (r *NodeReconciler) current(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) current(ctx context.Context, s *nodeStep) error {
 	return recordCurrent(ctx, r.reader, s.bn)
 }
 
@@ -681,7 +682,7 @@ func recordCurrent(ctx context.Context, reader client.Reader, bn *v1alpha1.Bootc
 // not show a halt just set, or a deletion); nil when it is gone. One read
 // serves every check made at one point of the slot: the pool's status
 // grows with its slots, and the read is made for every node.
-func (r *NodeReconciler) freshPool(ctx context.Context, s *nodeStep) (*v1alpha1.BootcNodePool, error) {
+func (r *Reconciler) freshPool(ctx context.Context, s *nodeStep) (*v1alpha1.BootcNodePool, error) {
 	// The pool's metadata first: when its resourceVersion is the cached
 	// pool's, the cache is current and the whole pool, whose status lists
 	// every slot (1,000 at 10,000 nodes and 10%), need not cross the wire
@@ -712,7 +713,7 @@ func (r *NodeReconciler) freshPool(ctx context.Context, s *nodeStep) (*v1alpha1.
 // haltedOn gives the slot back when the pool p (read by freshPool; nil:
 // gone) is halted for the node's target: the node is restored and stays
 // Staged. It reports whether it did.
-func (r *NodeReconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
+func (r *Reconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
 	if p == nil || !rollout.HaltedFor(p, s.bn.Status.Rollout.TargetImage) {
 		return false, nil
 	}
@@ -732,7 +733,7 @@ func (r *NodeReconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.
 // the explorer, issue 11: controller-restart-mid-drain seed 7, a boot order
 // 5 s after the pool's deletion; node-churn seed 415, 2 s after a
 // relabel).
-func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
+func (r *Reconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.BootcNodePool) (bool, error) {
 	if p == nil || p.DeletionTimestamp != nil {
 		return true, nil
 	}
@@ -746,7 +747,7 @@ func (r *NodeReconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.
 // recordPoolFailure records the node's failure of image on its pool (read
 // from the API server, written under its resourceVersion), and the halt
 // when it is the one that reaches maxFailures.
-func (r *NodeReconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) error {
+func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) error {
 	if r.opts.TestOnly.HaltFromLiveRecords {
 		return nil // the old behaviour: the failure lives on the record only
 	}
@@ -767,7 +768,7 @@ func (r *NodeReconciler) recordPoolFailure(ctx context.Context, s *nodeStep, ima
 
 // patchSpec changes the BootcNode spec with an optimistic lock and keeps
 // the status edits of this reconcile that are not written yet.
-func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func(*v1alpha1.BootcNode)) error {
+func (r *Reconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func(*v1alpha1.BootcNode)) error {
 	pending := s.bn.Status.DeepCopy()
 	b := s.bn.DeepCopy()
 	mutate(b)
@@ -787,7 +788,7 @@ func (r *NodeReconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func
 // drain then cordons the node again (cordon), so that no pod lands on it
 // before its reboot, and says so. The Node is read afresh first, as a
 // cached one may show such a state from an earlier slot.
-func (r *NodeReconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
 	if s.node.Spec.Unschedulable || s.node.Annotations[v1alpha1.AnnotationSlot] != s.bn.Spec.Pool {
 		return nil
@@ -811,7 +812,7 @@ func (r *NodeReconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) e
 
 // cordon makes sure the Node is cordoned with bootroll's slot marker, in
 // one patch.
-func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) cordon(ctx context.Context, s *nodeStep) error {
 	n := s.node
 	missing := false
 	for _, k := range s.bn.Status.Rollout.AddedAnnotations {
@@ -850,7 +851,7 @@ func (r *NodeReconciler) cordon(ctx context.Context, s *nodeStep) error {
 // the node had before bootroll, removes bootroll's marker, records phase,
 // and gives the slot back. Each step is idempotent, so a crash between
 // them is repaired by the next reconcile.
-func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
+func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string, success bool) error {
 	// A boot order not carried out is withdrawn before anything else, so
 	// that no stale read can act on it once the node is out of its slot
 	// (DESIGN.md section 4). One carried out (the node runs its image) is
@@ -950,7 +951,7 @@ func (r *NodeReconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1
 
 // uncordon restores the node's prior cordon state and removes the slot
 // marker and, unless keepProtection, the annotations bootroll added.
-func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection bool) error {
+func (r *Reconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection bool) error {
 	ro := &s.bn.Status.Rollout
 	n, err := r.freshNode(ctx, s)
 	if err != nil || n == nil {
@@ -990,7 +991,7 @@ func (r *NodeReconciler) uncordon(ctx context.Context, s *nodeStep, keepProtecti
 // gone. What bootroll takes back (its cordon, slot marker and annotations)
 // is computed from the Node as it is: a cached copy may not show them yet,
 // and a merge patch from it would remove nothing.
-func (r *NodeReconciler) freshNode(ctx context.Context, s *nodeStep) (*corev1.Node, error) {
+func (r *Reconciler) freshNode(ctx context.Context, s *nodeStep) (*corev1.Node, error) {
 	var n corev1.Node
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &n); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -1003,7 +1004,7 @@ func (r *NodeReconciler) freshNode(ctx context.Context, s *nodeStep) (*corev1.No
 
 // protects reports whether the pool protects its nodes from Karpenter
 // (karpenter.protect, default true).
-func (r *NodeReconciler) protects(s *nodeStep) bool {
+func (r *Reconciler) protects(s *nodeStep) bool {
 	if r.opts.TestOnly.SkipKarpenterProtection {
 		return false
 	}
@@ -1014,7 +1015,7 @@ func (r *NodeReconciler) protects(s *nodeStep) bool {
 // postUpdate ends the protection kept after an update once
 // postUpdateProtection has passed or the node runs workloads again. It
 // returns how soon to look again.
-func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration, error) {
+func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration, error) {
 	ro := &s.bn.Status.Rollout
 	if until := ro.ProtectUntil; until != nil && s.now.Before(until.Time) {
 		pods, err := WorkloadPods(ctx, r.client, s.node.Name)
@@ -1058,7 +1059,7 @@ func (r *NodeReconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Dura
 // that someone else had put on the node (so bootroll did not add it) and
 // has since removed is added again, as bootroll's own. Ownership is
 // recorded before the Node is written.
-func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if s.pool == nil || !r.protects(s) {
 		return nil
 	}
@@ -1100,7 +1101,7 @@ func (r *NodeReconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 // osNotReady updates a node that joined with an old boot image and the
 // startup taint: it holds no workloads, so it boots the target at once,
 // without drain or slot; the taint goes when the target has booted.
-func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+func (r *Reconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	target := bn.Spec.DesiredImage
 	if target == "" {
@@ -1150,7 +1151,7 @@ func (r *NodeReconciler) osNotReady(ctx context.Context, s *nodeStep) (reconcile
 	return r.verify(ctx, s)
 }
 
-func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 	n := s.node
 	m := n.DeepCopy()
 	m.Spec.Taints = nil
@@ -1172,7 +1173,7 @@ func (r *NodeReconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 
 // nodeGone records that the Node of a record in a slot was deleted: there
 // is nothing left to uncordon, and the record leaves its slot.
-func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
 	if !ro.Cordoned && !rollout.HoldsSlot(s.bn.Status.Phase) {
 		return nil
@@ -1192,7 +1193,7 @@ func (r *NodeReconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 	return r.patchStatus(ctx, s)
 }
 
-func (r *NodeReconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
+func (r *Reconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
 	ro := &s.bn.Status.Rollout
 	if s.bn.Status.Phase != phase {
 		ro.PhaseSince = &metav1.Time{Time: s.now}
@@ -1218,7 +1219,7 @@ func phaseNote(p v1alpha1.NodePhase, img string) string {
 // patchStatus writes the controller's part of the status (phase and
 // rollout record) with an optimistic lock, so a decision made on a stale
 // read is never written.
-func (r *NodeReconciler) patchStatus(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 	if s.orig.Status.Phase == s.bn.Status.Phase &&
 		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
 		return nil
@@ -1241,14 +1242,14 @@ func recordOf(bn *v1alpha1.BootcNode) *v1alpha1.BootcNode {
 	return out
 }
 
-func (r *NodeReconciler) event(obj client.Object, typ, reason, f string, args ...any) {
+func (r *Reconciler) event(obj client.Object, typ, reason, f string, args ...any) {
 	if r.recorder != nil {
 		r.recorder.Eventf(obj, typ, reason, f, args...)
 	}
 }
 
 // observe records how long a drain or a reboot took.
-func (r *NodeReconciler) observe(s *nodeStep, what string, d time.Duration, result string) {
+func (r *Reconciler) observe(s *nodeStep, what string, d time.Duration, result string) {
 	if r.metrics == nil {
 		return
 	}

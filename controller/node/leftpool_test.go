@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/options"
 )
 
@@ -55,8 +56,8 @@ func TestLeftPool(t *testing.T) {
 			if c.apiNode != nil {
 				objs = append(objs, c.apiNode.DeepCopy())
 			}
-			cl := fakeClient(t, objs...)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, objs...)
+			r := NewReconciler(cl, options.Options{})
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			s := &nodeStep{bn: bn, node: node}

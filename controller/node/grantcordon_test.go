@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 )
@@ -61,8 +62,8 @@ func TestGrantCordonsKarpenterNode(t *testing.T) {
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhaseStaged
-			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, pool, bn, node, claim)
+			r := NewReconciler(cl, options.Options{})
 			var n corev1.Node
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
 				t.Fatal(err)
@@ -141,8 +142,8 @@ func TestGrantTakenUpAgain(t *testing.T) {
 			bn.Status.Rollout.PriorUnschedulable = ptr.To(false)
 			bn.Status.Rollout.AddedAnnotations = karpenter.ProtectAnnotations
 			bn.Status.Rollout.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
-			cl := fakeClient(t, pool, bn, node, claim)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, pool, bn, node, claim)
+			r := NewReconciler(cl, options.Options{})
 			var cur v1alpha1.BootcNode
 			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &cur); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/internal/imageref"
 )
@@ -49,8 +50,8 @@ func TestNotReadyOnTarget(t *testing.T) {
 			bn.Status.Booted = &v1alpha1.HostImage{Image: c.booted, Digest: imageref.Digest(c.booted)}
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: c.ready, LastTransitionTime: metav1.NewTime(now.Add(-c.since))}}
-			cl := fakeClient(t, pool, bn, node)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{})
 			var cur v1alpha1.BootcNode
 			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &cur); err != nil {
 				t.Fatal(err)

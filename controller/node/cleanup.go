@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -14,63 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/cached"
+	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/rollout"
 )
-
-// finalize lets a deleted pool go once its BootcNodes are gone. A node in
-// its slot is first given back by the node reconciler, as for any node that
-// leaves its pool (its boot order withdrawn, and the cordon kept until the
-// daemon can no longer act on it, which the daemon reports only while its
-// record is not being deleted); the other records are deleted at once, and
-// each record's own finalizer (NodeReconciler.finalize) undoes what bootroll
-// still holds on its Node and NodeClaim. The records are listed from the
-// API server, not the cache, so none is missed.
-func (r *PoolReconciler) finalize(ctx context.Context, p *v1alpha1.BootcNodePool) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(p, v1alpha1.Finalizer) {
-		return reconcile.Result{}, nil
-	}
-	if !r.opts.TestOnly.SkipCleanupOnDelete {
-		var bns v1alpha1.BootcNodeList
-		if err := r.reader.List(ctx, &bns, client.MatchingLabels{v1alpha1.LabelPool: p.Name}); err != nil {
-			return reconcile.Result{}, fmt.Errorf("list BootcNodes of deleted pool %s: %w", p.Name, err)
-		}
-		left := 0
-		for i := range bns.Items {
-			bn := &bns.Items[i]
-			if bn.Spec.Pool != p.Name {
-				continue
-			}
-			left++
-			if bn.DeletionTimestamp != nil || bn.Status.Rollout.Cordoned || rollout.HoldsSlot(bn.Status.Phase) {
-				continue
-			}
-			if err := r.client.Delete(ctx, bn); client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, fmt.Errorf("delete BootcNode %s of deleted pool %s: %w", bn.Name, p.Name, err)
-			}
-		}
-		if left > 0 {
-			// Each record's deletion event brings the pool back too.
-			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
-		}
-	}
-	return reconcile.Result{}, removeFinalizer(ctx, r.client, p)
-}
-
-// removeFinalizer removes bootroll's finalizer from obj, locked on the
-// version read so no other finalizer is dropped.
-func removeFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
-	before := obj.DeepCopyObject().(client.Object)
-	if !controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer) {
-		return nil
-	}
-	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("remove finalizer %s from %s: %w", v1alpha1.Finalizer, obj.GetName(), err)
-	}
-	return nil
-}
 
 // finalize undoes what bootroll did to the Node of a record being deleted
 // (by hand, because its node left the pool, or with its pool): it
@@ -79,18 +26,18 @@ func removeFinalizer(ctx context.Context, c client.Client, obj client.Object) er
 // adding, from the Node and its NodeClaim; then it lets the record go.
 // The record is read from the API server: the ownership it lists must be
 // the latest written.
-func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNode) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(cached, v1alpha1.Finalizer) {
+func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(seen, v1alpha1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
 	var bn v1alpha1.BootcNode
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: cached.Name}, &bn); err != nil {
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: seen.Name}, &bn); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	obj := &bn
 	if !r.opts.TestOnly.SkipCleanupOnDelete {
 		s := &nodeStep{orig: recordOf(&bn), bn: &bn, now: r.clock.Now()}
-		pool, err := sharedPool(ctx, r.client, bn.Spec.Pool)
+		pool, err := cached.Pool(ctx, r.client, bn.Spec.Pool)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -118,7 +65,7 @@ func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNod
 		}
 		obj = s.bn
 	}
-	return reconcile.Result{}, removeFinalizer(ctx, r.client, obj)
+	return reconcile.Result{}, patch.RemoveFinalizer(ctx, r.client, obj)
 }
 
 // release withdraws the record's boot order and, once the daemon can no
@@ -127,7 +74,7 @@ func (r *NodeReconciler) finalize(ctx context.Context, cached *v1alpha1.BootcNod
 // NodeClaim: the cordon (to the state recorded before bootroll's), the slot
 // marker, and the annotations it recorded adding. It records the result,
 // so a crash part way is resumed.
-func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg string) (wait time.Duration, err error) {
+func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg string) (wait time.Duration, err error) {
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return 0, err
 	}
@@ -164,7 +111,7 @@ func (r *NodeReconciler) release(ctx context.Context, s *nodeStep, reason, msg s
 // without cleaning up): the record, read fresh, is not cordoned and not
 // in a slot. The cordon the marker stands for is undone; the prior state
 // is unknown, so the node is uncordoned.
-func (r *NodeReconciler) clearStrayMarker(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) clearStrayMarker(ctx context.Context, s *nodeStep) error {
 	if err := r.current(ctx, s); err != nil {
 		return fmt.Errorf("before clearing a stray slot marker: %w", err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 )
@@ -56,8 +57,8 @@ func TestFinishProtectsAfterEverySlot(t *testing.T) {
 			bn.Status.Phase = v1alpha1.PhaseVerifying
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
-			cl := fakeClient(t, pool, bn, node)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			cur := s.bn
 			if err := r.finish(context.Background(), s, c.phase, c.reason, "test", c.success); err != nil {
@@ -130,7 +131,7 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.PriorUnschedulable = ptr.To(false)
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
-			base := fakeClient(t, pool, bn, node)
+			base := fakeapi.Client(t, pool, bn, node)
 			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 					if c.failRecord {
@@ -145,7 +146,7 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 					return cl.Patch(ctx, obj, patch, opts...)
 				},
 			})
-			r := NewNodeReconciler(cl, options.Options{})
+			r := NewReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			told := 0
 			s.recorded = func() { told++ }
@@ -210,8 +211,8 @@ func TestKeepProtected(t *testing.T) {
 			bn.Status.Phase = v1alpha1.PhaseRebooting
 			bn.Status.Rollout.Cordoned = true
 			bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotRepair}
-			cl := fakeClient(t, pool, bn, node)
-			r := NewNodeReconciler(cl, options.Options{})
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			if err := r.keepProtected(context.Background(), s); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 
 // lookupClaim reads the Node's NodeClaim. A missing CRD is not an error; a
 // stale REST mapping (the CRD was removed and installed again) is refreshed.
-func (r *NodeReconciler) lookupClaim(ctx context.Context, n *corev1.Node) (karpenter.Claim, error) {
+func (r *Reconciler) lookupClaim(ctx context.Context, n *corev1.Node) (karpenter.Claim, error) {
 	return karpenter.LookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
 }
 
 // protectClaim adds the protection annotations to the NodeClaim and
 // records which ones bootroll added.
-func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
 	cl, err := r.lookupClaim(ctx, s.node)
 	if err != nil || cl.Claim == nil {
@@ -60,7 +60,7 @@ func (r *NodeReconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 }
 
 // unprotectClaim removes the NodeClaim annotations bootroll added.
-func (r *NodeReconciler) unprotectClaim(ctx context.Context, s *nodeStep) error {
+func (r *Reconciler) unprotectClaim(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
 	if len(ro.AddedNodeClaimAnnotations) == 0 {
 		return nil

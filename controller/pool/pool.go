@@ -1,4 +1,4 @@
-package controller
+package pool
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/cached"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/controller/patch"
@@ -32,10 +33,10 @@ import (
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
-// PoolReconciler owns a pool's membership (one BootcNode per member Node),
+// Reconciler owns a pool's membership (one BootcNode per member Node),
 // its target digest, which nodes may stage, the reboot slot table and the
 // pool status.
-type PoolReconciler struct {
+type Reconciler struct {
 	client   client.Client
 	clock    clock.PassiveClock
 	resolver resolve.Resolver
@@ -89,24 +90,24 @@ func passInterval(nodes int32) time.Duration {
 	return min(max(d, rollout.PoolStatusDebounce), 10*time.Second)
 }
 
-// NewPoolReconciler builds the pool reconciler from its edges.
-func NewPoolReconciler(c client.Client, opts options.Options) *PoolReconciler {
-	return &PoolReconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: opts.Reader(c), opts: opts, feed: opts.Feed}
+// NewReconciler builds the pool reconciler from its edges.
+func NewReconciler(c client.Client, opts options.Options) *Reconciler {
+	return &Reconciler{client: c, clock: opts.Clock, resolver: opts.Resolver, recorder: opts.Recorder, metrics: opts.Metrics, reader: opts.Reader(c), opts: opts, feed: opts.Feed}
 }
 
 // Reconcile brings one pool one step closer to its spec.
-func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("pool", req.Name)
 	now := r.clock.Now()
 	// The pools are read once, as the cache holds them (not copied): the
 	// pacing is decided on them (most requests of a busy pool only learn
 	// when the next pass is due), the pass works on a copy of its own pool
 	// and compares it with the original, and the others give the conflicts.
-	pools, err := sharedPools(ctx, r.client)
+	pools, err := cached.Pools(ctx, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	orig := findPool(pools, req.Name)
+	orig := cached.Find(pools, req.Name)
 	if orig == nil {
 		r.forget(req.Name)
 		return reconcile.Result{}, nil
@@ -310,7 +311,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 // resolveTarget sets status.targetImage from spec.image. A digest is used
 // as is; a tag is resolved when the spec changed or rollout.ResolveInterval passed.
 // A failure keeps the previous target and is reported as a condition.
-func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNodePool, now time.Time) error {
+func (r *Reconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNodePool, now time.Time) error {
 	st := &pool.Status
 	img := string(pool.Spec.Image)
 	if imageref.IsDigest(img) {
@@ -347,7 +348,7 @@ func (r *PoolReconciler) resolveTarget(ctx context.Context, pool *v1alpha1.Bootc
 // Nodes and the conflicts (one "node (also selected by pool p)" per node
 // another pool selects too). The rows come from the pool's view, updated
 // with the feed's changes since the last pass, or rebuilt (see poolView).
-func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, now time.Time, log logr.Logger) ([]rollout.Row, int, []string) {
+func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, now time.Time, log logr.Logger) ([]rollout.Row, int, []string) {
 	sc := &poolfeed.Scope{Pool: pool.Name, Sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
 	var key strings.Builder
 	for j := range pools {
@@ -409,7 +410,7 @@ func (r *PoolReconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.
 }
 
 // forget drops what the reconciler keeps of a pool that is gone.
-func (r *PoolReconciler) forget(pool string) {
+func (r *Reconciler) forget(pool string) {
 	r.mu.Lock()
 	delete(r.views, pool)
 	delete(r.last, pool)
@@ -422,7 +423,7 @@ func (r *PoolReconciler) forget(pool string) {
 // stillMember double-checks, with a read of the Node, a record the pool's
 // rows say has no member Node before the record is deleted: deleting is
 // the one step a lagging feed must not take.
-func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNodePool, row *rollout.Row) (bool, error) {
+func (r *Reconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNodePool, row *rollout.Row) (bool, error) {
 	if row.Node != nil {
 		return true, nil
 	}
@@ -435,7 +436,7 @@ func (r *PoolReconciler) stillMember(ctx context.Context, pool *v1alpha1.BootcNo
 
 // newBootcNode is the record the pool makes for member Node n, not yet
 // created (createBootcNode).
-func (r *PoolReconciler) newBootcNode(pool *v1alpha1.BootcNodePool, n *corev1.Node) *v1alpha1.BootcNode {
+func (r *Reconciler) newBootcNode(pool *v1alpha1.BootcNodePool, n *corev1.Node) *v1alpha1.BootcNode {
 	return &v1alpha1.BootcNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{v1alpha1.LabelPool: pool.Name}, Finalizers: []string{v1alpha1.Finalizer}},
 		Spec:       v1alpha1.BootcNodeSpec{Pool: pool.Name},
@@ -445,7 +446,7 @@ func (r *PoolReconciler) newBootcNode(pool *v1alpha1.BootcNodePool, n *corev1.No
 // createBootcNode creates bn (from newBootcNode), owned by pool, and
 // returns it; nil when a record of that name exists already (another
 // pool's, or the cache is behind).
-func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, bn *v1alpha1.BootcNode) (*v1alpha1.BootcNode, error) {
+func (r *Reconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNodePool, bn *v1alpha1.BootcNode) (*v1alpha1.BootcNode, error) {
 	bn = bn.DeepCopy()
 	if err := controllerutil.SetControllerReference(pool, bn, r.client.Scheme()); err != nil {
 		return nil, fmt.Errorf("own BootcNode %s: %w", bn.Name, err)
@@ -463,7 +464,7 @@ func (r *PoolReconciler) createBootcNode(ctx context.Context, pool *v1alpha1.Boo
 // (rollout.Pass.Direct). Each write is locked on the record read, so a
 // stale row is never retargeted: on a conflict the record is read afresh
 // and decided again, once; retry reports a row still not written.
-func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, todo []*rollout.Row, unborn map[string]bool) (retry bool, err error) {
+func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, todo []*rollout.Row, unborn map[string]bool) (retry bool, err error) {
 	for _, row := range todo {
 		bn := row.Record
 		if unborn[row.Name] {
@@ -510,7 +511,7 @@ func (r *PoolReconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePoo
 // directs outside a slot (Directable) holds no order that stands: the node
 // reconciler withdraws one not carried out before the node leaves its
 // slot phase (finish), and the new desired image voids the rest.
-func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
+func (r *Reconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, target string) (*v1alpha1.BootcNode, error) {
 	b := bn.DeepCopy()
 	b.Spec.DesiredImage = target
 	if err := r.client.Patch(ctx, b, patch.Spec(bn, true)); err != nil {
@@ -519,7 +520,7 @@ func (r *PoolReconciler) retarget(ctx context.Context, bn *v1alpha1.BootcNode, t
 	return b, nil
 }
 
-func (r *PoolReconciler) event(obj client.Object, typ, reason, f string, args ...any) {
+func (r *Reconciler) event(obj client.Object, typ, reason, f string, args ...any) {
 	if r.recorder != nil {
 		r.recorder.Eventf(obj, typ, reason, f, args...)
 	}

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -42,7 +42,7 @@ import (
 //     the same write that records the cordon, and the Node is cordoned
 //     after it. A Node patch that fails is redone by the drain, which
 //     cordons before it evicts.
-func (r *NodeReconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Slot) (reconcile.Result, error) {
+func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Slot) (reconcile.Result, error) {
 	// The slot table read afresh: a halt drops the slots no node has
 	// started on, and a pool that is gone or going grants nothing.
 	fresh, err := r.freshPool(ctx, s)
@@ -142,7 +142,7 @@ type grantCordon struct {
 // planGrantCordon records on b (the BootcNode about to be told of its slot)
 // the cordon of node n and the protection annotations bootroll adds, as
 // drain does, and returns what to write once b is written.
-func (r *NodeReconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
+func (r *Reconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNodePool, n *corev1.Node, b *v1alpha1.BootcNode, now time.Time) (grantCordon, error) {
 	ro := &b.Status.Rollout
 	// The state to give back is read from the API server, not the cache
 	// (which may not show an admin's cordon yet); the cordon patch is

@@ -1,4 +1,4 @@
-package controller
+package node
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
 	"github.com/bootroll/bootroll/controller/options"
 )
 
@@ -21,7 +22,7 @@ import (
 // bootroll over an admin's earlier cordon (priorUnschedulable true), that
 // an admin has since uncordoned (kubectl uncordon keeps the slot marker)
 // when uncordoned is set.
-func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool) (client.Client, *NodeReconciler) {
+func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool) (client.Client, *Reconciler) {
 	t.Helper()
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
@@ -36,8 +37,8 @@ func adminCordonFixture(t *testing.T, phase v1alpha1.NodePhase, uncordoned bool)
 	ro.TargetImage = bn.Spec.DesiredImage
 	ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(true)
 	ro.DrainStartedAt = &metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)}
-	cl := fakeClient(t, pool, bn, node)
-	return cl, NewNodeReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
+	cl := fakeapi.Client(t, pool, bn, node)
+	return cl, NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC))})
 }
 
 // getNode returns the BootcNode and the Node n.

@@ -1,0 +1,44 @@
+// Package cached reads the pools as the controller's cache holds them,
+// without copies, for the reconcilers and the watch mappings.
+package cached
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// Pools lists the pools as the cache holds them, not copied: the
+// caller must not change them. A Get would deep-copy a pool's slot table
+// (maxUnavailable entries) on every node event; listing the few pools
+// without copies does not grow with the pool.
+func Pools(ctx context.Context, c client.Reader) ([]v1alpha1.BootcNodePool, error) {
+	var pools v1alpha1.BootcNodePoolList
+	if err := c.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	return pools.Items, nil
+}
+
+// Pool returns the pool named name from Pools, or nil when
+// there is none. The caller must not change it.
+func Pool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNodePool, error) {
+	pools, err := Pools(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return Find(pools, name), nil
+}
+
+// Find returns the pool named name in pools, or nil.
+func Find(pools []v1alpha1.BootcNodePool, name string) *v1alpha1.BootcNodePool {
+	for i := range pools {
+		if pools[i].Name == name {
+			return &pools[i]
+		}
+	}
+	return nil
+}
