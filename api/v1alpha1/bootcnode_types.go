@@ -44,10 +44,15 @@ func PhaseIndex(p NodePhase) (int, bool) {
 // BootcNodeSpec is written by the controller and read by the daemon.
 type BootcNodeSpec struct {
 	// Pool is the BootcNodePool the node belongs to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="must be the name of a BootcNodePool: lower-case letters, digits, '-' and '.', at most 63 characters"
 	Pool string `json:"pool"`
 
 	// DesiredImage is the digest reference the node should run.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"
 	DesiredImage string `json:"desiredImage,omitempty"`
 
 	// BootOrder is the node reconciler's order to boot an image; without
@@ -72,7 +77,8 @@ type BootOrder struct {
 	// Image is the digest reference to boot. The order stands only while
 	// it equals spec.desiredImage.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?@sha256:[a-f0-9]{64}$')",message="must be an OCI image reference pinned by digest: registry/repository[:tag]@sha256:<64 hex digits>"
 	Image string `json:"image"`
 	// Rollback asks the daemon to leave Image (the image the node runs and
 	// failed on) for the host's rollback deployment (bootc rollback). A

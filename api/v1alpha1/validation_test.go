@@ -271,6 +271,7 @@ func TestBootcNodePoolRejected(t *testing.T) {
 func TestBootcNodeValid(t *testing.T) {
 	runValid(t, baseNode, func() client.Object { return &v1alpha1.BootcNode{} }, []validationCase{
 		{name: "no boot order"},
+		{name: "desiredImage with a tag and a digest", set: fields{"spec.desiredImage": "quay.io/acme/os:42@sha256:" + strings.Repeat("b", 64)}},
 		{name: "boot order", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64), "at": "2026-01-05T00:00:00Z"}}},
 		{name: "rollback order withdrawn", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64), "at": "2026-01-05T00:00:00Z", "rollback": true, "withdrawn": true}}},
 	})
@@ -281,6 +282,11 @@ func TestBootcNodeRejected(t *testing.T) {
 		{name: "boot order without image", set: fields{"spec.bootOrder": map[string]any{"at": "2026-01-05T00:00:00Z"}}, wantField: "spec.bootOrder.image", wantMsg: "Required value"},
 		{name: "boot order without time", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os@sha256:" + strings.Repeat("a", 64)}}, wantField: "spec.bootOrder.at", wantMsg: "Required value"},
 		{name: "pool missing", set: fields{"spec.pool": remove}, wantField: "spec.pool", wantMsg: "Required value"},
+		{name: "desiredImage a tag", set: fields{"spec.desiredImage": "quay.io/acme/os:42"}, wantField: "spec.desiredImage", wantMsg: "pinned by digest"},
+		{name: "desiredImage with a scheme", set: fields{"spec.desiredImage": "https://quay.io/acme/os@sha256:" + strings.Repeat("a", 64)}, wantField: "spec.desiredImage", wantMsg: "pinned by digest"},
+		{name: "boot order for a tag", set: fields{"spec.bootOrder": map[string]any{"image": "quay.io/acme/os:42", "at": "2026-01-05T00:00:00Z"}}, wantField: "spec.bootOrder.image", wantMsg: "pinned by digest"},
+		{name: "pool name too long", set: fields{"spec.pool": strings.Repeat("p", 64)}, wantField: "spec.pool", wantMsg: "63"},
+		{name: "pool name upper case", set: fields{"spec.pool": "Workers"}, wantField: "spec.pool", wantMsg: "must be the name of a BootcNodePool"},
 	})
 }
 
