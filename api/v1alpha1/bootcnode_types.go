@@ -392,6 +392,7 @@ type BootcNodeStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=string,JSONPath=`.spec.desiredImage`,priority=1
 // +kubebuilder:printcolumn:name="Boot-Ordered",type=date,JSONPath=`.spec.bootOrder.at`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.rollout.reason`
+// +kubebuilder:printcolumn:name="Daemon-Error",type=string,JSONPath=`.status.daemon.lastError`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // BootcNode is one Node's update state; it has the Node's name.

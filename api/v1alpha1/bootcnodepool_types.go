@@ -354,6 +354,17 @@ const (
 	// ReasonDrainsBlocked (Degraded): PodDisruptionBudgets refuse the
 	// evictions some drain needs, so the rollout cannot go on by itself.
 	ReasonDrainsBlocked = "DrainsBlocked"
+	// ReasonDaemonErrors (Degraded): node daemons report errors, or have
+	// not reported at all; the message names the nodes and the errors.
+	ReasonDaemonErrors = "DaemonErrors"
+	// ReasonNoSlots (UpToDate): maxUnavailable resolves to 0 slots.
+	ReasonNoSlots = "MaxUnavailableZero"
+	// ReasonSlotsDeferred (UpToDate): no slot is in use and every node
+	// that could take one may not now (not Ready, disrupted by Karpenter);
+	// the message names them and why.
+	ReasonSlotsDeferred = "SlotsDeferred"
+	// ReasonHalted (UpToDate): the rollout is halted.
+	ReasonHalted = "Halted"
 )
 
 // +kubebuilder:object:root=true

@@ -257,6 +257,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		if why != "" {
 			log.V(1).Info("slot deferred", "node", name, "why", why)
+			p.Defer(name, why)
 			p.WakeIn(rollout.DrainPoll)
 			continue
 		}

@@ -32,6 +32,17 @@ type Pass struct {
 	// Wake is how soon the pass wants to run again: the soonest of what
 	// the steps wait for; zero for nothing.
 	Wake time.Duration
+	// MaxU is the number of slots (maxUnavailable) Slots resolved, and
+	// Held how many of them are in use.
+	MaxU, Held int
+	// Deferred lists the candidates the caller did not grant a slot and
+	// why (Defer), for the status.
+	Deferred []string
+}
+
+// Defer records that candidate name did not get a free slot, and why.
+func (p *Pass) Defer(name, why string) {
+	p.Deferred = append(p.Deferred, name+" ("+why+")")
 }
 
 // WakeIn asks for the pass to run again in d at the latest.
@@ -201,6 +212,7 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 		return held, 0, 0, func() (string, bool) { return "", false }, err
 	}
 	free = maxU - len(held)
+	p.MaxU, p.Held = maxU, len(held)
 	if p.TestOnly.IgnoreSlotLimit {
 		free = len(p.Rows)
 	}
@@ -322,7 +334,10 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+TruncateList(failed))
 	case len(blocked) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
-			"PodDisruptionBudgets refuse the evictions a drain needs (check that the workloads have room on other nodes and that their budgets allow a disruption): "+TruncateList(blocked))
+			"drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): "+TruncateList(blocked))
+	case len(DaemonTrouble(p.Rows, p.Now)) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDaemonErrors,
+			"node daemons report errors or do not report: "+TruncateList(DaemonTrouble(p.Rows, p.Now)))
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
 	}
@@ -351,9 +366,47 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonPaused, st.Summary)
 	case !open:
 		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonOutsideWindow, st.Summary)
+	case halted:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonHalted, st.Summary+"; halted (see the Halted condition)")
+	case p.MaxU == 0 && p.Members > 0:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonNoSlots,
+			fmt.Sprintf("%s; spec.rollout.maxUnavailable resolves to 0 of %d node(s): no node may be taken out for its reboot; set it to at least 1 (or a percentage that gives 1)", st.Summary, p.Members))
+	case p.Held == 0 && len(p.Deferred) > 0:
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonSlotsDeferred,
+			st.Summary+"; no node can take a free slot now: "+TruncateList(p.Deferred))
 	default:
-		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, st.Summary)
+		msg := st.Summary
+		if len(p.Deferred) > 0 {
+			msg += "; waiting: " + TruncateList(p.Deferred)
+		}
+		set(v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, msg)
 	}
+}
+
+// DaemonSilence is how long after its record was created a node's daemon
+// may not have reported before the pool says so.
+const DaemonSilence = 5 * time.Minute
+
+// DaemonTrouble lists the nodes whose daemon reports an error (with its
+// last error), or has not reported at all DaemonSilence after the record
+// was created: its daemon is not running, or cannot reach the API server.
+func DaemonTrouble(rows []Row, now time.Time) []string {
+	var out []string
+	for i := range rows {
+		row := &rows[i]
+		bn := row.Record
+		if bn == nil || row.Node == nil {
+			continue
+		}
+		d := &bn.Status.Daemon
+		switch {
+		case d.Phase == v1alpha1.DaemonError && d.LastError != "":
+			out = append(out, row.Name+": "+d.LastError)
+		case bn.Status.Booted == nil && d.Phase == "" && d.BootID == "" && NodeReady(row.Node) && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
+			out = append(out, row.Name+": its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339)+" (is the bootroll-daemon pod running on the node?)")
+		}
+	}
+	return out
 }
 
 // OnTarget reports whether a row that booted the target counts as

@@ -581,6 +581,7 @@ func (w *world) pass(args []string) (string, error) {
 		downOnFailed := row.Failed != "" && row.Booted == dig(letterOf(row.Failed))
 		if why := NodeBlocker(row.Node, downOnFailed); why != "" {
 			deferred = append(deferred, name+" ("+why+")")
+			p.Defer(name, why)
 			p.WakeIn(DrainPoll)
 			continue
 		}
