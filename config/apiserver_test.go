@@ -285,4 +285,8 @@ func TestManifestsOnAPIServer(t *testing.T) {
 		t.Run("controller's status fields", func(t *testing.T) { testDaemonStatusFields(t, c, podClient, "node-a") })
 		t.Run("only the status subresource", func(t *testing.T) { testDaemonMainResource(t, c, podClient, "node-a") })
 	})
+
+	t.Run("controller runs as its service account", func(t *testing.T) {
+		testControllerAsItsServiceAccount(t, cfg, c)
+	})
 }
