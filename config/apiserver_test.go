@@ -140,27 +140,9 @@ func TestManifestsOnAPIServer(t *testing.T) {
 
 	const bn = "bootroll.dev"
 	t.Run("controller RBAC", func(t *testing.T) {
-		checkAccess(t, c, controllerName, []access{
-			{"watch", bn, "bootcnodepools", "", ""},
-			{"patch", bn, "bootcnodepools", "", ""}, // its finalizer
-			{"patch", bn, "bootcnodepools", "status", ""},
-			{"update", bn, "bootcnodepools", "finalizers", ""},
-			{"create", bn, "bootcnodes", "", ""},
-			{"delete", bn, "bootcnodes", "", ""},
-			{"patch", bn, "bootcnodes", "status", ""},
-			{"patch", "", "nodes", "", ""},
-			{"list", "", "pods", "", ""},
-			{"create", "", "pods", "eviction", "default"},
-			{"watch", "policy", "poddisruptionbudgets", "", ""},
-			{"create", "", "events", "", "default"},
-			{"patch", "events.k8s.io", "events", "", "default"},
-			{"patch", "karpenter.sh", "nodeclaims", "", ""},
-			{"watch", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
-			{"get", "", "secrets", "", namespace},
-			{"get", "coordination.k8s.io", "leases", "", namespace},
-			{"create", "coordination.k8s.io", "leases", "", namespace},
-			{"update", "coordination.k8s.io", "leases", "", namespace},
-		}, []access{
+		// Exactly what the code uses (config/rbac_test.go), and
+		// nothing it stopped using.
+		checkAccess(t, c, controllerName, accessesOf(grantsOf(controllerUses)), append(accessesOf(removedGrants[controllerName]), []access{
 			{"update", bn, "bootcnodepools", "", ""},
 			{"create", bn, "bootcnodepools", "", ""},
 			{"delete", bn, "bootcnodepools", "", ""},
@@ -175,18 +157,10 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			{"delete", "coordination.k8s.io", "leases", "", namespace},
 			{"delete", "karpenter.sh", "nodeclaims", "", ""},
 			{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", ""},
-		})
+		}...))
 	})
 	t.Run("daemon RBAC", func(t *testing.T) {
-		checkAccess(t, c, daemonName, []access{
-			{"get", bn, "bootcnodes", "", ""},
-			{"list", bn, "bootcnodes", "", ""},
-			{"watch", bn, "bootcnodes", "", ""},
-			{"patch", bn, "bootcnodes", "status", ""},
-			// Before a reboot the daemon reads its Node: it reboots only a
-			// Node cordoned with bootroll's slot marker.
-			{"get", "", "nodes", "", ""},
-		}, []access{
+		checkAccess(t, c, daemonName, accessesOf(grantsOf(daemonUses)), append(accessesOf(removedGrants[daemonName]), []access{
 			{"update", bn, "bootcnodes", "status", ""},
 			{"patch", bn, "bootcnodes", "", ""},
 			{"update", bn, "bootcnodes", "", ""},
@@ -197,7 +171,7 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			{"patch", "", "nodes", "", ""},
 			{"get", "", "secrets", "", namespace},
 			{"list", "", "pods", "", ""},
-		})
+		}...))
 	})
 
 	t.Run("daemon writes only its own BootcNode", func(t *testing.T) {
@@ -249,9 +223,11 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			return dc.Status().Patch(ctx, b, client.RawPatch(types.MergePatchType, []byte(`{"status":{"daemon":{"phase":"Idle"}}}`)))
 		}
 
-		var own v1alpha1.BootcNode
-		if err := podClient.Get(ctx, client.ObjectKey{Name: "node-a"}, &own); err != nil {
-			t.Fatalf("daemon on node-a cannot read BootcNode node-a: %v", err)
+		// The daemon reads its BootcNode as its cache does: a list
+		// selected by name.
+		var own v1alpha1.BootcNodeList
+		if err := podClient.List(ctx, &own, client.MatchingFields{"metadata.name": "node-a"}); err != nil || len(own.Items) != 1 {
+			t.Fatalf("daemon on node-a cannot list BootcNode node-a: %v (%d items)", err, len(own.Items))
 		}
 		if err := patch(podClient, "node-a"); err != nil {
 			t.Fatalf("daemon on node-a cannot patch the status of BootcNode node-a: %v", err)
@@ -276,11 +252,23 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			t.Errorf("want a Forbidden error from %s naming both nodes, got %v", daemonPolicyName, err2)
 		}
 
+		// A token with no node name: one not bound to a pod, and a user
+		// with no extras at all (request.userInfo.extra absent).
+		noNode := "bootroll-daemon: the service account token has no node name (authentication.kubernetes.io/node-name); " +
+			"a daemon must use a bound token of its pod"
 		err = patch(unboundClient, "node-a")
-		t.Logf("API server: %v", err)
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "names no node") {
-			t.Errorf("daemon token without a node: want Forbidden by %s, got %v", daemonPolicyName, err)
+		t.Logf("API server, token not bound to a pod: %v", err)
+		wantRefused(t, "daemon token not bound to a pod", err, noNode)
+		imp := rest.CopyConfig(cfg)
+		imp.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + daemonName,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+		noExtra, err := client.New(imp, client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
 		}
+		err = patch(noExtra, "node-a")
+		t.Logf("API server, user with no extras: %v", err)
+		wantRefused(t, "daemon user with no extras", err, noNode)
 
 		// The daemon's own node still works, and others are not matched.
 		if err := patch(podClient, "node-a"); err != nil {
@@ -293,5 +281,12 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"bootOrder":{"image":"x","at":"2026-01-05T00:00:00Z"}}}`))); !apierrors.IsForbidden(err) {
 			t.Errorf("daemon patching its BootcNode's spec: want Forbidden, got %v", err)
 		}
+
+		t.Run("controller's status fields", func(t *testing.T) { testDaemonStatusFields(t, c, podClient, "node-a") })
+		t.Run("only the status subresource", func(t *testing.T) { testDaemonMainResource(t, c, podClient, "node-a") })
+	})
+
+	t.Run("controller runs as its service account", func(t *testing.T) {
+		testControllerAsItsServiceAccount(t, cfg, c)
 	})
 }

@@ -585,7 +585,6 @@ func TestRBACWiring(t *testing.T) {
 		"/nodes:get", // its own Node before a reboot (nodedaemon.NodeFacts)
 		pullSecretNamespace + ":/secrets:get",
 		"bootroll.dev/bootcnodes/status:patch",
-		"bootroll.dev/bootcnodes:get",
 		"bootroll.dev/bootcnodes:list",
 		"bootroll.dev/bootcnodes:watch",
 	}
