@@ -10,7 +10,9 @@ K8S_VERSION := v1.37.2
 CONTROLLER_GEN := $(BIN)/controller-gen
 CRANE      := $(BIN)/crane
 IMAGES_DIR := $(BIN)/images
-GO_TEST_FLAGS ?=
+# The twin explorer and the envtest suites take minutes on a loaded 2-core
+# machine: a per-package limit above go test's 10-minute default.
+GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
 .PHONY: images crane containerd all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
