@@ -15,7 +15,7 @@ IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: images crane containerd all build manifests generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: images crane containerd all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -56,6 +56,13 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 manifests: generate ## Generate CRDs and the controller's RBAC into config/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=bootroll-controller paths=./controller/... output:rbac:artifacts:config=config/rbac
+	$(MAKE) chart
+
+chart: ## Copy the generated CRDs and the alert rules from config/ into charts/bootroll (a test fails when they differ).
+	rm -f charts/bootroll/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/bootroll/crds/
+	mkdir -p charts/bootroll/files
+	cp config/prometheus/prometheusrule.yaml charts/bootroll/files/prometheusrule.yaml
 
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
