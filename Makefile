@@ -61,8 +61,13 @@ manifests: generate ## Generate CRDs and the controller's RBAC into config/.
 chart: ## Copy the generated CRDs and the alert rules from config/ into charts/bootroll (a test fails when they differ).
 	rm -f charts/bootroll/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/bootroll/crds/
-	mkdir -p charts/bootroll/files
+	mkdir -p charts/bootroll/files/rbac
 	cp config/prometheus/prometheusrule.yaml charts/bootroll/files/prometheusrule.yaml
+	# controller-gen's role.yaml holds the ClusterRole, then the Roles in
+	# bootroll-pull-secrets and bootroll-system, in that order.
+	awk '/^---$$/{n++; next} {print > ("charts/bootroll/files/rbac/controller-" n ".yaml")}' config/rbac/role.yaml
+	cp config/rbac/daemon_role.yaml charts/bootroll/files/rbac/daemon.yaml
+	awk '/^---$$/{exit} {print}' config/rbac/daemon_status_policy.yaml > charts/bootroll/files/rbac/daemon-policy.yaml
 
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
