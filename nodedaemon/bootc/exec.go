@@ -44,14 +44,19 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // Run runs name with args and returns its stdout. A failure is a
 // *CommandError carrying the end of stderr.
 func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...) // edge: runs host commands
+	return run(exec.CommandContext(ctx, name, args...), func(err error) error { return err }) // edge: runs host commands
+}
+
+// run runs cmd with its stdout bounded (MaxStdout) and the end of its
+// stderr kept, and returns its stdout; wrap names a failure.
+func run(cmd *exec.Cmd, wrap func(error) error) ([]byte, error) {
 	stdout := &capBuffer{max: MaxStdout}
 	stderr := &tailBuffer{max: 4 * MaxStderr}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Run(); err != nil {
-		return stdout.buf, &CommandError{Err: err, Stderr: boundStderr(stderr.buf)}
+		return stdout.buf, &CommandError{Err: wrap(err), Stderr: boundStderr(stderr.buf)}
 	}
 	if stdout.over {
 		return nil, &CommandError{Err: errStdoutTooLong, Stderr: boundStderr(stderr.buf)}

@@ -47,18 +47,7 @@ func (r ChrootRunner) Run(ctx context.Context, name string, args ...string) ([]b
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: r.Root}
 	cmd.Dir = "/" // inside the chroot
 	cmd.Env = withPath(os.Environ(), HostPath)
-	stdout := &capBuffer{max: MaxStdout}
-	stderr := &tailBuffer{max: 4 * MaxStderr}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Run(); err != nil {
-		return stdout.buf, &CommandError{Err: fmt.Errorf("%s (chroot %s): %w", file, r.Root, err), Stderr: boundStderr(stderr.buf)}
-	}
-	if stdout.over {
-		return nil, &CommandError{Err: errStdoutTooLong, Stderr: boundStderr(stderr.buf)}
-	}
-	return stdout.buf, nil
+	return run(cmd, func(err error) error { return fmt.Errorf("%s (chroot %s): %w", file, r.Root, err) })
 }
 
 // LookPath returns the path, as seen inside Root, of the first entry of

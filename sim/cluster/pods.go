@@ -475,18 +475,7 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 	if w.active <= w.replicas {
 		return
 	}
-	var active []*pod
-	for _, p := range w.pods {
-		if !p.terminating {
-			active = append(active, p)
-		}
-	}
-	slices.SortFunc(active, func(a, b *pod) int {
-		if c := cmp.Compare(scaleDownRank(a), scaleDownRank(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
+	active := scaleDownOrder(w)
 	for _, p := range active[:w.active-w.replicas] {
 		must(c.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "scaling down pod "+p.ns+"/"+p.name)
 		c.terminate(p)
@@ -549,18 +538,7 @@ func (c *Cluster) scaleBare(w *workload, replicas int) {
 		c.reconcileWorkload(w)
 		return
 	}
-	var active []*pod
-	for _, p := range w.pods {
-		if !p.terminating {
-			active = append(active, p)
-		}
-	}
-	slices.SortFunc(active, func(a, b *pod) int {
-		if c := cmp.Compare(scaleDownRank(a), scaleDownRank(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
+	active := scaleDownOrder(w)
 	for _, p := range active[:from-replicas] {
 		must(c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "deleting bare pod "+p.ns+"/"+p.name)
 		c.terminate(p)
@@ -675,4 +653,23 @@ func (c *Cluster) flushPDBs() {
 		}
 		must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
 	}
+}
+
+// scaleDownOrder returns w's pods that are not terminating, in the order a
+// scale-down removes them (as the ReplicaSet controller ranks them, newest
+// first among equals).
+func scaleDownOrder(w *workload) []*pod {
+	var active []*pod
+	for _, p := range w.pods {
+		if !p.terminating {
+			active = append(active, p)
+		}
+	}
+	slices.SortFunc(active, func(a, b *pod) int {
+		if c := cmp.Compare(scaleDownRank(a), scaleDownRank(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	return active
 }
