@@ -111,6 +111,9 @@ func run(o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
+		// Pods and Nodes are cached trimmed to what the controller reads,
+		// and no object keeps its managedFields (docs/scale.md).
+		Cache: ctrlopts.CacheOptions(),
 		// Pull secrets are read one at a time from the API server: a
 		// cache would watch every Secret in the cluster.
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},

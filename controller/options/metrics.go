@@ -2,6 +2,8 @@ package options
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // Metrics are the controller's Prometheus metrics. Each reconciler gets the
@@ -53,4 +55,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.ViewMismatches)
 	}
 	return m
+}
+
+// SetPoolPhases sets the pool's node gauge of every phase of
+// v1alpha1.AllPhases: the count in phases, 0 for a phase absent from it, so
+// a phase that empties reads 0 rather than its last count.
+func (m *Metrics) SetPoolPhases(pool string, phases []v1alpha1.PhaseCount) {
+	for _, ph := range v1alpha1.AllPhases {
+		n := int32(0)
+		for _, pc := range phases {
+			if pc.Phase == ph {
+				n = pc.Nodes
+				break
+			}
+		}
+		m.Nodes.WithLabelValues(pool, string(ph)).Set(float64(n))
+	}
+}
+
+// ForgetPool deletes every series of a pool (a pool being deleted), so a
+// deleted pool leaves no gauge behind.
+func (m *Metrics) ForgetPool(pool string) {
+	l := prometheus.Labels{"pool": pool}
+	m.Nodes.DeletePartialMatch(l)
+	m.SlotsInUse.DeletePartialMatch(l)
+	m.SlotsMax.DeletePartialMatch(l)
+	m.DrainSeconds.DeletePartialMatch(l)
+	m.RebootSeconds.DeletePartialMatch(l)
+	m.Failures.DeletePartialMatch(l)
+	m.ViewMismatches.DeletePartialMatch(l)
 }

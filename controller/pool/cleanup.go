@@ -23,6 +23,10 @@ import (
 // still holds on its Node and NodeClaim. The records are listed from the
 // API server, not the cache, so none is missed.
 func (r *Reconciler) finalize(ctx context.Context, p *v1alpha1.BootcNodePool) (reconcile.Result, error) {
+	if r.metrics != nil {
+		// A pool being deleted reports no more: its series go now.
+		r.metrics.ForgetPool(p.Name)
+	}
 	if !controllerutil.ContainsFinalizer(p, v1alpha1.Finalizer) {
 		return reconcile.Result{}, nil
 	}

@@ -272,9 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.metrics != nil {
 		r.metrics.SlotsInUse.WithLabelValues(pool.Name).Set(float64(len(held)))
 		r.metrics.SlotsMax.WithLabelValues(pool.Name).Set(float64(maxU))
-		for _, pc := range st.Phases {
-			r.metrics.Nodes.WithLabelValues(pool.Name, string(pc.Phase)).Set(float64(pc.Nodes))
-		}
+		r.metrics.SetPoolPhases(pool.Name, st.Phases)
 	}
 	if !equalStatus(&orig.Status, st) {
 		// The controller is the only writer of a pool's status, so it is

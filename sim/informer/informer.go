@@ -66,6 +66,11 @@ type Options struct {
 	Handle func(apiserver.Event)
 	// Trace, when set, is told of re-lists (Fault traces the drops).
 	Trace func(what, kind string, fields map[string]any)
+	// Transform, when set, is what the cache holds and hands to Handle
+	// instead of each object the API server sends, as a
+	// controller-runtime cache's transform (options.CacheOptions). It
+	// must not modify its argument, which the API server's store holds.
+	Transform func(client.Object) client.Object
 }
 
 // Cache is one process's informer cache.
@@ -262,6 +267,9 @@ func (s *stream) flush() {
 // apply puts one watch event into the cache and hands it to Handle.
 func (s *stream) apply(ev apiserver.Event) {
 	store := s.c.o.Store
+	if s.c.o.Transform != nil {
+		ev.Object = s.c.o.Transform(ev.Object)
+	}
 	var old client.Object
 	var err error
 	if ev.Type == apiserver.Deleted {

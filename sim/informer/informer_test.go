@@ -36,6 +36,8 @@ type opts struct {
 	delays []time.Duration // delivery delays, in turn; the last repeats
 	fault  func(kind string) informer.WatchFault
 	only   *client.ObjectKey
+	// transform is the cache's Options.Transform.
+	transform func(client.Object) client.Object
 }
 
 func newWorld(t *testing.T, o opts) *world {
@@ -65,7 +67,8 @@ func newWorld(t *testing.T, o opts) *world {
 			i++
 			return d
 		},
-		Fault: o.fault,
+		Fault:     o.fault,
+		Transform: o.transform,
 		Handle: func(ev apiserver.Event) {
 			old := "-"
 			if ev.Old != nil {
@@ -319,5 +322,42 @@ func TestObserveAfterDelaysTheDeparture(t *testing.T) {
 	w.run(time.Millisecond)
 	if got := labelOf(t, w.client, "n"); got != "1" {
 		t.Fatalf("after 15ms: %q, want 1", got)
+	}
+}
+
+// The cache holds, and its handler sees, what Transform makes of each
+// object; the API server's object is left as it was.
+func TestTransformIsWhatTheCacheHolds(t *testing.T) {
+	var handled []string
+	w := newWorld(t, opts{transform: func(o client.Object) client.Object {
+		n := o.(*corev1.Node).DeepCopy()
+		n.Annotations = nil
+		handled = append(handled, n.Name)
+		return n
+	}})
+	c := w.api.AdminClient()
+	n := mkNode("a", "0")
+	n.Annotations = map[string]string{"big": "x"}
+	c.Create(ctx, n)
+	if err := w.cache.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	setLabel(t, c, "a", "1")
+	w.run(time.Millisecond)
+	var cached, stored corev1.Node
+	if err := w.client.Get(ctx, client.ObjectKey{Name: "a"}, &cached); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "a"}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if cached.Annotations != nil || cached.Labels["v"] != "1" {
+		t.Errorf("cached node %v %v: want the transformed update (no annotations, v=1)", cached.Annotations, cached.Labels)
+	}
+	if stored.Annotations["big"] != "x" {
+		t.Errorf("the transform changed the server's node: %v", stored.Annotations)
+	}
+	if len(handled) != 2 {
+		t.Errorf("transform ran for %v, want the list and the update", handled)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
+	"github.com/bootroll/bootroll/controller/options"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/informer"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -130,8 +131,9 @@ func (r *runner) newProc(who, node string, kinds []client.Object, only *client.O
 			}
 			return uniform(rng, t.deliver)
 		},
-		Fault:  func(kind string) informer.WatchFault { return r.watchFault(who, name, kind) },
-		Handle: handle,
+		Fault:     func(kind string) informer.WatchFault { return r.watchFault(who, name, kind) },
+		Transform: transformFor(who),
+		Handle:    handle,
 		Trace: func(what, kind string, fields map[string]any) {
 			if fields == nil {
 				fields = map[string]any{}
@@ -453,4 +455,25 @@ func (r *runner) countWrite(who string, req apiserver.Request) {
 		r.writes[who] = m
 	}
 	m[req.Verb+" "+kindName(req.Object)]++
+}
+
+// transformFor is the cache transform of a process: the controller's
+// cache holds Pods and Nodes trimmed as the manager's cache does
+// (options.TrimPod, options.TrimNode), so the twin runs the controller on
+// the objects it reads in production; the daemons' caches hold their
+// BootcNode whole, as theirs do.
+func transformFor(who string) func(client.Object) client.Object {
+	if who != "controller" {
+		return nil
+	}
+	return func(o client.Object) client.Object {
+		var out any = o
+		switch o.(type) {
+		case *corev1.Pod:
+			out, _ = options.TrimPod(o)
+		case *corev1.Node:
+			out, _ = options.TrimNode(o)
+		}
+		return out.(client.Object)
+	}
 }

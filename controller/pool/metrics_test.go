@@ -1,0 +1,78 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
+	"github.com/bootroll/bootroll/controller/options"
+	"github.com/bootroll/bootroll/controller/poolfeed"
+)
+
+// A pass sets the node gauge of every phase: one that emptied since the
+// last pass reads 0, not its old count.
+func TestPassZeroesEmptiedPhases(t *testing.T) {
+	p := &v1alpha1.BootcNodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Finalizers: []string{v1alpha1.Finalizer}},
+		Spec: v1alpha1.BootcNodePoolSpec{
+			NodeSelector: map[string]string{"pool": "web"},
+			Image:        "quay.io/example/os@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+			Paused:       true,
+		},
+	}
+	cl := fakeapi.Client(t, p)
+	m := options.NewMetrics(nil)
+	m.Nodes.WithLabelValues("web", string(v1alpha1.PhaseStaged)).Set(5)
+	r := NewReconciler(cl, options.Options{
+		Clock:   clocktesting.NewFakePassiveClock(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)),
+		Metrics: m, Feed: poolfeed.New(),
+	})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.Nodes.WithLabelValues("web", string(v1alpha1.PhaseStaged))); got != 0 {
+		t.Errorf("Staged gauge of a pool with no node = %v, want 0", got)
+	}
+	if got, want := testutil.CollectAndCount(m.Nodes), len(v1alpha1.AllPhases); got != want {
+		t.Errorf("%d phase series, want one per phase (%d)", got, want)
+	}
+}
+
+// A pool being deleted loses its series; another pool's stay.
+func TestFinalizeForgetsThePoolsSeries(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	p := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "web", Finalizers: []string{v1alpha1.Finalizer}, DeletionTimestamp: &now}}
+	cl := fakeapi.Client(t, p)
+	m := options.NewMetrics(nil)
+	for _, pool := range []string{"web", "db"} {
+		m.SetPoolPhases(pool, []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseUpdated, Nodes: 2}})
+		m.SlotsInUse.WithLabelValues(pool).Set(1)
+		m.SlotsMax.WithLabelValues(pool).Set(1)
+		m.Failures.WithLabelValues(pool, "BootFailed").Inc()
+	}
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now.Time), Metrics: m, Feed: poolfeed.New()})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ got, want int }{
+		"nodes":      {testutil.CollectAndCount(m.Nodes), len(v1alpha1.AllPhases)},
+		"slotsInUse": {testutil.CollectAndCount(m.SlotsInUse), 1},
+		"slotsMax":   {testutil.CollectAndCount(m.SlotsMax), 1},
+		"failures":   {testutil.CollectAndCount(m.Failures), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d series after deleting pool web, want %d (pool db's only)", name, c.got, c.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.SlotsInUse.WithLabelValues("db")); got != 1 {
+		t.Errorf("pool db's slots gauge = %v, want 1", got)
+	}
+}
