@@ -291,6 +291,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			return reconcile.Result{}, fmt.Errorf("update status of pool %s: %w", pool.Name, err)
 		}
+		// Once written: a reason the rollout stopped moving for is also
+		// an Event, so `kubectl describe` and event exporters show it.
+		for _, e := range rollout.StuckEvents(orig.Status.Conditions, st.Conditions) {
+			r.event(&pool, corev1.EventTypeWarning, e.Reason, "%s", e.Message)
+		}
 	}
 
 	r.mu.Lock()
