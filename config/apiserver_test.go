@@ -37,19 +37,16 @@ func kindRank(kind string) int {
 	return len(applyOrder)
 }
 
-// startAPIServer starts envtest with the CRDs of config/crd/bases and
-// creates every other manifest of config/ on it, with strict server-side
-// field validation.
-func startAPIServer(t *testing.T) (*rest.Config, client.Client, map[string]manifest) {
+// startEnvtest starts a real kube-apiserver and etcd (envtest, from
+// KUBEBUILDER_ASSETS) with the CRDs of crdDirs, stopped when t ends, and
+// returns its config and a client of the config scheme.
+func startEnvtest(t *testing.T, crdDirs ...string) (*rest.Config, client.Client) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd. " +
 			"Run `make test`, which builds them into bin/k8s and sets KUBEBUILDER_ASSETS.")
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
+	env := &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start envtest: %v", err)
@@ -63,6 +60,15 @@ func startAPIServer(t *testing.T) (*rest.Config, client.Client, map[string]manif
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, c
+}
+
+// startAPIServer starts envtest with the CRDs of config/crd/bases and
+// creates every other manifest of config/ on it, with strict server-side
+// field validation.
+func startAPIServer(t *testing.T) (*rest.Config, client.Client, map[string]manifest) {
+	t.Helper()
+	cfg, c := startEnvtest(t, filepath.Join("crd", "bases"))
 
 	all := loadAll(t)
 	idx := byKey(t, all)

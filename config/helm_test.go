@@ -29,7 +29,6 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -462,30 +461,10 @@ func TestInstallsDryRunOnAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a kube-apiserver")
 	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd. " +
-			"Run `make test`, which builds them into bin/k8s and sets KUBEBUILDER_ASSETS.")
-	}
 	kust := append(renderKustomize(t, defaultDir), renderKustomize(t, optionalPrometheusDir)...)
 	helm := renderChart(t, monitoringValues)
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("crd", "bases"), promOperatorCRDs},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := startEnvtest(t, filepath.Join("crd", "bases"), promOperatorCRDs)
 	ctx := context.Background()
 	for _, u := range kust {
 		if u.GetKind() != "Namespace" {
