@@ -321,6 +321,7 @@ func (p *Pass) aggregate() {
 
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {
 	pool, st := p.Pool, &p.Pool.Status
+	daemons := DaemonTrouble(p.Rows, p.Now)
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(p.Now)})
 	}
@@ -335,9 +336,9 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 	case len(blocked) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
 			"drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): "+TruncateList(blocked))
-	case len(DaemonTrouble(p.Rows, p.Now)) > 0:
+	case len(daemons) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDaemonErrors,
-			"node daemons report errors or do not report: "+TruncateList(DaemonTrouble(p.Rows, p.Now)))
+			"node daemons report errors or do not report: "+TruncateList(daemons))
 	default:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, st.Summary)
 	}

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,7 +31,7 @@ func StuckEvents(before, after []metav1.Condition) []StuckEvent {
 	var out []StuckEvent
 	for _, t := range []string{v1alpha1.ConditionHalted, v1alpha1.ConditionDegraded, v1alpha1.ConditionUpToDate} {
 		now := meta.FindStatusCondition(after, t)
-		if now == nil || !contains(stuckReasons[t], now.Reason) {
+		if now == nil || !slices.Contains(stuckReasons[t], now.Reason) {
 			continue
 		}
 		if was := meta.FindStatusCondition(before, t); was != nil && was.Reason == now.Reason {
@@ -38,13 +40,4 @@ func StuckEvents(before, after []metav1.Condition) []StuckEvent {
 		out = append(out, StuckEvent{Reason: now.Reason, Message: now.Message})
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
