@@ -187,6 +187,11 @@ const (
 	PinnedReasonRegistryUnreachable = "RegistryUnreachable"
 	// PinnedReasonRuntimeUnavailable: the container runtime did not answer.
 	PinnedReasonRuntimeUnavailable = "RuntimeUnavailable"
+	// DaemonConditionPrefetchAvailable is the condition a daemon sets in
+	// status.daemon.conditions: whether its container runtime answers on
+	// its CRI socket, so that pinned images can be pulled (False with
+	// reason RuntimeUnavailable while none does).
+	DaemonConditionPrefetchAvailable = "PrefetchAvailable"
 	// PinnedReasonDeadlineExceeded: the pull took longer than allowed.
 	PinnedReasonDeadlineExceeded = "DeadlineExceeded"
 	// PinnedReasonInvalidReference: the runtime could not parse the reference.

@@ -325,9 +325,8 @@ func (r *Reconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, s
 
 // conditionPrefetchAvailable is the condition a daemon sets in its
 // BootcNode's status.daemon.conditions when no container runtime answers
-// (nodedaemon/prefetch.ConditionAvailable, False with reason
-// RuntimeUnavailable).
-const conditionPrefetchAvailable = "PrefetchAvailable"
+// (False with reason RuntimeUnavailable).
+const conditionPrefetchAvailable = v1alpha1.DaemonConditionPrefetchAvailable
 
 // runtimeConditionEqual reports whether two versions of a BootcNode say
 // the same of the node's runtime (PrefetchAvailable status and message).

@@ -37,7 +37,7 @@ func StatusPatch(progress []v1alpha1.PinnedSetProgress) ([]byte, error) {
 const (
 	// ConditionAvailable says whether the container runtime answers on
 	// its CRI socket, so that pinned images can be pulled.
-	ConditionAvailable = "PrefetchAvailable"
+	ConditionAvailable = v1alpha1.DaemonConditionPrefetchAvailable
 	// ReasonRuntimeUnavailable: no runtime answers (the condition is
 	// False); the message says what was tried. It is the reason pinned
 	// images carry in a PinnedImageSet's failures for such a node.
