@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +109,24 @@ func (r *rig) settle() []v1alpha1.PinnedSetProgress {
 	}
 	r.t.Fatalf("no steady state after 200 syncs: %+v", r.last)
 	return nil
+}
+
+// syncUntil syncs, at most ten times, until ref's entry satisfies done,
+// and returns that entry.
+func (r *rig) syncUntil(ref string, done func(v1alpha1.PinnedImageProgress) bool) v1alpha1.PinnedImageProgress {
+	r.t.Helper()
+	for i := 0; i < 10; i++ {
+		r.sync()
+		for _, sp := range r.last {
+			for _, e := range sp.Images {
+				if e.Image == ref && done(e) {
+					return e
+				}
+			}
+		}
+	}
+	r.t.Fatalf("%s: not there after ten syncs: %+v", ref, r.last)
+	return v1alpha1.PinnedImageProgress{}
 }
 
 func (r *rig) requireState(p []v1alpha1.PinnedSetProgress, ref string, state v1alpha1.PinnedImageState, reason string) v1alpha1.PinnedImageProgress {
@@ -237,14 +256,15 @@ func TestPrefetchRegistryOutage(t *testing.T) {
 	imgs := r.push(3, mib)
 	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: refs(imgs...), Concurrency: 1}}
 
-	r.sync() // starts image 0 (sync waits for the pull to end)
-	r.sync() // image 0 Present, image 1 started and pulled
+	// The registry goes down as image 2's pull starts. Which Sync records
+	// the refusal depends on how fast it comes (a Sync that pins steps
+	// twice, and its second step sees a refusal that came first), so the
+	// test syncs until it is recorded.
+	r.runner.Images = &downBefore{CRIImages: r.runner.Images.(*prefetch.CRIImages), ref: imgs[2].Ref, reg: r.reg}
+	e := r.syncUntil(imgs[2].Ref, func(e v1alpha1.PinnedImageProgress) bool { return e.Reason != "" })
 	r.requireState(r.last, imgs[0].Ref, v1alpha1.PinnedPresent, "")
-	r.requireState(r.last, imgs[1].Ref, v1alpha1.PinnedPulling, "")
-	r.reg.Down()
-	r.sync() // image 1 Present, image 2 started and refused
-	r.sync() // image 2's failure recorded
-	e := r.requireState(r.last, imgs[2].Ref, v1alpha1.PinnedPending, v1alpha1.PinnedReasonRegistryUnreachable)
+	r.requireState(r.last, imgs[1].Ref, v1alpha1.PinnedPresent, "")
+	r.requireState(r.last, imgs[2].Ref, v1alpha1.PinnedPending, v1alpha1.PinnedReasonRegistryUnreachable)
 	t.Logf("registry down: %s: %s (attempt %d, retry %s after it started)", e.Reason, e.Message, e.Attempts, e.RetryAfter.Sub(e.LastAttempt.Time))
 	if !strings.Contains(e.Message, "connect: connection refused") || e.RetryAfter == nil || e.Attempts != 1 {
 		t.Errorf("registry down: %+v", e)
@@ -256,8 +276,7 @@ func TestPrefetchRegistryOutage(t *testing.T) {
 	for r.now.Before(e.RetryAfter.Time) {
 		r.sync()
 	}
-	r.sync()
-	r.sync()
+	r.syncUntil(imgs[2].Ref, func(e v1alpha1.PinnedImageProgress) bool { return e.Attempts == 2 && e.Reason != "" })
 	e2 := r.requireState(r.last, imgs[2].Ref, v1alpha1.PinnedPending, v1alpha1.PinnedReasonRegistryUnreachable)
 	if e2.Attempts != 2 || e2.RetryAfter.Sub(e2.LastAttempt.Time) < time.Minute {
 		t.Errorf("second failure: %+v", e2)
@@ -270,6 +289,21 @@ func TestPrefetchRegistryOutage(t *testing.T) {
 		t.Errorf("image 2 took %d attempts, want 3", e.Attempts)
 	}
 	r.requirePresent(refs(imgs...)...)
+}
+
+// downBefore takes the registry down when the first pull of ref starts.
+type downBefore struct {
+	*prefetch.CRIImages
+	ref  string
+	reg  *critest.Registry
+	once sync.Once
+}
+
+func (d *downBefore) Pull(ctx context.Context, ref string, auth *cri.Auth) error {
+	if ref == d.ref {
+		d.once.Do(d.reg.Down)
+	}
+	return d.CRIImages.Pull(ctx, ref, auth)
 }
 
 // TestPrefetchNotFound: a digest the registry does not have is reported
