@@ -240,7 +240,16 @@ func TestHealthTimeoutOnAFakeClock(t *testing.T) {
 	if err := w.c.Get(w.ctx, types.NamespacedName{Name: "p"}, &p); err != nil {
 		t.Fatal(err)
 	}
+	// Halted from the moment the failure is written (the node reconciler's
+	// status.failures); the pool's next pass records the halt.
+	if !rollout.HaltedFor(&p, w.target) || len(p.Status.Failures) != 1 {
+		t.Fatalf("pool failures %+v: want the pool halted on the target", p.Status.Failures)
+	}
+	w.reconcile(w.pool, "p")
+	if err := w.c.Get(w.ctx, types.NamespacedName{Name: "p"}, &p); err != nil {
+		t.Fatal(err)
+	}
 	if p.Status.Halt == nil || p.Status.Halt.Image != w.target {
-		t.Fatalf("pool halt %+v: want the pool halted on the target", p.Status.Halt)
+		t.Fatalf("pool halt %+v: want the pool's pass to record the halt on the target", p.Status.Halt)
 	}
 }

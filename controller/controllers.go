@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -79,7 +80,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 			// server bumps it with the deletionTimestamp); the explicit
 			// check keeps that from depending on it.
 			{Object: &v1alpha1.BootcNodePool{}, For: true, Handler: self,
-				Predicates: []predicate.Predicate{predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged)}},
+				Predicates: []predicate.Predicate{predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deletionChanged, failuresChanged)}},
 			// Node events that can change membership or eligibility reach
 			// the pools that select the node, debounced like BootcNode
 			// events: a reboot flips readiness twice per node.
@@ -142,6 +143,12 @@ var slotsGranted = handler.Funcs{
 		}
 	},
 }
+
+// failuresChanged passes an update of a pool's status.failures (the node
+// reconciler's field): the pool's pass records the halt it may bring.
+var failuresChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !equality.Semantic.DeepEqual(e.ObjectOld.(*v1alpha1.BootcNodePool).Status.Failures, e.ObjectNew.(*v1alpha1.BootcNodePool).Status.Failures)
+}}
 
 // deletionChanged passes an update that set or cleared the deletionTimestamp,
 // or changed the finalizers.

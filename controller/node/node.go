@@ -720,7 +720,7 @@ func (r *Reconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.Boot
 	ro := &s.bn.Status.Rollout
 	// Retry no sooner than the slot was given, so the pool drops it.
 	ro.RetryAfter = &metav1.Time{Time: s.now.Add(rollout.BackoffBase)}
-	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", p.Status.Halt.Image)
+	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", s.bn.Status.Rollout.TargetImage)
 	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
 	return true, r.finish(ctx, s, v1alpha1.PhasePending, "Halted", msg, false)
 }
@@ -744,9 +744,11 @@ func (r *Reconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.Boot
 	return n == nil || !rollout.Selects(p, n), nil
 }
 
-// recordPoolFailure records the node's failure of image on its pool (read
-// from the API server, written under its resourceVersion), and the halt
-// when it is the one that reaches maxFailures.
+// recordPoolFailure records the node's failure of image in its pool's
+// status.failures (read from the API server, written under its
+// resourceVersion). The node reconciler is that field's one writer; once
+// maxFailures failures are written, the pool counts as halted
+// (rollout.HaltedFor) and its reconciler records the halt.
 func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) error {
 	if r.opts.TestOnly.HaltFromLiveRecords {
 		return nil // the old behaviour: the failure lives on the record only
@@ -756,13 +758,32 @@ func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, 
 		return client.IgnoreNotFound(err)
 	}
 	before := p.DeepCopy()
-	if !rollout.NoteFailure(&p.Status, rollout.FailureAt(s.bn.Name, image, reason, msg, s.now), rollout.MaxFailuresOf(&p)) {
+	if !rollout.NoteFailure(&p.Status, rollout.FailureAt(s.bn.Name, image, reason, msg, s.now)) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, &p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("record the failure of %s on pool %s: %w", s.bn.Name, p.Name, err)
 	}
 	r.event(&p, corev1.EventTypeWarning, reason, "node %s failed %s: %s", s.bn.Name, image, msg)
+	return nil
+}
+
+// dropStaleFailures removes the failures of an earlier target from the
+// pool's status.failures (this reconciler's field), so that a pool that
+// rolls a new image out no longer lists the old one's failures; its
+// lastHalt keeps them. p is the pool as read for a slot take-up: its slot
+// table names the current target.
+func (r *Reconciler) dropStaleFailures(ctx context.Context, p *v1alpha1.BootcNodePool) error {
+	if p == nil || r.opts.TestOnly.HaltFromLiveRecords {
+		return nil
+	}
+	cur := p.DeepCopy()
+	if !rollout.DropStaleFailures(&cur.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("drop the failures of earlier targets from pool %s: %w", p.Name, err)
+	}
 	return nil
 }
 

@@ -56,6 +56,9 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 	if d := rollout.TakeUp(fresh, slot, claimed, ""); d.Skip != "" {
 		return reconcile.Result{}, nil // the pool's next pass (or the release) follows
 	}
+	if err := r.dropStaleFailures(ctx, fresh); err != nil {
+		return reconcile.Result{}, err
+	}
 	if claimed {
 		// The Node is written before the record: only for the record as
 		// the API server has it. A cache that lags may still show a slot

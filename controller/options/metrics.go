@@ -17,6 +17,8 @@ type Metrics struct {
 	RebootSeconds *prometheus.HistogramVec
 	Failures      *prometheus.CounterVec
 	PinnedNodes   *prometheus.GaugeVec
+	// Halted is 1 while a pool's rollout of its target is halted.
+	Halted *prometheus.GaugeVec
 	// ViewMismatches counts rows where a pool's incrementally kept row
 	// table differed from a full rebuild: a bug, which the rebuild repairs.
 	ViewMismatches *prometheus.CounterVec
@@ -47,12 +49,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PinnedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bootroll_pinnedimageset_nodes", Help: "Nodes of a PinnedImageSet by state (done, pulling, failed).",
 		}, []string{"set", "state"}),
+		Halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bootroll_pool_halted", Help: "1 while the pool's rollout of its target image is halted (maxFailures reached, or every node left failed it), else 0.",
+		}, []string{"pool"}),
 		ViewMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bootroll_pool_view_mismatches_total", Help: "Nodes whose row in a pool's incrementally kept table differed from a full rebuild (a controller bug; the rebuild repairs it).",
 		}, []string{"pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.ViewMismatches)
+		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.Halted, m.ViewMismatches)
 	}
 	return m
 }
@@ -83,5 +88,6 @@ func (m *Metrics) ForgetPool(pool string) {
 	m.DrainSeconds.DeletePartialMatch(l)
 	m.RebootSeconds.DeletePartialMatch(l)
 	m.Failures.DeletePartialMatch(l)
+	m.Halted.DeletePartialMatch(l)
 	m.ViewMismatches.DeletePartialMatch(l)
 }

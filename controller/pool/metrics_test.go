@@ -76,3 +76,38 @@ func TestFinalizeForgetsThePoolsSeries(t *testing.T) {
 		t.Errorf("pool db's slots gauge = %v, want 1", got)
 	}
 }
+
+// The halted gauge reads 1 once maxFailures failures of the target are
+// recorded (by the node reconciler), and 0 for a pool that is not halted.
+func TestPassSetsHaltedGauge(t *testing.T) {
+	const image = "quay.io/example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	now := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	pool := func(name string, failures ...v1alpha1.NodeFailure) *v1alpha1.BootcNodePool {
+		return &v1alpha1.BootcNodePool{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{v1alpha1.Finalizer}},
+			Spec:       v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": name}, Image: image},
+			Status:     v1alpha1.BootcNodePoolStatus{TargetImage: image, Failures: failures},
+		}
+	}
+	cl := fakeapi.Client(t, pool("web", v1alpha1.NodeFailure{Node: "n1", Image: image, Reason: "BootFailed", Time: now}), pool("db"))
+	m := options.NewMetrics(nil)
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now.Time), Metrics: m, Feed: poolfeed.New()})
+	for _, name := range []string{"web", "db"} {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := testutil.ToFloat64(m.Halted.WithLabelValues("web")); got != 1 {
+		t.Errorf("halted gauge of a pool with maxFailures failures = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Halted.WithLabelValues("db")); got != 0 {
+		t.Errorf("halted gauge of a pool without failures = %v, want 0", got)
+	}
+	var web v1alpha1.BootcNodePool
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "web"}, &web); err != nil {
+		t.Fatal(err)
+	}
+	if web.Status.Halt == nil || web.Status.Halt.Image != image || len(web.Status.Halt.Failures) != 1 {
+		t.Errorf("status.halt = %+v, want the halt of %s with n1's failure", web.Status.Halt, image)
+	}
+}

@@ -273,6 +273,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.metrics.SlotsInUse.WithLabelValues(pool.Name).Set(float64(len(held)))
 		r.metrics.SlotsMax.WithLabelValues(pool.Name).Set(float64(maxU))
 		r.metrics.SetPoolPhases(pool.Name, st.Phases)
+		r.metrics.Halted.WithLabelValues(pool.Name).Set(b2f(halted))
 	}
 	if !equalStatus(&orig.Status, st) {
 		// The controller is the only writer of a pool's status, so it is
@@ -532,4 +533,11 @@ func (r *Reconciler) event(obj client.Object, typ, reason, f string, args ...any
 
 func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
 	return patch.EqualIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) *[]metav1.Condition { return &s.Conditions })
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

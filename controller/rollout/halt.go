@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,33 +18,52 @@ func MaxFailuresOf(p *v1alpha1.BootcNodePool) int {
 	return int(DefaultMaxFailures)
 }
 
-// NoteFailure adds f to the pool status (one entry per node and image; a
-// repeat updates nothing) and sets status.halt when f's image is the
-// target and maxFailures nodes have now failed it. It reports whether the
-// status changed.
-func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, maxFailures int) bool {
+// The failure record of a pool has two fields and one writer for each
+// (docs/fields.md): status.failures, the nodes that failed the target, is
+// the node reconciler's (NoteFailure), which adds a failure before it
+// touches anything else, so that no conflict or deletion can lose it;
+// status.halt and status.lastHalt are the pool reconciler's (SettleHalt).
+// A halt holds from the moment the maxFailures-th failure is written, not
+// from the pool's next pass (HaltedFor counts the failures).
+
+// NoteFailure adds f to the pool status's failures (one entry per node and
+// image; a repeat changes nothing) when f's image is the pool's target,
+// and drops the entries of other images. It reports whether the failures
+// changed. It is the node reconciler's, the one writer of status.failures.
+func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure) bool {
 	if f.Image == "" || f.Image != st.TargetImage {
 		return false // an old target's failure: the BootcNode keeps it
 	}
-	changed := false
+	kept := st.Failures[:0:0]
 	found := false
 	for _, g := range st.Failures {
-		if g.Node == f.Node && g.Image == f.Image {
-			found = true
-			break
+		if g.Image != f.Image {
+			continue
 		}
+		found = found || g.Node == f.Node
+		kept = append(kept, g)
+	}
+	if found && len(kept) == len(st.Failures) {
+		return false
 	}
 	if !found {
-		st.Failures = append(st.Failures, f)
-		changed = true
+		kept = append(kept, f)
 	}
-	if st.Halt == nil {
-		if failed := FailuresOf(st.Failures, f.Image); len(failed) >= maxFailures {
-			st.Halt = &v1alpha1.HaltRecord{Image: f.Image, Since: f.Time, Failures: failed}
-			changed = true
-		}
+	st.Failures = kept
+	return true
+}
+
+// DropStaleFailures drops the failures of images other than the pool's
+// target from its status.failures, and reports whether there were any. The
+// node reconciler does it when it takes up a slot for the target, which
+// the slot table it read names, so the target it compares with is current.
+func DropStaleFailures(st *v1alpha1.BootcNodePoolStatus) bool {
+	kept := FailuresOf(st.Failures, st.TargetImage)
+	if len(kept) == len(st.Failures) {
+		return false
 	}
-	return changed
+	st.Failures = kept
+	return true
 }
 
 // FailuresOf returns copies of the failures of image.
@@ -57,13 +77,28 @@ func FailuresOf(fs []v1alpha1.NodeFailure, image string) []v1alpha1.NodeFailure 
 	return out
 }
 
-// SettleHalt brings the durable failure record of a pool up to date for
-// its target: a halt of another image (spec.image changed) moves to
-// lastHalt, failures of other images are dropped, the failures seen on
-// live records (live) are added, and a halt is set when maxFailures nodes
-// failed the target. It returns whether the pool is halted for target.
-// Nothing here is derived from live records alone: a halt, once set,
-// lasts until the target changes, whatever happens to the records.
+// Failed lists the failures of target, one per node, in the order of the
+// lists given: for example those of the halt, those recorded on the pool,
+// then those seen on live records and not recorded yet.
+func Failed(target string, lists ...[]v1alpha1.NodeFailure) []v1alpha1.NodeFailure {
+	var failed []v1alpha1.NodeFailure
+	for _, fs := range lists {
+		for _, f := range fs {
+			if f.Image == target && !slices.ContainsFunc(failed, func(g v1alpha1.NodeFailure) bool { return g.Node == f.Node }) {
+				failed = append(failed, f)
+			}
+		}
+	}
+	return failed
+}
+
+// SettleHalt brings the pool's halt up to date for its target: a halt of
+// another image (spec.image changed) moves to lastHalt, and a halt is set
+// when maxFailures nodes failed the target, counting the failures recorded
+// on the pool and those seen on live records (live) that are not recorded
+// yet. It returns whether the pool is halted for target. It writes only
+// status.halt and status.lastHalt (the pool reconciler's): a halt, once
+// set, lasts until the target changes, whatever happens to the records.
 func SettleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1.NodeFailure, maxFailures int) bool {
 	if target == "" {
 		return false
@@ -71,23 +106,21 @@ func SettleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1
 	if st.Halt != nil && st.Halt.Image != target {
 		st.LastHalt, st.Halt = st.Halt, nil
 	}
-	kept := st.Failures[:0:0]
-	for _, f := range st.Failures {
-		if f.Image == target {
-			kept = append(kept, f)
+	if st.Halt != nil {
+		return true
+	}
+	failed := Failed(target, st.Failures, live)
+	if len(failed) < maxFailures || len(failed) == 0 {
+		return false
+	}
+	since := failed[0].Time
+	for _, f := range failed {
+		if since.Before(&f.Time) {
+			since = f.Time
 		}
 	}
-	st.Failures = kept
-	if len(st.Failures) == 0 {
-		st.Failures = nil
-	}
-	for _, f := range live {
-		NoteFailure(st, f, maxFailures)
-	}
-	if st.Halt == nil && len(st.Failures) >= maxFailures {
-		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: st.Failures[len(st.Failures)-1].Time, Failures: FailuresOf(st.Failures, target)}
-	}
-	return st.Halt != nil && st.Halt.Image == target
+	st.Halt = &v1alpha1.HaltRecord{Image: target, Since: since, Failures: failed}
+	return true
 }
 
 // FailureLines describes failures for a condition message.
@@ -99,9 +132,19 @@ func FailureLines(fs []v1alpha1.NodeFailure) []string {
 	return out
 }
 
-// HaltedFor reports whether the pool is halted for image.
+// HaltedFor reports whether the pool is halted for image: its halt names
+// image, or maxFailures nodes have failed image (the pool's next pass
+// writes that halt; a node reconciler that reads the pool before then
+// must not take the image further).
 func HaltedFor(p *v1alpha1.BootcNodePool, image string) bool {
-	return p != nil && p.Status.Halt != nil && image != "" && p.Status.Halt.Image == image
+	if p == nil || image == "" {
+		return false
+	}
+	if p.Status.Halt != nil && p.Status.Halt.Image == image {
+		return true
+	}
+	n := len(FailuresOf(p.Status.Failures, image))
+	return n > 0 && n >= MaxFailuresOf(p)
 }
 
 // FailureAt builds the failure record of node for image.

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -29,9 +30,13 @@ func TestSettleHalt(t *testing.T) {
 		failures    int
 	}{
 		{name: "no failures", target: "B", maxFailures: 1},
+		// The pool writes the halt only; status.failures is the node
+		// reconciler's, so a live failure counts but is not added.
 		{name: "a live failure halts", target: "B", live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 1,
-			halted: true, halt: halt("B", fail("n1", "B")), failures: 1},
-		{name: "below maxFailures", target: "B", live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 2, failures: 1},
+			halted: true, halt: halt("B", fail("n1", "B"))},
+		{name: "below maxFailures", target: "B", live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 2},
+		{name: "a recorded and a live failure halt together", target: "B", st: v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}},
+			live: []v1alpha1.NodeFailure{fail("n2", "B")}, maxFailures: 2, halted: true, halt: halt("B", fail("n1", "B"), fail("n2", "B")), failures: 1},
 		{name: "the same node twice counts once", target: "B", st: v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}},
 			live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 2, failures: 1},
 		{name: "a recorded halt outlives its records", target: "B",
@@ -42,7 +47,10 @@ func TestSettleHalt(t *testing.T) {
 			maxFailures: 1, halted: true, halt: halt("B", fail("n1", "B")), failures: 1},
 		{name: "a new target lifts the halt and keeps it", target: "C",
 			st:          v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}, Halt: halt("B", fail("n1", "B"))},
-			maxFailures: 1, last: halt("B", fail("n1", "B"))},
+			maxFailures: 1, last: halt("B", fail("n1", "B")), failures: 1},
+		{name: "failures of an old target do not halt the new one", target: "C",
+			st:          v1alpha1.BootcNodePoolStatus{Failures: []v1alpha1.NodeFailure{fail("n1", "B")}},
+			maxFailures: 1, failures: 1},
 		{name: "a live failure of an old target does not halt the new one", target: "C",
 			live: []v1alpha1.NodeFailure{fail("n1", "B")}, maxFailures: 1},
 		{name: "no target: nothing decided", target: "",
@@ -86,25 +94,41 @@ func equalHalt(a, b *v1alpha1.HaltRecord) bool {
 
 func TestNoteFailure(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := v1alpha1.BootcNodePoolStatus{TargetImage: "B"}
+	pool := &v1alpha1.BootcNodePool{Status: v1alpha1.BootcNodePoolStatus{TargetImage: "B"}}
+	pool.Spec.FailurePolicy.MaxFailures = ptr.To(int32(2))
+	st := &pool.Status
 	f := func(node, image string) v1alpha1.NodeFailure {
 		return v1alpha1.NodeFailure{Node: node, Image: image, Reason: "HealthTimeout", Time: now}
 	}
-	if NoteFailure(&st, f("n1", "A"), 1) {
+	if NoteFailure(st, f("n1", "A")) {
 		t.Errorf("a failure of an old target changed the status: %+v", st)
 	}
-	if !NoteFailure(&st, f("n1", "B"), 2) || len(st.Failures) != 1 || st.Halt != nil {
+	if !NoteFailure(st, f("n1", "B")) || len(st.Failures) != 1 || st.Halt != nil || HaltedFor(pool, "B") {
 		t.Fatalf("first failure: %+v", st)
 	}
-	if NoteFailure(&st, f("n1", "B"), 2) {
+	if NoteFailure(st, f("n1", "B")) {
 		t.Errorf("a repeated failure changed the status: %+v", st)
 	}
-	if !NoteFailure(&st, f("n2", "B"), 2) || st.Halt == nil || st.Halt.Image != "B" || len(st.Halt.Failures) != 2 {
+	// The second failure halts at once, before the pool writes status.halt.
+	if !NoteFailure(st, f("n2", "B")) || st.Halt != nil || !HaltedFor(pool, "B") || HaltedFor(pool, "A") {
 		t.Fatalf("maxFailures reached: %+v", st)
 	}
+	if !SettleHalt(st, "B", nil, 2) || st.Halt == nil || len(st.Halt.Failures) != 2 {
+		t.Fatalf("the pool did not record the halt: %+v", st)
+	}
 	halt := st.Halt
-	if NoteFailure(&st, f("n3", "B"), 2); st.Halt != halt || len(st.Halt.Failures) != 2 {
-		t.Errorf("a later failure rewrote the halt: %+v", st.Halt)
+	if NoteFailure(st, f("n3", "B")); st.Halt != halt || len(st.Halt.Failures) != 2 || len(st.Failures) != 3 {
+		t.Errorf("a later failure rewrote the halt: %+v", st)
+	}
+	// A new target: a slot take-up (DropStaleFailures) or the next
+	// failure drops the old target's entries.
+	st.TargetImage = "C"
+	old := st.DeepCopy()
+	if !DropStaleFailures(old) || len(old.Failures) != 0 || DropStaleFailures(old) {
+		t.Errorf("stale failures after DropStaleFailures: %+v", old.Failures)
+	}
+	if !NoteFailure(st, f("n1", "C")) || len(st.Failures) != 1 || st.Failures[0].Image != "C" {
+		t.Errorf("failures of the old target kept: %+v", st.Failures)
 	}
 }
 

@@ -52,11 +52,11 @@ func (p *Pass) WakeIn(d time.Duration) {
 	}
 }
 
-// Halt brings the pool's durable failure record up to date (SettleHalt)
-// and reports whether the pool is halted for its target, and the failures
-// the Degraded condition lists. The failures of the target are recorded on
-// the pool (the node reconciler writes each one there first); the live
-// records add any not recorded yet. A node rolling back from the target
+// Halt brings the pool's halt up to date (SettleHalt) and reports whether
+// the pool is halted for its target, and the failures the Degraded
+// condition lists. The failures of the target are recorded on the pool by
+// the node reconciler (status.failures is its field); the live records add
+// any not recorded yet to the count. A node rolling back from the target
 // counts as failed while it rolls back. The halt is durable: once set it
 // lasts until the target changes, whatever happens to the failed nodes.
 // When fewer than maxFailures nodes failed but every node not on the
@@ -80,17 +80,21 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	}
 	maxFailures := MaxFailuresOf(p.Pool)
 	halted = SettleHalt(st, target, live, maxFailures)
-	failed = FailureLines(st.Failures)
+	var halt []v1alpha1.NodeFailure
+	if st.Halt != nil {
+		halt = st.Halt.Failures
+	}
+	failed = FailureLines(Failed(target, halt, st.Failures, live))
 	if p.TestOnly.HaltFromLiveRecords {
 		// The old behaviour: the halt lasts only as long as the failed
-		// records do.
-		st.Failures, st.Halt = nil, nil
+		// records do (the node reconciler records no failure on the pool).
+		st.Halt = nil
 		failed = FailureLines(live)
 		halted = target != "" && len(live) >= maxFailures
 	}
 	healthTimeout := DurationOr(p.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
-		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: FailuresOf(st.Failures, target)}
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, st.Failures, live)}
 		halted = true
 	} else {
 		p.WakeIn(wait)
