@@ -216,6 +216,13 @@ type BootcNodePoolStatus struct {
 	// +optional
 	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
 
+	// TargetSince is when targetImage last changed. Failures recorded
+	// before it belong to an earlier rollout (of another image, or of
+	// this one before a revert) and count neither for a halt nor in the
+	// conditions.
+	// +optional
+	TargetSince *metav1.Time `json:"targetSince,omitempty"`
+
 	// DeployedDigests lists the digests booted on the pool's nodes with
 	// their node counts, sorted by digest.
 	// +optional

@@ -194,6 +194,10 @@ func (in *BootcNodePoolStatus) DeepCopyInto(out *BootcNodePoolStatus) {
 		in, out := &in.ResolvedAt, &out.ResolvedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.TargetSince != nil {
+		in, out := &in.TargetSince, &out.TargetSince
+		*out = (*in).DeepCopy()
+	}
 	if in.DeployedDigests != nil {
 		in, out := &in.DeployedDigests, &out.DeployedDigests
 		*out = make([]DigestCount, len(*in))

@@ -111,3 +111,35 @@ func TestPassSetsHaltedGauge(t *testing.T) {
 		t.Errorf("status.halt = %+v, want the halt of %s with n1's failure", web.Status.Halt, image)
 	}
 }
+
+// A revert: the pool goes back to an image whose failures it recorded in
+// an earlier rollout (its target is another image now). The pass that
+// adopts the image again sets targetSince, and the old failures count no
+// more: no halt.
+func TestRevertedImageStartsWithoutItsOldFailures(t *testing.T) {
+	const image = "quay.io/example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	const other = "quay.io/example/os@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	failedAt := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	p := &v1alpha1.BootcNodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Finalizers: []string{v1alpha1.Finalizer}},
+		Spec:       v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "web"}, Image: image},
+		Status: v1alpha1.BootcNodePoolStatus{TargetImage: other, TargetSince: &failedAt,
+			Failures: []v1alpha1.NodeFailure{{Node: "n1", Image: image, Reason: "BootFailed", Time: failedAt}}},
+	}
+	cl := fakeapi.Client(t, p)
+	m := options.NewMetrics(nil)
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(failedAt.Add(time.Minute)), Metrics: m, Feed: poolfeed.New()})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.BootcNodePool
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "web"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.TargetImage != image || got.Status.TargetSince == nil || !got.Status.TargetSince.After(failedAt.Time) {
+		t.Fatalf("target %s since %v: want %s since the pass", got.Status.TargetImage, got.Status.TargetSince, image)
+	}
+	if got.Status.Halt != nil || testutil.ToFloat64(m.Halted.WithLabelValues("web")) != 0 {
+		t.Errorf("halted on %s by a failure of its earlier rollout: %+v", image, got.Status.Halt)
+	}
+}

@@ -320,7 +320,7 @@ func (r *Reconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNode
 	st := &pool.Status
 	img := string(pool.Spec.Image)
 	if imageref.IsDigest(img) {
-		st.TargetImage, st.TargetDigest, st.ResolvedAt = img, imageref.Digest(img), nil
+		setTarget(st, img, nil, now)
 		return nil
 	}
 	fresh := st.ObservedGeneration == pool.Generation && st.ResolvedAt != nil && now.Sub(st.ResolvedAt.Time) < rollout.ResolveInterval
@@ -345,8 +345,17 @@ func (r *Reconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNode
 	if ref != st.TargetImage {
 		r.event(pool, corev1.EventTypeNormal, "Resolved", "%s resolved to %s", img, ref)
 	}
-	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, imageref.Digest(ref), &metav1.Time{Time: now}
+	setTarget(st, ref, &metav1.Time{Time: now}, now)
 	return nil
+}
+
+// setTarget records ref as the pool's target, resolved at resolvedAt (nil
+// for a digest), and when the target changes, since when it is the target.
+func setTarget(st *v1alpha1.BootcNodePoolStatus, ref string, resolvedAt *metav1.Time, now time.Time) {
+	if ref != st.TargetImage {
+		st.TargetSince = &metav1.Time{Time: now}
+	}
+	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, imageref.Digest(ref), resolvedAt
 }
 
 // rowsFor returns the pass's copy of the pool's rows, the number of member

@@ -37,7 +37,7 @@ func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure) bool 
 	kept := st.Failures[:0:0]
 	found := false
 	for _, g := range st.Failures {
-		if g.Image != f.Image {
+		if !current(st, g, f.Image) {
 			continue
 		}
 		found = found || g.Node == f.Node
@@ -58,7 +58,7 @@ func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure) bool 
 // node reconciler does it when it takes up a slot for the target, which
 // the slot table it read names, so the target it compares with is current.
 func DropStaleFailures(st *v1alpha1.BootcNodePoolStatus) bool {
-	kept := FailuresOf(st.Failures, st.TargetImage)
+	kept := CurrentFailures(st, st.TargetImage)
 	if len(kept) == len(st.Failures) {
 		return false
 	}
@@ -66,15 +66,21 @@ func DropStaleFailures(st *v1alpha1.BootcNodePoolStatus) bool {
 	return true
 }
 
-// FailuresOf returns copies of the failures of image.
-func FailuresOf(fs []v1alpha1.NodeFailure, image string) []v1alpha1.NodeFailure {
+// CurrentFailures returns copies of the failures of image recorded in the
+// current rollout: not before status.targetSince (failures of an earlier
+// rollout of the same image, before a revert, do not count).
+func CurrentFailures(st *v1alpha1.BootcNodePoolStatus, image string) []v1alpha1.NodeFailure {
 	var out []v1alpha1.NodeFailure
-	for _, f := range fs {
-		if f.Image == image {
+	for _, f := range st.Failures {
+		if current(st, f, image) {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+func current(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, image string) bool {
+	return f.Image == image && (st.TargetSince == nil || !f.Time.Before(st.TargetSince))
 }
 
 // Failed lists the failures of target, one per node, in the order of the
@@ -109,7 +115,7 @@ func SettleHalt(st *v1alpha1.BootcNodePoolStatus, target string, live []v1alpha1
 	if st.Halt != nil {
 		return true
 	}
-	failed := Failed(target, st.Failures, live)
+	failed := Failed(target, CurrentFailures(st, target), live)
 	if len(failed) < maxFailures || len(failed) == 0 {
 		return false
 	}
@@ -143,7 +149,7 @@ func HaltedFor(p *v1alpha1.BootcNodePool, image string) bool {
 	if p.Status.Halt != nil && p.Status.Halt.Image == image {
 		return true
 	}
-	n := len(FailuresOf(p.Status.Failures, image))
+	n := len(CurrentFailures(&p.Status, image))
 	return n > 0 && n >= MaxFailuresOf(p)
 }
 

@@ -130,6 +130,20 @@ func TestNoteFailure(t *testing.T) {
 	if !NoteFailure(st, f("n1", "C")) || len(st.Failures) != 1 || st.Failures[0].Image != "C" {
 		t.Errorf("failures of the old target kept: %+v", st.Failures)
 	}
+	// Reverted to B before any take-up for C dropped B's failures: they
+	// are older than targetSince and count no more.
+	st = &pool.Status
+	*st = v1alpha1.BootcNodePoolStatus{TargetImage: "B", Failures: []v1alpha1.NodeFailure{f("n1", "B"), f("n2", "B")}}
+	if !HaltedFor(pool, "B") {
+		t.Fatalf("two failures of B, maxFailures 2: not halted")
+	}
+	st.TargetSince = &metav1.Time{Time: now.Add(time.Minute)}
+	if HaltedFor(pool, "B") || SettleHalt(st, "B", nil, 2) || len(CurrentFailures(st, "B")) != 0 {
+		t.Errorf("failures from before the revert count: %+v", st)
+	}
+	if !NoteFailure(st, v1alpha1.NodeFailure{Node: "n3", Image: "B", Reason: "BootFailed", Time: metav1.NewTime(now.Add(2 * time.Minute))}) || len(st.Failures) != 1 || st.Failures[0].Node != "n3" {
+		t.Errorf("a failure after the revert: %+v", st.Failures)
+	}
 }
 
 func TestStalled(t *testing.T) {

@@ -84,7 +84,7 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	if st.Halt != nil {
 		halt = st.Halt.Failures
 	}
-	failed = FailureLines(Failed(target, halt, st.Failures, live))
+	failed = FailureLines(Failed(target, halt, CurrentFailures(st, target), live))
 	if p.TestOnly.HaltFromLiveRecords {
 		// The old behaviour: the halt lasts only as long as the failed
 		// records do (the node reconciler records no failure on the pool).
@@ -94,7 +94,7 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	}
 	healthTimeout := DurationOr(p.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
-		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, st.Failures, live)}
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, CurrentFailures(st, target), live)}
 		halted = true
 	} else {
 		p.WakeIn(wait)
