@@ -541,6 +541,9 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
+		if rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) {
+			msg = fmt.Sprintf("booted %s and passed the pool's health checks %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
+		}
 		if bn.Spec.RollingBack() {
 			msg = fmt.Sprintf("rolled back from %s to %s and Ready %s after the rollback request", bn.Spec.DesiredImage, rollout.DigestOfHost(bn.Status.Booted), d.Took.Round(time.Second))
 		}
