@@ -559,19 +559,22 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 	case rollout.VerifyBootFailed:
 		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, bn.Status.Daemon.LastError))
 	}
-	if d.MarkVerifying {
-		bn.Status.Phase = v1alpha1.PhaseVerifying
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
-		if err := r.patchStatus(ctx, s); err != nil {
-			return reconcile.Result{}, err
-		}
+	// With health checks, the check a node waits for shows in kubectl get
+	// bn; said once per change (each unmet message is stable while it
+	// lasts).
+	checkMsg := ""
+	if d.Outcome == rollout.VerifyWait && d.Unmet != "" && rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) {
+		checkMsg = "booted the target; waiting for health check: " + d.Unmet
 	}
-	if msg := "booted the target; waiting for health check: " + d.Unmet; d.Outcome == rollout.VerifyWait && d.Unmet != "" &&
-		bn.Status.Phase == v1alpha1.PhaseVerifying && rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) && ro.Message != msg {
-		// The check a node waits for, in kubectl get bn; said once per
-		// change (each unmet message is stable while it lasts).
-		ro.Reason, ro.Message = "WaitingForHealthChecks", msg
+	if d.MarkVerifying || (checkMsg != "" && bn.Status.Phase == v1alpha1.PhaseVerifying && ro.Message != checkMsg) {
+		if d.MarkVerifying {
+			bn.Status.Phase = v1alpha1.PhaseVerifying
+			ro.PhaseSince = &metav1.Time{Time: s.now}
+			ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
+		}
+		if checkMsg != "" {
+			ro.Reason, ro.Message = "WaitingForHealthChecks", checkMsg
+		}
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
