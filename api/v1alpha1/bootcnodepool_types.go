@@ -93,6 +93,14 @@ type BootcNodePoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
+	// HealthChecks are what a node must show, besides booting the
+	// target digest and being Ready, before it counts as updated. A node
+	// that does not pass them within healthTimeout of the reboot request
+	// fails as a boot failure does (reason HealthTimeout, naming the
+	// check). Default none: booted and Ready is enough.
+	// +optional
+	HealthChecks HealthChecks `json:"healthChecks,omitempty"`
+
 	// Drain holds the drain's opt-ins, the pool's equivalents of kubectl
 	// drain's --force and --delete-emptydir-data. Without them a pod that
 	// needs one is not evicted: the node stays Draining with reason
@@ -114,6 +122,74 @@ type BootcNodePoolSpec struct {
 	// Karpenter configures protection of Karpenter-managed nodes.
 	// +optional
 	Karpenter KarpenterOptions `json:"karpenter,omitempty"`
+}
+
+// HealthChecks are the checks a node passes after its reboot before it
+// counts as updated (see docs/health-checks.md).
+type HealthChecks struct {
+	// ReadyFor is how long the Node must have been Ready without a break,
+	// counted from its Ready condition's lastTransitionTime and not from
+	// before the reboot, e.g. 2m. Default none: Ready once is enough.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
+	ReadyFor *metav1.Duration `json:"readyFor,omitempty"`
+
+	// NodeConditions are Node conditions that must hold, each a type and
+	// the status it must have, e.g. {type: NetworkUnavailable, status:
+	// "False"}. A condition the Node does not report is unmet.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	NodeConditions []NodeConditionCheck `json:"nodeConditions,omitempty"`
+
+	// DaemonSets name DaemonSets whose pod on the node must be Ready: a
+	// pod bound to the node, owned (controller ownerReference) by the
+	// DaemonSet, with condition Ready=True; e.g. the CNI or the storage
+	// driver.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	DaemonSets []DaemonSetCheck `json:"daemonSets,omitempty"`
+}
+
+// NodeConditionCheck is a Node condition that must hold: the condition
+// of this type has this status.
+type NodeConditionCheck struct {
+	// Type is the condition type, e.g. NetworkUnavailable or a node
+	// problem detector's condition.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a condition type: an optional DNS subdomain prefix and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit (e.g. NetworkUnavailable)"
+	Type string `json:"type"`
+
+	// Status is the status the condition must have: True, False or Unknown.
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status string `json:"status"`
+}
+
+// DaemonSetCheck names a DaemonSet whose pod on the node must be Ready.
+type DaemonSetCheck struct {
+	// Namespace is the DaemonSet's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a namespace name: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. kube-system)"
+	Namespace string `json:"namespace"`
+
+	// Name is the DaemonSet's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a DaemonSet name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (e.g. calico-node)"
+	Name string `json:"name"`
 }
 
 // RolloutSpec bounds the disruption of a rollout.

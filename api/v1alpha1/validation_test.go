@@ -85,6 +85,15 @@ func manyLabels(n int) map[string]any {
 	return m
 }
 
+// conditions is n distinct node condition checks.
+func conditions(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"type": fmt.Sprintf("Cond%d", i), "status": "True"}
+	}
+	return out
+}
+
 func window(start, duration string, days ...any) []any {
 	w := map[string]any{"start": start, "duration": duration}
 	if len(days) > 0 {
@@ -180,6 +189,14 @@ func TestBootcNodePoolValid(t *testing.T) {
 		{name: "durations as Go prints them", set: fields{"spec.drainTimeout": "1h30m0s", "spec.healthTimeout": "1.5s", "spec.karpenter.postUpdateProtection": "99999h"}},
 		{name: "durations in small units", set: fields{"spec.drainTimeout": "604800000ms", "spec.healthTimeout": ".5h", "spec.windows": window("00:00", "86400s")}},
 		{name: "maxUnavailable largest int32", set: fields{"spec.rollout.maxUnavailable": int64(2147483647)}},
+		{name: "health checks", set: fields{"spec.healthChecks.readyFor": "2m", "spec.healthChecks.nodeConditions": []any{
+			map[string]any{"type": "NetworkUnavailable", "status": "False"},
+			map[string]any{"type": "example.com/DiskPressureSoon", "status": "Unknown"},
+		}, "spec.healthChecks.daemonSets": []any{
+			map[string]any{"namespace": "kube-system", "name": "calico-node"},
+			map[string]any{"namespace": "kube-system", "name": "csi.driver-node"},
+		}}},
+		{name: "health checks, 16 conditions", set: fields{"spec.healthChecks.nodeConditions": conditions(16)}},
 	})
 }
 
@@ -265,6 +282,29 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		{name: "failurePolicy maxFailures 0", set: fields{"spec.failurePolicy.maxFailures": int64(0)}, wantField: "spec.failurePolicy.maxFailures", wantMsg: "greater than or equal to 1"},
 		{name: "failurePolicy maxFailures -1", set: fields{"spec.failurePolicy.maxFailures": int64(-1)}, wantField: "spec.failurePolicy.maxFailures", wantMsg: "greater than or equal to 1"},
 		{name: "failurePolicy unknown action", set: fields{"spec.failurePolicy.action": "Retry"}, wantField: "spec.failurePolicy.action", wantMsg: `supported values: "Halt", "Rollback"`},
+
+		{name: "readyFor 0s", set: fields{"spec.healthChecks.readyFor": "0s"}, wantField: "spec.healthChecks.readyFor", wantMsg: "positive duration"},
+		{name: "readyFor abc", set: fields{"spec.healthChecks.readyFor": "abc"}, wantField: "spec.healthChecks.readyFor", wantMsg: durMsg},
+		{name: "nodeCondition status Maybe", set: fields{"spec.healthChecks.nodeConditions": []any{map[string]any{"type": "NetworkUnavailable", "status": "Maybe"}}},
+			wantField: "spec.healthChecks.nodeConditions[0].status", wantMsg: `supported values: "True", "False", "Unknown"`},
+		{name: "nodeCondition without status", set: fields{"spec.healthChecks.nodeConditions": []any{map[string]any{"type": "NetworkUnavailable"}}},
+			wantField: "spec.healthChecks.nodeConditions[0].status", wantMsg: "Required value"},
+		{name: "nodeCondition without type", set: fields{"spec.healthChecks.nodeConditions": []any{map[string]any{"status": "True"}}},
+			wantField: "spec.healthChecks.nodeConditions[0].type", wantMsg: "Required value"},
+		{name: "nodeCondition type with space", set: fields{"spec.healthChecks.nodeConditions": []any{map[string]any{"type": "Network Unavailable", "status": "False"}}},
+			wantField: "spec.healthChecks.nodeConditions[0].type", wantMsg: "must be a condition type"},
+		{name: "nodeCondition type twice", set: fields{"spec.healthChecks.nodeConditions": []any{
+			map[string]any{"type": "Ready", "status": "True"}, map[string]any{"type": "Ready", "status": "False"}}},
+			wantField: "spec.healthChecks.nodeConditions[1]", wantMsg: "Duplicate value"},
+		{name: "17 nodeConditions", set: fields{"spec.healthChecks.nodeConditions": conditions(17)}, wantField: "spec.healthChecks.nodeConditions", wantMsg: "must have at most 16 items"},
+		{name: "daemonSet without namespace", set: fields{"spec.healthChecks.daemonSets": []any{map[string]any{"name": "calico-node"}}},
+			wantField: "spec.healthChecks.daemonSets[0].namespace", wantMsg: "Required value"},
+		{name: "daemonSet namespace with dot", set: fields{"spec.healthChecks.daemonSets": []any{map[string]any{"namespace": "kube.system", "name": "calico-node"}}},
+			wantField: "spec.healthChecks.daemonSets[0].namespace", wantMsg: "must be a namespace name"},
+		{name: "daemonSet name upper case", set: fields{"spec.healthChecks.daemonSets": []any{map[string]any{"namespace": "kube-system", "name": "Calico"}}},
+			wantField: "spec.healthChecks.daemonSets[0].name", wantMsg: "must be a DaemonSet name"},
+		{name: "daemonSet name empty", set: fields{"spec.healthChecks.daemonSets": []any{map[string]any{"namespace": "kube-system", "name": ""}}},
+			wantField: "spec.healthChecks.daemonSets[0].name", wantMsg: "at least 1 chars long"},
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/internal/cached"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
@@ -503,7 +504,11 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 	// No cordon here: drain() cordoned the node before it asked for the
 	// reboot. Re-cordoning from a stale read of a node that has already
 	// finished would cordon it again after its uncordon.
-	d := rollout.Verify(s.view(), r.opts.TestOnly)
+	v, err := r.verifyView(ctx, s)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d := rollout.Verify(v, r.opts.TestOnly)
 	if d.Outcome == rollout.VerifyOrderBoot {
 		bn := s.bn
 		// The last moment a halt can stop the node: before the boot order.
@@ -536,6 +541,9 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 			phase, reason = v1alpha1.PhaseRolledBack, "RolledBack"
 		}
 		msg := fmt.Sprintf("booted %s and Ready %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
+		if rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) {
+			msg = fmt.Sprintf("booted %s and passed the pool's health checks %s after the reboot request", bn.Spec.DesiredImage, d.Took.Round(time.Second))
+		}
 		if bn.Spec.RollingBack() {
 			msg = fmt.Sprintf("rolled back from %s to %s and Ready %s after the rollback request", bn.Spec.DesiredImage, rollout.DigestOfHost(bn.Status.Booted), d.Took.Round(time.Second))
 		}
@@ -551,10 +559,22 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 	case rollout.VerifyBootFailed:
 		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, bn.Status.Daemon.LastError))
 	}
-	if d.MarkVerifying {
-		bn.Status.Phase = v1alpha1.PhaseVerifying
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
+	// With health checks, the check a node waits for shows in kubectl get
+	// bn; said once per change (each unmet message is stable while it
+	// lasts).
+	checkMsg := ""
+	if d.Outcome == rollout.VerifyWait && d.Unmet != "" && rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) {
+		checkMsg = "booted the target; waiting for health check: " + d.Unmet
+	}
+	if d.MarkVerifying || (checkMsg != "" && bn.Status.Phase == v1alpha1.PhaseVerifying && ro.Message != checkMsg) {
+		if d.MarkVerifying {
+			bn.Status.Phase = v1alpha1.PhaseVerifying
+			ro.PhaseSince = &metav1.Time{Time: s.now}
+			ro.Reason, ro.Message = "WaitingForReady", "booted the target; waiting for the Node to be Ready"
+		}
+		if checkMsg != "" {
+			ro.Reason, ro.Message = "WaitingForHealthChecks", checkMsg
+		}
 		if err := r.patchStatus(ctx, s); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -562,9 +582,28 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 	if d.Outcome == rollout.VerifyHealthTimeout {
 		timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
 		why := fmt.Sprintf("not healthy %s after the reboot request (booted %q, Ready=%v)", timeout, booted, rollout.NodeReady(s.node))
+		if rollout.HasHealthChecks(&s.pool.Spec.HealthChecks) && d.Unmet != "" {
+			why += ": " + d.Unmet
+		}
 		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
 	}
 	return reconcile.Result{RequeueAfter: d.Wait}, nil
+}
+
+// verifyView is the view Verify decides on, with the pods on the node
+// when the pool's health checks read them (rollout.VerifyNeedsPods), from
+// the cache's pods-by-node index.
+func (r *Reconciler) verifyView(ctx context.Context, s *nodeStep) (rollout.NodeView, error) {
+	v := s.view()
+	if !rollout.VerifyNeedsPods(v, r.opts.TestOnly) {
+		return v, nil
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{index.PodNode: s.node.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return v, fmt.Errorf("list pods on node %s for its health checks: %w", s.node.Name, err)
+	}
+	v.Pods = pods.Items
+	return v, nil
 }
 
 // fail marks the node Failed for its target. With failurePolicy Rollback

@@ -20,12 +20,15 @@ import (
 // spec.taints (patch.Node), each locked on metadata.resourceVersion; Pods
 // are only evicted or deleted by name.
 
-// TrimPod keeps of a Pod what the drain and the pods-by-node index read
-// (controller/node/drain.go, controller/index): metadata name, namespace,
-// uid, resourceVersion, deletionTimestamp, ownerReferences (controller:
-// DaemonSet pods stay; none: needs drain.force) and the mirror-pod
+// TrimPod keeps of a Pod what the drain, the health checks and the
+// pods-by-node index read (controller/node/drain.go,
+// controller/rollout/health.go, controller/index): metadata name,
+// namespace, uid, resourceVersion, deletionTimestamp, ownerReferences
+// (controller: DaemonSet pods stay, and a health check's DaemonSet is
+// found by kind and name; none: needs drain.force) and the mirror-pod
 // annotation; spec.nodeName and the emptyDir volumes (name and source);
-// status.phase. Any other object passes unchanged.
+// status.phase and the Ready condition (type and status only). Any other
+// object passes unchanged.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -43,6 +46,12 @@ func TrimPod(obj any) (any, error) {
 		},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			break
+		}
 	}
 	if v, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}

@@ -38,9 +38,12 @@ func fullPod() *corev1.Pod {
 			Containers: []corev1.Container{{Name: "web", Image: "nginx", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
 		},
 		Status: corev1.PodStatus{
-			Phase:             corev1.PodRunning,
-			PodIP:             "10.0.0.1",
-			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			Phase: corev1.PodRunning,
+			PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t0},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t0, Message: "m"},
+			},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true}},
 		},
 	}
@@ -65,7 +68,7 @@ func TestTrimPodKeepsWhatTheDrainReads(t *testing.T) {
 			NodeName: "n1",
 			Volumes:  []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
 		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("trimmed pod\n got %+v\nwant %+v", p, want)
@@ -80,13 +83,15 @@ func TestTrimPodKeepsWhatTheDrainReads(t *testing.T) {
 	if p.ManagedFields != nil || p.Labels != nil || p.Spec.Containers != nil || p.Status.ContainerStatuses != nil {
 		t.Errorf("unread fields kept: %+v", p)
 	}
-	// A pod without the mirror annotation or emptyDir keeps neither map nor slice.
+	// A pod without the mirror annotation, emptyDir or Ready condition
+	// keeps neither map nor slice.
 	plain := fullPod()
 	plain.Annotations = map[string]string{"a": "b"}
 	plain.Spec.Volumes = plain.Spec.Volumes[1:]
+	plain.Status.Conditions = plain.Status.Conditions[:1]
 	got, _ = TrimPod(plain)
-	if q := got.(*corev1.Pod); q.Annotations != nil || q.Spec.Volumes != nil {
-		t.Errorf("plain pod kept annotations %v, volumes %v", q.Annotations, q.Spec.Volumes)
+	if q := got.(*corev1.Pod); q.Annotations != nil || q.Spec.Volumes != nil || q.Status.Conditions != nil {
+		t.Errorf("plain pod kept annotations %v, volumes %v, conditions %v", q.Annotations, q.Spec.Volumes, q.Status.Conditions)
 	}
 }
 

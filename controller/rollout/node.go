@@ -19,6 +19,10 @@ type NodeView struct {
 	Node   *corev1.Node
 	Pool   *v1alpha1.BootcNodePool
 	Now    time.Time
+	// Pods are the pods bound to the Node, read only for Verify when the
+	// pool's health checks name DaemonSets and the node runs its target
+	// (NeedsPods); nil otherwise.
+	Pods []corev1.Pod
 }
 
 // NodeAction is the next thing the node reconciler does for a record.
@@ -263,7 +267,10 @@ type VerifyDecision struct {
 	MarkVerifying bool
 	// Took is the time since the reboot request.
 	Took time.Duration
-	Wait time.Duration
+	// Unmet names the health check a node on its target does not pass
+	// yet (NodeHealth), "" when it has not arrived.
+	Unmet string
+	Wait  time.Duration
 }
 
 // Verify is the rule for a node in Rebooting or Verifying, ordered to boot
@@ -285,19 +292,18 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		took = v.Now.Sub(at.Time)
 	}
 	d := &bn.Status.Daemon
-	// Where the order takes the node: onto the desired image, or, for a
-	// rollback order (which names the image it leaves), off it.
-	arrived := booted == want
-	if bn.Spec.RollingBack() {
-		arrived = booted != "" && booted != want
+	arrived := Arrived(bn)
+	var health Health
+	if arrived {
+		health = NodeHealth(healthChecks(v.Pool, to), v.Node, v.Pods, rebootedAt(bn), v.Now)
 	}
 	switch {
-	case arrived && NodeReady(v.Node):
+	case arrived && health.Healthy:
 		return VerifyDecision{Outcome: VerifyDone, Took: took}
 	case d.LastReboot != nil && d.LastReboot.Image == bn.Spec.DesiredImage && d.Phase == v1alpha1.DaemonError && !arrived:
 		return VerifyDecision{Outcome: VerifyBootFailed, Took: took}
 	}
-	out := VerifyDecision{Took: took, MarkVerifying: arrived && bn.Status.Phase != v1alpha1.PhaseVerifying}
+	out := VerifyDecision{Took: took, MarkVerifying: arrived && bn.Status.Phase != v1alpha1.PhaseVerifying, Unmet: health.Unmet}
 	timeout := DefaultHealthTimeout
 	if v.Pool != nil {
 		timeout = DurationOr(v.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
@@ -307,7 +313,50 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		return out
 	}
 	out.Wait = min(VerifyPoll, timeout-took)
+	if health.Wait > 0 {
+		out.Wait = min(out.Wait, health.Wait)
+	}
 	return out
+}
+
+// healthChecks are the pool's health checks, nil for none (or a pool
+// gone, or the planted SkipHealthChecks).
+func healthChecks(p *v1alpha1.BootcNodePool, to TestOnly) *v1alpha1.HealthChecks {
+	if p == nil || to.SkipHealthChecks || !HasHealthChecks(&p.Spec.HealthChecks) {
+		return nil
+	}
+	return &p.Spec.HealthChecks
+}
+
+// rebootedAt is the earliest time this slot's reboot can have ended: the
+// daemon's recorded reboot for it, or else the boot order. Ready from
+// before it says nothing of the new boot.
+func rebootedAt(bn *v1alpha1.BootcNode) time.Time {
+	var at time.Time
+	if o := OrderedAt(bn); o != nil {
+		at = o.Time
+	}
+	if r := bn.Status.Daemon.LastReboot; r != nil && r.At.Time.After(at) {
+		at = r.At.Time
+	}
+	return at
+}
+
+// Arrived reports whether the node runs where its order takes it: onto
+// the desired image, or, for a rollback order (which names the image it
+// leaves), off it.
+func Arrived(bn *v1alpha1.BootcNode) bool {
+	want, booted := imageref.Digest(bn.Spec.DesiredImage), DigestOfHost(bn.Status.Booted)
+	if bn.Spec.RollingBack() {
+		return booted != "" && booted != want
+	}
+	return booted == want
+}
+
+// VerifyNeedsPods reports whether Verify reads v.Pods: the pool's health
+// checks name DaemonSets and the node may have arrived on its target.
+func VerifyNeedsPods(v NodeView, to TestOnly) bool {
+	return NeedsPods(healthChecks(v.Pool, to)) && Arrived(v.Record)
 }
 
 // DrainOutcome is where a drain pass leaves a node in its slot (Drain).

@@ -135,15 +135,15 @@ func TestVerify(t *testing.T) {
 			bn.Spec.BootOrder.Rollback = true
 		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Took: time.Minute, Wait: time.Minute}},
 		{"on the image, not Ready yet", rec(v1alpha1.PhaseRebooting, b, time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
-			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute}},
+			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute, Unmet: "Node not Ready"}},
 		{"still rebooting, a second before healthTimeout", rec(v1alpha1.PhaseRebooting, a, 5*time.Minute-time.Second, nil), node(corev1.ConditionUnknown), TestOnly{},
 			VerifyDecision{Took: 5*time.Minute - time.Second, Wait: time.Second}},
 		{"healthTimeout", rec(v1alpha1.PhaseVerifying, b, 5*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
-			VerifyDecision{Outcome: VerifyHealthTimeout, Took: 5 * time.Minute}},
+			VerifyDecision{Outcome: VerifyHealthTimeout, Took: 5 * time.Minute, Unmet: "Node not Ready"}},
 		{"healthTimeout, first seen on the image", rec(v1alpha1.PhaseRebooting, b, 6*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
-			VerifyDecision{Outcome: VerifyHealthTimeout, MarkVerifying: true, Took: 6 * time.Minute}},
+			VerifyDecision{Outcome: VerifyHealthTimeout, MarkVerifying: true, Took: 6 * time.Minute, Unmet: "Node not Ready"}},
 		{"healthTimeout, planted noHealthTimeout: no failure, and no requeue (the wait is negative)", rec(v1alpha1.PhaseVerifying, b, 6*time.Minute, nil), node(corev1.ConditionFalse), TestOnly{NoHealthTimeout: true},
-			VerifyDecision{Took: 6 * time.Minute, Wait: -time.Minute}},
+			VerifyDecision{Took: 6 * time.Minute, Wait: -time.Minute, Unmet: "Node not Ready"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := Verify(NodeView{Record: c.bn, Node: c.node, Pool: pool, Now: now}, c.to)

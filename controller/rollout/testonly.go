@@ -54,4 +54,7 @@ type TestOnly struct {
 	ForgetSlotsOnRestart bool
 	// NoHealthTimeout never fails a node that does not come back healthy.
 	NoHealthTimeout bool
+	// SkipHealthChecks verifies a node on Ready alone, ignoring the pool's
+	// spec.healthChecks, so a node whose checks fail counts as Updated.
+	SkipHealthChecks bool
 }

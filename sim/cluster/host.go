@@ -90,6 +90,14 @@ type host struct {
 	loopAttempts int                  // failed boots of the crash loop so far
 	flapH        *engine.Handle       // the next flap of a Flapping image
 
+	// Health faults (health.go): what the next boot brings, and what
+	// this boot has.
+	healthNext health
+	dsHeld     map[string]time.Time // DaemonSet pods held not Ready, until (zero: this boot)
+	condH      []*engine.Handle     // the pending ends of this boot's conditions
+	flapsLeft  int                  // NotReady flaps this boot still has
+	flapSpec   *scenario.ReadyFlapsAfterBoot
+
 	imgfs *imageFs // the image filesystem (imagefs.go)
 }
 
@@ -314,6 +322,7 @@ func (h *host) boot() {
 		return
 	}
 	h.state = hostUp
+	h.healthBoot()
 	if h.booted.netDown {
 		// The kubelet runs but the container network never comes up: the
 		// Node stays NotReady, its pods do not start, and the daemon (a
@@ -327,6 +336,8 @@ func (h *host) boot() {
 	h.scheduleDaemon(0)
 	if h.booted.flaps {
 		h.flapH = h.c.eng.After(FlapReady, "node/flap/"+h.n.name, h.flapDown)
+	} else if h.flapsLeft > 0 {
+		h.flapH = h.c.eng.After(h.flapSpec.Ready, "node/flap/"+h.n.name, h.faultFlapDown)
 	}
 }
 

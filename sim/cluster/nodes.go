@@ -58,6 +58,11 @@ type node struct {
 	// last status post.
 	graceH        *engine.Handle
 	lastHeartbeat metav1.Time
+	// readyReason is the reason of the last Ready write (setReady).
+	readyReason string
+	// conds are the Node conditions besides Ready it reports, sorted by
+	// type: its group's, changed by health faults (health.go).
+	conds []corev1.NodeCondition
 }
 
 func (n *node) free() res { return n.g.alloc.minus(n.used) }
@@ -84,6 +89,7 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 	}
 	n.host = newHost(c, n)
 	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	n.conds = c.groupConditions(g)
 	labels := map[string]string{corev1.LabelHostname: name, corev1.LabelOSStable: "linux"}
 	for k, v := range g.spec.Labels {
 		labels[k] = v
@@ -147,7 +153,7 @@ func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStat
 	return corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity.DeepCopy(),
-		Conditions:  []corev1.NodeCondition{cond},
+		Conditions:  c.conditions(n, cond, now),
 		NodeInfo: corev1.NodeSystemInfo{
 			BootID:          n.host.bootID(),
 			OSImage:         n.host.booted.ref,
@@ -165,6 +171,7 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 		n.lastHeartbeat = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	}
 	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	n.readyReason = reason
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: c.nodeStatus(n, ready, reason)}
 	must(c.c.Status().Update(context.Background(), obj), "writing the status of node "+n.name)
 	if obj.UID == n.uid {

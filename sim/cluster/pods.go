@@ -309,6 +309,15 @@ func (c *Cluster) startPodAfter(p *pod, d time.Duration) {
 	if p.startH.Pending() {
 		return
 	}
+	if p.ds != nil && p.node != nil {
+		// A DaemonSet pod held not Ready by a health fault (health.go).
+		if until, held := p.node.host.dsHeld[p.ds.spec.Name]; held {
+			if until.IsZero() {
+				return
+			}
+			d = max(d, until.Sub(c.eng.Now()))
+		}
+	}
 	p.startH = c.eng.After(d, "pod/start/"+p.ns+"/"+p.name, func() {
 		p.startH = nil
 		if p.gone || p.terminating || p.node == nil || !p.node.host.kubeletRuns() {

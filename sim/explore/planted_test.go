@@ -37,6 +37,7 @@ var plantedBugs = []plantedBug{
 	{"bootroll.testOnly.keepAnnotations=true", "plain-rollout-10", "no-leaked-annotation"},
 	{"bootroll.testOnly.forgetSlotsOnRestart=true", "controller-restart-mid-drain", "max-unavailable"},
 	{"bootroll.testOnly.noHealthTimeout=true", "boot-failure-modes", "converges"},
+	{"bootroll.testOnly.skipHealthChecks=true", "health-checks", "updated-healthy"},
 }
 
 // TestPlantedBugsAreFound proves the harness: every planted bug is found by

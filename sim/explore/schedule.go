@@ -20,6 +20,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -216,6 +217,15 @@ type generator struct {
 	draw func(w *world, rng *rand.Rand) (Item, bool)
 }
 
+// fitsOnly holds, by generator name, whether a generator is drawn from at
+// all for a scenario: a generator added later that fits only a few
+// scenarios is left out of the others, so their draws stay as they were.
+var fitsOnly = map[string]func(w *world) bool{
+	"nodeConditionAfterBoot":     func(w *world) bool { return len(w.conditionChecks()) > 0 },
+	"daemonSetNotReadyAfterBoot": func(w *world) bool { return len(w.daemonSetChecks()) > 0 },
+	"readyFlapsAfterBoot":        func(w *world) bool { return w.readyForChecked() },
+}
+
 // at draws a time in [0, horizon), rounded to milliseconds.
 func (w *world) at(rng *rand.Rand) time.Duration {
 	h := max(w.horizon, time.Minute)
@@ -229,6 +239,44 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 }
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+// conditionChecks are the node condition checks of the scenario's pools,
+// in pool order, when it has nodes.
+func (w *world) conditionChecks() []v1alpha1.NodeConditionCheck {
+	var out []v1alpha1.NodeConditionCheck
+	for _, p := range w.sc.Bootroll.Pools {
+		if len(w.nodes) > 0 {
+			out = append(out, p.HealthChecks.NodeConditions...)
+		}
+	}
+	return out
+}
+
+// daemonSetChecks are the scenario's DaemonSets (all in kube-system) that
+// a pool's health checks name, when it has nodes.
+func (w *world) daemonSetChecks() []string {
+	var out []string
+	for _, p := range w.sc.Bootroll.Pools {
+		for _, d := range p.HealthChecks.DaemonSets {
+			if len(w.nodes) > 0 && d.Namespace == "kube-system" && !slices.Contains(out, d.Name) &&
+				slices.ContainsFunc(w.sc.DaemonSets, func(s scenario.DaemonSet) bool { return s.Name == d.Name }) {
+				out = append(out, d.Name)
+			}
+		}
+	}
+	return out
+}
+
+// readyForChecked reports whether a pool has healthChecks.readyFor and the
+// scenario has nodes.
+func (w *world) readyForChecked() bool {
+	for _, p := range w.sc.Bootroll.Pools {
+		if p.HealthChecks.ReadyFor != nil && len(w.nodes) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 func one(cat Category, sec Section, at time.Duration, key string, body map[string]any) Item {
 	return Item{Category: cat, Entries: []Entry{{Section: sec, At: at, Key: key, Body: body}}}
@@ -593,6 +641,31 @@ var generators = []generator{
 		}
 		return one(Host, Faults, w.at(rng), "diskFill", body), true
 	}},
+	// Health faults, for pools with healthChecks: each fits only a
+	// scenario with a pool that has the check it can fail (fitsOnly).
+	{Host, "nodeConditionAfterBoot", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		c := pick(rng, w.conditionChecks())
+		bad := "True"
+		if c.Status == "True" {
+			bad = "False"
+		}
+		body := map[string]any{"node": pick(rng, w.nodes), "type": c.Type, "status": bad}
+		if rng.IntN(2) == 0 {
+			body["for"] = between(rng, 30*time.Second, 10*time.Minute).String()
+		}
+		return one(Host, Faults, w.at(rng), "nodeConditionAfterBoot", body), true
+	}},
+	{Host, "daemonSetNotReadyAfterBoot", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		body := map[string]any{"node": pick(rng, w.nodes), "daemonSet": pick(rng, w.daemonSetChecks())}
+		if rng.IntN(2) == 0 {
+			body["for"] = between(rng, 30*time.Second, 10*time.Minute).String()
+		}
+		return one(Host, Faults, w.at(rng), "daemonSetNotReadyAfterBoot", body), true
+	}},
+	{Host, "readyFlapsAfterBoot", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		return one(Host, Faults, w.at(rng), "readyFlapsAfterBoot", map[string]any{"node": pick(rng, w.nodes), "flaps": 1 + rng.IntN(4),
+			"ready": between(rng, 10*time.Second, 2*time.Minute).String(), "notReady": between(rng, 10*time.Second, time.Minute).String()}), true
+	}},
 	{Karpenter, "karpenterCRDs", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if w.sc.Karpenter == nil {
 			return Item{}, false
@@ -624,7 +697,7 @@ const MaxItems = 4
 func draw(w *world, cats []Category, rng *rand.Rand) Schedule {
 	var gens []generator
 	for _, g := range generators {
-		if slices.Contains(cats, g.cat) {
+		if fits := fitsOnly[g.name]; slices.Contains(cats, g.cat) && (fits == nil || fits(w)) {
 			gens = append(gens, g)
 		}
 	}

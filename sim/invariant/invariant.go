@@ -67,6 +67,7 @@ var Registry = []Info{
 	{scenario.InvHaltIsFinal, "once a pool is Halted for a target (condition Halted=True for its generation, target in status.targetImage), no new status.slots entry and no new boot order (a BootcNode of the pool given a spec.bootOrder, not withdrawn, for that desiredImage) is given for that target until spec.image changes, whatever happens to the failed nodes or the condition; the checker remembers the halt itself", false},
 	{scenario.InvCleanup, "within " + CleanupBound.String() + " of a pool's deletion, a BootcNode's deletion or a node leaving its pool (labels no longer match), a Node bootroll had marked is back as bootroll found it: the cordon it had, no slot marker, no Karpenter annotation or bootroll.dev/ taint it did not have, and none on its NodeClaim either; a reboot in progress or a node not Ready then (bootroll keeps a node it cannot hear from cordoned) moves the bound to " + CleanupBound.String() + " after the node is Ready again, at most " + CleanupRebootCap.String() + " (or the pool's healthTimeout when longer) after the deletion", false},
 	{scenario.InvNoStrandedNode, "no node stays cordoned by bootroll (unschedulable with the slot marker, or the cordon left behind when the marker went) or tainted by bootroll beyond a bound, whatever the pool's state: drainTimeout + 2 × healthTimeout + " + StrandSlack.String() + " of its pool from the cordon or the last spec.image change for a node in a slot, " + UnslottedStrandBound.String() + " for a node in no pool's slot table", false},
+	{scenario.InvUpdatedHealthy, "a node bootroll records Updated at the end of its slot (its BootcNode's phase goes from Draining, Rebooting or Verifying to Updated) passes its pool's spec.healthChecks then: Node Ready, Ready without a break for readyFor since it last turned Ready or booted (to the second, as the API records it), the named Node conditions with their statuses, and a Ready, not terminating pod on it controlled by each named DaemonSet; or passed them all at a moment of the same boot at most " + HealthStale.String() + " before (the controller decides on cached state)", false},
 }
 
 // Violation is one failed invariant or expectation.
@@ -176,7 +177,13 @@ func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) 
 	w := c.world
 	w.nodeHook = c.nodeChanged
 	w.poolHook = c.poolChanged
-	w.bootcHook = c.bootcChanged
+	w.bootcHook = func(n *Node, t apiserver.EventType, old, o *v1alpha1.BootcNode) {
+		c.bootcChanged(n, t, old, o)
+		if t != apiserver.Deleted && old != nil {
+			c.checkUpdatedHealthy(n, old.Status.Phase, o.Status.Phase)
+		}
+	}
+	w.clock = c.now
 	w.leftHook = c.leftPool
 	for _, inv := range sc.Expect.Invariants {
 		info := lookup(inv)

@@ -75,6 +75,10 @@ type World struct {
 	// pool while both still exist.
 	leftHook func(n *Node, p *Pool)
 
+	// clock, when set, is the time of the event being observed (the
+	// Checker's now): it times Ready transitions and boots (health.go).
+	clock func() time.Time
+
 	// OnPhase, when set, is called when a BootcNode's phase changes,
 	// including its creation (from "") and deletion (to "").
 	OnPhase func(node string, from, to v1alpha1.NodePhase)
@@ -133,6 +137,9 @@ type Node struct {
 	// DesiredImage that is not withdrawn (orderStands).
 	DesiredBooted bool
 
+	// health is what updated-healthy judges the node by (health.go).
+	health nodeHealth
+
 	// rebooting is set by the Checker from a reboot request until the Node
 	// was NotReady and is Ready again (rebootDown records the first half),
 	// or its BootcNode is Failed or RolledBack.
@@ -156,6 +163,10 @@ type podInfo struct {
 	workload bool
 	// terminating is true once it has a deletionTimestamp.
 	terminating bool
+	// ds is namespace/name of the DaemonSet that controls the pod, "" for
+	// none; ready is its Ready condition.
+	ds    string
+	ready bool
 }
 
 // Member reports whether the node is a member of the live pool named
@@ -207,6 +218,8 @@ type Pool struct {
 	DrainTimeout         time.Duration
 	HealthTimeout        time.Duration
 	PostUpdateProtection time.Duration
+	// Health is spec.healthChecks (health.go).
+	Health poolHealth
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int
@@ -288,7 +301,7 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 	var cur podInfo
 	has := t != apiserver.Deleted && o.Spec.NodeName != ""
 	if has {
-		cur = podInfo{node: o.Spec.NodeName, workload: mustLeave(o), terminating: o.DeletionTimestamp != nil}
+		cur = podInfo{node: o.Spec.NodeName, workload: mustLeave(o), terminating: o.DeletionTimestamp != nil, ds: daemonSetOf(o), ready: podReady(o)}
 	}
 	if had && (!has || !old.terminating && cur.terminating) {
 		if !old.terminating {
@@ -302,6 +315,7 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 	}
 	if had {
 		delete(w.pods, key)
+		w.countDaemonSetPod(old, -1)
 		if old.workload {
 			if n := w.nodes[old.node]; n != nil {
 				n.WorkloadPods--
@@ -311,6 +325,7 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 	}
 	if has {
 		w.pods[key] = cur
+		w.countDaemonSetPod(cur, 1)
 		if cur.workload {
 			w.node(cur.node).WorkloadPods++
 		}
@@ -526,12 +541,14 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		}
 	}
 	slices.Sort(n.Taints)
+	wasReady := n.Ready && t != apiserver.Added
 	n.Ready = false
 	for _, c := range o.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			n.Ready = c.Status == corev1.ConditionTrue
 		}
 	}
+	w.observeHealth(n, o, wasReady)
 	n.Claim = ""
 	for _, r := range o.OwnerReferences {
 		if r.Kind == "NodeClaim" && strings.HasPrefix(r.APIVersion, "karpenter.sh/") {
@@ -801,6 +818,7 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.DrainTimeout = durationOr(o.Spec.DrainTimeout, defaultDrainTimeout)
 	p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
+	p.setHealthChecks(&o.Spec.HealthChecks)
 	p.prevSlots = p.slots
 	w.setSlots(p, o.Status.Slots)
 	p.Generation = o.Generation

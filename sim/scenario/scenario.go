@@ -267,7 +267,26 @@ type NodeGroup struct {
 	// Karpenter, when present, makes the group's nodes Karpenter-managed:
 	// each has a NodeClaim of the named NodePool.
 	Karpenter *NodeGroupKarpenter `json:"karpenter,omitempty"`
+
+	// Conditions are Node conditions besides Ready that the nodes report
+	// (a node problem detector's, NetworkUnavailable), for the pools'
+	// healthChecks.nodeConditions. Default none.
+	Conditions []NodeCondition `json:"conditions,omitempty"`
 }
+
+// NodeCondition is a Node condition a node reports.
+type NodeCondition struct {
+	// Type is the condition type, e.g. NetworkUnavailable; not Ready.
+	Type string `json:"type" required:"true"`
+
+	// Status is True, False or Unknown.
+	Status ConditionStatus `json:"status" required:"true"`
+}
+
+// ConditionStatus is a condition's status: True, False or Unknown.
+type ConditionStatus string
+
+func (ConditionStatus) enumValues() []string { return []string{"True", "False", "Unknown"} }
 
 // NodeGroupKarpenter ties a node group to a fake Karpenter NodePool.
 type NodeGroupKarpenter struct {
@@ -400,6 +419,10 @@ type Pool struct {
 	// Drain holds the drain's opt-ins: force (evict pods no controller
 	// owns) and deleteEmptyDirData (evict pods with emptyDir volumes).
 	Drain v1alpha1.DrainSpec `json:"drain,omitempty"`
+
+	// HealthChecks are spec.healthChecks: readyFor, nodeConditions and
+	// daemonSets (the scenario's DaemonSets are in namespace kube-system).
+	HealthChecks v1alpha1.HealthChecks `json:"healthChecks,omitempty"`
 }
 
 // TestOnly holds deliberately broken controller and node daemon settings.
@@ -436,6 +459,11 @@ type TestOnly struct {
 	// NoHealthTimeout never fails a node that does not come back healthy, so
 	// a bad image stalls the rollout; caught by converges.
 	NoHealthTimeout bool `json:"noHealthTimeout,omitempty"`
+
+	// SkipHealthChecks verifies a node on Ready alone, ignoring its pool's
+	// healthChecks, so a node whose checks fail counts as Updated; caught
+	// by updated-healthy.
+	SkipHealthChecks bool `json:"skipHealthChecks,omitempty"`
 
 	// FreeSlotBeforeVerify gives a node's reboot slot back as soon as its
 	// reboot is requested, before it is verified, so more nodes than
@@ -968,6 +996,67 @@ type Fault struct {
 
 	// DiskFill fills the image filesystem of nodes.
 	DiskFill *DiskFill `json:"diskFill,omitempty" oneOf:"kind"`
+
+	// NodeConditionAfterBoot makes nodes report a Node condition after
+	// their next boot, for a pool's healthChecks.nodeConditions.
+	NodeConditionAfterBoot *NodeConditionAfterBoot `json:"nodeConditionAfterBoot,omitempty" oneOf:"kind"`
+
+	// DaemonSetNotReadyAfterBoot keeps a DaemonSet's pod on nodes from
+	// getting Ready after their next boot, for a pool's
+	// healthChecks.daemonSets.
+	DaemonSetNotReadyAfterBoot *DaemonSetNotReadyAfterBoot `json:"daemonSetNotReadyAfterBoot,omitempty" oneOf:"kind"`
+
+	// ReadyFlapsAfterBoot makes nodes flap NotReady a few times after
+	// their next boot, for a pool's healthChecks.readyFor.
+	ReadyFlapsAfterBoot *ReadyFlapsAfterBoot `json:"readyFlapsAfterBoot,omitempty" oneOf:"kind"`
+}
+
+// NodeConditionAfterBoot makes the targeted nodes, once their next boot
+// (any boot, a reboot or a crash's) is up, report condition type with
+// status for duration, then as their group says (or not at all), or for
+// good when for is absent.
+type NodeConditionAfterBoot struct {
+	Target `json:",inline"`
+
+	// Type is the condition type, e.g. NetworkUnavailable; not Ready.
+	Type string `json:"type" required:"true"`
+
+	// Status is the status the condition has: True, False or Unknown.
+	Status ConditionStatus `json:"status" required:"true"`
+
+	// For is how long the condition stays so after the boot; absent means
+	// for good (until the following boot).
+	For *time.Duration `json:"for,omitempty"`
+}
+
+// DaemonSetNotReadyAfterBoot keeps the pod of a DaemonSet on the
+// targeted nodes from getting Ready after their next boot (any boot) for
+// duration, or until the following boot when for is absent.
+type DaemonSetNotReadyAfterBoot struct {
+	Target `json:",inline"`
+
+	// DaemonSet names one of the scenario's daemonSets.
+	DaemonSet string `json:"daemonSet" required:"true"`
+
+	// For is how long after the boot the pod stays not Ready; absent means
+	// until the following boot.
+	For *time.Duration `json:"for,omitempty"`
+}
+
+// ReadyFlapsAfterBoot makes the targeted nodes, once Ready after their
+// next boot (any boot), go NotReady flaps times: Ready for ready, then
+// NotReady for notReady, each time; then they stay Ready.
+type ReadyFlapsAfterBoot struct {
+	Target `json:",inline"`
+
+	// Flaps is how many times the node goes NotReady. Default 2.
+	Flaps int `json:"flaps,omitempty" default:"2" minimum:"1" maximum:"100"`
+
+	// Ready is how long the node is Ready before each flap. Default 30s.
+	Ready time.Duration `json:"ready,omitempty" default:"30s"`
+
+	// NotReady is how long each flap lasts. Default 20s.
+	NotReady time.Duration `json:"notReady,omitempty" default:"20s"`
 }
 
 // PowerCycle switches the targeted nodes off and, after offFor, on again:
@@ -1178,7 +1267,7 @@ type NodeCrash struct {
 // Expect is what a run must show.
 type Expect struct {
 	// Invariants are checked after every event. Default all of them.
-	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node]"`
+	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy]"`
 
 	// CompletesWithin is the virtual time, from the start, by which every
 	// pool must be up to date or halted.
@@ -1254,8 +1343,10 @@ type CountRange struct {
 // for a target gives no slot and no boot order for that target until
 // spec.image changes), cleanup (deleting a pool or a BootcNode, or a node
 // leaving its pool, undoes bootroll's cordon, annotations and taints
-// within a bound) and no-stranded-node (no node stays cordoned or tainted
-// by bootroll beyond a bound, whatever the pool's state).
+// within a bound), no-stranded-node (no node stays cordoned or tainted
+// by bootroll beyond a bound, whatever the pool's state) and
+// updated-healthy (a node verified Updated passes its pool's health
+// checks at that moment).
 type Invariant string
 
 // The invariants.
@@ -1274,6 +1365,7 @@ const (
 	InvHaltIsFinal         Invariant = "halt-is-final"
 	InvCleanup             Invariant = "cleanup"
 	InvNoStrandedNode      Invariant = "no-stranded-node"
+	InvUpdatedHealthy      Invariant = "updated-healthy"
 )
 
 // AllInvariants lists every invariant, in the order they are reported.
@@ -1281,7 +1373,7 @@ var AllInvariants = []Invariant{
 	InvMaxUnavailable, InvPDBRespected, InvNoReapWhileUpdating, InvNoLeakedCordon,
 	InvNoLeakedAnnotation, InvNoDoubleReboot, InvNoChurn, InvConverges,
 	InvOSStagingNotStarved, InvPinnedSetsExact, InvNoUnprotectedReboot,
-	InvHaltIsFinal, InvCleanup, InvNoStrandedNode,
+	InvHaltIsFinal, InvCleanup, InvNoStrandedNode, InvUpdatedHealthy,
 }
 
 func (Invariant) enumValues() []string {

@@ -236,7 +236,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:18: faults[1].nodeCrash.node: unknown node "workers-3": node names are <group>-<i> for a group's nodes, counting nodes added by events`,
 		}},
 		{"invalid invariant", base + "expect:\n  invariants: [max-unavailable, no-leaks]\n", []string{
-			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node`,
+			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy`,
 		}},
 		{"expect refs", poolDoc + "expect:\n  finalImages: {workers: v2}\n  failedNodes: {workers: {min: 2, max: 1}, other: 0}\n  completesWithin: 3h\n", []string{
 			`t.yaml:15: expect.finalImages.workers: unknown image "v2" (known: v1) (did you mean "v1"?)`,
@@ -263,7 +263,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"fault target", poolDoc + "faults:\n  - at: 1m\n    daemonCrash: {node: workers-0, count: 2}\n  - at: 1m\n    daemonCrash: {group: workers}\n    nodeCrash: {group: workers}\n", []string{
 			`t.yaml:16: faults[0].daemonCrash.count: count goes with group, not with node`,
-			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash, powerCycle, longReboot, bootFailure, registryOutage, slowPulls, diskFill may be given, got daemonCrash and nodeCrash`,
+			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash, powerCycle, longReboot, bootFailure, registryOutage, slowPulls, diskFill, nodeConditionAfterBoot, daemonSetNotReadyAfterBoot, readyFlapsAfterBoot may be given, got daemonCrash and nodeCrash`,
 		}},
 		{"api fault", poolDoc + "profile: fresh\nfaults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [409], rate: 2}\n  - at: 1m\n    controllerCrash: {afterWrites: 1, rate: 0.5}\n", []string{
 			`t.yaml:14: profile: invalid value "fresh": want one of default, stale, instant`,

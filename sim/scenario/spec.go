@@ -17,6 +17,7 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 		FailurePolicy: *p.FailurePolicy.DeepCopy(),
 		Karpenter:     *p.Karpenter.DeepCopy(),
 		Drain:         p.Drain,
+		HealthChecks:  *p.HealthChecks.DeepCopy(),
 	}
 	for _, w := range p.Windows {
 		spec.Windows = append(spec.Windows, *w.DeepCopy())

@@ -262,6 +262,15 @@ func (v *validator) nodeGroup(p string, g NodeGroup) {
 		}
 	}
 	v.taints(joinKey(p, "taints"), g.Taints)
+	seen := map[string]bool{}
+	for i, c := range g.Conditions {
+		cp := joinKey(joinIndex(joinKey(p, "conditions"), i), "type")
+		v.conditionType(cp, c.Type)
+		if seen[c.Type] {
+			v.errorf(cp, "condition %q is given twice", c.Type)
+		}
+		seen[c.Type] = true
+	}
 	v.ref(joinKey(p, "bootImage"), "image", g.BootImage, v.images)
 	if g.Cordoned > g.Count {
 		v.errorf(joinKey(p, "cordoned"), "invalid value %d: more than count %d", g.Cordoned, g.Count)
@@ -636,6 +645,28 @@ func (v *validator) fault(p string, f Fault) {
 		if f.DiskFill.For != nil {
 			v.positive(joinKey(fp, "for"), *f.DiskFill.For)
 		}
+	case f.NodeConditionAfterBoot != nil:
+		fp := joinKey(p, "nodeConditionAfterBoot")
+		v.target(fp, f.NodeConditionAfterBoot.Target)
+		v.conditionType(joinKey(fp, "type"), f.NodeConditionAfterBoot.Type)
+		if f.NodeConditionAfterBoot.For != nil {
+			v.positive(joinKey(fp, "for"), *f.NodeConditionAfterBoot.For)
+		}
+	case f.DaemonSetNotReadyAfterBoot != nil:
+		fp := joinKey(p, "daemonSetNotReadyAfterBoot")
+		e := f.DaemonSetNotReadyAfterBoot
+		v.target(fp, e.Target)
+		if !slices.ContainsFunc(v.s.DaemonSets, func(d DaemonSet) bool { return d.Name == e.DaemonSet }) {
+			v.errorf(joinKey(fp, "daemonSet"), "unknown DaemonSet %q: name one of daemonSets", e.DaemonSet)
+		}
+		if e.For != nil {
+			v.positive(joinKey(fp, "for"), *e.For)
+		}
+	case f.ReadyFlapsAfterBoot != nil:
+		fp := joinKey(p, "readyFlapsAfterBoot")
+		v.target(fp, f.ReadyFlapsAfterBoot.Target)
+		v.positive(joinKey(fp, "ready"), f.ReadyFlapsAfterBoot.Ready)
+		v.positive(joinKey(fp, "notReady"), f.ReadyFlapsAfterBoot.NotReady)
 	case f.APIErrors != nil:
 		for i, verb := range f.APIErrors.Verbs {
 			if !slices.Contains(apiVerbs, verb) {
@@ -647,6 +678,16 @@ func (v *validator) fault(p string, f Fault) {
 
 // apiVerbs are the request verbs apiErrors.verbs may name.
 var apiVerbs = []string{"get", "list", "create", "update", "patch", "delete", "deletecollection", "update/status", "patch/status", "create/eviction"}
+
+// conditionType refuses Ready (the kubelet's own) and an empty type.
+func (v *validator) conditionType(p, t string) {
+	switch t {
+	case "":
+		v.errorf(p, "a condition type is required, e.g. NetworkUnavailable")
+	case "Ready":
+		v.errorf(p, "invalid value %q: Ready is the kubelet's; name another condition", t)
+	}
+}
 
 func (v *validator) target(p string, t Target) {
 	if t.Node != "" {

@@ -351,6 +351,24 @@ func (r *runner) hostFault(f scenario.Fault) error {
 			details["for"] = d.String()
 		}
 		return each("diskFill", e.Target, details, func(n string) error { _, err := r.cl.FillDisk(n, e.Size.Value(), d); return err })
+	case f.NodeConditionAfterBoot != nil:
+		e := f.NodeConditionAfterBoot
+		details := map[string]any{"type": e.Type, "status": string(e.Status)}
+		if e.For != nil {
+			details["for"] = e.For.String()
+		}
+		return each("nodeConditionAfterBoot", e.Target, details, func(n string) error { return r.cl.ConditionAfterBoot(n, *e) })
+	case f.DaemonSetNotReadyAfterBoot != nil:
+		e := f.DaemonSetNotReadyAfterBoot
+		details := map[string]any{"daemonSet": e.DaemonSet}
+		if e.For != nil {
+			details["for"] = e.For.String()
+		}
+		return each("daemonSetNotReadyAfterBoot", e.Target, details, func(n string) error { return r.cl.DaemonSetNotReadyAfterBoot(n, *e) })
+	case f.ReadyFlapsAfterBoot != nil:
+		e := f.ReadyFlapsAfterBoot
+		return each("readyFlapsAfterBoot", e.Target, map[string]any{"flaps": e.Flaps, "ready": e.Ready.String(), "notReady": e.NotReady.String()},
+			func(n string) error { return r.cl.ReadyFlapsAfterBoot(n, *e) })
 	case f.RegistryOutage != nil:
 		r.tr.emit("fault.registryOutage", "", map[string]any{"for": f.RegistryOutage.For.String()})
 		r.cl.RegistryOutage(f.RegistryOutage.For)

@@ -424,6 +424,7 @@ func testOnly(t scenario.TestOnly) rollout.TestOnly {
 		KeepAnnotations:         t.KeepAnnotations,
 		ForgetSlotsOnRestart:    t.ForgetSlotsOnRestart,
 		NoHealthTimeout:         t.NoHealthTimeout,
+		SkipHealthChecks:        t.SkipHealthChecks,
 		FreeSlotBeforeVerify:    t.FreeSlotBeforeVerify,
 		KeepBootOrder:           t.KeepBootOrder,
 		CountSlotsFromCache:     t.CountSlotsFromCache,
