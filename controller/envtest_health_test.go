@@ -40,7 +40,10 @@ func (h *harness) setPodReady(p *corev1.Pod, ready bool) {
 	if ready {
 		st = corev1.ConditionTrue
 	}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}
+	// The kubelet stamps the transition; the check counts a pod Ready
+	// only since the node's reboot.
+	at := metav1.NewTime(h.clk.Now())
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: at}}}
 	if err := k8s.Status().Update(h.ctx, p); err != nil {
 		h.t.Fatalf("set pod status: %v", err)
 	}
@@ -58,10 +61,15 @@ func TestHealthChecksHoldVerification(t *testing.T) {
 		to      rollout.TestOnly
 		timeout time.Duration
 		readyAt bool // the pod gets Ready once the node is held
-		want    v1alpha1.NodePhase
+		// readyBefore: the pod is Ready from before the reboot and its
+		// condition never changes (a reboot shorter than the node
+		// lifecycle controller's grace period): it does not count.
+		readyBefore bool
+		want        v1alpha1.NodePhase
 	}{
 		{name: "held-until-ready", timeout: 2 * time.Minute, readyAt: true, want: v1alpha1.PhaseUpdated},
 		{name: "never-ready", timeout: 15 * time.Second, want: v1alpha1.PhaseFailed},
+		{name: "ready-before-reboot", timeout: 15 * time.Second, readyBefore: true, want: v1alpha1.PhaseFailed},
 		{name: "planted-skip-health-checks", to: rollout.TestOnly{SkipHealthChecks: true}, timeout: 2 * time.Minute, want: v1alpha1.PhaseUpdated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +78,11 @@ func TestHealthChecksHoldVerification(t *testing.T) {
 			h := newHarness(t, prefix, 1, clock.RealClock{})
 			h.withTestOnly(tc.to)
 			node := prefix + "-0"
-			pod := h.daemonSetPod(node, "cni", false)
+			pod := h.daemonSetPod(node, "cni", tc.readyBefore)
+			held := "DaemonSet default/cni: pod cni-" + node + " not Ready"
+			if tc.readyBefore {
+				held = "DaemonSet default/cni: pod cni-" + node + " Ready since before the reboot"
+			}
 			v2 := digestRef("v2")
 			h.pool(prefix, v2, intstr.FromInt32(1), func(p *v1alpha1.BootcNodePool) {
 				p.Spec.HealthTimeout = &metav1.Duration{Duration: tc.timeout}
@@ -93,7 +105,7 @@ func TestHealthChecksHoldVerification(t *testing.T) {
 			}
 			// Booted and Ready, but held: the pod is not Ready.
 			g.Eventually(func() string { return bn().Status.Rollout.Message }, 20*time.Second, 100*time.Millisecond).
-				Should(ContainSubstring("DaemonSet default/cni: pod cni-" + node + " not Ready"))
+				Should(ContainSubstring(held))
 			g.Expect(rollout.NodeReady(ptr.To(h.node(node)))).To(BeTrue())
 			g.Consistently(func() v1alpha1.NodePhase { return bn().Status.Phase }, 3*time.Second, 100*time.Millisecond).Should(Equal(v1alpha1.PhaseVerifying))
 			if tc.readyAt {
@@ -107,7 +119,7 @@ func TestHealthChecksHoldVerification(t *testing.T) {
 			g.Eventually(func() v1alpha1.NodePhase { return bn().Status.Phase }, tc.timeout+20*time.Second, 100*time.Millisecond).Should(Equal(tc.want))
 			b := bn()
 			g.Expect(b.Status.Rollout.Reason).To(Equal("HealthTimeout"))
-			g.Expect(b.Status.Rollout.Message).To(ContainSubstring("DaemonSet default/cni: pod cni-" + node + " not Ready"))
+			g.Expect(b.Status.Rollout.Message).To(ContainSubstring(held))
 		})
 	}
 }

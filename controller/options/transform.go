@@ -27,7 +27,8 @@ import (
 // (controller: DaemonSet pods stay, and a health check's DaemonSet is
 // found by kind and name; none: needs drain.force) and the mirror-pod
 // annotation; spec.nodeName and the emptyDir volumes (name and source);
-// status.phase and the Ready condition (type and status only). Any other
+// status.phase and the Ready condition (type, status and lastTransitionTime:
+// a health check counts a DaemonSet pod Ready only since the reboot). Any other
 // object passes unchanged.
 func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -49,7 +50,7 @@ func TrimPod(obj any) (any, error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
 			break
 		}
 	}

@@ -68,7 +68,7 @@ func TestTrimPodKeepsWhatTheDrainReads(t *testing.T) {
 			NodeName: "n1",
 			Volumes:  []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
 		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t0}}},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("trimmed pod\n got %+v\nwant %+v", p, want)

@@ -63,7 +63,7 @@ func NodeHealth(checks *v1alpha1.HealthChecks, n *corev1.Node, pods []corev1.Pod
 		}
 	}
 	for _, ds := range checks.DaemonSets {
-		if why := daemonSetPodReady(ds, n.Name, pods); why != "" {
+		if why := daemonSetPodReady(ds, n.Name, pods, since); why != "" {
 			return Health{Unmet: fmt.Sprintf("DaemonSet %s/%s: %s", ds.Namespace, ds.Name, why), Wait: HealthPoll}
 		}
 	}
@@ -80,19 +80,27 @@ func HasHealthChecks(checks *v1alpha1.HealthChecks) bool {
 	return checks != nil && (checks.ReadyFor != nil || len(checks.NodeConditions) > 0 || len(checks.DaemonSets) > 0)
 }
 
-// daemonSetPodReady is "" when a pod of ds on node is Ready, and else
-// why not.
-func daemonSetPodReady(ds v1alpha1.DaemonSetCheck, node string, pods []corev1.Pod) string {
+// daemonSetPodReady is "" when a pod of ds on node became Ready after
+// since (the reboot), and else why not. A Ready condition that has not
+// changed since before the reboot is the last boot's: a reboot shorter
+// than the node lifecycle controller's grace period leaves it True until
+// the kubelet of the new boot restarts the pod's containers.
+func daemonSetPodReady(ds v1alpha1.DaemonSetCheck, node string, pods []corev1.Pod, since time.Time) string {
 	why := "no pod on the node"
 	for i := range pods {
 		p := &pods[i]
 		if p.Namespace != ds.Namespace || p.Spec.NodeName != node || !ownedByDaemonSet(p, ds.Name) {
 			continue
 		}
-		if p.DeletionTimestamp == nil && podReady(p) {
+		ready := podReady(p)
+		switch {
+		case p.DeletionTimestamp == nil && ready != nil && !ready.LastTransitionTime.Time.Before(since.Truncate(time.Second)):
 			return ""
+		case p.DeletionTimestamp == nil && ready != nil:
+			why = fmt.Sprintf("pod %s Ready since before the reboot (%s)", p.Name, ready.LastTransitionTime.UTC().Format(time.RFC3339))
+		default:
+			why = fmt.Sprintf("pod %s not Ready", p.Name)
 		}
-		why = fmt.Sprintf("pod %s not Ready", p.Name)
 	}
 	return why
 }
@@ -108,14 +116,14 @@ func ownedByDaemonSet(p *corev1.Pod, name string) bool {
 	return false
 }
 
-// podReady reports whether the pod's Ready condition is True.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// podReady is the pod's Ready condition when it is True, else nil.
+func podReady(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c
 		}
 	}
-	return false
+	return nil
 }
 
 // nodeCondition is the Node's condition of type t, or nil.

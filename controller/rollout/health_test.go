@@ -37,10 +37,13 @@ func TestNodeHealth(t *testing.T) {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: owner, Controller: ptr.To(true)}}}}
 		p.Spec.NodeName = node
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+		// Ready (or not) since a minute after the reboot.
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Time{Time: rebooted.Add(time.Minute)}}}
 		return p
 	}
 	good := []corev1.Pod{pod("cni-a", "kube-system", "cni", "n1", corev1.ConditionTrue)}
+	stale := pod("cni-a", "kube-system", "cni", "n1", corev1.ConditionTrue)
+	stale.Status.Conditions[0].LastTransitionTime = metav1.Time{Time: rebooted.Add(-time.Hour)}
 	for _, c := range []struct {
 		name   string
 		checks *v1alpha1.HealthChecks
@@ -62,6 +65,11 @@ func TestNodeHealth(t *testing.T) {
 			Health{Unmet: "condition NetworkUnavailable not reported, want False"}},
 		{"DaemonSet pod not Ready", checks, node(time.Hour, nil), []corev1.Pod{pod("cni-a", "kube-system", "cni", "n1", corev1.ConditionFalse)},
 			Health{Unmet: "DaemonSet kube-system/cni: pod cni-a not Ready", Wait: HealthPoll}},
+		// A reboot faster than the node lifecycle controller's grace
+		// period leaves the last boot's Ready condition until the new
+		// kubelet restarts the pod.
+		{"DaemonSet pod Ready since before the reboot", checks, node(time.Hour, nil), []corev1.Pod{stale},
+			Health{Unmet: "DaemonSet kube-system/cni: pod cni-a Ready since before the reboot (2026-01-05T08:55:00Z)", Wait: HealthPoll}},
 		{"DaemonSet pod missing", checks, node(time.Hour, nil), nil,
 			Health{Unmet: "DaemonSet kube-system/cni: no pod on the node", Wait: HealthPoll}},
 		{"Ready pod of another DaemonSet, namespace or node", checks, node(time.Hour, nil), []corev1.Pod{
