@@ -141,8 +141,8 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	if err := res.Table(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %.1f runs/s on %d workers; wrote %s/results.json and %s/results.csv\n",
-		plan.Runs(), wallString(wall), float64(plan.Runs())/wall.Seconds(), f.jobs, f.out, f.out)
+	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json and %s/results.csv\n",
+		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out, f.out)
 	for _, p := range res.Points {
 		if len(p.Violations) > 0 {
 			return exitError{exitViolated}
@@ -239,13 +239,21 @@ func (p *progress) update(done, total int) {
 	if rate > 0 {
 		left = time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
 	}
-	msg := fmt.Sprintf("%d/%d runs (%.0f%%)  %.1f runs/s  elapsed %s  left %s", done, total, 100*float64(done)/float64(total), rate, el.Round(time.Second), left)
+	msg := fmt.Sprintf("%d/%d runs (%.0f%%)  %s runs/s  elapsed %s  left %s", done, total, 100*float64(done)/float64(total), rateString(rate), el.Round(time.Second), left)
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", msg)
 		p.line = true
 		return
 	}
 	fmt.Fprintln(p.w, "whatif:", msg)
+}
+
+// rateString prints a rate with two significant digits at least.
+func rateString(r float64) string {
+	if r >= 10 {
+		return fmt.Sprintf("%.0f", r)
+	}
+	return strconv.FormatFloat(r, 'g', 2, 64)
 }
 
 func (p *progress) finish() {
