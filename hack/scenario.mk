@@ -1,6 +1,7 @@
 # Twin scenario targets, included from the Makefile:
 #   make scenario   run every scenarios/*.yaml with its negative controls
 #   make bench      the 1,000- and 10,000-node rollouts with --bench
+#   make whatif-bench  the speed of a bootroll whatif sweep (issue 14's figure)
 # Also usable alone: make -f Makefile -f hack/scenario.mk scenario
 # Included once even when also named with -f.
 ifndef BOOTROLL_SCENARIO_MK
@@ -23,7 +24,16 @@ EXPLORE_JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 EXPLORE_BUDGET ?= 60m
 EXPLORE_OUT    ?= out/explore
 
-.PHONY: scenario bench explore bootroll-cli
+# make whatif-bench: issue 14's speed figure, 5 maxUnavailable values × 50
+# seeds of a 200-node pool, with Karpenter consolidation on (pool-200) and
+# without Karpenter (pool-200-static); override WHATIF_SCENARIOS,
+# WHATIF_SEEDS, WHATIF_JOBS, WHATIF_OUT.
+WHATIF_SCENARIOS ?= scenarios/whatif/pool-200-static.yaml scenarios/whatif/pool-200.yaml
+WHATIF_SEEDS     ?= 50
+WHATIF_JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+WHATIF_OUT       ?= out/whatif-bench
+
+.PHONY: scenario bench explore bootroll-cli whatif-bench
 
 bootroll-cli:
 	go build -o $(BOOTROLL) ./cmd/bootroll
@@ -36,5 +46,11 @@ bench: bootroll-cli ## Run the 1,000- and 10,000-node rollouts in the twin with 
 
 explore: bootroll-cli ## Explore every scenario under many seeds with random faults and actions; write and shrink what fails (EXPLORE_SEEDS, EXPLORE_BUDGET).
 	$(BOOTROLL) scenario explore $(SHIPPED) --seeds $(EXPLORE_SEEDS) --faults $(EXPLORE_FAULTS) --jobs $(EXPLORE_JOBS) --budget $(EXPLORE_BUDGET) --out $(EXPLORE_OUT)
+
+whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 50 seeds of 200-node pools (runs/s and wall on stderr; not in make test).
+	@for f in $(WHATIF_SCENARIOS); do \
+		echo "== $$f"; \
+		$(BOOTROLL) whatif $$f --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds $(WHATIF_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_OUT)/$$(basename $$f .yaml) || exit $$?; \
+	done
 
 endif

@@ -3,6 +3,7 @@
 //	bootroll scenario run FILE... [--seed N] [--trace FILE] [--report DIR] [--set path=value]... [--bench] [--negative-controls]
 //	bootroll scenario validate FILE...
 //	bootroll scenario list [DIR]
+//	bootroll whatif FILE --vary path=v1,v2,... [--vary ...] --seeds N [--jobs K] [--out DIR]
 //
 // Exit status: 0 when every expectation holds, 1 when one is violated, 2
 // on bad input.
@@ -71,6 +72,6 @@ The same scenario and seed always give the same run, byte for byte.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newScenarioCmd(stdout, stderr))
+	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr))
 	return root
 }

@@ -83,6 +83,7 @@ import (
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/facts"
+	"github.com/bootroll/bootroll/sim/fakekarpenter"
 	"github.com/bootroll/bootroll/sim/invariant"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -196,6 +197,57 @@ type Result struct {
 	Reboots int
 	// PeakHeap is the largest heap seen in a bench run, in bytes.
 	PeakHeap uint64
+	// Gauges are the capacity and pending-pod measurements of the run
+	// (bootroll whatif).
+	Gauges Gauges
+	// EvictionsRefused counts the evictions PodDisruptionBudgets refused
+	// (anyone's).
+	EvictionsRefused uint64
+	// Karpenter is what the fake Karpenter did; nil without Karpenter.
+	Karpenter *fakekarpenter.Stats
+}
+
+// Gauges are read after every engine event from the first reboot slot to
+// the end of the run (before the first slot the cluster is still placing
+// its workloads): each value holds from one event to the next, so the
+// areas are exact integrals over virtual time. Window is zero when no
+// node ever got a slot.
+type Gauges struct {
+	Window time.Duration
+	// Schedulable CPU in millicores: the lowest and highest seen, and its
+	// integral in millicore-seconds.
+	MinSchedulableCPU, MaxSchedulableCPU int64
+	SchedulableCPUArea                   float64
+	// PeakInSlot is the most nodes unavailable because of bootroll at once.
+	PeakInSlot int
+	// Workload pods not bound to a node: the most at once, and the
+	// integral in pod-seconds.
+	PeakPending int
+	PendingArea float64
+}
+
+// gauge is the running state of Result.Gauges.
+type gauge struct {
+	Gauges
+	last    time.Time
+	cpu     int64
+	pending int
+}
+
+// observe reads the gauges after an event at now.
+func (g *gauge) observe(now time.Time, cpu int64, pending, inSlot int) {
+	if g.last.IsZero() {
+		g.MinSchedulableCPU, g.MaxSchedulableCPU = cpu, cpu
+	} else if dt := now.Sub(g.last); dt > 0 {
+		g.SchedulableCPUArea += float64(g.cpu) * dt.Seconds()
+		g.PendingArea += float64(g.pending) * dt.Seconds()
+		g.Window += dt
+	}
+	g.last, g.cpu, g.pending = now, cpu, pending
+	g.MinSchedulableCPU = min(g.MinSchedulableCPU, cpu)
+	g.MaxSchedulableCPU = max(g.MaxSchedulableCPU, cpu)
+	g.PeakPending = max(g.PeakPending, pending)
+	g.PeakInSlot = max(g.PeakInSlot, inSlot)
 }
 
 // PoolResult is a pool at the end of a run.
@@ -288,6 +340,7 @@ type runner struct {
 	sampleSpace  time.Duration
 	peakHeap     uint64
 	eventCounter uint64
+	gauge        gauge
 
 	err error
 }
@@ -767,6 +820,10 @@ func (r *runner) afterEvent(string) {
 	if r.sampleDirty {
 		r.sample(now)
 	}
+	if !r.firstSlot.IsZero() {
+		cpu, _ := r.cl.SchedulableCapacity()
+		r.gauge.observe(now, cpu, r.cl.PendingPods(), r.w.InSlot())
+	}
 	r.watchConvergence(now)
 	if r.opts.Bench {
 		r.eventCounter++
@@ -911,6 +968,10 @@ func (r *runner) finish() (*Result, error) {
 		return nil, err
 	}
 	r.sample(now)
+	if !r.firstSlot.IsZero() {
+		cpu, _ := r.cl.SchedulableCapacity()
+		r.gauge.observe(now, cpu, r.cl.PendingPods(), r.w.InSlot())
+	}
 	for _, ctl := range r.ctrls {
 		if q := r.queues[ctl.Name]; q != nil {
 			r.reconciles[q.Name()] += q.Stats().Reconciles
@@ -941,6 +1002,13 @@ func (r *runner) finish() (*Result, error) {
 		Writes:      r.writes,
 		NodeUpdates: slices.Clone(r.nodeUpdates),
 		PeakHeap:    r.peakHeap,
+		Gauges:      r.gauge.Gauges,
+
+		EvictionsRefused: r.cl.EvictionsRefused(),
+	}
+	if r.kp != nil && r.kp.k != nil {
+		st := r.kp.k.Stats()
+		res.Karpenter = &st
 	}
 	slices.Sort(res.NodeUpdates)
 	for _, w := range r.watches {
