@@ -188,7 +188,7 @@ func runOne(stdout, stderr io.Writer, l loaded, f runFlags, several bool) int {
 		if several {
 			dir = filepath.Join(f.report, l.sc.Name)
 		}
-		if err := report.Write(dir, res, wall); err != nil {
+		if err := report.Write(dir, res, wall, f.sets); err != nil {
 			fmt.Fprintf(stderr, "%s: --report: %v\n", l.file, err)
 			code = max(code, exitBadInput)
 		}

@@ -145,6 +145,7 @@ type Cluster struct {
 	pdbFlush *engine.Handle
 
 	schedCPU   int64
+	schedMem   int64
 	schedNodes int
 
 	pullFault func(node, image string) error
@@ -343,6 +344,23 @@ func (c *Cluster) Unavailable(node string) bool {
 // cordoned, not being deleted, and without NoSchedule or NoExecute taints.
 func (c *Cluster) SchedulableCapacity() (cpuMilli int64, nodes int) {
 	return c.schedCPU, c.schedNodes
+}
+
+// SchedulableMemory returns the allocatable memory (bytes) of the nodes
+// SchedulableCapacity counts.
+func (c *Cluster) SchedulableMemory() int64 { return c.schedMem }
+
+// Demand returns the CPU (millicores) and memory (bytes) the workload pods
+// not terminating request, bound or pending: what the workloads ask the
+// schedulable capacity for. DaemonSet pods are not counted (capacity is
+// allocatable, which they share on every node). Cost: one step per
+// workload.
+func (c *Cluster) Demand() (cpuMilli, memBytes int64) {
+	for _, w := range c.workloads {
+		cpuMilli += int64(w.active) * w.req.cpu
+		memBytes += int64(w.active) * w.req.mem
+	}
+	return cpuMilli, memBytes
 }
 
 // PendingPods returns the number of workload pods not bound to a node.

@@ -220,9 +220,11 @@ func (c *Cluster) refreshNode(n *node) {
 		n.schedulable = want
 		if want {
 			c.schedCPU += n.g.alloc.cpu
+			c.schedMem += n.g.alloc.mem
 			c.schedNodes++
 		} else {
 			c.schedCPU -= n.g.alloc.cpu
+			c.schedMem -= n.g.alloc.mem
 			c.schedNodes--
 		}
 	}

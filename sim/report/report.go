@@ -20,6 +20,11 @@ type Summary struct {
 	Scenario string `json:"scenario"`
 	File     string `json:"file,omitempty"`
 	Seed     uint64 `json:"seed"`
+	// Overrides are the --set PATH=VALUE overrides the run used, in the
+	// order given (none: the file as written).
+	Overrides []string `json:"overrides"`
+	// Start is the scenario's virtual start, the zero of the timeline.
+	Start time.Time `json:"start"`
 	// Verdict is "pass" when every invariant and expectation held, else
 	// "fail".
 	Verdict string `json:"verdict"`
@@ -51,6 +56,21 @@ type Summary struct {
 	RecordedEvents  map[string]int    `json:"recordedEvents"`
 	Reboots         int               `json:"reboots"`
 	PeakHeapBytes   uint64            `json:"peakHeapBytes,omitempty"`
+	// EvictionsRefused counts the evictions PodDisruptionBudgets refused.
+	EvictionsRefused uint64 `json:"evictionsRefused"`
+	// PeakPending is the most workload pods pending at once on the
+	// timeline.
+	PeakPending int `json:"peakPendingPods"`
+	// Karpenter is what the fake Karpenter did, null without one.
+	Karpenter *Karpenter `json:"karpenter"`
+}
+
+// Karpenter counts the fake Karpenter's node launches and removals.
+type Karpenter struct {
+	Launched   int `json:"launched"`
+	Terminated int `json:"terminated"`
+	Replaced   int `json:"replaced"`
+	Deleted    int `json:"deleted"`
 }
 
 // Pool is one pool at the end of the run.
@@ -100,6 +120,8 @@ type Distribution struct {
 // Summarize builds the summary of a run that took wall real time.
 func Summarize(res *twin.Result, wall time.Duration) Summary {
 	s := Summary{
+		Overrides:       []string{},
+		Start:           res.Start,
 		Scenario:        res.Scenario,
 		File:            res.File,
 		Seed:            res.Seed,
@@ -153,6 +175,19 @@ func Summarize(res *twin.Result, wall time.Duration) Summary {
 		}
 	}
 	s.Timings.NodeUpdate = distribution(res.NodeUpdates)
+	s.EvictionsRefused = res.EvictionsRefused
+	for _, x := range res.Timeline {
+		s.PeakPending = max(s.PeakPending, x.Pending)
+	}
+	if k := res.Karpenter; k != nil {
+		s.Karpenter = &Karpenter{Launched: k.Launched, Terminated: k.Terminated}
+		for _, n := range k.Replaced {
+			s.Karpenter.Replaced += n
+		}
+		for _, n := range k.Deleted {
+			s.Karpenter.Deleted += n
+		}
+	}
 	return s
 }
 
@@ -183,12 +218,13 @@ func distribution(sorted []time.Duration) Distribution {
 }
 
 // Write writes summary.json and report.html of a run into dir, creating
-// it.
-func Write(dir string, res *twin.Result, wall time.Duration) error {
+// it; overrides are the --set PATH=VALUE the run used.
+func Write(dir string, res *twin.Result, wall time.Duration, overrides []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating report directory: %w", err)
 	}
 	s := Summarize(res, wall)
+	s.Overrides = append(s.Overrides, overrides...)
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding summary.json: %w", err)

@@ -22,7 +22,8 @@ func result() *twin.Result {
 	}
 	return &twin.Result{
 		Scenario: "demo", File: "scenarios/demo.yaml", Seed: 7,
-		End: 20 * time.Minute, Limit: time.Hour, Events: 1234,
+		Start: time.Date(2026, 1, 5, 2, 0, 0, 0, time.UTC),
+		End:   20 * time.Minute, Limit: time.Hour, Events: 1234,
 		Converged: false,
 		Violations: []invariant.Violation{{Invariant: "max-unavailable", At: 90 * time.Second,
 			Objects: []string{"BootcNodePool/p", "Node/a"}, Message: "3 nodes <of> pool p"}},
@@ -32,11 +33,16 @@ func result() *twin.Result {
 		NodeUpdates: []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 10 * time.Minute},
 		Phases:      v1alpha1.AllPhases,
 		Timeline: []twin.Sample{
-			{At: 0, Phases: phases(4), SchedulableCPU: 16000, SchedulableNodes: 4},
-			{At: time.Minute, Phases: phases(0, 0, 3, 1), InSlot: 1, SchedulableCPU: 12000, SchedulableNodes: 3},
-			{At: 15 * time.Minute, Phases: phases(0, 0, 1, 0, 0, 0, 3), SchedulableCPU: 16000, SchedulableNodes: 4},
+			{At: 0, Phases: phases(4), SchedulableCPU: 16000, SchedulableNodes: 4, DemandCPU: 9000,
+				Pools: []twin.PoolSample{{Name: "p", MaxUnavailable: 1}}},
+			{At: time.Minute, Phases: phases(0, 0, 3, 1), InSlot: 1, SchedulableCPU: 12000, SchedulableNodes: 3, DemandCPU: 9000, Pending: 2, EvictionsRefused: 3,
+				Pools: []twin.PoolSample{{Name: "p", Unavailable: 1, MaxUnavailable: 1, Halted: true}}},
+			{At: 15 * time.Minute, Phases: phases(0, 0, 1, 0, 0, 0, 3), SchedulableCPU: 16000, SchedulableNodes: 4, DemandCPU: 9000, EvictionsRefused: 5,
+				Pools: []twin.PoolSample{{Name: "p", MaxUnavailable: 1}}},
 		},
-		Reconciles: map[string]uint64{"pool": 5},
+		Markers:          []twin.Marker{{At: 5 * time.Minute, What: "setPoolImage p"}},
+		EvictionsRefused: 5,
+		Reconciles:       map[string]uint64{"pool": 5},
 	}
 }
 
@@ -61,7 +67,7 @@ func TestSummarize(t *testing.T) {
 
 func TestWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
-	if err := Write(dir, result(), time.Second); err != nil {
+	if err := Write(dir, result(), time.Second, []string{"bootroll.pools[0].maxUnavailable=2"}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
@@ -72,7 +78,7 @@ func TestWrite(t *testing.T) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"scenario", "seed", "verdict", "virtualSeconds", "wallSeconds", "events", "pools", "violations", "timings"} {
+	for _, k := range []string{"scenario", "seed", "verdict", "virtualSeconds", "wallSeconds", "events", "pools", "violations", "timings", "overrides", "evictionsRefused", "peakPendingPods"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary.json has no %q", k)
 		}
@@ -82,8 +88,33 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(page)
-	if n := strings.Count(html, "<svg"); n != 3 {
-		t.Errorf("%d SVG charts, want 3", n)
+	if o := m["overrides"]; len(o.([]any)) != 1 || o.([]any)[0] != "bootroll.pools[0].maxUnavailable=2" {
+		t.Errorf("summary.json overrides %v", o)
+	}
+	if m["evictionsRefused"] != 5.0 || m["peakPendingPods"] != 2.0 {
+		t.Errorf("summary.json evictionsRefused %v, peakPendingPods %v", m["evictionsRefused"], m["peakPendingPods"])
+	}
+	// Phases, CPU, memory, pending, PDB refusals, and one per pool (no
+	// Karpenter in this run).
+	if n := strings.Count(html, "<svg"); n != 6 {
+		t.Errorf("%d SVG charts, want 6", n)
+	}
+	for _, want := range []string{
+		"--set bootroll.pools[0].maxUnavailable=2",   // the overrides
+		"time of day (UTC) from 2026-01-05 02:00:00", // the axis title
+		">02:04<",             // a tick as time of day
+		"setPoolImage p",      // the timed event
+		"02:05:00 (5m 0s in)", // its time, rounded for people
+		"Pool p: nodes unavailable and maxUnavailable", // one chart per pool
+		`<title>maxUnavailable</title>`,                // its bound line
+		"halted from +1m 0s to +15m 0s",                // the halt band
+		"requested by workloads",                       // demand next to capacity
+		"Evictions refused by PodDisruptionBudgets: 5", // the count
+		"virtual 20m 0s",                               // durations rounded
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
 	}
 	// Self-contained: no scripts, no external resources.
 	for _, bad := range []string{"<script", "<link", "src=", "@import", "url("} {

@@ -48,6 +48,7 @@ package twin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -205,6 +206,9 @@ type Result struct {
 	EvictionsRefused uint64
 	// Karpenter is what the fake Karpenter did; nil without Karpenter.
 	Karpenter *fakekarpenter.Stats
+	// Markers are the scenario's timed events, in their order: when and
+	// what (the action's name, e.g. setPoolImage, and its pool or node).
+	Markers []Marker
 }
 
 // Gauges are read after every engine event from the first reboot slot to
@@ -275,6 +279,72 @@ type Sample struct {
 	// pods can be scheduled on.
 	SchedulableCPU   int64
 	SchedulableNodes int
+	// SchedulableMem is the allocatable memory (bytes) of those nodes.
+	SchedulableMem int64
+	// DemandCPU (millicores) and DemandMem (bytes) are what the workload
+	// pods not terminating request, bound or pending.
+	DemandCPU, DemandMem int64
+	// Pending counts workload pods not bound to a node.
+	Pending int
+	// EvictionsRefused counts, so far, the evictions PodDisruptionBudgets
+	// refused (anyone's).
+	EvictionsRefused uint64
+	// KarpenterLaunched and KarpenterTerminated count, so far, the
+	// NodeClaims the fake Karpenter launched and the nodes whose
+	// termination it finished.
+	KarpenterLaunched, KarpenterTerminated int
+	// Pools are the live pools, sorted by name.
+	Pools []PoolSample
+}
+
+// Marker is a moment of the run worth a line on a timeline.
+type Marker struct {
+	At   time.Duration
+	What string
+}
+
+// markers names the scenario's timed events: the action's JSON name and,
+// when it has one, the pool or node it acts on.
+func markers(evs []scenario.Event) []Marker {
+	out := make([]Marker, 0, len(evs))
+	for _, e := range evs {
+		var fields map[string]json.RawMessage
+		b, err := json.Marshal(e)
+		if err == nil {
+			err = json.Unmarshal(b, &fields)
+		}
+		what := "event"
+		if err == nil {
+			for _, k := range slices.Sorted(maps.Keys(fields)) {
+				if k == "at" {
+					continue
+				}
+				what = k
+				var obj struct{ Pool, Node, Name string }
+				if json.Unmarshal(fields[k], &obj) == nil {
+					for _, v := range []string{obj.Pool, obj.Node, obj.Name} {
+						if v != "" {
+							what += " " + v
+							break
+						}
+					}
+				}
+				break
+			}
+		}
+		out = append(out, Marker{At: e.At, What: what})
+	}
+	return out
+}
+
+// PoolSample is one pool at one moment of the timeline.
+type PoolSample struct {
+	Name string
+	// Unavailable counts the pool's member nodes unavailable because of
+	// bootroll; MaxUnavailable is its bound (spec.rollout.maxUnavailable
+	// of its current members), -1 when the spec's value is invalid.
+	Unavailable, MaxUnavailable int
+	Halted                      bool
 }
 
 // Passed reports whether every invariant and expectation held.
@@ -910,12 +980,29 @@ func (r *runner) onPhase(node string, from, to v1alpha1.NodePhase) {
 // shows, at most sampleSpace early.
 func (r *runner) sample(now time.Time) {
 	cpu, nodes := r.cl.SchedulableCapacity()
+	dcpu, dmem := r.cl.Demand()
 	s := Sample{
 		At:               now.Sub(r.sc.Start),
 		Phases:           r.w.PhaseCounts(),
 		InSlot:           r.w.InSlot(),
 		SchedulableCPU:   cpu,
 		SchedulableNodes: nodes,
+		SchedulableMem:   r.cl.SchedulableMemory(),
+		DemandCPU:        dcpu,
+		DemandMem:        dmem,
+		Pending:          r.cl.PendingPods(),
+		EvictionsRefused: r.cl.EvictionsRefused(),
+	}
+	if r.kp != nil && r.kp.k != nil {
+		st := r.kp.k.Stats()
+		s.KarpenterLaunched, s.KarpenterTerminated = st.Launched, st.Terminated
+	}
+	for _, p := range r.w.Pools() {
+		bound, err := invariant.MaxUnavailableBound(p.MaxUnavailable, p.Members)
+		if err != nil {
+			bound = -1
+		}
+		s.Pools = append(s.Pools, PoolSample{Name: p.Name, Unavailable: p.Unavailable, MaxUnavailable: bound, Halted: p.Halted})
 	}
 	if n := len(r.timeline); n > 0 && s.At-r.timeline[n-1].At < r.sampleSpace {
 		s.At = r.timeline[n-1].At
@@ -981,6 +1068,7 @@ func (r *runner) finish() (*Result, error) {
 		r.reconciles["daemon"] += r.daemons[name].queue.Stats().Reconciles
 	}
 	res := &Result{
+		Markers:     markers(r.sc.Events),
 		Scenario:    r.sc.Name,
 		File:        r.sc.File,
 		Seed:        r.eng.Seed(),
