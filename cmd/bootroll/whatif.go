@@ -64,7 +64,9 @@ shards into the same results.json and results.csv as one local run.
 --emit-job writes a Kubernetes Indexed Job that runs the shards, one per
 completion index, instead of running anything (see docs/whatif.md).`,
 		Example: `  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds 50
-  bootroll whatif scenarios/plain-rollout-10.yaml --vary 'bootroll.pools[0].maxUnavailable=1,3' --vary 'host.reboot.median=60s,3m' --seeds 5 --out /tmp/w`,
+  bootroll whatif scenarios/plain-rollout-10.yaml --vary 'bootroll.pools[0].maxUnavailable=1,3' --vary 'host.reboot.median=60s,3m' --seeds 5 --out /tmp/w
+  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,5%' --seeds 20 --shard 0/2 --out shards
+  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,5%' --seeds 20 --emit-job --shards 8 --image REGISTRY/bootroll:TAG > job.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.job.outSet = cmd.Flags().Changed("out")
