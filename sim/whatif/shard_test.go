@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,33 +52,48 @@ func encoded(t *testing.T, r *Results) (string, string) {
 
 // TestMergeEqualsLocal: 2 points × 4 seeds in 3 shards of 3, 3 and 2 runs,
 // merged in every order, give results.json and results.csv byte for byte
-// as one local run.
+// as one local run; so do 4 shards of a sweep whose runs violate
+// invariants (violations and replay commands go through the shard files).
 func TestMergeEqualsLocal(t *testing.T) {
-	p := plan(t, 4, "bootroll.pools[0].maxUnavailable=1,3")
-	local, err := Run(p, Config{Jobs: 2, Replay: replay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantJS, wantCSV := encoded(t, local)
-	shards := shardFiles(t, p, 3)
-	if got := []int{len(shards[0].File.Runs), len(shards[1].File.Runs), len(shards[2].File.Runs)}; fmt.Sprint(got) != "[3 3 2]" {
-		t.Fatalf("shard sizes %v, want [3 3 2]", got)
-	}
-	for _, order := range [][]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}} {
-		var in []NamedShard
-		for _, i := range order {
-			in = append(in, shards[i])
-		}
-		_, merged, err := Merge(in)
+	for _, tc := range []struct {
+		p     *Plan
+		n     int
+		sizes string
+	}{
+		{plan(t, 4, "bootroll.pools[0].maxUnavailable=1,3"), 3, "[3 3 2]"},
+		{plan(t, 3, "bootroll.testOnly.ignoreSlotLimit=false,true"), 4, "[2 2 1 1]"},
+	} {
+		local, err := Run(tc.p, Config{Jobs: 2, Replay: replay})
 		if err != nil {
-			t.Fatalf("order %v: %v", order, err)
+			t.Fatal(err)
 		}
-		js, cs := encoded(t, merged)
-		if js != wantJS {
-			t.Errorf("order %v: merged results.json differs from the local run:\n%s\nwant\n%s", order, js, wantJS)
+		wantJS, wantCSV := encoded(t, local)
+		shards := shardFiles(t, tc.p, tc.n)
+		var sizes []int
+		for _, s := range shards {
+			sizes = append(sizes, len(s.File.Runs))
 		}
-		if cs != wantCSV {
-			t.Errorf("order %v: merged results.csv differs from the local run", order)
+		if fmt.Sprint(sizes) != tc.sizes {
+			t.Fatalf("shard sizes %v, want %s", sizes, tc.sizes)
+		}
+		r := rand.New(rand.NewPCG(3, 4))
+		for range 3 {
+			in := slices.Clone(shards)
+			r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+			_, merged, err := Merge(in)
+			if err != nil {
+				t.Fatalf("%d shards: %v", tc.n, err)
+			}
+			js, cs := encoded(t, merged)
+			if js != wantJS {
+				t.Errorf("%d shards: merged results.json differs from the local run:\n%s\nwant\n%s", tc.n, js, wantJS)
+			}
+			if cs != wantCSV {
+				t.Errorf("%d shards: merged results.csv differs from the local run", tc.n)
+			}
+		}
+		if tc.n == 4 && !strings.Contains(wantJS, `"replay": "bootroll scenario run`) {
+			t.Errorf("the sweep with ignoreSlotLimit has no violations with replay commands:\n%s", wantJS)
 		}
 	}
 }
