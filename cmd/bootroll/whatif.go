@@ -185,7 +185,7 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 		return exitError{exitBadInput}
 	}
 	wall := time.Since(start) // edge: see start
-	violated, err := writeResults(stdout, stderr, plan, res, f.out)
+	violated, err := writeResults(stdout, stderr, plan, res, f.out, f.jobs)
 	if err != nil {
 		return err
 	}
@@ -197,24 +197,27 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	return nil
 }
 
-// writeReport, when set, writes the HTML report of a sweep into dir. It is
-// the hook for report.html: writeResults calls it after results.json, so a
-// local run and whatif merge both write the report.
-var writeReport func(plan *whatif.Plan, res *whatif.Results, dir string) error
+// attachTimelines, when set, adds to res what report.html needs beyond the
+// statistics (the median run of each point, replayed on jobs workers)
+// before the files are written; it has the signature of
+// whatif.AttachTimelines (the report's branch), and is the hook for it.
+// writeResults calls it, so a local run and whatif merge write the same
+// results.json and report.html (Results.Write writes the report).
+var attachTimelines func(plan *whatif.Plan, res *whatif.Results, jobs int) error
 
 // writeResults writes the files of a finished sweep into dir and the table
 // to stdout, for a local run and for whatif merge alike; violated says
 // whether a run violated an invariant.
-func writeResults(stdout, stderr io.Writer, plan *whatif.Plan, res *whatif.Results, dir string) (violated bool, err error) {
-	if err := res.Write(dir); err != nil {
-		fmt.Fprintln(stderr, err)
-		return false, exitError{exitBadInput}
-	}
-	if writeReport != nil {
-		if err := writeReport(plan, res, dir); err != nil {
+func writeResults(stdout, stderr io.Writer, plan *whatif.Plan, res *whatif.Results, dir string, jobs int) (violated bool, err error) {
+	if attachTimelines != nil {
+		if err := attachTimelines(plan, res, jobs); err != nil {
 			fmt.Fprintln(stderr, err)
 			return false, exitError{exitBadInput}
 		}
+	}
+	if err := res.Write(dir); err != nil {
+		fmt.Fprintln(stderr, err)
+		return false, exitError{exitBadInput}
 	}
 	if err := res.Table(stdout); err != nil {
 		return false, err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 
 func newWhatifMergeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var out string
+	var jobs int
 	cmd := &cobra.Command{
 		Use:   "merge DIR|FILE... [--out DIR]",
 		Short: "Combine the shard files of a sweep into results.json and results.csv",
@@ -30,14 +32,19 @@ some run violated one, 2 on bad input.`,
 		Example: `  bootroll whatif merge shards/ --out whatif-out`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return runWhatifMerge(stdout, stderr, args, out)
+			if jobs < 1 || jobs > 256 {
+				fmt.Fprintf(stderr, "--jobs: want 1 to 256, got %d\n", jobs)
+				return exitError{exitBadInput}
+			}
+			return runWhatifMerge(stdout, stderr, args, out, jobs)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "whatif-out", "directory for results.json and results.csv")
+	cmd.Flags().IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "workers for what the report replays (each point's median run)")
 	return cmd
 }
 
-func runWhatifMerge(stdout, stderr io.Writer, args []string, out string) error {
+func runWhatifMerge(stdout, stderr io.Writer, args []string, out string, jobs int) error {
 	shards, err := readShards(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "whatif merge: %v\n", err)
@@ -48,7 +55,7 @@ func runWhatifMerge(stdout, stderr io.Writer, args []string, out string) error {
 		fmt.Fprintf(stderr, "whatif merge: %v\n", err)
 		return exitError{exitBadInput}
 	}
-	violated, err := writeResults(stdout, stderr, plan, res, out)
+	violated, err := writeResults(stdout, stderr, plan, res, out, jobs)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bootroll/bootroll/sim/whatif"
 )
 
 func readFiles(t *testing.T, dir string, names ...string) []string {
@@ -27,6 +30,13 @@ func readFiles(t *testing.T, dir string, names ...string) []string {
 // a shard of another sweep are refused with exit 2.
 func TestWhatifShardMerge(t *testing.T) {
 	dir := t.TempDir()
+	// The report's hook runs for a local run and for a merge, with the plan.
+	var hooked []string
+	attachTimelines = func(plan *whatif.Plan, res *whatif.Results, jobs int) error {
+		hooked = append(hooked, fmt.Sprintf("%s %d points %d runs", plan.Scenario, len(plan.Points), res.Runs))
+		return nil
+	}
+	t.Cleanup(func() { attachTimelines = nil })
 	sweep := []string{"whatif", plain, "--vary", "bootroll.pools[0].maxUnavailable=1,3", "--seeds", "4"}
 	local := filepath.Join(dir, "local")
 	code, localTable, stderr := runCLI(t, append(sweep, "--out", local)...)
@@ -59,6 +69,9 @@ func TestWhatifShardMerge(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("merged %s differs from the local run:\n%s\nwant\n%s", name, got[i], want[i])
 		}
+	}
+	if want := "plain-rollout-10 2 points 8 runs"; len(hooked) != 2 || hooked[0] != want || hooked[1] != want {
+		t.Errorf("attachTimelines calls %q, want two (local run, merge) of %q", hooked, want)
 	}
 	if table != localTable {
 		t.Errorf("merge table:\n%s\nlocal table:\n%s", table, localTable)
