@@ -29,6 +29,8 @@ type whatifFlags struct {
 	out       string
 	memLimit  string
 	cpuProf   string
+	shard     string
+	job       jobFlags
 }
 
 func newWhatifCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -52,14 +54,26 @@ A grid of more than ` + strconv.Itoa(whatif.MaxRuns) + ` runs (points × seeds) 
 
 Exit status: 0 when every run held its invariants and expectations, 1 when
 some run violated one (the files list each with its replay command), 2 on
-bad input.`,
+bad input.
+
+--shard i/n runs only shard i of n (the runs whose index, point × seeds +
+seed offset, is i mod n) and writes DIR/shard-i-of-n.json: the sweep's
+inputs and each run's summary, exit status 0 even when a run violated an
+invariant (merge reports it). bootroll whatif merge DIR... combines the
+shards into the same results.json and results.csv as one local run.
+--emit-job writes a Kubernetes Indexed Job that runs the shards, one per
+completion index, instead of running anything (see docs/whatif.md).`,
 		Example: `  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds 50
-  bootroll whatif scenarios/plain-rollout-10.yaml --vary 'bootroll.pools[0].maxUnavailable=1,3' --vary 'host.reboot.median=60s,3m' --seeds 5 --out /tmp/w`,
+  bootroll whatif scenarios/plain-rollout-10.yaml --vary 'bootroll.pools[0].maxUnavailable=1,3' --vary 'host.reboot.median=60s,3m' --seeds 5 --out /tmp/w
+  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,5%' --seeds 20 --shard 0/2 --out shards
+  bootroll whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,5%' --seeds 20 --emit-job --shards 8 --image REGISTRY/bootroll:TAG > job.yaml`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.job.outSet = cmd.Flags().Changed("out")
 			return runWhatif(stdout, stderr, args[0], f)
 		},
 	}
+	cmd.AddCommand(newWhatifMergeCmd(stdout, stderr))
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.vary, "vary", nil, "vary a scenario field over values, path=v1,v2,... (a --set path; repeatable: the grid is the product)")
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field in every run, path=value (as scenario run --set)")
@@ -69,6 +83,8 @@ bad input.`,
 	fl.StringVar(&f.out, "out", "whatif-out", "directory for results.json and results.csv")
 	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 6Gi (default: GOMEMLIMIT if set, else 75% of physical memory)")
 	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the sweep to this file (read it with go tool pprof)")
+	fl.StringVar(&f.shard, "shard", "", "run only shard i of n (i/n, from 0) of the runs and write DIR/shard-i-of-n.json for whatif merge")
+	addJobFlags(fl, &f.job)
 	return cmd
 }
 
@@ -109,6 +125,18 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	if err != nil {
 		return bad("%v", err)
 	}
+	if f.job.emit {
+		if f.shard != "" {
+			return bad("--emit-job and --shard: give one; the Job's pods get --shard")
+		}
+		return emitJob(stdout, stderr, plan, f)
+	}
+	shard := whatif.Shard{Index: 0, Count: 1}
+	if f.shard != "" {
+		if shard, err = whatif.ParseShard(f.shard); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if limit > 0 {
 		debug.SetMemoryLimit(limit)
 	}
@@ -123,32 +151,83 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(stderr, "whatif %s: %d points × %d seeds = %d runs on %d workers (memory limit %s)\n",
-		plan.Scenario, len(plan.Points), plan.Seeds, plan.Runs(), f.jobs, memString(debug.SetMemoryLimit(-1)))
+	runs := len(shard.Runs(plan.Runs()))
+	of := ""
+	if f.shard != "" {
+		of = fmt.Sprintf(", shard %s: %d runs", shard, runs)
+	}
+	fmt.Fprintf(stderr, "whatif %s: %d points × %d seeds = %d runs%s on %d workers (memory limit %s)\n",
+		plan.Scenario, len(plan.Points), plan.Seeds, plan.Runs(), of, f.jobs, memString(debug.SetMemoryLimit(-1)))
 	pr := newProgress(stderr)
 	start := time.Now() // edge: wall clock of the command line, only printed to stderr
-	res, err := whatif.Run(plan, whatif.Config{Jobs: f.jobs, Progress: pr.update, Replay: replay})
+	cfg := whatif.Config{Jobs: f.jobs, Progress: pr.update, Replay: replay}
+	if f.shard != "" {
+		sums, err := whatif.RunShard(plan, shard, cfg)
+		pr.finish()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{exitBadInput}
+		}
+		wall := time.Since(start) // edge: see start
+		name, err := writeShard(plan, shard, sums, f.out)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError{exitBadInput}
+		}
+		fmt.Fprintf(stderr, "whatif: shard %s: %d runs in %s wall, %s runs/s on %d workers; wrote %s\n",
+			shard, runs, wallString(wall), rateString(float64(runs)/wall.Seconds()), f.jobs, name)
+		return nil
+	}
+	res, err := whatif.Run(plan, cfg)
 	pr.finish()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError{exitBadInput}
 	}
 	wall := time.Since(start) // edge: see start
-	if err := res.Write(f.out); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError{exitBadInput}
-	}
-	if err := res.Table(stdout); err != nil {
+	violated, err := writeResults(stdout, stderr, plan, res, f.out, f.jobs)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json and %s/results.csv\n",
 		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out, f.out)
-	for _, p := range res.Points {
-		if len(p.Violations) > 0 {
-			return exitError{exitViolated}
-		}
+	if violated {
+		return exitError{exitViolated}
 	}
 	return nil
+}
+
+// attachTimelines, when set, adds to res what report.html needs beyond the
+// statistics (the median run of each point, replayed on jobs workers)
+// before the files are written; it has the signature of
+// whatif.AttachTimelines (the report's branch), and is the hook for it.
+// writeResults calls it, so a local run and whatif merge write the same
+// results.json and report.html (Results.Write writes the report).
+var attachTimelines func(plan *whatif.Plan, res *whatif.Results, jobs int) error
+
+// writeResults writes the files of a finished sweep into dir and the table
+// to stdout, for a local run and for whatif merge alike; violated says
+// whether a run violated an invariant.
+func writeResults(stdout, stderr io.Writer, plan *whatif.Plan, res *whatif.Results, dir string, jobs int) (violated bool, err error) {
+	if attachTimelines != nil {
+		if err := attachTimelines(plan, res, jobs); err != nil {
+			fmt.Fprintln(stderr, err)
+			return false, exitError{exitBadInput}
+		}
+	}
+	if err := res.Write(dir); err != nil {
+		fmt.Fprintln(stderr, err)
+		return false, exitError{exitBadInput}
+	}
+	if err := res.Table(stdout); err != nil {
+		return false, err
+	}
+	for _, p := range res.Points {
+		if len(p.Violations) > 0 {
+			violated = true
+		}
+	}
+	return violated, nil
 }
 
 // memoryLimit returns the Go runtime memory limit to set: the flag's, else

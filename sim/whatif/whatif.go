@@ -186,29 +186,46 @@ type Config struct {
 	Replay func(file string, seed uint64, sets []string) string
 }
 
-// Run runs every point of the plan under every seed and summarises them.
-// An error means a run could not be made (twin.Run failed); violated
-// invariants are results.
+// Run runs every point of the plan under every seed and summarises them:
+// shard 0 of 1 and a merge in memory, so a local sweep and a merge of
+// shards (Merge) summarise through the same function. An error means a
+// run could not be made (twin.Run failed); violated invariants are
+// results.
 func Run(plan *Plan, cfg Config) (*Results, error) {
+	runs, err := RunShard(plan, Shard{Index: 0, Count: 1}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Summarise(plan, runs)
+}
+
+// RunShard runs the plan's runs of one shard (Shard.Runs) and returns
+// their summaries in run-index order. Progress counts the shard's runs.
+func RunShard(plan *Plan, sh Shard, cfg Config) ([]RunSummary, error) {
+	if err := sh.check(); err != nil {
+		return nil, err
+	}
 	jobs := max(cfg.Jobs, 1)
-	total := plan.Runs()
+	idx := sh.Runs(plan.Runs())
+	total := len(idx)
 	runs := make([]RunSummary, total)
 	errs := make([]error, total)
 	var mu sync.Mutex
 	done := 0
-	parallel(jobs, total, func(i int) { // edge: independent twin runs in parallel, one engine each
+	parallel(jobs, total, func(j int) { // edge: independent twin runs in parallel, one engine each
+		i := idx[j]
 		pi, k := i/plan.Seeds, i%plan.Seeds
 		p := plan.Points[pi]
 		seed := plan.Seed(k)
 		res, err := twin.Run(p.sc, twin.Options{Seed: seed})
 		if err != nil {
-			errs[i] = fmt.Errorf("point %s seed %d: %w", strings.Join(p.Values, ","), seed, err)
+			errs[j] = fmt.Errorf("point %s seed %d: %w", strings.Join(p.Values, ","), seed, err)
 		} else {
 			var replay string
 			if cfg.Replay != nil {
 				replay = cfg.Replay(plan.File, seed, p.sets)
 			}
-			runs[i] = Measure(res, replay)
+			runs[j] = Measure(res, replay)
 		}
 		mu.Lock()
 		done++
@@ -221,6 +238,16 @@ func Run(plan *Plan, cfg Config) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	return runs, nil
+}
+
+// Summarise summarises every run of the plan, given in run-index order
+// (point × seeds + seed offset): the one path from per-run summaries to
+// results.json, for a local run and for a merge of shards.
+func Summarise(plan *Plan, runs []RunSummary) (*Results, error) {
+	if len(runs) != plan.Runs() {
+		return nil, fmt.Errorf("summarising %d runs of a sweep of %d", len(runs), plan.Runs())
 	}
 	return summarise(plan, runs), nil
 }
