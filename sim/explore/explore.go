@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bootroll/bootroll/internal/parallel"
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
 )
@@ -148,7 +149,7 @@ func Run(targets []Target, cfg Config) (*Report, error) {
 	done := make([]bool, len(tasks))
 	var mu sync.Mutex
 	stop := ""
-	parallel(cfg.Jobs, len(tasks), func(i int) { // edge: independent twin runs in parallel, one engine each
+	parallel.For(cfg.Jobs, len(tasks), func(i int) { // edge: independent twin runs in parallel, one engine each
 		mu.Lock()
 		halt := stop != ""
 		if !halt && cfg.Budget > 0 && cfg.Now().Sub(began) >= cfg.Budget {
@@ -218,7 +219,7 @@ func Run(targets []Target, cfg Config) (*Report, error) {
 	// Each scenario's first run per violated invariant is written and
 	// shrunk.
 	rep.Failures = make([]Failure, len(keys))
-	parallel(cfg.Jobs, len(keys), func(j int) { // edge: independent shrinks in parallel
+	parallel.For(cfg.Jobs, len(keys), func(j int) { // edge: independent shrinks in parallel
 		k := keys[j]
 		i := first[k]
 		p := preps[k.ti]
@@ -226,26 +227,6 @@ func Run(targets []Target, cfg Config) (*Report, error) {
 	})
 	rep.Wall = cfg.Now().Sub(began)
 	return rep, nil
-}
-
-// parallel calls f(0..n-1) on jobs goroutines.
-func parallel(jobs, n int, f func(i int)) {
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(jobs, max(n, 1)) {
-		wg.Add(1)
-		go func() { // edge: worker of the outer loop
-			defer wg.Done()
-			for i := range next {
-				f(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 func nameHash(s string) uint64 {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bootroll/bootroll/internal/parallel"
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
 )
@@ -212,7 +213,7 @@ func RunShard(plan *Plan, sh Shard, cfg Config) ([]RunSummary, error) {
 	errs := make([]error, total)
 	var mu sync.Mutex
 	done := 0
-	parallel(jobs, total, func(j int) { // edge: independent twin runs in parallel, one engine each
+	parallel.For(jobs, total, func(j int) { // edge: independent twin runs in parallel, one engine each
 		i := idx[j]
 		pi, k := i/plan.Seeds, i%plan.Seeds
 		p := plan.Points[pi]
@@ -250,24 +251,4 @@ func Summarise(plan *Plan, runs []RunSummary) (*Results, error) {
 		return nil, fmt.Errorf("summarising %d runs of a sweep of %d", len(runs), plan.Runs())
 	}
 	return summarise(plan, runs), nil
-}
-
-// parallel calls f(0..n-1) on jobs goroutines.
-func parallel(jobs, n int, f func(i int)) {
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(jobs, max(n, 1)) {
-		wg.Add(1)
-		go func() { // edge: worker of the outer loop
-			defer wg.Done()
-			for i := range next {
-				f(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
