@@ -66,7 +66,7 @@ bad input.`,
 	fl.IntVar(&f.seeds, "seeds", 10, "runs per grid point, one seed each")
 	fl.Uint64Var(&f.firstSeed, "seed", 1, "seed of each point's first run; run k uses seed+k")
 	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "workers, each running one engine at a time")
-	fl.StringVar(&f.out, "out", "whatif-out", "directory for results.json and results.csv")
+	fl.StringVar(&f.out, "out", "whatif-out", "directory for results.json, results.csv and report.html")
 	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 6Gi (default: GOMEMLIMIT if set, else 75% of physical memory)")
 	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the sweep to this file (read it with go tool pprof)")
 	return cmd
@@ -129,20 +129,27 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	start := time.Now() // edge: wall clock of the command line, only printed to stderr
 	res, err := whatif.Run(plan, whatif.Config{Jobs: f.jobs, Progress: pr.update, Replay: replay})
 	pr.finish()
+	wall := time.Since(start) // edge: see start
+	if err == nil {
+		err = whatif.AttachTimelines(plan, res, f.jobs) // replays each point's median run for report.html
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError{exitBadInput}
 	}
-	wall := time.Since(start) // edge: see start
+	replays := time.Since(start) - wall // edge: see start
 	if err := res.Write(f.out); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError{exitBadInput}
 	}
+	written := time.Since(start) - wall - replays // edge: see start
 	if err := res.Table(stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json and %s/results.csv\n",
-		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out, f.out)
+	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json, results.csv and report.html\n",
+		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out)
+	fmt.Fprintf(stderr, "whatif: replayed %d median runs for the report's timelines in %s; wrote the files in %s\n",
+		len(res.Points), wallString(replays), wallString(written))
 	for _, p := range res.Points {
 		if len(p.Violations) > 0 {
 			return exitError{exitViolated}
