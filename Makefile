@@ -15,7 +15,7 @@ IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: bench-controller images crane containerd all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -82,7 +82,10 @@ lint: ## gofmt check and go vet.
 containerd: ## Make sure containerd is installed (Debian's package; needs root to install).
 	bash hack/ensure-containerd.sh
 
-test: tools containerd ## Run every test: unit, envtest on a real kube-apiserver + etcd, CRI on a real containerd.
+chromium: ## Make sure Chromium is installed for the what-if report test (Debian's package; needs root to install).
+	bash hack/ensure-chromium.sh
+
+test: tools containerd chromium ## Run every test: unit, envtest on a real kube-apiserver + etcd, CRI on a real containerd, report.html in headless Chromium.
 	go test $(GO_TEST_FLAGS) ./...
 
 unit: ## Run the tests that need no API server (fast).

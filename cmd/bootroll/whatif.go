@@ -80,7 +80,7 @@ completion index, instead of running anything (see docs/whatif.md).`,
 	fl.IntVar(&f.seeds, "seeds", 10, "runs per grid point, one seed each")
 	fl.Uint64Var(&f.firstSeed, "seed", 1, "seed of each point's first run; run k uses seed+k")
 	fl.IntVar(&f.jobs, "jobs", runtime.GOMAXPROCS(0), "workers, each running one engine at a time")
-	fl.StringVar(&f.out, "out", "whatif-out", "directory for results.json and results.csv")
+	fl.StringVar(&f.out, "out", "whatif-out", "directory for results.json, results.csv and report.html")
 	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 6Gi (default: GOMEMLIMIT if set, else 75% of physical memory)")
 	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the sweep to this file (read it with go tool pprof)")
 	fl.StringVar(&f.shard, "shard", "", "run only shard i of n (i/n, from 0) of the runs and write DIR/shard-i-of-n.json for whatif merge")
@@ -189,21 +189,20 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json and %s/results.csv\n",
-		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out, f.out)
+	fmt.Fprintf(stderr, "whatif: %d runs in %s wall, %s runs/s on %d workers; wrote %s/results.json, results.csv and report.html\n",
+		plan.Runs(), wallString(wall), rateString(float64(plan.Runs())/wall.Seconds()), f.jobs, f.out)
 	if violated {
 		return exitError{exitViolated}
 	}
 	return nil
 }
 
-// attachTimelines, when set, adds to res what report.html needs beyond the
-// statistics (the median run of each point, replayed on jobs workers)
-// before the files are written; it has the signature of
-// whatif.AttachTimelines (the report's branch), and is the hook for it.
-// writeResults calls it, so a local run and whatif merge write the same
-// results.json and report.html (Results.Write writes the report).
-var attachTimelines func(plan *whatif.Plan, res *whatif.Results, jobs int) error
+// attachTimelines adds to res what report.html needs beyond the statistics
+// (the median run of each point, replayed on jobs workers) before the
+// files are written. writeResults calls it, so a local run and whatif
+// merge write the same results.json and report.html (Results.Write writes
+// the report); a test replaces it to see that both paths call it.
+var attachTimelines = whatif.AttachTimelines
 
 // writeResults writes the files of a finished sweep into dir and the table
 // to stdout, for a local run and for whatif merge alike; violated says

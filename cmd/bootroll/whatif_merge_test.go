@@ -32,11 +32,12 @@ func TestWhatifShardMerge(t *testing.T) {
 	dir := t.TempDir()
 	// The report's hook runs for a local run and for a merge, with the plan.
 	var hooked []string
+	orig := attachTimelines
 	attachTimelines = func(plan *whatif.Plan, res *whatif.Results, jobs int) error {
 		hooked = append(hooked, fmt.Sprintf("%s %d points %d runs", plan.Scenario, len(plan.Points), res.Runs))
 		return nil
 	}
-	t.Cleanup(func() { attachTimelines = nil })
+	t.Cleanup(func() { attachTimelines = orig })
 	sweep := []string{"whatif", plain, "--vary", "bootroll.pools[0].maxUnavailable=1,3", "--seeds", "4"}
 	local := filepath.Join(dir, "local")
 	code, localTable, stderr := runCLI(t, append(sweep, "--out", local)...)
@@ -96,5 +97,39 @@ func TestWhatifShardMerge(t *testing.T) {
 		if code != exitBadInput || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 and %q", tc.name, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestWhatifShardMergeReport: with the real timeline replay, two shards
+// merged write the same results.json (timelines included), results.csv
+// and report.html as one local run.
+func TestWhatifShardMergeReport(t *testing.T) {
+	dir := t.TempDir()
+	sweep := []string{"whatif", plain, "--vary", "bootroll.pools[0].maxUnavailable=1,3", "--seeds", "2"}
+	local := filepath.Join(dir, "local")
+	if code, _, stderr := runCLI(t, append(sweep, "--out", local)...); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, stderr)
+	}
+	var shardDirs []string
+	for i := range 2 {
+		d := filepath.Join(dir, "s"+string(rune('0'+i)))
+		if code, _, stderr := runCLI(t, append(sweep, "--shard", string(rune('0'+i))+"/2", "--out", d)...); code != 0 {
+			t.Fatalf("shard %d: exit %d\n%s", i, code, stderr)
+		}
+		shardDirs = append(shardDirs, d)
+	}
+	merged := filepath.Join(dir, "merged")
+	if code, _, stderr := runCLI(t, "whatif", "merge", shardDirs[1], shardDirs[0], "--out", merged); code != 0 {
+		t.Fatalf("merge: exit %d\n%s", code, stderr)
+	}
+	files := []string{"results.json", "results.csv", "report.html"}
+	want, got := readFiles(t, local, files...), readFiles(t, merged, files...)
+	for i, name := range files {
+		if got[i] != want[i] {
+			t.Errorf("merged %s differs from the local run's", name)
+		}
+	}
+	if !strings.Contains(want[0], "medianRun") {
+		t.Errorf("results.json has no median-run timeline")
 	}
 }

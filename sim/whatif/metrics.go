@@ -222,6 +222,8 @@ type PointStats struct {
 	// Metrics order.
 	Metrics    []Stats        `json:"metrics"`
 	Violations []RunViolation `json:"violations"`
+	// MedianRun is the timeline of the MedianSeed run (AttachTimelines).
+	MedianRun *Timeline `json:"medianRun,omitempty"`
 }
 
 // Get returns the point's stats of a metric.

@@ -57,7 +57,8 @@ func (r *Results) CSV() ([]byte, error) {
 
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-// Write writes results.json and results.csv into dir, creating it.
+// Write writes results.json, results.csv and report.html into dir,
+// creating it.
 func (r *Results) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
@@ -76,7 +77,7 @@ func (r *Results) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.csv"), cs, 0o644); err != nil {
 		return fmt.Errorf("writing results.csv: %w", err)
 	}
-	return nil
+	return WriteReport(dir, r)
 }
 
 // Table prints one row per grid point with the key metrics; a metric no
