@@ -222,6 +222,9 @@ type Gauges struct {
 	// integral in millicore-seconds.
 	MinSchedulableCPU, MaxSchedulableCPU int64
 	SchedulableCPUArea                   float64
+	// Schedulable memory in bytes: the same, in byte-seconds.
+	MinSchedulableMem, MaxSchedulableMem int64
+	SchedulableMemArea                   float64
 	// PeakInSlot is the most nodes unavailable because of bootroll at once.
 	PeakInSlot int
 	// Workload pods not bound to a node: the most at once, and the
@@ -233,23 +236,27 @@ type Gauges struct {
 // gauge is the running state of Result.Gauges.
 type gauge struct {
 	Gauges
-	last    time.Time
-	cpu     int64
-	pending int
+	last     time.Time
+	cpu, mem int64
+	pending  int
 }
 
 // observe reads the gauges after an event at now.
-func (g *gauge) observe(now time.Time, cpu int64, pending, inSlot int) {
+func (g *gauge) observe(now time.Time, cpu, mem int64, pending, inSlot int) {
 	if g.last.IsZero() {
 		g.MinSchedulableCPU, g.MaxSchedulableCPU = cpu, cpu
+		g.MinSchedulableMem, g.MaxSchedulableMem = mem, mem
 	} else if dt := now.Sub(g.last); dt > 0 {
 		g.SchedulableCPUArea += float64(g.cpu) * dt.Seconds()
+		g.SchedulableMemArea += float64(g.mem) * dt.Seconds()
 		g.PendingArea += float64(g.pending) * dt.Seconds()
 		g.Window += dt
 	}
-	g.last, g.cpu, g.pending = now, cpu, pending
+	g.last, g.cpu, g.mem, g.pending = now, cpu, mem, pending
 	g.MinSchedulableCPU = min(g.MinSchedulableCPU, cpu)
 	g.MaxSchedulableCPU = max(g.MaxSchedulableCPU, cpu)
+	g.MinSchedulableMem = min(g.MinSchedulableMem, mem)
+	g.MaxSchedulableMem = max(g.MaxSchedulableMem, mem)
 	g.PeakPending = max(g.PeakPending, pending)
 	g.PeakInSlot = max(g.PeakInSlot, inSlot)
 }
@@ -892,7 +899,7 @@ func (r *runner) afterEvent(string) {
 	}
 	if !r.firstSlot.IsZero() {
 		cpu, _ := r.cl.SchedulableCapacity()
-		r.gauge.observe(now, cpu, r.cl.PendingPods(), r.w.InSlot())
+		r.gauge.observe(now, cpu, r.cl.SchedulableMemory(), r.cl.PendingPods(), r.w.InSlot())
 	}
 	r.watchConvergence(now)
 	if r.opts.Bench {
@@ -1057,7 +1064,7 @@ func (r *runner) finish() (*Result, error) {
 	r.sample(now)
 	if !r.firstSlot.IsZero() {
 		cpu, _ := r.cl.SchedulableCapacity()
-		r.gauge.observe(now, cpu, r.cl.PendingPods(), r.w.InSlot())
+		r.gauge.observe(now, cpu, r.cl.SchedulableMemory(), r.cl.PendingPods(), r.w.InSlot())
 	}
 	for _, ctl := range r.ctrls {
 		if q := r.queues[ctl.Name]; q != nil {

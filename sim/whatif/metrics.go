@@ -22,6 +22,10 @@ const (
 	MinSchedCPUPct
 	MeanSchedCPU
 	MeanSchedCPUPct
+	MinSchedMem
+	MinSchedMemPct
+	MeanSchedMem
+	MeanSchedMemPct
 	PeakUnavailable
 	EvictionRequests
 	PDBRefusals
@@ -50,6 +54,10 @@ var Metrics = [numMetrics]MetricInfo{
 	MinSchedCPUPct:    {"minSchedulableCPUPercent", "%", "minSchedulableCPU as a percentage of the highest schedulable CPU of the same run"},
 	MeanSchedCPU:      {"meanSchedulableCPU", "millicores", "time-weighted mean schedulable CPU from the first slot to the end of the run"},
 	MeanSchedCPUPct:   {"meanSchedulableCPUPercent", "%", "meanSchedulableCPU as a percentage of the highest schedulable CPU of the same run"},
+	MinSchedMem:       {"minSchedulableMemory", "MiB", "lowest allocatable memory on schedulable nodes from the first slot to the end"},
+	MinSchedMemPct:    {"minSchedulableMemoryPercent", "%", "minSchedulableMemory as a percentage of the highest schedulable memory of the same run"},
+	MeanSchedMem:      {"meanSchedulableMemory", "MiB", "time-weighted mean schedulable memory from the first slot to the end of the run"},
+	MeanSchedMemPct:   {"meanSchedulableMemoryPercent", "%", "meanSchedulableMemory as a percentage of the highest schedulable memory of the same run"},
 	PeakUnavailable:   {"peakNodesUnavailable", "nodes", "most nodes unavailable because of bootroll (in a reboot slot) at once"},
 	EvictionRequests:  {"evictionRequests", "requests", "Eviction API requests by the controller and Karpenter, granted or refused"},
 	PDBRefusals:       {"pdbRefusedEvictions", "requests", "evictions a PodDisruptionBudget refused (429)"},
@@ -102,6 +110,17 @@ func Measure(res *twin.Result, replay string) RunSummary {
 		if g.MaxSchedulableCPU > 0 {
 			r.set(MinSchedCPUPct, 100*float64(g.MinSchedulableCPU)/float64(g.MaxSchedulableCPU))
 			r.set(MeanSchedCPUPct, 100*mean/float64(g.MaxSchedulableCPU))
+		}
+		if g.MaxSchedulableMem > 0 {
+			const mib = 1 << 20
+			memMean := float64(g.MinSchedulableMem)
+			if g.Window > 0 {
+				memMean = g.SchedulableMemArea / g.Window.Seconds()
+			}
+			r.set(MinSchedMem, float64(g.MinSchedulableMem)/mib)
+			r.set(MeanSchedMem, memMean/mib)
+			r.set(MinSchedMemPct, 100*float64(g.MinSchedulableMem)/float64(g.MaxSchedulableMem))
+			r.set(MeanSchedMemPct, 100*memMean/float64(g.MaxSchedulableMem))
 		}
 		r.set(PeakUnavailable, float64(g.PeakInSlot))
 		r.set(PeakPending, float64(g.PeakPending))

@@ -88,7 +88,7 @@ func (r *Results) Table(w io.Writer) error {
 	for _, a := range r.Axes {
 		head = append(head, axisLabel(a.Path))
 	}
-	head = append(head, "runs", "dur p50", "dur p95", "dur max", "min CPU% p50", "mean CPU% p50", "unavail max", "PDB refused p50", "pending pod-min p50", "karp launch/reap/repl p50", "failed max", "violations", "ctrl writes p50")
+	head = append(head, "runs", "dur p50", "dur p95", "dur max", "min CPU% p50", "mean CPU% p50", "min mem% p50", "mean mem% p50", "unavail max", "PDB refused p50", "pending pod-min p50", "karp launch/reap/repl p50", "failed max", "violations", "ctrl writes p50")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, p := range r.Points {
 		row := append([]string{}, p.Values...)
@@ -117,6 +117,7 @@ func (r *Results) Table(w io.Writer) error {
 		row = append(row, runs,
 			get(Duration, p50, dur), get(Duration, p95, dur), get(Duration, mx, dur),
 			get(MinSchedCPUPct, p50, pct), get(MeanSchedCPUPct, p50, pct),
+			get(MinSchedMemPct, p50, pct), get(MeanSchedMemPct, p50, pct),
 			get(PeakUnavailable, mx, count), get(PDBRefusals, p50, count),
 			get(PendingPodMinutes, p50, oneDecimal), karp,
 			get(FailedNodes, mx, count), fmt.Sprint(violations), get(ControllerWrites, p50, count))

@@ -21,13 +21,14 @@ import (
 // as a whole number or with one decimal.
 
 // tableMetrics are the table's columns, when some point measured them.
-var tableMetrics = []Metric{Duration, MinSchedCPUPct, MeanSchedCPUPct, PeakUnavailable, PDBRefusals, PeakPending,
+var tableMetrics = []Metric{Duration, MinSchedCPUPct, MeanSchedCPUPct, MinSchedMemPct, MeanSchedMemPct, PeakUnavailable, PDBRefusals, PeakPending,
 	PendingPodMinutes, KarpenterLaunched, KarpenterReaped, KarpenterReplaced, FailedNodes, Violations, ControllerWrites}
 
 // columnLabels are the table's headers (the metric's name is their
 // tooltip).
 var columnLabels = map[Metric]string{
 	Duration: "rollout duration", MinSchedCPUPct: "min schedulable CPU", MeanSchedCPUPct: "mean schedulable CPU",
+	MinSchedMemPct: "min schedulable memory", MeanSchedMemPct: "mean schedulable memory",
 	PeakUnavailable: "peak nodes unavailable", PDBRefusals: "PDB-refused evictions", PeakPending: "peak pending pods",
 	PendingPodMinutes: "pending pod-minutes", KarpenterLaunched: "Karpenter launched", KarpenterReaped: "Karpenter reaped",
 	KarpenterReplaced: "Karpenter replaced", FailedNodes: "failed nodes", Violations: "violations", ControllerWrites: "controller writes",
