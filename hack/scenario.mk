@@ -33,7 +33,16 @@ WHATIF_SEEDS     ?= 50
 WHATIF_JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 WHATIF_OUT       ?= out/whatif-bench
 
-.PHONY: scenario bench explore bootroll-cli whatif-bench
+# make whatif-examples: the example reports under docs/whatif-examples/
+# (issue 14): maxUnavailable 1, 2, 5, 10, 20% on a 200-node pool with
+# Karpenter consolidation on, and consolidateAfter 0s, 30s, 5m against
+# postUpdateProtection off ({}: no karpenter settings) and on (5m).
+# WHATIF_EXAMPLE_SEEDS seeds per point. Exit status 1 (a run violated an
+# invariant) is expected of the unprotected runs and is not an error here.
+WHATIF_EXAMPLE_SEEDS ?= 10
+WHATIF_EXAMPLES      ?= docs/whatif-examples
+
+.PHONY: scenario bench explore bootroll-cli whatif-bench whatif-examples
 
 bootroll-cli:
 	go build -o $(BOOTROLL) ./cmd/bootroll
@@ -52,5 +61,12 @@ whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 5
 		echo "== $$f"; \
 		$(BOOTROLL) whatif $$f --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds $(WHATIF_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_OUT)/$$(basename $$f .yaml) || exit $$?; \
 	done
+
+whatif-examples: bootroll-cli ## Regenerate the example what-if reports in docs/whatif-examples (not in make test; minutes).
+	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' \
+		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/max-unavailable; test $$? -le 1
+	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'karpenter.nodePools[0].consolidateAfter=0s,30s,5m' \
+		--vary 'bootroll.pools[0].karpenter={},{postUpdateProtection: 5m}' \
+		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/consolidate-after; test $$? -le 1
 
 endif
