@@ -50,7 +50,7 @@ func (r traceRec) String() string {
 // harness runs a Karpenter on the twin's engine and API server, wired the
 // way the twin wires it: one queue per controller, fed by Map.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	eng    *engine.Engine
 	api    *apiserver.Server
 	c      client.Client
@@ -66,7 +66,7 @@ type harness struct {
 
 type harnessOption func(*Options)
 
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	eng := engine.New(t0, 1)
 	scheme := runtime.NewScheme()
