@@ -15,6 +15,10 @@
 // time. Nothing reads the wall clock, starts a goroutine, draws randomness
 // or lets map order reach a decision: every listing is sorted.
 //
+// The disruption loop and the Provisioner decide on a snapshot of the
+// cluster kept from watch events: the twin passes every event to
+// Observe (see cache.go); without it each decision lists the cluster.
+//
 // Keys and the watch events that enqueue them (each reconciler's Map):
 //   - Provisioner, ProvisionerKey: a pending pod created or updated, a
 //     NodePool event, a NodeClaim deleted; it polls while pods are pending.

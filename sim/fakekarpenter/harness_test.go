@@ -50,7 +50,7 @@ func (r traceRec) String() string {
 // harness runs a Karpenter on the twin's engine and API server, wired the
 // way the twin wires it: one queue per controller, fed by Map.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	eng    *engine.Engine
 	api    *apiserver.Server
 	c      client.Client
@@ -66,7 +66,7 @@ type harness struct {
 
 type harnessOption func(*Options)
 
-func newHarness(t *testing.T, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	eng := engine.New(t0, 1)
 	scheme := runtime.NewScheme()
@@ -96,6 +96,9 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		Trace: func(kind, object string, details map[string]any) {
 			h.traces = append(h.traces, traceRec{at: eng.Now().Sub(t0), kind: kind, object: object, details: details})
 		},
+		// Every harness test checks the snapshot kept from watch events
+		// against a full listing at every decision.
+		VerifySnapshot: true,
 	}
 	for _, f := range opts {
 		f(&o)
@@ -105,7 +108,11 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		if *dumpTraces {
 			t.Log("\n" + h.dump())
 		}
+		if n, diff := h.k.SnapshotMismatches(); n > 0 {
+			t.Errorf("%d snapshots kept from watch events differed from a full listing; the last:\n%s", n, diff)
+		}
 	})
+	api.Subscribe(h.k.Observe)
 	for _, ctl := range h.k.Controllers() {
 		q := engine.NewQueue(eng, ctl.Name, ctl.Reconciler, engine.QueueOptions{})
 		h.queues[ctl.Name] = q

@@ -160,6 +160,11 @@ type Options struct {
 	// NodePool (the model has one instance type per pool); default 4 CPU,
 	// 16Gi memory, 110 pods.
 	Capacity func(nodePool string) corev1.ResourceList
+	// VerifySnapshot, for tests, compares every snapshot kept from watch
+	// events (Observe) with a full listing of the cluster and counts
+	// those that differ (SnapshotMismatches). It costs a full listing per
+	// decision.
+	VerifySnapshot bool
 	// Trace, when set, records the model's decisions: kind like
 	// "karpenter/disrupt", object like "node/x"; details hold strings,
 	// integers and booleans.
@@ -212,6 +217,10 @@ type Karpenter struct {
 	evicting map[string]string // last eviction refusal traced, by pod
 	launched map[string]string // NodeClaim by the node name its launch returned
 	draining map[string]bool   // nodes whose termination is under way
+
+	state        *clusterState // kept from watch events by Observe
+	mismatches   int           // snapshots that differed from a full listing
+	lastMismatch string
 }
 
 // New returns a Karpenter that works through c. It panics without a Clock
@@ -247,6 +256,7 @@ func New(c client.Client, opts Options) *Karpenter {
 		evicting: map[string]string{},
 		launched: map[string]string{},
 		draining: map[string]bool{},
+		state:    newClusterState(),
 	}
 	k.Provisioner = &Provisioner{k: k}
 	k.Lifecycle = &NodeClaimLifecycle{k: k}

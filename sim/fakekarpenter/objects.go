@@ -117,6 +117,10 @@ type nodeClaim struct {
 	obj    *unstructured.Unstructured
 	spec   claimSpec
 	status claimStatus
+	// Read from obj's metadata once: writes through a nodeClaim replace
+	// obj with the stored result of a status update, which keeps them.
+	nm, poolName string
+	del          bool
 }
 
 // decode converts a JSON-like value into out.
@@ -158,7 +162,7 @@ func newPoolObject() *unstructured.Unstructured {
 
 // parseClaim decodes a NodeClaim.
 func parseClaim(u *unstructured.Unstructured) (*nodeClaim, error) {
-	nc := &nodeClaim{obj: u}
+	nc := &nodeClaim{obj: u, nm: u.GetName(), poolName: u.GetLabels()[LabelNodePool], del: u.GetDeletionTimestamp() != nil}
 	if err := decode(u.Object["spec"], &nc.spec); err != nil {
 		return nil, fmt.Errorf("decoding the spec of NodeClaim %s: %w", u.GetName(), err)
 	}
@@ -261,9 +265,9 @@ func (nc *nodeClaim) nodeName() string {
 	return strings.TrimPrefix(nc.status.ProviderID, providerPrefix)
 }
 
-func (nc *nodeClaim) name() string   { return nc.obj.GetName() }
-func (nc *nodeClaim) pool() string   { return nc.obj.GetLabels()[LabelNodePool] }
-func (nc *nodeClaim) deleting() bool { return nc.obj.GetDeletionTimestamp() != nil }
+func (nc *nodeClaim) name() string   { return nc.nm }
+func (nc *nodeClaim) pool() string   { return nc.poolName }
+func (nc *nodeClaim) deleting() bool { return nc.del }
 
 // cond returns the condition of type t, or nil.
 func (nc *nodeClaim) cond(t string) *condition {
@@ -360,7 +364,7 @@ func (k *Karpenter) listClaims(ctx context.Context) ([]*unstructured.Unstructure
 
 // listPools lists and decodes the NodePools, sorted by name. A NodePool
 // that does not decode is skipped and traced.
-func (k *Karpenter) listPools(ctx context.Context) ([]*nodePool, error) {
+func (k *Karpenter) listPools(ctx context.Context, trace bool) ([]*nodePool, error) {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(NodePoolGVK.GroupVersion().WithKind("NodePoolList"))
 	if err := k.c.List(ctx, l); err != nil {
@@ -373,6 +377,9 @@ func (k *Karpenter) listPools(ctx context.Context) ([]*nodePool, error) {
 	for i := range l.Items {
 		np, err := parsePool(&l.Items[i])
 		if err != nil {
+			if !trace {
+				continue
+			}
 			k.trace("karpenter/invalid-nodepool", "nodepool/"+l.Items[i].GetName(), map[string]any{"error": err.Error()})
 			continue
 		}

@@ -94,8 +94,8 @@ func (p *Provisioner) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	// The pods still batching are packed first, so that their room is
 	// not taken twice.
 	dests := append(k.destinations(s, nil), k.inflight(s)...)
-	left := pack(s.pending, dests)
-	left = slices.DeleteFunc(left, func(p *corev1.Pod) bool { return !slices.Contains(ready, p) })
+	left := packSorted(s.pendingForPacking(), dests, nil)
+	left = slices.DeleteFunc(left, func(p podReq) bool { return !slices.Contains(ready, p.p) })
 	plans, _ := k.plan(s, left)
 	for _, pl := range plans {
 		if _, err := k.createClaim(ctx, pl, "provisioning"); err != nil {

@@ -24,6 +24,41 @@ type stateNode struct {
 	node  *corev1.Node
 	pool  *nodePool // the NodePool of the node's (or claim's) label; nil if unknown
 	pods  []*corev1.Pod
+
+	// Derived from the above by derive, so that the decisions' inner
+	// loops read sums instead of resource maps: the requests of pods[i],
+	// the sums over the pods that hold resources (not terminal) and over
+	// those of them that DaemonSets own, the pods that would have to move,
+	// and the Node's allocatable.
+	reqs    []res
+	usedR   res
+	dsR     res
+	resched []*corev1.Pod
+	alloc   res
+}
+
+// derive computes the derived fields from node and pods. A stateNode is
+// not changed after derive: a change builds a new one, so that a command
+// that keeps stateNodes across reconciles sees what it decided on.
+func (sn *stateNode) derive() {
+	sn.reqs = make([]res, len(sn.pods))
+	sn.usedR, sn.dsR, sn.resched = res{}, res{}, nil
+	for i, p := range sn.pods {
+		r := podRequests(p)
+		sn.reqs[i] = r
+		if !terminal(p) {
+			sn.usedR = sn.usedR.plus(r)
+			if ownedByDaemonSet(p) {
+				sn.dsR = sn.dsR.plus(r)
+			}
+		}
+		if reschedulable(p) {
+			sn.resched = append(sn.resched, p)
+		}
+	}
+	if sn.node != nil {
+		sn.alloc = fromList(sn.node.Status.Allocatable)
+	}
 }
 
 // annotations are the Node's once it has registered, the NodeClaim's
@@ -51,26 +86,26 @@ func (sn *stateNode) deleting() bool {
 
 func (sn *stateNode) ready() bool { return sn.node != nil && nodeReady(sn.node) }
 
-// reschedulable returns the pods that would have to move.
-func (sn *stateNode) reschedulable() []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, p := range sn.pods {
-		if reschedulable(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+// reschedulable returns the pods that would have to move; the caller must
+// not modify the slice.
+func (sn *stateNode) reschedulable() []*corev1.Pod { return sn.resched }
 
 // used sums the requests of the pods that hold resources on the node.
-func (sn *stateNode) used() res {
-	var r res
-	for _, p := range sn.pods {
-		if !terminal(p) {
-			r = r.plus(podRequests(p))
-		}
+func (sn *stateNode) used() res { return sn.usedR }
+
+// podReq is a pod with its requests, read once.
+type podReq struct {
+	p *corev1.Pod
+	r res
+}
+
+// withRequests pairs pods with their requests.
+func withRequests(pods []*corev1.Pod, reqs []res) []podReq {
+	out := make([]podReq, len(pods))
+	for i, p := range pods {
+		out[i] = podReq{p, reqs[i]}
 	}
-	return r
+	return out
 }
 
 // snapshot is one consistent read of everything a decision needs.
@@ -81,10 +116,29 @@ type snapshot struct {
 	nodes   []*stateNode // by name; NodeClaims not launched come first, by claim name
 	byName  map[string]*stateNode
 	pending []*corev1.Pod // provisionable pods, by namespace and name
-	pdbs    []*policyv1.PodDisruptionBudget
+	// pendingReqs are the requests of pending, index for index.
+	pendingReqs []res
+	pdbs        []*policyv1.PodDisruptionBudget
+	// pdbSelectors are the selectors of pdbs, index for index; nil for one
+	// that has none or does not parse.
+	pdbSelectors []labels.Selector
 	// nominated holds the nodes the pending pods would schedule to; nil
 	// until computed.
 	nominated map[string]bool
+	// sortedPending is pending sorted for packing; nil until computed.
+	sortedPending []podReq
+	// dests are the destinations with nothing excluded; nil until
+	// computed. The snapshot serves one decision, during which k.queue
+	// does not change (execute changes it last).
+	dests []dest
+}
+
+// pendingForPacking returns the pending pods sorted for packing.
+func (s *snapshot) pendingForPacking() []podReq {
+	if s.sortedPending == nil {
+		s.sortedPending = sortForPacking(withRequests(s.pending, s.pendingReqs))
+	}
+	return s.sortedPending
 }
 
 // isNominated reports whether pending pods would schedule to sn, which then
@@ -92,15 +146,16 @@ type snapshot struct {
 func (k *Karpenter) isNominated(s *snapshot, sn *stateNode) bool {
 	if s.nominated == nil {
 		s.nominated = map[string]bool{}
-		packInto(s.pending, k.destinations(s, nil), func(d *dest) { s.nominated[d.name] = true })
+		packSorted(s.pendingForPacking(), k.destinations(s, nil), func(d *dest) { s.nominated[d.name] = true })
 	}
 	return s.nominated[sn.name]
 }
 
-// snapshot reads the cluster.
-func (k *Karpenter) snapshot(ctx context.Context) (*snapshot, error) {
+// fullSnapshot reads the whole cluster through the client. trace says
+// whether NodePools and NodeClaims that do not decode are traced.
+func (k *Karpenter) fullSnapshot(ctx context.Context, trace bool) (*snapshot, error) {
 	s := &snapshot{now: k.now(), pools: map[string]*nodePool{}, byName: map[string]*stateNode{}}
-	pools, err := k.listPools(ctx)
+	pools, err := k.listPools(ctx, trace)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +179,9 @@ func (k *Karpenter) snapshot(ctx context.Context) (*snapshot, error) {
 	for _, u := range claims {
 		nc, err := parseClaim(u)
 		if err != nil {
-			k.trace("karpenter/invalid-nodeclaim", "nodeclaim/"+u.GetName(), map[string]any{"error": err.Error()})
+			if trace {
+				k.trace("karpenter/invalid-nodeclaim", "nodeclaim/"+u.GetName(), map[string]any{"error": err.Error()})
+			}
 			continue
 		}
 		sn := &stateNode{name: nc.nodeName(), claim: nc, pool: s.pools[nc.pool()]}
@@ -160,12 +217,16 @@ func (k *Karpenter) snapshot(ctx context.Context) (*snapshot, error) {
 		if p.Spec.NodeName == "" {
 			if provisionable(p) {
 				s.pending = append(s.pending, p)
+				s.pendingReqs = append(s.pendingReqs, podRequests(p))
 			}
 			continue
 		}
 		if sn := s.byName[p.Spec.NodeName]; sn != nil {
 			sn.pods = append(sn.pods, p)
 		}
+	}
+	for _, sn := range s.nodes {
+		sn.derive()
 	}
 	var pdbs policyv1.PodDisruptionBudgetList
 	if err := k.c.List(ctx, &pdbs); err != nil && !meta.IsNoMatchError(err) {
@@ -177,7 +238,23 @@ func (k *Karpenter) snapshot(ctx context.Context) (*snapshot, error) {
 	slices.SortFunc(s.pdbs, func(a, b *policyv1.PodDisruptionBudget) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	for _, b := range s.pdbs {
+		s.pdbSelectors = append(s.pdbSelectors, pdbSelector(b))
+	}
 	return s, nil
+}
+
+// pdbSelector is the selector of b, or nil when it has none, does not
+// parse or is empty (such a PodDisruptionBudget matches no pod here).
+func pdbSelector(b *policyv1.PodDisruptionBudget) labels.Selector {
+	if b.Spec.Selector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	return sel
 }
 
 // provisionable reports whether p is a pending pod Karpenter provisions for.
@@ -229,12 +306,12 @@ func (k *Karpenter) budgets(s *snapshot, reason string) map[string]int {
 // or "".
 func (s *snapshot) pdbBlocker(p *corev1.Pod) string {
 	var matched []*policyv1.PodDisruptionBudget
-	for _, b := range s.pdbs {
-		if b.Namespace != p.Namespace || b.Spec.Selector == nil {
+	for i, b := range s.pdbs {
+		if b.Namespace != p.Namespace {
 			continue
 		}
-		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+		sel := s.pdbSelectors[i]
+		if sel == nil || !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		matched = append(matched, b)
@@ -272,6 +349,7 @@ type dest struct {
 	labels map[string]string
 	taints []corev1.Taint
 	free   res
+	sn     *stateNode // the node, for destinations; nil for others
 }
 
 func (d *dest) fits(p *corev1.Pod, r res) bool {
@@ -295,22 +373,34 @@ func (d *dest) fits(p *corev1.Pod, r res) bool {
 // excluded: Ready, schedulable (not cordoned, not disrupted, not being
 // deleted or queued) and, for managed nodes, initialized.
 func (k *Karpenter) destinations(s *snapshot, exclude func(*stateNode) bool) []*dest {
-	var out []*dest
-	for _, sn := range s.nodes {
-		n := sn.node
-		if n == nil || exclude != nil && exclude(sn) {
+	if s.dests == nil {
+		s.dests = []dest{}
+		for _, sn := range s.nodes {
+			n := sn.node
+			if n == nil {
+				continue
+			}
+			if k.markedForDeletion(sn) || n.Spec.Unschedulable || !nodeReady(n) || hasTaint(n.Spec.Taints, disruptedTaint) {
+				continue
+			}
+			if sn.managed() && !sn.initialized() {
+				continue
+			}
+			s.dests = append(s.dests, dest{
+				name: sn.name, labels: n.Labels, taints: n.Spec.Taints,
+				free: sn.alloc.minus(sn.used()), sn: sn,
+			})
+		}
+	}
+	// One allocation for the copies: packing consumes their free room.
+	buf := make([]dest, 0, len(s.dests))
+	out := make([]*dest, 0, len(s.dests))
+	for i := range s.dests {
+		if exclude != nil && exclude(s.dests[i].sn) {
 			continue
 		}
-		if k.markedForDeletion(sn) || n.Spec.Unschedulable || !nodeReady(n) || hasTaint(n.Spec.Taints, disruptedTaint) {
-			continue
-		}
-		if sn.managed() && !sn.initialized() {
-			continue
-		}
-		out = append(out, &dest{
-			name: sn.name, labels: n.Labels, taints: n.Spec.Taints,
-			free: fromList(n.Status.Allocatable).minus(sn.used()),
-		})
+		buf = append(buf, s.dests[i])
+		out = append(out, &buf[len(buf)-1])
 	}
 	return out
 }
@@ -343,12 +433,7 @@ func (k *Karpenter) newNodeCapacity(s *snapshot, np *nodePool) res {
 		if sn.pool != np || sn.node == nil {
 			continue
 		}
-		var ds res
-		for _, p := range sn.pods {
-			if ownedByDaemonSet(p) && !terminal(p) {
-				ds = ds.plus(podRequests(p))
-			}
-		}
+		ds := sn.dsR
 		if ds.cpu > overhead.cpu || (ds.cpu == overhead.cpu && ds.mem > overhead.mem) {
 			overhead = ds
 		}
@@ -358,27 +443,28 @@ func (k *Karpenter) newNodeCapacity(s *snapshot, np *nodePool) res {
 
 // sortForPacking orders pods largest first (cpu, then memory), then by
 // namespace and name.
-func sortForPacking(pods []*corev1.Pod) []*corev1.Pod {
+func sortForPacking(pods []podReq) []podReq {
 	out := slices.Clone(pods)
-	slices.SortStableFunc(out, func(a, b *corev1.Pod) int {
-		ra, rb := podRequests(a), podRequests(b)
+	slices.SortStableFunc(out, func(a, b podReq) int {
+		ra, rb := a.r, b.r
 		return cmp.Or(cmp.Compare(rb.cpu, ra.cpu), cmp.Compare(rb.mem, ra.mem),
-			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+			strings.Compare(a.p.Namespace, b.p.Namespace), strings.Compare(a.p.Name, b.p.Name))
 	})
 	return out
 }
 
 // pack places pods first-fit, largest first, on dests (consuming their free
 // resources) and returns the pods that fit nowhere.
-func pack(pods []*corev1.Pod, dests []*dest) []*corev1.Pod {
-	return packInto(pods, dests, nil)
+func pack(pods []podReq, dests []*dest) []podReq {
+	return packSorted(sortForPacking(pods), dests, nil)
 }
 
-// packInto is pack, calling placed (when not nil) for each pod placed.
-func packInto(pods []*corev1.Pod, dests []*dest, placedOn func(*dest)) []*corev1.Pod {
-	var left []*corev1.Pod
-	for _, p := range sortForPacking(pods) {
-		r := podRequests(p)
+// packSorted is pack of pods already sorted for packing, calling placedOn
+// (when not nil) for each pod placed.
+func packSorted(pods []podReq, dests []*dest, placedOn func(*dest)) []podReq {
+	var left []podReq
+	for _, pr := range pods {
+		p, r := pr.p, pr.r
 		placed := false
 		for _, d := range dests {
 			if d.fits(p, r) {
@@ -391,7 +477,7 @@ func packInto(pods []*corev1.Pod, dests []*dest, placedOn func(*dest)) []*corev1
 			}
 		}
 		if !placed {
-			left = append(left, p)
+			left = append(left, pr)
 		}
 	}
 	return left
@@ -448,14 +534,14 @@ func compatible(np *nodePool, p *corev1.Pod) bool {
 // planned if it fits, else on a new one of the first compatible NodePool
 // (highest weight, then name) whose limits allow it. It returns the plans
 // and the pods no NodePool can take.
-func (k *Karpenter) plan(s *snapshot, pods []*corev1.Pod) ([]*plannedClaim, []*corev1.Pod) {
+func (k *Karpenter) plan(s *snapshot, pods []podReq) ([]*plannedClaim, []podReq) {
 	order := slices.Clone(s.poolSeq)
 	slices.SortStableFunc(order, func(a, b *nodePool) int { return cmp.Compare(b.weight, a.weight) })
 	var plans []*plannedClaim
-	var left []*corev1.Pod
+	var left []podReq
 	added := map[string]res{} // capacity planned per pool in this pass
-	for _, p := range sortForPacking(pods) {
-		r := podRequests(p)
+	for _, pr := range sortForPacking(pods) {
+		p, r := pr.p, pr.r
 		placed := false
 		for _, pl := range plans {
 			if pl.dest.fits(p, r) {
@@ -488,7 +574,7 @@ func (k *Karpenter) plan(s *snapshot, pods []*corev1.Pod) ([]*plannedClaim, []*c
 			break
 		}
 		if !placed {
-			left = append(left, p)
+			left = append(left, pr)
 		}
 	}
 	return plans, left
@@ -524,10 +610,14 @@ func (k *Karpenter) withinLimits(s *snapshot, np *nodePool, extra res) bool {
 // else onto new NodeClaims. ok is false when some pod fits nowhere.
 func (k *Karpenter) simulate(s *snapshot, cands ...*stateNode) (plans []*plannedClaim, ok bool) {
 	dests := k.destinations(s, func(sn *stateNode) bool { return slices.Contains(cands, sn) })
-	pack(s.pending, dests)
-	var pods []*corev1.Pod
+	packSorted(s.pendingForPacking(), dests, nil)
+	var pods []podReq
 	for _, c := range cands {
-		pods = append(pods, c.reschedulable()...)
+		for i, p := range c.pods {
+			if reschedulable(p) {
+				pods = append(pods, podReq{p, c.reqs[i]})
+			}
+		}
 	}
 	left := pack(pods, dests)
 	if len(left) == 0 {

@@ -207,8 +207,12 @@ func (r *runner) groupBoot(node string) string {
 	return ""
 }
 
-// dispatchKarpenter feeds a watch event to Karpenter's queues.
+// dispatchKarpenter feeds a watch event to Karpenter's cluster state and
+// queues.
 func (r *runner) dispatchKarpenter(ev apiserver.Event) {
+	if r.kp.installed {
+		r.kp.k.Observe(ev)
+	}
 	for i, ct := range r.kp.ctrls {
 		if ct.Map == nil {
 			continue
