@@ -57,6 +57,9 @@ func browser(t *testing.T) string {
 		name = "chromium"
 	}
 	path, err := exec.LookPath(name)
+	if err != nil && testing.Short() {
+		t.Skipf("-short: %s not found (make test installs it; make unit does not need it)", name)
+	}
 	if err != nil {
 		t.Fatalf("%s not found: the report test renders report.html in headless Chromium. `make test` installs Debian's chromium (hack/ensure-chromium.sh, as root; or: sudo apt-get install -y chromium); BOOTROLL_SKIP_BROWSER=1 skips this test", name)
 	}
