@@ -64,9 +64,9 @@ whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 5
 
 whatif-examples: bootroll-cli ## Regenerate the example what-if reports in docs/whatif-examples (not in make test; minutes).
 	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' \
-		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/max-unavailable; test $$? -le 1
+		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/max-unavailable || test $$? -le 1
 	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'karpenter.nodePools[0].consolidateAfter=0s,30s,5m' \
 		--vary 'bootroll.pools[0].karpenter={},{postUpdateProtection: 5m}' \
-		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/consolidate-after; test $$? -le 1
+		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/consolidate-after || test $$? -le 1
 
 endif
