@@ -22,11 +22,10 @@ import (
 	"github.com/bootroll/bootroll/sim/whatif"
 )
 
-// defaultWhatifImage is the Job's image when --image is not given. No image
-// that `make images` builds holds the bootroll CLI (they hold the controller
-// and the daemon), so this is a placeholder in the naming of
-// config/default/kustomization.yaml, to be replaced with an image that has
-// bootroll on its PATH (docs/whatif.md, "Sharding").
+// defaultWhatifImage is the Job's image when --image is not given: the
+// bootroll CLI image `make images` builds (binary /bootroll), under the
+// placeholder registry of config/default/kustomization.yaml; push it and
+// name it with --image (docs/whatif.md, "Sharding").
 const defaultWhatifImage = "registry.invalid/bootroll/bootroll:set-me"
 
 // Where the Job's pods see the scenario and write their shard files.
@@ -199,7 +198,7 @@ func jobManifest(plan *whatif.Plan, f whatifFlags) ([]byte, error) {
 					Containers: []corev1.Container{{
 						Name:    "whatif",
 						Image:   j.image,
-						Command: []string{"bootroll"},
+						Command: []string{"/bootroll"},
 						Args:    args,
 						Env:     []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(gomemlimit, 10)}},
 						Resources: corev1.ResourceRequirements{

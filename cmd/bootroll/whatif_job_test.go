@@ -58,7 +58,7 @@ func TestWhatifEmitJob(t *testing.T) {
 	}
 	pod := s.Template.Spec
 	c := pod.Containers[0]
-	if c.Image != defaultWhatifImage || !slices.Equal(c.Command, []string{"bootroll"}) {
+	if c.Image != defaultWhatifImage || !slices.Equal(c.Command, []string{"/bootroll"}) {
 		t.Errorf("image %s command %v", c.Image, c.Command)
 	}
 	if len(c.Env) != 1 || c.Env[0].Name != "GOMEMLIMIT" || c.Env[0].Value != strconv.Itoa(1<<30/10*9) {

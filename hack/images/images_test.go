@@ -39,17 +39,17 @@ var testMeta = Meta{
 // about a minute with a warm build cache) and opens the archives.
 func TestImages(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four binaries")
+		t.Skip("builds six binaries")
 	}
 	out := t.TempDir()
 	results, err := Build(context.Background(), Options{ModuleDir: filepath.Join("..", ".."), Out: out, Meta: testMeta})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 {
-		t.Fatalf("%d results, want 2", len(results))
+	if len(results) != 3 {
+		t.Fatalf("%d results, want 3", len(results))
 	}
-	wantUser := map[string]string{"bootroll-controller": "65532:65532", "bootroll-daemon": "0:0"}
+	wantUser := map[string]string{"bootroll-controller": "65532:65532", "bootroll-daemon": "0:0", "bootroll": "65532:65532"}
 	for _, r := range results {
 		t.Run(r.Component.Name, func(t *testing.T) {
 			if r.Archive != filepath.Join(out, r.Component.Name+".oci.tar") {

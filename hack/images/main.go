@@ -55,6 +55,10 @@ var Components = []Component{
 	// The daemon acts on its host (chroot into the host root, bootc,
 	// systemctl): it runs as root, in a privileged pod.
 	{Name: "bootroll-daemon", Pkg: "./cmd/bootroll-daemon", User: "0:0"},
+	// The CLI, for what-if sweeps as a Kubernetes Indexed Job
+	// (bootroll whatif --emit-job): it reads its scenario and writes its
+	// shard file, nothing else.
+	{Name: "bootroll", Pkg: "./cmd/bootroll", User: "65532:65532"},
 }
 
 // Platforms are the platforms of every image, in index order.
