@@ -246,3 +246,19 @@ func fieldNames(fs []fieldInfo) []string {
 	}
 	return out
 }
+
+// Action returns the YAML key of the event's action (setPoolImage,
+// deleteNode, ...) and its value, read through the same field table the
+// decoder uses; "" when none is set.
+func (e *Event) Action() (name string, value any) {
+	v := reflect.ValueOf(e).Elem()
+	for _, f := range fieldsOf(v.Type()) {
+		if f.oneOf != "action" {
+			continue
+		}
+		if fv := v.FieldByIndex(f.index); !fv.IsNil() {
+			return f.name, fv.Interface()
+		}
+	}
+	return "", nil
+}

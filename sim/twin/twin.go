@@ -48,7 +48,6 @@ package twin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -310,36 +309,24 @@ type Marker struct {
 	What string
 }
 
-// markers names the scenario's timed events: the action's JSON name and,
+// markers names the scenario's timed events: the action's YAML key and,
 // when it has one, the pool or node it acts on.
 func markers(evs []scenario.Event) []Marker {
 	out := make([]Marker, 0, len(evs))
-	for _, e := range evs {
-		var fields map[string]json.RawMessage
-		b, err := json.Marshal(e)
-		if err == nil {
-			err = json.Unmarshal(b, &fields)
+	for i := range evs {
+		what, v := evs[i].Action()
+		if what == "" {
+			what = "event"
 		}
-		what := "event"
-		if err == nil {
-			for _, k := range slices.Sorted(maps.Keys(fields)) {
-				if k == "at" {
-					continue
+		if rv := reflect.Indirect(reflect.ValueOf(v)); rv.Kind() == reflect.Struct {
+			for _, f := range []string{"Pool", "Node", "Name"} {
+				if fv := rv.FieldByName(f); fv.Kind() == reflect.String && fv.String() != "" {
+					what += " " + fv.String()
+					break
 				}
-				what = k
-				var obj struct{ Pool, Node, Name string }
-				if json.Unmarshal(fields[k], &obj) == nil {
-					for _, v := range []string{obj.Pool, obj.Node, obj.Name} {
-						if v != "" {
-							what += " " + v
-							break
-						}
-					}
-				}
-				break
 			}
 		}
-		out = append(out, Marker{At: e.At, What: what})
+		out = append(out, Marker{At: evs[i].At, What: what})
 	}
 	return out
 }
