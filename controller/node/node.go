@@ -813,13 +813,11 @@ func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, 
 // lastHalt keeps them. p is the pool as read for a slot take-up: its slot
 // table names the current target.
 func (r *Reconciler) dropStaleFailures(ctx context.Context, p *v1alpha1.BootcNodePool) error {
-	if p == nil || r.opts.TestOnly.HaltFromLiveRecords {
-		return nil
+	if p == nil || r.opts.TestOnly.HaltFromLiveRecords || !rollout.HasStaleFailures(&p.Status) {
+		return nil // the common case: no copy of a pool (and its slot table) per take-up
 	}
 	cur := p.DeepCopy()
-	if !rollout.DropStaleFailures(&cur.Status) {
-		return nil
-	}
+	rollout.DropStaleFailures(&cur.Status)
 	if err := r.client.Status().Patch(ctx, cur, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("drop the failures of earlier targets from pool %s: %w", p.Name, err)
 	}

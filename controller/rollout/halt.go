@@ -53,6 +53,17 @@ func NoteFailure(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure) bool 
 	return true
 }
 
+// HasStaleFailures reports whether the pool's status.failures holds a
+// failure DropStaleFailures would drop.
+func HasStaleFailures(st *v1alpha1.BootcNodePoolStatus) bool {
+	for _, f := range st.Failures {
+		if !current(st, f, st.TargetImage) {
+			return true
+		}
+	}
+	return false
+}
+
 // DropStaleFailures drops the failures of images other than the pool's
 // target from its status.failures, and reports whether there were any. The
 // node reconciler does it when it takes up a slot for the target, which

@@ -124,7 +124,7 @@ func TestNoteFailure(t *testing.T) {
 	// failure drops the old target's entries.
 	st.TargetImage = "C"
 	old := st.DeepCopy()
-	if !DropStaleFailures(old) || len(old.Failures) != 0 || DropStaleFailures(old) {
+	if !HasStaleFailures(old) || !DropStaleFailures(old) || len(old.Failures) != 0 || HasStaleFailures(old) || DropStaleFailures(old) {
 		t.Errorf("stale failures after DropStaleFailures: %+v", old.Failures)
 	}
 	if !NoteFailure(st, f("n1", "C")) || len(st.Failures) != 1 || st.Failures[0].Image != "C" {
