@@ -281,6 +281,12 @@ func Register(s *apiserver.Server) error {
 	return nil
 }
 
+// Launches returns Stats().Launched and Stats().Terminated without
+// copying the per-reason counts (read at every timeline sample).
+func (k *Karpenter) Launches() (launched, terminated int) {
+	return k.stats.Launched, k.stats.Terminated
+}
+
 // Stats returns a copy of the counters.
 func (k *Karpenter) Stats() Stats {
 	return Stats{

@@ -988,8 +988,7 @@ func (r *runner) sample(now time.Time) {
 		EvictionsRefused: r.cl.EvictionsRefused(),
 	}
 	if r.kp != nil && r.kp.k != nil {
-		st := r.kp.k.Stats()
-		s.KarpenterLaunched, s.KarpenterTerminated = st.Launched, st.Terminated
+		s.KarpenterLaunched, s.KarpenterTerminated = r.kp.k.Launches()
 	}
 	for _, p := range r.w.Pools() {
 		bound, err := invariant.MaxUnavailableBound(p.MaxUnavailable, p.Members)
