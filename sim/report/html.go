@@ -13,8 +13,9 @@ import (
 	"github.com/bootroll/bootroll/sim/twin"
 )
 
-// phaseColors are the fills of the phases in the timeline, by phase.
-var phaseColors = map[v1alpha1.NodePhase]string{
+// PhaseColors are the fills of the phases in a timeline, by phase (the
+// what-if report uses them too).
+var PhaseColors = map[v1alpha1.NodePhase]string{
 	v1alpha1.PhasePending:    "#c9ced6",
 	v1alpha1.PhaseStaging:    "#8fb8de",
 	v1alpha1.PhaseStaged:     "#4a7fb5",
@@ -79,7 +80,7 @@ type legend struct {
 func HTML(res *twin.Result, s Summary) ([]byte, error) {
 	p := page{S: s, Title: fmt.Sprintf("bootroll twin: %s (seed %d)", s.Scenario, s.Seed)}
 	for _, ph := range res.Phases {
-		p.Phases = append(p.Phases, legend{string(ph), phaseColors[ph]})
+		p.Phases = append(p.Phases, legend{string(ph), PhaseColors[ph]})
 	}
 	samples := thin(res.Timeline)
 	end := res.End
@@ -204,7 +205,7 @@ func phaseChart(res *twin.Result, samples []twin.Sample, end time.Duration) stri
 				fmt.Fprintf(&d, "H%.1fV%.1f", xOf(samples[i].At, end), yOf(cum[i-1][k]))
 			}
 			fmt.Fprintf(&d, "H%.1fZ", xOf(samples[0].At, end))
-			fmt.Fprintf(&b, `<path d="%s" fill="%s" stroke="none"><title>%s</title></path>`, d.String(), phaseColors[ph], ph)
+			fmt.Fprintf(&b, `<path d="%s" fill="%s" stroke="none"><title>%s</title></path>`, d.String(), PhaseColors[ph], ph)
 		}
 	}
 	eventMarks(&b, res, end, plotH)
@@ -327,7 +328,7 @@ func violationMarks(b *strings.Builder, res *twin.Result, end time.Duration, h f
 // the timeline) with the axis title, and value ticks along y.
 func axes(b *strings.Builder, start time.Time, end time.Duration, top, h float64, label string) {
 	fmt.Fprintf(b, `<rect x="%g" y="%g" width="%g" height="%g" fill="#fafafa" stroke="#bbb"/>`, padL, padT, plotW, h)
-	step := timeStep(end)
+	step := TimeStep(end)
 	for t := time.Duration(0); t <= end && step > 0; t += step {
 		x := xOf(t, end)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#e4e4e4"/>`, x, padT, x, padT+h)
@@ -344,8 +345,8 @@ func axes(b *strings.Builder, start time.Time, end time.Duration, top, h float64
 	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="11" fill="#333">%s</text>`, padL, padT-2, template.HTMLEscapeString(label))
 }
 
-// timeStep picks a tick spacing giving at most ten ticks.
-func timeStep(end time.Duration) time.Duration {
+// TimeStep picks a tick spacing giving at most ten ticks over end.
+func TimeStep(end time.Duration) time.Duration {
 	for _, s := range []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
 		5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour} {
 		if end/s <= 10 {

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/sim/report"
 )
 
 // report.html is drawn from a *Results alone (WriteReport), so a sweep and
@@ -37,12 +41,6 @@ var columnLabels = map[Metric]string{
 // seriesColors colour the lines of a chart, one per value of the other
 // axes.
 var seriesColors = []string{"#2f6db5", "#e07b39", "#4caf6e", "#c45ab3", "#d64545", "#7a4b2a", "#4a9fb5", "#8a8a2a"}
-
-// phaseColors are sim/report's phase fills, by phase name.
-var phaseColors = map[string]string{
-	"Pending": "#c9ced6", "Staging": "#8fb8de", "Staged": "#4a7fb5", "Draining": "#f0b64c", "Rebooting": "#e07b39",
-	"Verifying": "#c45ab3", "Updated": "#4caf6e", "Degraded": "#b5a642", "Failed": "#d64545", "RolledBack": "#7a4b2a",
-}
 
 // WriteReport writes report.html of res into dir (which must exist).
 func WriteReport(dir string, res *Results) error {
@@ -157,7 +155,7 @@ func Report(res *Results) ([]byte, error) {
 	}
 	for _, ph := range []string{"Pending", "Staging", "Staged", "Draining", "Rebooting", "Verifying", "Updated", "Degraded", "Failed", "RolledBack"} {
 		if seen[ph] {
-			p.Phases = append(p.Phases, swatch{ph, phaseColors[ph]})
+			p.Phases = append(p.Phases, swatch{ph, report.PhaseColors[v1alpha1.NodePhase(ph)]})
 		}
 	}
 	for _, mi := range res.Metrics {
@@ -429,7 +427,7 @@ func timelineChart(t *Timeline) string {
 	topN := niceTop(float64(top))
 	yOf := func(v float64) float64 { return tPadT + tPlotH - tPlotH*v/topN }
 	fmt.Fprintf(&b, `<rect x="%g" y="%g" width="%g" height="%g" fill="#fafafa" stroke="#bbb"/>`, tPadL, tPadT, tPlotW, tPlotH)
-	step := timeStep(end)
+	step := report.TimeStep(time.Duration(end * float64(time.Second))).Seconds()
 	for s := 0.0; s <= end; s += step {
 		x := xOf(s)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#e4e4e4"/>`, x, tPadT, x, tPadT+tPlotH)
@@ -462,7 +460,7 @@ func timelineChart(t *Timeline) string {
 				fmt.Fprintf(&d, "H%.1fV%.1f", xOf(t.Samples[i].AtSeconds), yOf(cum[i-1][k]))
 			}
 			fmt.Fprintf(&d, "H%.1fZ", xOf(t.Samples[0].AtSeconds))
-			fmt.Fprintf(&b, `<path d="%s" fill="%s" stroke="none"><title>%s</title></path>`, d.String(), phaseColors[ph], esc(ph))
+			fmt.Fprintf(&b, `<path d="%s" fill="%s" stroke="none"><title>%s</title></path>`, d.String(), report.PhaseColors[v1alpha1.NodePhase(ph)], esc(ph))
 		}
 		var d strings.Builder
 		fmt.Fprintf(&d, "M%.1f,%.1f", xOf(t.Samples[0].AtSeconds), yOf(float64(t.Samples[0].InSlot)))
@@ -474,16 +472,6 @@ func timelineChart(t *Timeline) string {
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
-}
-
-// timeStep picks a tick spacing in seconds giving at most ten ticks.
-func timeStep(end float64) float64 {
-	for _, s := range []float64{1, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400} {
-		if end/s <= 10 {
-			return s
-		}
-	}
-	return end / 10
 }
 
 // tickClock prints a tick's time: 0, 45s, 5m, 1h30m.
