@@ -1,11 +1,13 @@
 package bootc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bootroll/bootroll/internal/imageref"
 )
@@ -35,6 +37,13 @@ var (
 // comment names, in that order, and nothing else.
 type Client struct {
 	Runner Runner
+
+	// The last status output and what it parsed to: the daemon reads the
+	// status far more often than the host changes, and an unchanged output
+	// needs no second parse (in the twin, parsing was a tenth of a run).
+	mu       sync.Mutex
+	lastOut  []byte
+	lastStat *Status
 }
 
 // statusArgs pins the output format: JSON, because its types are not at the
@@ -42,16 +51,24 @@ type Client struct {
 // bootc that changes the default schema keeps printing the one Parse knows.
 var statusArgs = []string{"status", "--json", "--format-version", "1"}
 
-// Status runs `bootc status --json --format-version 1` and parses it.
+// Status runs `bootc status --json --format-version 1` and parses it. The
+// Status returned is shared with later calls that read the same output:
+// callers must not modify it.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	out, err := c.run(ctx, "bootc", statusArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("reading bootc status: %w", err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastStat != nil && bytes.Equal(out, c.lastOut) {
+		return c.lastStat, nil
+	}
 	st, err := Parse(out)
 	if err != nil {
 		return nil, fmt.Errorf("reading bootc status: output of %s: %w", commandLine("bootc", statusArgs), err)
 	}
+	c.lastOut, c.lastStat = bytes.Clone(out), st
 	return st, nil
 }
 

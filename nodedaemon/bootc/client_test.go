@@ -351,3 +351,41 @@ func TestMatches(t *testing.T) {
 		t.Error("an ostree deployment with no digest matched an empty digest")
 	}
 }
+
+// TestStatusReusesUnchangedOutput: an output equal to the last one is not
+// parsed again (the same *Status comes back); a changed output is, and a
+// failed read in between does not leave a stale answer behind.
+func TestStatusReusesUnchangedOutput(t *testing.T) {
+	booted := &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}
+	staged := &Deployment{Image: imageV2, Transport: "registry", Digest: digestV2, DownloadOnly: true}
+	one := string(encodeV1(t, &Status{Booted: booted}))
+	two := string(encodeV1(t, &Status{Booted: booted, Staged: staged}))
+	c := &Client{Runner: &fakeRunner{script: map[string][]answer{statusCmd: {
+		{stdout: one}, {stdout: one}, {err: failed("error: busy")}, {stdout: two}, {stdout: "{not json"},
+	}}}}
+	ctx := context.Background()
+	a, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("the same output was parsed again")
+	}
+	if _, err := c.Status(ctx); err == nil {
+		t.Fatal("a failed bootc status gave no error")
+	}
+	d, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == a || d.Staged == nil || d.Staged.Image != imageV2 {
+		t.Errorf("a changed output gave %+v, want the staged %s", d, imageV2)
+	}
+	if _, err := c.Status(ctx); err == nil {
+		t.Error("malformed output after a good one gave no error")
+	}
+}
