@@ -140,6 +140,11 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	if limit > 0 {
 		debug.SetMemoryLimit(limit)
 	}
+	gcPercent := os.Getenv("GOGC")
+	if gcPercent == "" {
+		debug.SetGCPercent(whatif.GCPercent)
+		gcPercent = strconv.Itoa(whatif.GCPercent)
+	}
 	if f.cpuProf != "" {
 		pf, err := os.Create(f.cpuProf)
 		if err != nil {
@@ -156,8 +161,8 @@ func runWhatif(stdout, stderr io.Writer, file string, f whatifFlags) error {
 	if f.shard != "" {
 		of = fmt.Sprintf(", shard %s: %d runs", shard, runs)
 	}
-	fmt.Fprintf(stderr, "whatif %s: %d points × %d seeds = %d runs%s on %d workers (memory limit %s)\n",
-		plan.Scenario, len(plan.Points), plan.Seeds, plan.Runs(), of, f.jobs, memString(debug.SetMemoryLimit(-1)))
+	fmt.Fprintf(stderr, "whatif %s: %d points × %d seeds = %d runs%s on %d workers (memory limit %s, GOGC %s)\n",
+		plan.Scenario, len(plan.Points), plan.Seeds, plan.Runs(), of, f.jobs, memString(debug.SetMemoryLimit(-1)), gcPercent)
 	pr := newProgress(stderr)
 	start := time.Now() // edge: wall clock of the command line, only printed to stderr
 	cfg := whatif.Config{Jobs: f.jobs, Progress: pr.update, Replay: replay}
