@@ -119,11 +119,13 @@ type Hooks struct {
 type Cluster struct {
 	// evictionsRefused counts evictions a PodDisruptionBudget refused.
 	evictionsRefused uint64
-	eng              *engine.Engine
-	api              *apiserver.Server
-	c                client.Client // the admin client: neither counted nor faulted
-	sc               *scenario.Scenario
-	hooks            Hooks
+	// pdbBlocked sums the closed intervals of nodes' pdbBlockedSince.
+	pdbBlocked time.Duration
+	eng        *engine.Engine
+	api        *apiserver.Server
+	c          client.Client // the admin client: neither counted nor faulted
+	sc         *scenario.Scenario
+	hooks      Hooks
 	// apps is set when the scheme serves apps/v1, so that Deployments,
 	// ReplicaSets and DaemonSets exist as objects and own their pods.
 	apps bool
@@ -369,6 +371,38 @@ func (c *Cluster) PendingPods() int { return c.pending }
 // EvictionsRefused returns how many evictions PodDisruptionBudgets have
 // refused so far (anyone's).
 func (c *Cluster) EvictionsRefused() uint64 { return c.evictionsRefused }
+
+// PDBBlockedDrain returns the node-time that drains have spent blocked by
+// PodDisruptionBudgets so far: for each node, from an eviction of one of
+// its pods that a PDB refused until the next eviction of one of its pods
+// is admitted, the node is uncordoned (the drain given up) or it is
+// deleted; an interval still open counts until now. Cost: one step per
+// node.
+func (c *Cluster) PDBBlockedDrain() time.Duration {
+	d := c.pdbBlocked
+	now := c.eng.Now()
+	for _, n := range c.nodes {
+		if !n.pdbBlockedSince.IsZero() {
+			d += now.Sub(n.pdbBlockedSince)
+		}
+	}
+	return d
+}
+
+// blocked opens n's PDB-blocked interval unless one is open.
+func (c *Cluster) blocked(n *node) {
+	if n != nil && n.pdbBlockedSince.IsZero() {
+		n.pdbBlockedSince = c.eng.Now()
+	}
+}
+
+// unblock closes n's PDB-blocked interval, if one is open.
+func (c *Cluster) unblock(n *node) {
+	if n != nil && !n.pdbBlockedSince.IsZero() {
+		c.pdbBlocked += c.eng.Now().Sub(n.pdbBlockedSince)
+		n.pdbBlockedSince = time.Time{}
+	}
+}
 
 // PDBStatus returns the state of every PDB, sorted by namespace and name.
 func (c *Cluster) PDBStatus() []facts.PDBState {

@@ -385,6 +385,52 @@ func TestEvictionHonoursPDB(t *testing.T) {
 	}
 }
 
+// TestPDBBlockedDrain: a node's drain is blocked from a refused eviction
+// of one of its pods until an eviction of one of its pods is admitted or
+// the node is uncordoned; an open interval counts until now.
+func TestPDBBlockedDrain(t *testing.T) {
+	h := newHarness(t, options{})
+	api := h.podsOf("api")
+	if err := h.evict(&api[0]); err != nil {
+		t.Fatalf("first api eviction: %v", err)
+	}
+	if err := h.evict(&api[1]); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("second api eviction = %v, want 429", err)
+	}
+	h.runFor(2 * time.Second)
+	// A second refusal of the same node's pod does not restart the clock.
+	if err := h.evict(&api[1]); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("third api eviction 2s later = %v, want 429", err)
+	}
+	h.runFor(3 * time.Second)
+	if got := h.cl.PDBBlockedDrain(); got != 5*time.Second {
+		t.Errorf("blocked 5s after the first refusal = %v, want 5s (open)", got)
+	}
+	h.runFor(time.Minute)
+	if err := h.evict(&api[1]); err != nil {
+		t.Fatalf("api eviction after the replacement started: %v", err)
+	}
+	h.runFor(time.Minute)
+	if got := h.cl.PDBBlockedDrain(); got != 65*time.Second {
+		t.Errorf("blocked after the admitted eviction = %v, want 1m5s (closed)", got)
+	}
+
+	// web's budget admits no eviction: the drain of its node is given up
+	// (uncordoned) after 20s.
+	web := h.podsOf("web")[0]
+	h.cordon(web.Spec.NodeName, true)
+	h.runFor(time.Second)
+	if err := h.evict(&web); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s = %v, want 429", web.Name, err)
+	}
+	h.runFor(20 * time.Second)
+	h.cordon(web.Spec.NodeName, false)
+	h.runFor(time.Minute)
+	if got := h.cl.PDBBlockedDrain(); got != 85*time.Second {
+		t.Errorf("blocked after the uncordon = %v, want 1m25s", got)
+	}
+}
+
 func TestEvictionReschedulesElsewhere(t *testing.T) {
 	h := newHarness(t, options{})
 	victim := h.podsOf("batch")[0]

@@ -47,6 +47,11 @@ type node struct {
 	tainted       bool // has a NoSchedule or NoExecute taint
 	deleting      bool
 
+	// pdbBlockedSince is when an eviction of a pod of this node was
+	// refused by a PodDisruptionBudget with no eviction admitted since;
+	// zero when none is (PDBBlockedDrain).
+	pdbBlockedSince time.Time
+
 	schedulable bool  // counted in SchedulableCapacity and in the heaps
 	heapPos     []int // position in each selector's heap, -1 when absent
 	readySince  metav1.Time
@@ -193,6 +198,9 @@ func (c *Cluster) syncNode(n *node, obj *corev1.Node) {
 		}
 	}
 	n.unschedulable = obj.Spec.Unschedulable
+	if !n.unschedulable {
+		c.unblock(n) // the drain was given up
+	}
 	n.deleting = obj.DeletionTimestamp != nil
 	n.tainted = false
 	for _, t := range obj.Spec.Taints {
@@ -307,6 +315,7 @@ func (c *Cluster) nodeGone(n *node) {
 		return
 	}
 	n.gone = true
+	c.unblock(n)
 	c.sorted = nil
 	n.host.remove()
 	c.refreshNode(n)

@@ -599,6 +599,7 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 		}
 		if b.healthy < need {
 			c.evictionsRefused++
+			c.blocked(p.node)
 			c.trace("pod/evict-refused", object, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
 			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
@@ -611,6 +612,7 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	if err := c.c.Delete(ctx, obj, opts...); err != nil {
 		return err
 	}
+	c.unblock(p.node)
 	details := map[string]any{}
 	if p.node != nil {
 		details["node"] = p.node.name

@@ -441,7 +441,7 @@ code { font-size: 12px; }
  · converged {{if .S.Converged}}at {{secs .S.ConvergedAtSeconds}}{{else}}no{{end}}</p>
 {{with .S.File}}<p><code>{{.}}</code> · seed {{$.S.Seed}}</p>{{end}}
 <p>Overrides: {{if .S.Overrides}}{{range .S.Overrides}}<code>--set {{.}}</code> {{end}}{{else}}none (the file as written){{end}}</p>
-<p>Evictions refused by PodDisruptionBudgets: {{.S.EvictionsRefused}} · most pods pending at once: {{.S.PeakPending}}{{with .S.Karpenter}} · Karpenter: {{.Launched}} launched, {{.Replaced}} replaced, {{.Deleted}} deleted, {{.Terminated}} terminated{{end}}</p>
+<p>Evictions refused by PodDisruptionBudgets: {{.S.EvictionsRefused}} (drains blocked {{dur .S.PDBBlockedDrainSeconds}} in all) · most pods pending at once: {{.S.PeakPending}}{{with .S.Karpenter}} · Karpenter: {{.Launched}} launched, {{.Replaced}} replaced, {{.Deleted}} deleted, {{.Terminated}} terminated{{end}}</p>
 <p>Every chart: time of day along the bottom (UTC); red bands are halts; dotted grey lines are the scenario's timed events (numbered as in the list below); dashed red lines are violations.</p>
 
 <h2>Nodes per phase</h2>

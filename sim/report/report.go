@@ -58,6 +58,10 @@ type Summary struct {
 	PeakHeapBytes   uint64            `json:"peakHeapBytes,omitempty"`
 	// EvictionsRefused counts the evictions PodDisruptionBudgets refused.
 	EvictionsRefused uint64 `json:"evictionsRefused"`
+	// PDBBlockedDrainSeconds is the node-time drains spent blocked by
+	// PodDisruptionBudgets: per node, from a refused eviction of one of
+	// its pods to the next admitted one (or the drain given up).
+	PDBBlockedDrainSeconds float64 `json:"pdbBlockedDrainSeconds"`
 	// PeakPending is the most workload pods pending at once on the
 	// timeline.
 	PeakPending int `json:"peakPendingPods"`
@@ -176,6 +180,7 @@ func Summarize(res *twin.Result, wall time.Duration) Summary {
 	}
 	s.Timings.NodeUpdate = distribution(res.NodeUpdates)
 	s.EvictionsRefused = res.EvictionsRefused
+	s.PDBBlockedDrainSeconds = res.PDBBlockedDrain.Seconds()
 	for _, x := range res.Timeline {
 		s.PeakPending = max(s.PeakPending, x.Pending)
 	}

@@ -203,6 +203,9 @@ type Result struct {
 	// EvictionsRefused counts the evictions PodDisruptionBudgets refused
 	// (anyone's).
 	EvictionsRefused uint64
+	// PDBBlockedDrain is the node-time drains spent blocked by
+	// PodDisruptionBudgets (cluster.PDBBlockedDrain).
+	PDBBlockedDrain time.Duration
 	// Karpenter is what the fake Karpenter did; nil without Karpenter.
 	Karpenter *fakekarpenter.Stats
 	// Markers are the scenario's timed events, in their order: when and
@@ -1086,6 +1089,7 @@ func (r *runner) finish() (*Result, error) {
 		Gauges:      r.gauge.Gauges,
 
 		EvictionsRefused: r.cl.EvictionsRefused(),
+		PDBBlockedDrain:  r.cl.PDBBlockedDrain(),
 	}
 	if r.kp != nil && r.kp.k != nil {
 		st := r.kp.k.Stats()

@@ -29,6 +29,7 @@ const (
 	PeakUnavailable
 	EvictionRequests
 	PDBRefusals
+	PDBBlockedDrain
 	PeakPending
 	PendingPodMinutes
 	KarpenterLaunched
@@ -61,6 +62,7 @@ var Metrics = [numMetrics]MetricInfo{
 	PeakUnavailable:   {"peakNodesUnavailable", "nodes", "most nodes unavailable because of bootroll (in a reboot slot) at once"},
 	EvictionRequests:  {"evictionRequests", "requests", "Eviction API requests by the controller and Karpenter, granted or refused"},
 	PDBRefusals:       {"pdbRefusedEvictions", "requests", "evictions a PodDisruptionBudget refused (429)"},
+	PDBBlockedDrain:   {"pdbBlockedDrainTime", "node-min", "node-time drains spent blocked by PodDisruptionBudgets: per node, from a refused eviction of one of its pods to the next admitted one, its uncordon or its deletion (summed over nodes)"},
 	PeakPending:       {"peakPendingPods", "pods", "most workload pods not bound to a node at once, from the first slot on"},
 	PendingPodMinutes: {"pendingPodMinutes", "pod-min", "integral of pending workload pods over virtual time, from the first slot on"},
 	KarpenterLaunched: {"karpenterLaunched", "nodes", "NodeClaims Karpenter created (for pending pods and as replacements)"},
@@ -134,6 +136,7 @@ func Measure(res *twin.Result, replay string) RunSummary {
 	}
 	r.set(EvictionRequests, float64(evict))
 	r.set(PDBRefusals, float64(res.EvictionsRefused))
+	r.set(PDBBlockedDrain, res.PDBBlockedDrain.Minutes())
 	if k := res.Karpenter; k != nil {
 		r.set(KarpenterLaunched, float64(k.Launched))
 		r.set(KarpenterReaped, float64(sum(k.Deleted)))
