@@ -208,7 +208,7 @@ var docs = map[string]string{
 	"NodeGroup.Capacity":                    "Capacity is each node's allocatable resources; cpu and memory are required, pods defaults to 110.",
 	"NodeGroup.Conditions":                  "Conditions are Node conditions besides Ready that the nodes report (a node problem detector's, NetworkUnavailable), for the pools' healthChecks.nodeConditions. Default none.",
 	"NodeGroup.Cordoned":                    "Cordoned is how many of the group's nodes (the lowest-numbered) start cordoned by the admin; bootroll must leave them cordoned.",
-	"NodeGroup.Count":                       "Count is how many nodes the group has at the start.",
+	"NodeGroup.Count":                       "Count is how many nodes the group has at the start. All groups together, with the nodes events add, have at most MaxNodes.",
 	"NodeGroup.ImageFsCapacity":             "ImageFsCapacity is the size of each node's image filesystem. Default 100Gi.",
 	"NodeGroup.ImageFsUsed":                 "ImageFsUsed is how much of the image filesystem is in use at the start. Default 0.",
 	"NodeGroup.Karpenter":                   "Karpenter, when present, makes the group's nodes Karpenter-managed: each has a NodeClaim of the named NodePool.",
@@ -363,7 +363,7 @@ var docs = map[string]string{
 	"Workload.Name":                         "Name names the Deployment, its pods and its PDB.",
 	"Workload.NodeSelector":                 "NodeSelector restricts the pods to nodes with these labels.",
 	"Workload.PDB":                          "PDB, when present, is the workload's PodDisruptionBudget.",
-	"Workload.Replicas":                     "Replicas is the number of pods at the start.",
+	"Workload.Replicas":                     "Replicas is the number of pods at the start. All workloads together have at most MaxWorkloadPods.",
 	"Workload.Requests":                     "Requests are each pod's resource requests.",
 	"Workload.Unmanaged":                    "Unmanaged makes the pods bare pods that no controller owns (as kubectl run makes): there is no Deployment, nothing recreates a pod that goes (the replica count follows the pods that are left), and a drain evicts them only with the pool's drain.force. Scaling it creates or deletes bare pods, as a person would; a PDB over it counts the pods that exist.",
 }

@@ -236,8 +236,9 @@ type NodeGroup struct {
 	// and nodes added later continue the numbering.
 	Name string `json:"name" required:"true" pattern:"dnsLabel"`
 
-	// Count is how many nodes the group has at the start.
-	Count int `json:"count" required:"true" minimum:"0" maximum:"10000"`
+	// Count is how many nodes the group has at the start. All groups
+	// together, with the nodes events add, have at most MaxNodes.
+	Count int `json:"count" required:"true" minimum:"0" maximum:"100000"`
 
 	// Labels are the labels of every node in the group.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -318,8 +319,9 @@ type Workload struct {
 	// Name names the Deployment, its pods and its PDB.
 	Name string `json:"name" required:"true" pattern:"dnsLabel"`
 
-	// Replicas is the number of pods at the start.
-	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"100000"`
+	// Replicas is the number of pods at the start. All workloads together
+	// have at most MaxWorkloadPods.
+	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"500000"`
 
 	// Requests are each pod's resource requests.
 	Requests map[string]resource.Quantity `json:"requests,omitempty"`
@@ -911,7 +913,7 @@ type ScaleWorkload struct {
 	Workload string `json:"workload" required:"true"`
 
 	// Replicas is the new replica count.
-	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"100000"`
+	Replicas int `json:"replicas" required:"true" minimum:"0" maximum:"500000"`
 }
 
 // AddNodes adds nodes to a group; they boot the group's boot image.
@@ -920,7 +922,7 @@ type AddNodes struct {
 	Group string `json:"group" required:"true"`
 
 	// Count is how many nodes to add.
-	Count int `json:"count" required:"true" minimum:"1" maximum:"10000"`
+	Count int `json:"count" required:"true" minimum:"1" maximum:"100000"`
 }
 
 // RemoveNodes deletes nodes of a group, the highest-numbered first, as a

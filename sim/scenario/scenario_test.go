@@ -224,6 +224,12 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:16: events[0].setNodeClassImage.nodeClass: unknown node class "default" (none are defined)`,
 			`t.yaml:16: events[0].setNodeClassImage.image: unknown image "v7" (known: v1) (did you mean "v1"?)`,
 		}},
+		{"too many nodes in all", base + "nodeGroups:\n  - {name: a, count: 60000, capacity: {cpu: 1, memory: 1Gi}, bootImage: v1}\n  - {name: b, count: 30000, capacity: {cpu: 1, memory: 1Gi}, bootImage: v1}\nevents:\n  - at: 1m\n    addNodes: {group: b, count: 20000}\n", []string{
+			`t.yaml:10: events[0].addNodes.count: with the nodes added up to here the run has 110000 nodes, more than the 100000 a run accepts`,
+		}},
+		{"too many pods in all", base + "nodeGroups:\n  - {name: a, count: 1, capacity: {cpu: 1, memory: 1Gi}, bootImage: v1}\nworkloads:\n  - {name: x, replicas: 400000, requests: {cpu: 1m}}\n  - {name: y, replicas: 1, requests: {cpu: 1m}}\nevents:\n  - at: 1m\n    scaleWorkload: {workload: y, replicas: 100001}\n", []string{
+			`t.yaml:9: workloads[1].replicas: the workloads have up to 500001 pods up to here (with scaleWorkload events), more than the 500000 a run accepts`,
+		}},
 		{"duplicate names", base + "  - {name: v1, ref: \"r.example/os:v2\", size: 1Gi}\n", []string{
 			`t.yaml:5: images[1].name: duplicate name "v1" (also at line 4)`,
 		}},

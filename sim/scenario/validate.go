@@ -77,6 +77,58 @@ func within(path, inner string) bool {
 	return path == inner || strings.HasPrefix(path, inner+".") || strings.HasPrefix(path, inner+"[")
 }
 
+// MaxNodes bounds the nodes of a run: the node groups' counts and the
+// nodes addNodes events add, together. MaxWorkloadPods bounds the
+// workloads' replicas together (the larger of each workload's start and
+// scaleWorkload counts). A run of MaxNodes nodes with 3 workload pods and
+// a DaemonSet pod a node keeps about 5 GiB live (docs/twin-performance.md):
+// more would not fit the machines bootroll whatif is sized for.
+const (
+	MaxNodes        = 100000
+	MaxWorkloadPods = 500000
+)
+
+// totals refuses a scenario whose nodes or workload pods together exceed
+// MaxNodes or MaxWorkloadPods, naming the field that crosses the bound.
+func (v *validator) totals() {
+	s := v.s
+	nodes := 0
+	for i, g := range s.NodeGroups {
+		nodes += g.Count
+		if nodes > MaxNodes {
+			v.errorf(joinKey(joinIndex("nodeGroups", i), "count"), "the node groups have %d nodes up to here, more than the %d a run accepts", nodes, MaxNodes)
+			return
+		}
+	}
+	for i, e := range s.Events {
+		if e.AddNodes == nil {
+			continue
+		}
+		nodes += e.AddNodes.Count
+		if nodes > MaxNodes {
+			v.errorf(joinKey(joinKey(joinIndex("events", i), "addNodes"), "count"), "with the nodes added up to here the run has %d nodes, more than the %d a run accepts", nodes, MaxNodes)
+			return
+		}
+	}
+	most := map[string]int{}
+	for _, w := range s.Workloads {
+		most[w.Name] = w.Replicas
+	}
+	for _, e := range s.Events {
+		if sw := e.ScaleWorkload; sw != nil {
+			most[sw.Workload] = max(most[sw.Workload], sw.Replicas)
+		}
+	}
+	pods := 0
+	for i, w := range s.Workloads {
+		pods += most[w.Name]
+		if pods > MaxWorkloadPods {
+			v.errorf(joinKey(joinIndex("workloads", i), "replicas"), "the workloads have up to %d pods up to here (with scaleWorkload events), more than the %d a run accepts", pods, MaxWorkloadPods)
+			return
+		}
+	}
+}
+
 func (v *validator) check() {
 	s := v.s
 	if s.Limit <= 0 {
@@ -115,6 +167,7 @@ func (v *validator) check() {
 	for i, g := range s.NodeGroups {
 		v.nodeGroup(joinIndex("nodeGroups", i), g)
 	}
+	v.totals()
 	for i, w := range s.Workloads {
 		p := joinIndex("workloads", i)
 		v.resources(joinKey(p, "requests"), w.Requests)
