@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -46,6 +47,7 @@ type runFlags struct {
 	cpuProf  string
 	controls bool
 	profile  string
+	memLimit string
 }
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -81,10 +83,11 @@ negative control was not caught), 2 on bad input.`,
 	fl.StringVar(&f.trace, "trace", "", "write the JSONL trace to this file (with several scenarios: into this directory, one <name>.jsonl each)")
 	fl.StringVar(&f.report, "report", "", "write summary.json and report.html into this directory (with several scenarios: one subdirectory per scenario)")
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field, path=value, e.g. bootroll.pools[0].maxUnavailable=20% (repeatable; an unknown path is an error)")
-	fl.BoolVar(&f.bench, "bench", false, "print wall time, virtual time, events, events per second and peak heap")
+	fl.BoolVar(&f.bench, "bench", false, "print wall time, virtual time, events, events per second, peak heap and peak RSS")
 	fl.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	fl.StringVar(&f.profile, "profile", "", "cache profile of every run: default, stale or instant (same as --set profile=...)")
 	fl.BoolVar(&f.controls, "negative-controls", false, "also run each scenario's negative controls and require the named invariant to catch each")
+	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 7Gi (default: GOMEMLIMIT if set, else 75% of the memory the process may use)")
 	return cmd
 }
 
@@ -109,8 +112,16 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 		}
 		scs = append(scs, loaded{file, sc})
 	}
+	limit, err := memoryLimit(f.memLimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "--memory-limit %q: %v\n", f.memLimit, err)
+		bad = true
+	}
 	if bad {
 		return exitError{exitBadInput}
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
 	}
 	if f.cpuProf != "" {
 		pf, err := os.Create(f.cpuProf)
@@ -288,9 +299,10 @@ func printBench(w io.Writer, res *twin.Result, wall time.Duration) {
 	if wall > 0 {
 		rate = float64(res.Events) / wall.Seconds()
 	}
-	fmt.Fprintf(w, "  bench: wall %s  virtual %s  events %d  events/s %.0f  peak heap %.1f MiB  reconciles pool %d node %d daemon %d  GOMAXPROCS %d  GOGC %s\n",
-		wallString(wall), ms(res.End), res.Events, rate, float64(res.PeakHeap)/(1<<20),
-		res.Reconciles[controller.PoolController], res.Reconciles[controller.NodeController], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc)
+	fmt.Fprintf(w, "  bench: wall %s  virtual %s  events %d  events/s %.0f  peak heap %.1f MiB  peak RSS %.1f MiB (process)  reconciles pool %d node %d daemon %d  GOMAXPROCS %d  GOGC %s  memory limit %s\n",
+		wallString(wall), ms(res.End), res.Events, rate, float64(res.PeakHeap)/(1<<20), float64(peakRSS())/(1<<20),
+		res.Reconciles[controller.PoolController], res.Reconciles[controller.NodeController], res.Reconciles["daemon"], runtime.GOMAXPROCS(0), gogc,
+		memString(debug.SetMemoryLimit(-1)))
 	printWrites(w, res)
 }
 

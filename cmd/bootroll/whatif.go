@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -9,13 +8,11 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/bootroll/bootroll/sim/whatif"
 )
@@ -232,54 +229,6 @@ func writeResults(stdout, stderr io.Writer, plan *whatif.Plan, res *whatif.Resul
 		}
 	}
 	return violated, nil
-}
-
-// memoryLimit returns the Go runtime memory limit to set: the flag's, else
-// 0 (keep it) when GOMEMLIMIT is set, else 75% of physical memory (0 when
-// it cannot be read).
-func memoryLimit(flag string) (int64, error) {
-	if flag != "" {
-		q, err := resource.ParseQuantity(flag)
-		if err != nil {
-			return 0, fmt.Errorf("want a size such as 6Gi or 6000M")
-		}
-		if q.Value() <= 0 {
-			return 0, fmt.Errorf("want a positive size")
-		}
-		return q.Value(), nil
-	}
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return 0, nil
-	}
-	return physicalMemory() / 4 * 3, nil
-}
-
-// physicalMemory reads MemTotal from /proc/meminfo; 0 when it cannot.
-func physicalMemory() int64 {
-	fh, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func memString(b int64) string {
-	if b == int64(^uint64(0)>>1) {
-		return "none"
-	}
-	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
 }
 
 // progress reports runs done on stderr: a line redrawn in place on a
