@@ -884,7 +884,7 @@ func (r *runner) afterEvent(string) {
 		}
 		r.violationsSeen = len(vs)
 	}
-	if r.sampleDirty {
+	if r.sampleDirty || r.samplesStale() {
 		r.sample(now)
 	}
 	if !r.firstSlot.IsZero() {
@@ -946,6 +946,28 @@ func (r *runner) settled() {
 		return
 	}
 	r.eng.Stop()
+}
+
+// samplesStale reports whether the timeline's last sample no longer shows
+// the pending pods, the evictions PDBs refused or Karpenter's launches and
+// terminations: these change without a phase or a cordon changing (a pod
+// waits for capacity, a drain retries), and the report draws them. Close
+// samples are coalesced (sampleSpace), so this adds at most one sample a
+// spacing.
+func (r *runner) samplesStale() bool {
+	n := len(r.timeline)
+	if n == 0 {
+		return false
+	}
+	last := &r.timeline[n-1]
+	if last.Pending != r.cl.PendingPods() || last.EvictionsRefused != r.cl.EvictionsRefused() {
+		return true
+	}
+	if r.kp != nil && r.kp.k != nil {
+		launched, terminated := r.kp.k.Launches()
+		return last.KarpenterLaunched != launched || last.KarpenterTerminated != terminated
+	}
+	return false
 }
 
 // onPhase follows BootcNode phase changes for the timeline and timings.

@@ -228,3 +228,21 @@ func TestResult(t *testing.T) {
 		t.Errorf("reconciles %v", res.Reconciles)
 	}
 }
+
+// TestTimelineFollowsRefusedEvictions: a drain that a PDB blocks retries
+// without a phase or cordon changing; the timeline still shows the
+// refusals grow (the report draws them; the timeline used to be sampled
+// only at phase and cordon changes).
+func TestTimelineFollowsRefusedEvictions(t *testing.T) {
+	res, _ := run(t, load(t, "pdb-blocks-drain.yaml"), 0)
+	if res.EvictionsRefused < 5 {
+		t.Fatalf("%d evictions refused; the scenario should refuse many", res.EvictionsRefused)
+	}
+	seen := map[uint64]bool{}
+	for _, s := range res.Timeline {
+		seen[s.EvictionsRefused] = true
+	}
+	if len(seen) < int(res.EvictionsRefused)/4 || !seen[res.EvictionsRefused] {
+		t.Errorf("the timeline shows %d distinct counts of refused evictions (final %d seen: %v); want at least a quarter of them and the final one", len(seen), res.EvictionsRefused, seen[res.EvictionsRefused])
+	}
+}
