@@ -209,7 +209,8 @@ func (s *Server) Subscribe(fn func(Event)) (cancel func()) {
 func (s *Server) SetFault(fn FaultFunc) { s.fault = fn }
 
 // SetEvictionHandler sets the eviction handler; nil restores the default,
-// which deletes the pod.
+// which honours PodDisruptionBudgets by their status as kube-apiserver
+// does (evictDefault) and deletes the pod.
 func (s *Server) SetEvictionHandler(fn EvictionHandler) { s.evict = fn }
 
 // Counts returns the number of requests of Client() per verb, sorted by verb.
