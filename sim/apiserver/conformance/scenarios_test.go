@@ -486,6 +486,20 @@ func garbageCollection(ctx context.Context, b *backend, tr *transcript) {
 	tr.add("both kept", "%s deleting=%t", outcome(err), o.DeletionTimestamp != nil)
 	tr.add("delete other owner", "%s", outcome(b.c.Delete(ctx, other.DeepCopy())))
 	tr.add("both collected", "%t", b.eventually(gone("both")))
+
+	// Foreground deletion: the real garbage collector keeps the owner
+	// (deletionTimestamp, finalizer foregroundDeletion) until its blocking
+	// dependents are gone, where the twin removes both in the request, a
+	// documented difference (docs/fidelity.md); the end state is the same.
+	fg := cm(n, "fg-owner", nil, nil)
+	tr.add("create fg-owner", "%s", outcome(b.c.Create(ctx, fg)))
+	fgDep := cm(n, "fg-dep", nil, nil)
+	r := ref(fg)
+	r.BlockOwnerDeletion = new(true)
+	fgDep.OwnerReferences = []metav1.OwnerReference{r}
+	tr.add("create fg-dep", "%s", outcome(b.c.Create(ctx, fgDep)))
+	tr.add("delete fg-owner in the foreground", "%s", outcome(b.c.Delete(ctx, fg.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationForeground))))
+	tr.add("fg-dep and fg-owner collected", "%t", b.eventually(func() bool { return gone("fg-dep")() && gone("fg-owner")() }))
 }
 
 func pdbFor(ns, name string, app string) *policyv1.PodDisruptionBudget {
