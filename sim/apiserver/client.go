@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -180,12 +182,19 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 	}
 	var base *entrySet
 	for _, r := range reqs {
-		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s: field selector %q: only exact matches are supported", k.gvk.Kind, fs))
+		switch r.Operator {
+		case selection.Equals, selection.DoubleEquals, selection.NotEquals:
+		default:
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s: field selector %q: only =, == and != are supported", k.gvk.Kind, fs))
 		}
 		ix := k.indexes[r.Field]
 		switch {
 		case ix != nil:
+			// An empty value also matches the objects the index has no
+			// value for: that set is not indexed.
+			if r.Operator == selection.NotEquals || r.Value == "" {
+				continue
+			}
 			if set := ix.lookup(ns, r.Value); base == nil || set == nil || len(set.m) < len(base.m) {
 				base = set
 				if base == nil {
@@ -252,6 +261,9 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 // object for a name in a known namespace, else the namespace or the kind.
 func (s *Server) unindexed(k *kind, ns string, reqs fields.Requirements) []*entry {
 	for _, r := range reqs {
+		if r.Operator == selection.NotEquals {
+			continue
+		}
 		if r.Field == "metadata.namespace" && k.namespaced {
 			if ns != "" && ns != r.Value {
 				return nil
@@ -260,6 +272,9 @@ func (s *Server) unindexed(k *kind, ns string, reqs fields.Requirements) []*entr
 		}
 	}
 	for _, r := range reqs {
+		if r.Operator == selection.NotEquals {
+			continue
+		}
 		if r.Field == "metadata.name" && (ns != "" || !k.namespaced) {
 			if e := k.store.get(objKey{ns, r.Value}); e != nil {
 				return []*entry{e}
@@ -272,21 +287,21 @@ func (s *Server) unindexed(k *kind, ns string, reqs fields.Requirements) []*entr
 
 func matchesFields(k *kind, e *entry, reqs fields.Requirements) bool {
 	for _, r := range reqs {
+		var has bool
 		if ix := k.indexes[r.Field]; ix != nil {
-			if !slices.Contains(e.valsOf(ix), r.Value) {
-				return false
+			// An object the index has no value for has the empty value.
+			vals := e.valsOf(ix)
+			has = slices.Contains(vals, r.Value) || (r.Value == "" && len(vals) == 0)
+		} else {
+			switch r.Field {
+			case "metadata.name":
+				has = e.key.name == r.Value
+			case "metadata.namespace":
+				has = e.key.ns == r.Value
 			}
-			continue
 		}
-		switch r.Field {
-		case "metadata.name":
-			if e.key.name != r.Value {
-				return false
-			}
-		case "metadata.namespace":
-			if e.key.ns != r.Value {
-				return false
-			}
+		if has == (r.Operator == selection.NotEquals) {
+			return false
 		}
 	}
 	return true
@@ -334,6 +349,12 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 	if err != nil {
 		return err
 	}
+	if k.custom && in.GetResourceVersion() == "" {
+		// Custom resources do not allow unconditional updates.
+		return apierrors.NewInvalid(k.gvk.GroupKind(), key.Name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), int64(0), "must be specified for an update"),
+		})
+	}
 	stored, err := c.s.update(k, e, in, status, anyDiff)
 	if err != nil || !echo {
 		return err
@@ -343,7 +364,9 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 
 func (c *simClient) checkWrite(k *kind, verb string, status bool, dry []string) error {
 	if status && !k.status {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s: %s has no status subresource", verb, k.gvk.Kind))
+		// kube-apiserver serves no such path.
+		return apierrors.NewGenericServerResponse(http.StatusNotFound, verb, k.resource, "",
+			fmt.Sprintf("%s has no status subresource", k.gvk.Kind), 0, false)
 	}
 	return dryRun(verb, dry)
 }
@@ -436,12 +459,18 @@ func (s *Server) patchWhole(k *kind, e *entry, pt types.PatchType, data []byte, 
 			patched, err = jsonpatch.MergePatch(orig, data)
 		}
 	case types.JSONPatchType:
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(data); err == nil {
-			patched, err = p.Apply(orig)
+		p, derr := jsonpatch.DecodePatch(data)
+		if derr != nil {
+			return nil, apierrors.NewBadRequest(derr.Error())
+		}
+		if patched, err = p.Apply(orig); err != nil {
+			// As kube-apiserver answers a patch that does not apply
+			// (a failed test, a missing path): 422.
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", k.resource, name,
+				fmt.Sprintf("applying the JSON patch to %s %q: %v", k.gvk.Kind, name, err), 0, false)
 		}
 	case types.StrategicMergePatchType:
-		if !k.typed() {
+		if !k.typed() || k.custom {
 			return nil, apierrors.NewGenericServerResponse(415, "patch", k.resource, name,
 				"strategic merge patch is not supported for "+k.gvk.Kind+"; use a merge patch", 0, false)
 		}

@@ -40,8 +40,8 @@ func TestDeleteWithFinalizers(t *testing.T) {
 	if got.DeletionTimestamp == nil || !got.DeletionTimestamp.Time.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("deletionTimestamp = %v, want %v", got.DeletionTimestamp, t0.Add(time.Minute))
 	}
-	if got.Generation != 2 {
-		t.Errorf("generation after the delete = %d, want 2", got.Generation)
+	if got.Generation != 0 {
+		t.Errorf("generation after the delete = %d, want 0 (Nodes have none)", got.Generation)
 	}
 	rv := got.ResourceVersion
 	if err := c.Delete(ctx, node("n")); err != nil {

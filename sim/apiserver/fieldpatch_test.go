@@ -421,7 +421,8 @@ func patchVia(c client.Client, obj client.Object, data []byte, status bool) erro
 func TestFieldPatchGeneration(t *testing.T) {
 	s, _ := newServer(t)
 	c := s.Client()
-	n := node("n1")
+	// A Pod: unlike a Node, it has a generation.
+	n := pod("ns", "p1", "")
 	mustCreate(t, c, n)
 	steps := []struct {
 		patch      string
@@ -429,19 +430,19 @@ func TestFieldPatchGeneration(t *testing.T) {
 		rv         string
 		generation int64
 	}{
-		{patch: `{"spec":{"unschedulable":true}}`, rv: "2", generation: 2},
-		{patch: `{"spec":{"unschedulable":true}}`, rv: "2", generation: 2},
+		{patch: `{"spec":{"nodeName":"n1"}}`, rv: "2", generation: 2},
+		{patch: `{"spec":{"nodeName":"n1"}}`, rv: "2", generation: 2},
 		{patch: `{"metadata":{"labels":{"a":"b"}}}`, rv: "3", generation: 2},
 		{patch: `{"status":{"phase":"Running"}}`, rv: "3", generation: 2},
 		{patch: `{"status":{"phase":"Running"}}`, status: true, rv: "4", generation: 2},
 		{patch: `{"status":{"phase":"Running"}}`, status: true, rv: "4", generation: 2},
-		{patch: `{"spec":{"unschedulable":null}}`, rv: "5", generation: 3},
+		{patch: `{"spec":{"nodeName":null}}`, rv: "5", generation: 3},
 	}
 	for i, st := range steps {
 		if err := patchVia(c, n, []byte(st.patch), st.status); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		got := get(t, c, node("n1"))
+		got := get(t, c, pod("ns", "p1", ""))
 		if got.ResourceVersion != st.rv || got.Generation != st.generation || n.ResourceVersion != st.rv {
 			t.Errorf("step %d %s: resourceVersion %s (returned %s), generation %d; want %s, %d",
 				i, st.patch, got.ResourceVersion, n.ResourceVersion, got.Generation, st.rv, st.generation)

@@ -76,7 +76,11 @@ func TestList(t *testing.T) {
 		{"metadata.namespace and name", []client.ListOption{client.MatchingFields{"metadata.namespace": "a", "metadata.name": "p2"}}, []string{"a/p2"}, nil},
 		{"index and metadata.name", []client.ListOption{client.MatchingFields{"spec.nodeName": "n1", "metadata.name": "p2"}}, []string{"b/p2"}, nil},
 		{"field not indexed", []client.ListOption{client.MatchingFields{"spec.schedulerName": "x"}}, nil, apierrors.IsBadRequest},
-		{"inexact field", []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("spec.nodeName", "n1")}}, nil, apierrors.IsBadRequest},
+		{"index, not equal", []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("spec.nodeName", "n1")}}, []string{"a/p2", "a/p3", "b/p1"}, nil},
+		{"index, empty value", []client.ListOption{client.MatchingFields{"spec.nodeName": ""}}, []string{"a/p2"}, nil},
+		{"index, not empty", []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("spec.nodeName", "")}}, []string{"a/p1", "a/p3", "b/p1", "b/p2"}, nil},
+		{"metadata.name, not equal", []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.name", "p1")}}, []string{"a/p2", "a/p3", "b/p2"}, nil},
+		{"metadata.namespace, not equal", []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("metadata.namespace", "a")}}, []string{"b/p1", "b/p2"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,5 +233,24 @@ func BenchmarkGetUpdate(b *testing.B) {
 		if err := c.Update(ctx, n); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestListOrderAcrossNamespaces checks that a listing of every namespace
+// comes in kube-apiserver's order, that of the storage keys
+// "<namespace>/<name>": namespace "a-b" before "a", since '-' sorts
+// before '/'.
+func TestListOrderAcrossNamespaces(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.Client()
+	for _, p := range []*corev1.Pod{pod("a", "p", ""), pod("a-b", "p", ""), pod("a.b", "p", ""), pod("ab", "p", ""), pod("a", "q", "")} {
+		mustCreate(t, c, p)
+	}
+	var list corev1.PodList
+	if err := c.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(list.Items), []string{"a-b/p", "a.b/p", "a/p", "a/q", "ab/p"}; !equalStrings(got, want) {
+		t.Errorf("List = %v, want %v", got, want)
 	}
 }

@@ -12,6 +12,9 @@
 // Every listing is sorted by namespace and name, and nothing the server does
 // depends on map iteration order.
 //
+// The conformance test (sim/apiserver/conformance) runs the same requests
+// against this server and a real kube-apiserver and requires the same
+// results; docs/fidelity.md, "API server conformance", lists what it found.
 // Known differences from kube-apiserver, kept on purpose:
 //   - deletion is immediate unless the object has finalizers: pod grace
 //     periods are not modelled;
@@ -23,8 +26,12 @@
 //   - Create drops .status behind a status subresource, as for custom
 //     resources, except for core kinds (Node, Pod, ...), which keep it: the
 //     twin's models create them as their kubelet and controllers would
-//     leave them;
-//   - Update without a resourceVersion is unconditional for every kind;
+//     leave them (a real server makes a new Pod's status {phase: Pending});
+//   - field selectors are served for metadata.name, metadata.namespace and
+//     every field indexed with IndexField, whether or not kube-apiserver
+//     supports that field for the kind (it does for a Pod's spec.nodeName,
+//     not for a BootcNode's spec.pool): the server doubles as the store of
+//     the twin's informer caches, which serve such indexes;
 //   - Limit and Continue of List are ignored: a List returns every match;
 //   - times set by clients keep sub-second precision on Create and Update
 //     (a real server rounds them to seconds when it serialises them);
@@ -209,7 +216,8 @@ func (s *Server) Subscribe(fn func(Event)) (cancel func()) {
 func (s *Server) SetFault(fn FaultFunc) { s.fault = fn }
 
 // SetEvictionHandler sets the eviction handler; nil restores the default,
-// which deletes the pod.
+// which honours PodDisruptionBudgets by their status as kube-apiserver
+// does (evictDefault) and deletes the pod.
 func (s *Server) SetEvictionHandler(fn EvictionHandler) { s.evict = fn }
 
 // Counts returns the number of requests of Client() per verb, sorted by verb.

@@ -23,6 +23,13 @@ type kind struct {
 	namespaced   bool
 	present      bool
 	status       bool // has a status subresource
+	// generation says whether objects of the kind have a
+	// metadata.generation (hasGeneration); without one it stays 0.
+	generation bool
+	// custom is set for custom resources (not builtinGroup), which
+	// refuse strategic merge patches and updates without a
+	// resourceVersion.
+	custom bool
 
 	// goType is the struct type of a typed kind; nil when the kind is
 	// served unstructured.
@@ -61,6 +68,8 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		resource:    plural.GroupResource(),
 		namespaced:  namespaced,
 		present:     true,
+		generation:  hasGeneration(gvk.GroupKind()),
+		custom:      !builtinGroup(gvk.Group),
 		goType:      goType,
 		metaField:   -1,
 		statusField: -1,
@@ -93,8 +102,28 @@ func (k *kind) typed() bool { return k.goType != nil }
 // cluster-scoped kinds.
 type objKey struct{ ns, name string }
 
+// compare orders keys as kube-apiserver lists objects: by their etcd key
+// "<namespace>/<name>", in which "a-b/x" comes before "a/x".
 func (k objKey) compare(o objKey) int {
-	return cmp.Or(cmp.Compare(k.ns, o.ns), cmp.Compare(k.name, o.name))
+	return cmp.Or(nsCompare(k.ns, o.ns), cmp.Compare(k.name, o.name))
+}
+
+// nsCompare compares namespaces a and b as the prefixes a+"/" and b+"/"
+// of storage keys.
+func nsCompare(a, b string) int {
+	if a == b {
+		return 0
+	}
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return cmp.Compare(a[i], b[i])
+		}
+	}
+	if len(a) < len(b) {
+		return cmp.Compare('/', b[n])
+	}
+	return cmp.Compare(a[n], '/')
 }
 
 // objRef names a stored object across kinds.
@@ -187,7 +216,7 @@ func (st *store) list(ns string) []*entry {
 		return b.sorted(nil)
 	}
 	if st.namespaces == nil {
-		st.namespaces = slices.Sorted(maps.Keys(st.buckets))
+		st.namespaces = slices.SortedFunc(maps.Keys(st.buckets), nsCompare)
 	}
 	out := make([]*entry, 0, st.n)
 	for _, ns := range st.namespaces {

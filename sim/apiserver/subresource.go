@@ -69,8 +69,8 @@ func (r *subResourceClient) Apply(context.Context, runtime.ApplyConfiguration, .
 	return ErrApplyNotSupported
 }
 
-// evict hands an eviction of pod to the eviction handler, or deletes the
-// pod when there is none.
+// evict hands an eviction of pod to the eviction handler or, when there is
+// none, evicts it as kube-apiserver does (evictDefault).
 func (c *simClient) evict(ctx context.Context, pod *corev1.Pod, ev *policyv1.Eviction) error {
 	k, key, err := c.begin(ctx, VerbEvict, pod, client.ObjectKeyFromObject(pod))
 	if err != nil {
@@ -90,12 +90,5 @@ func (c *simClient) evict(ctx context.Context, pod *corev1.Pod, ev *policyv1.Evi
 	if c.s.evict != nil {
 		return c.s.evict(ctx, e.obj.(*corev1.Pod), ev)
 	}
-	if ev.DeleteOptions != nil {
-		if err := checkDelete(ev.DeleteOptions); err != nil {
-			return err
-		}
-		return c.s.deleteChecked(k, e, ev.DeleteOptions.Preconditions)
-	}
-	c.s.delete(k, e)
-	return nil
+	return c.s.evictDefault(k, e, ev)
 }

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -38,7 +39,9 @@ func (s *Server) create(k *kind, obj client.Object) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("creating %s %q: namespace is required", k.gvk.Kind, obj.GetName()))
 	}
 	if obj.GetResourceVersion() != "" {
-		return apierrors.NewBadRequest(fmt.Sprintf("creating %s %q: resourceVersion must not be set", k.gvk.Kind, obj.GetName()))
+		// kube-apiserver's storage refuses it with a bare 500: no reason.
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created"}}
 	}
 	if obj.GetName() == "" {
 		prefix := obj.GetGenerateName()
@@ -65,7 +68,10 @@ func (s *Server) create(k *kind, obj client.Object) error {
 	obj.SetCreationTimestamp(s.now())
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetGeneration(1)
+	obj.SetGeneration(0)
+	if k.generation {
+		obj.SetGeneration(1)
+	}
 	// Like kube-apiserver for custom resources, Create does not set status
 	// behind a status subresource. Core kinds keep it: the twin's models
 	// create nodes and pods as their kubelet and controllers would leave them.
@@ -110,7 +116,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 		}
 		takeServerMeta(next, cur)
 		sameContent := k.sameContent(cur, next, d)
-		if !sameContent {
+		if !sameContent && k.generation {
 			next.SetGeneration(cur.GetGeneration() + 1)
 		}
 		// With a status subresource the status is cur's; without one,
@@ -128,7 +134,14 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 			}
 		}
 		if len(next.GetFinalizers()) == 0 {
-			s.remove(k, e, next)
+			// As in kube-apiserver, the write that removes the last
+			// finalizer is not stored: the object is deleted in the
+			// state stored before it, finalizers and all, and the
+			// DELETED event carries that state; the writer gets its
+			// own object back.
+			final := k.shallowCopy(cur)
+			s.remove(k, e, final)
+			next.SetResourceVersion(final.GetResourceVersion())
 			return next, nil
 		}
 	}
@@ -211,7 +224,9 @@ func (s *Server) delete(k *kind, e *entry) {
 	ts := s.now()
 	next.SetDeletionTimestamp(&ts)
 	next.SetDeletionGracePeriodSeconds(new(int64(0)))
-	next.SetGeneration(cur.GetGeneration() + 1)
+	if g := cur.GetGeneration(); g > 0 {
+		next.SetGeneration(g + 1)
+	}
 	s.replace(k, e, next)
 }
 
