@@ -188,9 +188,11 @@ func ready(n corev1.Node) corev1.ConditionStatus {
 }
 
 // poll calls f every 200ms until it returns true; it fails the test with
-// f's last explanation when ctx ends.
+// f's last explanation after 30s or when ctx ends.
 func poll(ctx context.Context, t *testing.T, what string, f func() (bool, string)) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	last := ""
 	for {
 		ok, why := f()
