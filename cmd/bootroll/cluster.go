@@ -54,11 +54,12 @@ func newClusterUpCmd(stdout, stderr io.Writer) *cobra.Command {
 and karpenter-kwok with certificates generated for the run (a CA, a serving
 certificate for 127.0.0.1, an admin client certificate in system:masters,
 a service-account key), wait until each is ready, install Karpenter's CRDs
-(config/karpenter/crds) and bootroll's (config/crd/bases), give kwok the
-stages of config/karpenter/kwok-stages.yaml (a Node annotated
+and bootroll's (config/crd/bases of the checkout), give kwok the stages of
+internal/localcluster/manifests/kwok-stages.yaml (a Node annotated
 ` + localcluster.RebootingAnnotation + `: "true" is NotReady until the annotation goes), create the
-KWOKNodeClass and the default NodePool of config/karpenter/nodepool.yaml,
-then print the kubeconfig path and return. The processes keep running.
+KWOKNodeClass and the default NodePool of manifests/nodepool.yaml (those
+manifests are compiled into bootroll), then print the kubeconfig path on
+stdout and return. The processes keep running.
 
 D holds pki/, kubeconfig, etcd/, kwok-stages.yaml, one log file per
 component (etcd.log, kube-apiserver.log, ...) and state.json, the pids that
@@ -78,7 +79,7 @@ binaries.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dir, "dir", "", "cluster directory (default: "+defaultClusterDir+" in the repository)")
-	fl.StringVar(&f.repo, "repo", "", "the bootroll checkout whose config/ is installed (default: the current directory or the first parent that is one)")
+	fl.StringVar(&f.repo, "repo", "", "the bootroll checkout whose CRDs (config/crd/bases) are installed (default: the current directory or the first parent that is one)")
 	fl.StringVar(&f.binDir, "bin-dir", "", "directory of the binaries (default: bin/k8s in the repository)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up when the cluster is not ready by then")
 	return cmd

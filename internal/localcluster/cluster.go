@@ -27,7 +27,8 @@ type Options struct {
 	Dir string
 	// BinDir holds the binaries (bin/k8s of the repository).
 	BinDir string
-	// Repo is the repository root, whose config/ Up installs.
+	// Repo is the repository root, whose CRDs (config/crd/bases) Up
+	// installs.
 	Repo string
 	// Timeout bounds the whole start, readiness included.
 	Timeout time.Duration
@@ -79,7 +80,7 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	if err != nil {
 		return st, err
 	}
-	stages, err := os.ReadFile(filepath.Join(o.Repo, StagesFile))
+	stages, err := Manifests.ReadFile(StagesFile)
 	if err != nil {
 		return st, fmt.Errorf("reading the KWOK stages: %w", err)
 	}
@@ -147,18 +148,15 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	if err != nil {
 		return st, err
 	}
-	crdFiles, err := YAMLFiles(filepath.Join(o.Repo, KarpenterCRDDir))
+	crds, err := ReadManifests(Manifests, KarpenterCRDs)
 	if err != nil {
 		return st, err
 	}
-	ownCRDs, err := YAMLFiles(filepath.Join(o.Repo, BootrollCRDDir))
+	own, err := ReadManifests(os.DirFS(o.Repo), BootrollCRDDir+"/*.yaml")
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("bootroll's CRDs in %s: %w", o.Repo, err)
 	}
-	crds, err := ReadManifests(append(crdFiles, ownCRDs...)...)
-	if err != nil {
-		return st, err
-	}
+	crds = append(crds, own...)
 	if err := createAll(ctx, c, crds); err != nil {
 		return st, err
 	}
@@ -176,7 +174,7 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	if err := ready(rest...); err != nil {
 		return st, err
 	}
-	pool, err := ReadManifests(filepath.Join(o.Repo, NodePoolFile))
+	pool, err := ReadManifests(Manifests, NodePoolFile)
 	if err != nil {
 		return st, err
 	}

@@ -39,7 +39,7 @@ var Order = []string{Etcd, APIServer, ControllerManager, Scheduler, KWOK, Karpen
 const BuildTarget = "make cluster-tools"
 
 // RebootingAnnotation on a Node makes the node-rebooting KWOK stage of
-// config/karpenter/kwok-stages.yaml set its Ready condition False until the
+// manifests/kwok-stages.yaml set its Ready condition False until the
 // annotation is removed.
 const RebootingAnnotation = "bootroll.dev/rebooting"
 

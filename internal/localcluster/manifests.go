@@ -3,9 +3,11 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,16 +21,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Repository paths that Up reads, relative to the repository root.
+// Manifests are the files Up installs that belong to the local cluster,
+// not to bootroll: Karpenter's CRDs (manifests/crds), the KWOK stages and
+// the KWOKNodeClass and default NodePool. They are compiled into the
+// binary. (Not under config/: that directory is bootroll's own install,
+// which config's tests check as such.)
+//
+//go:embed manifests/crds/*.yaml manifests/*.yaml
+var Manifests embed.FS
+
+// Paths in Manifests, and of bootroll's own CRDs in the repository.
 const (
-	KarpenterCRDDir = "config/karpenter/crds"
-	BootrollCRDDir  = "config/crd/bases"
-	StagesFile      = "config/karpenter/kwok-stages.yaml"
-	NodePoolFile    = "config/karpenter/nodepool.yaml"
+	KarpenterCRDs  = "manifests/crds/*.yaml"
+	StagesFile     = "manifests/kwok-stages.yaml"
+	NodePoolFile   = "manifests/nodepool.yaml"
+	BootrollCRDDir = "config/crd/bases"
 )
 
-// FindRepo returns the first of dir and its parents that holds the
-// manifests Up installs, so `bootroll cluster up` works from any
+// FindRepo returns the first of dir and its parents that holds bootroll's
+// CRDs (config/crd/bases), so `bootroll cluster up` works from any
 // directory of a checkout.
 func FindRepo(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
@@ -36,58 +47,68 @@ func FindRepo(dir string) (string, error) {
 		return "", err
 	}
 	for d := abs; ; d = filepath.Dir(d) {
-		if st, err := os.Stat(filepath.Join(d, StagesFile)); err == nil && !st.IsDir() {
+		if st, err := os.Stat(filepath.Join(d, BootrollCRDDir)); err == nil && st.IsDir() {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no %s in %s or its parents: run from a bootroll checkout or pass --repo", StagesFile, abs)
+			return "", fmt.Errorf("no %s in %s or its parents: run from a bootroll checkout or pass --repo", BootrollCRDDir, abs)
 		}
 	}
 }
 
-// ReadManifests decodes every object of the YAML files (one or more
-// documents each) in the order given, skipping empty documents.
-func ReadManifests(files ...string) ([]*unstructured.Unstructured, error) {
+// ReadManifests decodes every object of the files that match the glob
+// patterns in fsys (one or more YAML documents each), pattern by pattern
+// and sorted by name within one, skipping empty documents. A pattern that
+// matches nothing is an error.
+func ReadManifests(fsys fs.FS, patterns ...string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, pat := range patterns {
+		files, err := fs.Glob(fsys, pat)
 		if err != nil {
-			return nil, fmt.Errorf("reading manifests: %w", err)
+			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for i := 0; ; i++ {
-			var m map[string]any
-			err := dec.Decode(&m)
-			if errors.Is(err, io.EOF) {
-				break
-			}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no manifests match %s", pat)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			b, err := fs.ReadFile(fsys, f)
 			if err != nil {
-				return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
+				return nil, fmt.Errorf("reading manifests: %w", err)
 			}
-			if len(m) == 0 {
-				continue
+			o, err := DecodeManifests(f, b)
+			if err != nil {
+				return nil, err
 			}
-			u := &unstructured.Unstructured{Object: m}
-			if u.GetKind() == "" || u.GetName() == "" {
-				return nil, fmt.Errorf("%s: document %d: want kind and metadata.name", f, i)
-			}
-			objs = append(objs, u)
+			objs = append(objs, o...)
 		}
 	}
 	return objs, nil
 }
 
-// YAMLFiles lists dir/*.yaml, sorted.
-func YAMLFiles(dir string) ([]string, error) {
-	fs, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
+// DecodeManifests decodes the YAML documents of b, which came from the
+// file name (for errors).
+func DecodeManifests(name string, b []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for i := 0; ; i++ {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, i, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() == "" || u.GetName() == "" {
+			return nil, fmt.Errorf("%s: document %d: want kind and metadata.name", name, i)
+		}
+		objs = append(objs, u)
 	}
-	if len(fs) == 0 {
-		return nil, fmt.Errorf("no *.yaml in %s", dir)
-	}
-	sort.Strings(fs)
-	return fs, nil
 }
 
 // createAll creates each object, leaving those that exist alone. An

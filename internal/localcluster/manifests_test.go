@@ -29,12 +29,7 @@ func kinds(objs []*unstructured.Unstructured) []string {
 }
 
 func TestRepoManifests(t *testing.T) {
-	root := repoRoot(t)
-	files, err := YAMLFiles(filepath.Join(root, KarpenterCRDDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds, err := ReadManifests(files...)
+	crds, err := ReadManifests(Manifests, KarpenterCRDs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +38,14 @@ func TestRepoManifests(t *testing.T) {
 			t.Errorf("Karpenter CRDs %v: no %s", kinds(crds), w)
 		}
 	}
-	pool, err := ReadManifests(filepath.Join(root, NodePoolFile))
+	own, err := ReadManifests(os.DirFS(repoRoot(t)), BootrollCRDDir+"/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(kinds(own), "CustomResourceDefinition/bootcnodepools.bootroll.dev") {
+		t.Errorf("bootroll's CRDs %v: no bootcnodepools.bootroll.dev", kinds(own))
+	}
+	pool, err := ReadManifests(Manifests, NodePoolFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestRepoManifests(t *testing.T) {
 		t.Errorf("%s: %v, want %v", NodePoolFile, got, want)
 	}
 
-	stages, err := ReadManifests(filepath.Join(root, StagesFile))
+	stages, err := ReadManifests(Manifests, StagesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,19 +81,21 @@ func TestRepoManifests(t *testing.T) {
 
 func TestReadManifestsErrors(t *testing.T) {
 	dir := t.TempDir()
+	fsys := os.DirFS(dir)
 	for name, body := range map[string]string{
-		"no name": "apiVersion: v1\nkind: ConfigMap\n",
+		"no-name": "apiVersion: v1\nkind: ConfigMap\n",
 		"bad":     "kind: [\n",
 	} {
-		p := filepath.Join(dir, name+".yaml")
-		writeFile(t, p, body)
-		if _, err := ReadManifests(p); err == nil || !strings.Contains(err.Error(), p) {
-			t.Errorf("%s: error %v, want one naming %s", name, err, p)
+		writeFile(t, filepath.Join(dir, name+".yaml"), body)
+		if _, err := ReadManifests(fsys, name+".yaml"); err == nil || !strings.Contains(err.Error(), name+".yaml") {
+			t.Errorf("%s: error %v, want one naming %s.yaml", name, err, name)
 		}
 	}
-	p := filepath.Join(dir, "two.yaml")
-	writeFile(t, p, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")
-	objs, err := ReadManifests(p)
+	if _, err := ReadManifests(fsys, "none/*.yaml"); err == nil {
+		t.Errorf("a pattern that matches nothing: no error")
+	}
+	writeFile(t, filepath.Join(dir, "two.yaml"), "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")
+	objs, err := ReadManifests(fsys, "two.yaml")
 	if err != nil || len(objs) != 2 {
 		t.Errorf("two documents and empty ones: %v, %v; want 2 objects", kinds(objs), err)
 	}
