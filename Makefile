@@ -15,7 +15,7 @@ IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: cluster-tools bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -28,12 +28,43 @@ build: ## Build the binaries into bin/.
 $(CONTROLLER_GEN): $(TOOLS_MOD)
 	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# Without the version the servers report v0.0.0-master, which kubectl and
+# client-go's discovery cannot parse.
+K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
+
 $(K8S_BIN)/kube-apiserver: $(TOOLS_MOD)
 	@echo ">> building kube-apiserver $(K8S_VERSION) from k8s.io/kubernetes (about 4-8 minutes the first time)"
 	mkdir -p $(K8S_BIN)
-	cd hack/tools && CGO_ENABLED=0 go build -trimpath \
-	  -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" \
-	  -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools && CGO_ENABLED=0 go build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+# kube-controller-manager and kube-scheduler: the same module and version as
+# kube-apiserver (bootroll cluster up).
+$(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler: $(K8S_BIN)/%: $(TOOLS_MOD)
+	@echo ">> building $* $(K8S_VERSION) from k8s.io/kubernetes (about 3-4 minutes the first time)"
+	mkdir -p $(K8S_BIN)
+	cd hack/tools && CGO_ENABLED=0 go build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$*
+
+# kwok and Karpenter's KWOK provider: modules of their own (hack/tools/kwok,
+# hack/tools/karpenter) so they build with their own dependency versions;
+# karpenter v1.15.0 needs Go 1.26.9+, so only that build uses go1.27.3 (the
+# go command fetches that toolchain from the module proxy once).
+KWOK_MOD      := hack/tools/kwok/go.mod
+KARPENTER_MOD := hack/tools/karpenter/go.mod
+KARPENTER_GOTOOLCHAIN := go1.27.3
+
+$(K8S_BIN)/kwok: $(KWOK_MOD)
+	@echo ">> building kwok from sigs.k8s.io/kwok (about 1 minute the first time)"
+	mkdir -p $(K8S_BIN)
+	cd hack/tools/kwok && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(K8S_BIN)/karpenter-kwok: $(KARPENTER_MOD)
+	@echo ">> building karpenter-kwok from sigs.k8s.io/karpenter/kwok with $(KARPENTER_GOTOOLCHAIN) (about 2 minutes the first time)"
+	mkdir -p $(K8S_BIN)
+	cd hack/tools/karpenter && GOTOOLCHAIN=$(KARPENTER_GOTOOLCHAIN) CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/karpenter/kwok
+
+CLUSTER_TOOLS := $(K8S_BIN)/etcd $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler $(K8S_BIN)/kwok $(K8S_BIN)/karpenter-kwok
+
+cluster-tools: $(CLUSTER_TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and karpenter-kwok into bin/k8s/ (bootroll cluster up).
 
 $(K8S_BIN)/etcd: $(TOOLS_MOD)
 	@echo ">> building etcd from go.etcd.io/etcd/server/v3"
@@ -85,7 +116,7 @@ containerd: ## Make sure containerd is installed (Debian's package; needs root t
 chromium: ## Make sure Chromium is installed for the what-if report test (Debian's package; needs root to install).
 	bash hack/ensure-chromium.sh
 
-test: tools containerd chromium ## Run every test: unit, envtest on a real kube-apiserver + etcd, CRI on a real containerd, report.html in headless Chromium.
+test: tools cluster-tools containerd chromium ## Run every test: unit, envtest on a real kube-apiserver + etcd, a local control plane with real Karpenter (bootroll cluster up), CRI on a real containerd, report.html in headless Chromium.
 	go test $(GO_TEST_FLAGS) ./...
 
 unit: ## Run the tests that need no API server (fast).

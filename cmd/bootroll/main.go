@@ -4,6 +4,8 @@
 //	bootroll scenario validate FILE...
 //	bootroll scenario list [DIR]
 //	bootroll whatif FILE --vary path=v1,v2,... [--vary ...] --seeds N [--jobs K] [--out DIR]
+//	bootroll cluster up [--dir D]
+//	bootroll cluster down [--dir D]
 //
 // Exit status: 0 when every expectation holds, 1 when one is violated, 2
 // on bad input.
@@ -72,6 +74,6 @@ The same scenario and seed always give the same run, byte for byte.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr))
+	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr), newClusterCmd(stdout, stderr))
 	return root
 }
