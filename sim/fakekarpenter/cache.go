@@ -36,6 +36,9 @@ type clusterState struct {
 	// seeded is set once a full listing has filled the state; events
 	// before it are not needed.
 	seeded bool
+	// gen counts the applies that changed something: two incremental
+	// snapshots of the same gen hold the same objects (snapshot.gen).
+	gen uint64
 
 	// What changed since the last snapshot: the latest object of each
 	// key, nil when it was deleted.
@@ -206,6 +209,9 @@ func (k *Karpenter) seed(ctx context.Context) error {
 	st.byName, st.dirtyNames = map[string]*stateNode{}, map[string]bool{}
 	st.namesStale, st.unlaunchStale, st.pendingStale, st.pdbStale = true, true, true, true
 	st.seeded = true
+	// A new state's generations go on from the old one's, so that no
+	// snapshot of it is taken for one of the old (deletable's memo).
+	st.gen = k.state.gen + 1
 	k.state = st
 	return nil
 }
@@ -214,6 +220,9 @@ func (k *Karpenter) seed(ctx context.Context) error {
 // the changes (a NodePool change rebuilds every stateNode, as each points
 // to its pool).
 func (st *clusterState) apply() {
+	if len(st.chPools)+len(st.chClaims)+len(st.chNodes)+len(st.chPods)+len(st.chPDBs) > 0 {
+		st.gen++
+	}
 	if len(st.chPools) > 0 {
 		for name, u := range st.chPools {
 			delete(st.pools, name)
@@ -428,6 +437,7 @@ func (k *Karpenter) incrementalSnapshot() *snapshot {
 	s := &snapshot{
 		now: k.now(), pools: st.pools, poolSeq: st.poolSeq, byName: st.byName,
 		pending: st.pendingSeq, pendingReqs: st.pendingReqs, pdbs: st.pdbSeq,
+		gen: st.gen,
 	}
 	s.nodes = make([]*stateNode, 0, len(st.unlaunchedSeq)+len(st.names))
 	s.nodes = append(s.nodes, st.unlaunchedSeq...)

@@ -318,11 +318,61 @@ func (k *Karpenter) computeSingleNode(s *snapshot, cands []*stateNode, budgets m
 			k.traceBlocked(MethodSingleNode, c.name, budgetBlocker(ReasonUnderutilized, c.pool.name))
 			continue
 		}
-		if plans, ok := k.simulate(s, c); ok && len(plans) == 0 {
+		if k.deletable(s, c) {
 			return &command{method: k.method(MethodSingleNode), candidates: []*stateNode{c}}
 		}
 	}
 	return nil
+}
+
+// deletable reports whether c's pods fit on the other nodes without a
+// replacement (simulate finds no claim to plan). The answer depends only on
+// the snapshot's objects and on the queue (markedForDeletion), so it is
+// kept until either changes: single-node consolidation asks it of every
+// candidate on every poll, and in a quiet cluster nothing changes between
+// polls (one pass is O(nodes) a candidate, O(nodes²) in all).
+func (k *Karpenter) deletable(s *snapshot, c *stateNode) bool {
+	m := &k.deletableMemo
+	if s.gen == 0 {
+		plans, ok := k.simulate(s, c)
+		return ok && len(plans) == 0
+	}
+	queue := k.queueKey()
+	if m.gen != s.gen || m.queue != queue {
+		m.gen, m.queue = s.gen, queue
+		clear(m.fits)
+	}
+	if fit, ok := m.fits[c.name]; ok {
+		return fit
+	}
+	plans, ok := k.simulate(s, c)
+	fit := ok && len(plans) == 0
+	if m.fits == nil {
+		m.fits = map[string]bool{}
+	}
+	m.fits[c.name] = fit
+	return fit
+}
+
+// deletableMemo keeps deletable's answers for one snapshot generation
+// and queue.
+type deletableMemo struct {
+	gen   uint64
+	queue string
+	fits  map[string]bool
+}
+
+// queueKey names the nodes the queued commands hold (markedForDeletion).
+func (k *Karpenter) queueKey() string {
+	var b strings.Builder
+	for _, q := range k.queue {
+		for _, c := range q.candidates {
+			b.WriteString(c)
+			b.WriteByte(0)
+		}
+		b.WriteByte(1)
+	}
+	return b.String()
 }
 
 // method returns the method named name.

@@ -201,6 +201,10 @@ type Karpenter struct {
 	c    client.Client
 	opts Options
 
+	// deletableMemo keeps single-node consolidation's packing answers
+	// while the snapshot and the queue stay the same (deletable).
+	deletableMemo deletableMemo
+
 	// The reconcilers, each with its own queue in the twin.
 	Provisioner   *Provisioner
 	Lifecycle     *NodeClaimLifecycle

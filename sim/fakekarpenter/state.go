@@ -131,6 +131,9 @@ type snapshot struct {
 	// computed. The snapshot serves one decision, during which k.queue
 	// does not change (execute changes it last).
 	dests []dest
+	// gen is the kept state's generation (clusterState.gen), 0 for a full
+	// listing: snapshots of the same non-zero gen hold the same objects.
+	gen uint64
 }
 
 // pendingForPacking returns the pending pods sorted for packing.
