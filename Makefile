@@ -15,7 +15,7 @@ IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: cluster-tools bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: cluster-tools kind-up kind-deploy kind-scenario kind-down bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -137,6 +137,43 @@ bench-controller: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd ## Measure the contr
 
 clean: ## Remove bin/.
 	rm -rf $(BIN)
+
+# kind: a local cluster in Docker (kind/README.md). Each target needs a
+# running Docker engine, kind and kubectl; the development machines have
+# none (docker there is only a client), so the targets check first.
+KIND            ?= kind
+KIND_CLUSTER    ?= bootroll
+KIND_DIR        := $(BIN)/kind
+KIND_KUBECONFIG ?= $(KIND_DIR)/kubeconfig
+KIND_SCENARIO   ?= scenarios/plain-rollout-10.yaml
+KIND_IMAGES     := bootroll-controller bootroll-daemon
+KIND_NEEDS_DOCKER = @docker info >/dev/null 2>&1 || { echo "$@: docker info failed: this target needs a running Docker engine (and kind and kubectl on PATH); see kind/README.md" >&2; exit 1; }
+
+kind-up: ## Create the kind cluster of kind/cluster.yaml (1 control plane, 3 workers); needs Docker and kind.
+	$(KIND_NEEDS_DOCKER)
+	mkdir -p $(KIND_DIR)
+	$(KIND) create cluster --config kind/cluster.yaml --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG)
+	@echo "kubeconfig: $(KIND_KUBECONFIG)"
+
+kind-deploy: ## Build the images (make images), load them into the kind cluster and apply kind/overlay (daemon in host mode).
+	$(KIND_NEEDS_DOCKER)
+	$(MAKE) images
+	mkdir -p $(KIND_DIR)
+	for c in $(KIND_IMAGES); do \
+	  go run ./kind/retag --in $(IMAGES_DIR)/$$c.oci.tar --out $(KIND_DIR)/$$c.oci.tar --name kind.local/bootroll/$$c:dev; \
+	  $(KIND) load image-archive --name $(KIND_CLUSTER) $(KIND_DIR)/$$c.oci.tar; \
+	done
+	kubectl --kubeconfig $(KIND_KUBECONFIG) apply --server-side -k kind/overlay
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n bootroll-system rollout status deployment/bootroll-controller --timeout=3m
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n bootroll-system rollout status daemonset/bootroll-daemon --timeout=3m
+
+kind-scenario: ## Run scenario KIND_SCENARIO (default plain-rollout-10) on the kind cluster: bootroll scenario run FILE --target cluster.
+	$(KIND_NEEDS_DOCKER)
+	go run ./cmd/bootroll scenario run $(KIND_SCENARIO) --target cluster --kubeconfig $(KIND_KUBECONFIG)
+
+kind-down: ## Delete the kind cluster.
+	$(KIND_NEEDS_DOCKER)
+	$(KIND) delete cluster --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG)
 
 # scenario and bench: the digital twin (hack/scenario.mk).
 -include hack/scenario.mk
