@@ -1,0 +1,392 @@
+// Package fidelity compares what the twin predicted with what a real
+// cluster did for the same scenario: the verdicts side by side and, for
+// each kind of event a rollout is made of (cordoned, drained, rebooted,
+// verified, reaped by Karpenter, replaced), how many there were and how
+// long each took from its cause.
+//
+// Events are read from the API-level lines of a JSONL trace only (the
+// dotted kinds: node.cordon, node.ready, node.created, node.deleting,
+// bootcnode.phase, bootcnode.daemon), which the twin writes from its simulated API server's
+// events and the cluster target from its watches, so both sides are
+// measured the same way. Lines of other kinds (the twin's host and
+// Karpenter internals, node/..., karpenter/...) are ignored.
+package fidelity
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Line is one trace line.
+type Line struct {
+	T       time.Time      `json:"t"`
+	Kind    string         `json:"kind"`
+	Object  string         `json:"object"`
+	Details map[string]any `json:"details"`
+}
+
+// MaxLineBytes bounds one trace line (a longer one is an error).
+const MaxLineBytes = 1 << 20
+
+// ReadTrace reads a JSONL trace. A malformed line is an error naming
+// its line number.
+func ReadTrace(r io.Reader) ([]Line, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
+	var out []Line
+	for n := 1; sc.Scan(); n++ {
+		b := sc.Bytes()
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		var l Line
+		if err := json.Unmarshal(b, &l); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", n, err)
+		}
+		out = append(out, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the trace: %w", err)
+	}
+	return out, nil
+}
+
+// Kind is a kind of event the table compares.
+type Kind string
+
+// The event kinds, in the table's order, and what each is measured from.
+const (
+	// Cordoned: bootroll cordoned a node for its update (node.cordon with
+	// a slot), from the daemon reporting the image Staged
+	// (status.daemon.phase): the wait for a slot and the take-up.
+	Cordoned Kind = "cordoned"
+	// Drained: the node drained and its daemon told to reboot: the daemon
+	// reports Rebooting, from the cordon.
+	Drained Kind = "drained"
+	// Rebooted: the Node was Ready again after going NotReady in the
+	// reboot, from the daemon reporting Rebooting.
+	Rebooted Kind = "rebooted"
+	// Verified: the BootcNode reached Updated, from the Node's Ready after
+	// the reboot.
+	Verified Kind = "verified"
+	// Reaped: a Node was deleted with no node created in the
+	// ReplaceWindow before it (Karpenter's emptiness, delete
+	// consolidation, expiry, repair), from the node's last uncordon or,
+	// never cordoned, its creation.
+	Reaped Kind = "reaped by Karpenter"
+	// Replaced: a Node was deleted after another was created within
+	// ReplaceWindow (Karpenter's replace), from that creation.
+	Replaced Kind = "replaced"
+)
+
+// Kinds lists the kinds in the table's order.
+var Kinds = []Kind{Cordoned, Drained, Rebooted, Verified, Reaped, Replaced}
+
+// ReplaceWindow is how long before a node's deletion a newly created
+// node counts as its replacement.
+const ReplaceWindow = 5 * time.Minute
+
+// Events are the delays from cause to event, per kind, in the order the
+// events happened.
+type Events map[Kind][]time.Duration
+
+// nodeState follows one node through the trace.
+type nodeState struct {
+	created, staged, cordoned, rebooting, readyAgain, uncordoned time.Time
+	wentNotReady, deleting                                       bool
+}
+
+// Extract finds the events of a trace.
+func Extract(lines []Line) Events {
+	ev := Events{}
+	nodes := map[string]*nodeState{}
+	state := func(name string) *nodeState {
+		s := nodes[name]
+		if s == nil {
+			s = &nodeState{}
+			nodes[name] = s
+		}
+		return s
+	}
+	var created []struct {
+		name string
+		at   time.Time
+	}
+	add := func(k Kind, from, to time.Time) {
+		if from.IsZero() || to.Before(from) {
+			return
+		}
+		ev[k] = append(ev[k], to.Sub(from))
+	}
+	for _, l := range lines {
+		kind, name, ok := strings.Cut(l.Object, "/")
+		if !ok {
+			continue
+		}
+		switch {
+		case l.Kind == "node.created" && kind == "Node":
+			s := state(name)
+			*s = nodeState{created: l.T}
+			created = append(created, struct {
+				name string
+				at   time.Time
+			}{name, l.T})
+		case l.Kind == "node.cordon" && kind == "Node":
+			s := state(name)
+			if l.Details["unschedulable"] == true {
+				if _, slot := l.Details["slot"]; slot {
+					s.cordoned = l.T
+					add(Cordoned, s.staged, l.T)
+				}
+			} else {
+				s.uncordoned = l.T
+			}
+		case l.Kind == "node.ready" && kind == "Node":
+			s := state(name)
+			if l.Details["ready"] == false {
+				if !s.rebooting.IsZero() {
+					s.wentNotReady = true
+				}
+			} else if s.wentNotReady {
+				s.wentNotReady = false
+				s.readyAgain = l.T
+				add(Rebooted, s.rebooting, l.T)
+				s.rebooting = time.Time{}
+			}
+		case l.Kind == "node.deleting" && kind == "Node":
+			s := state(name)
+			if s.deleting {
+				continue
+			}
+			s.deleting = true
+			var repl time.Time
+			for _, c := range created {
+				if c.name != name && !c.at.After(l.T) && l.T.Sub(c.at) <= ReplaceWindow && c.at.After(repl) {
+					repl = c.at
+				}
+			}
+			if !repl.IsZero() {
+				add(Replaced, repl, l.T)
+				continue
+			}
+			from := s.created
+			if !s.uncordoned.IsZero() {
+				from = s.uncordoned
+			}
+			add(Reaped, from, l.T)
+		case l.Kind == "bootcnode.daemon" && kind == "BootcNode":
+			s := state(name)
+			switch l.Details["phase"] {
+			case "Staged":
+				s.staged = l.T
+			case "Rebooting":
+				s.rebooting, s.wentNotReady = l.T, false
+				add(Drained, s.cordoned, l.T)
+			}
+		case l.Kind == "bootcnode.phase" && kind == "BootcNode":
+			s := state(name)
+			if l.Details["to"] == "Updated" && l.Details["from"] != "Updated" {
+				add(Verified, s.readyAgain, l.T)
+				s.staged, s.cordoned, s.readyAgain = time.Time{}, time.Time{}, time.Time{}
+			}
+		}
+	}
+	return ev
+}
+
+// Stats summarises one kind's delays.
+type Stats struct {
+	Count          int
+	Median, Max    time.Duration
+	HasMedian      bool
+	TotalEventTime time.Duration
+}
+
+func stats(ds []time.Duration) Stats {
+	s := Stats{Count: len(ds)}
+	if len(ds) == 0 {
+		return s
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	s.Median, s.Max, s.HasMedian = sorted[(len(sorted)-1)/2], sorted[len(sorted)-1], true
+	for _, d := range ds {
+		s.TotalEventTime += d
+	}
+	return s
+}
+
+// Row compares one kind of event.
+type Row struct {
+	Kind          Kind
+	Twin, Cluster Stats
+}
+
+// Diff is the cluster's median delay less the twin's; ok is false when
+// either side has none.
+func (r Row) Diff() (time.Duration, bool) {
+	if !r.Twin.HasMedian || !r.Cluster.HasMedian {
+		return 0, false
+	}
+	return r.Cluster.Median - r.Twin.Median, true
+}
+
+// Within reports whether the row meets the goal: the same count and the
+// medians within tol of each other (a kind neither side saw meets it).
+func (r Row) Within(tol time.Duration) bool {
+	if r.Twin.Count != r.Cluster.Count {
+		return false
+	}
+	d, ok := r.Diff()
+	return !ok || (d <= tol && d >= -tol)
+}
+
+// Comparison is one scenario run on both targets.
+type Comparison struct {
+	Scenario                    string
+	TwinVerdict, ClusterVerdict string
+	// TwinWall and ClusterWall are how long each run took (wall clock).
+	TwinWall, ClusterWall time.Duration
+	Rows                  []Row
+	// Skipped are the cluster target's faults and events it could not
+	// inject, as it reported them.
+	Skipped []string
+}
+
+// Compare builds the rows of a comparison from both traces' events.
+func Compare(twin, cluster Events) []Row {
+	rows := make([]Row, 0, len(Kinds))
+	for _, k := range Kinds {
+		rows = append(rows, Row{Kind: k, Twin: stats(twin[k]), Cluster: stats(cluster[k])})
+	}
+	return rows
+}
+
+// Tolerance is the issue's goal for each kind's delay.
+const Tolerance = 10 * time.Second
+
+// Agrees reports whether the verdicts match and every row is within
+// Tolerance.
+func (c *Comparison) Agrees() bool {
+	if c.TwinVerdict != c.ClusterVerdict {
+		return false
+	}
+	for _, r := range c.Rows {
+		if !r.Within(Tolerance) {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteText prints comparisons as aligned tables, one per scenario.
+func WriteText(w io.Writer, cs []*Comparison) error {
+	var b strings.Builder
+	for _, c := range cs {
+		same := "same"
+		if c.TwinVerdict != c.ClusterVerdict {
+			same = "DIFFERENT"
+		}
+		fmt.Fprintf(&b, "%s: verdict twin %s, cluster %s (%s); wall twin %s, cluster %s\n", c.Scenario, c.TwinVerdict, c.ClusterVerdict, same,
+			round(c.TwinWall), round(c.ClusterWall))
+		fmt.Fprintf(&b, "  %-20s %6s %9s %9s %8s %9s %9s %9s  %s\n", "event", "twin n", "twin p50", "twin max", "real n", "real p50", "real max", "Δ p50", "within 10s")
+		for _, r := range c.Rows {
+			fmt.Fprintf(&b, "  %-20s %6d %9s %9s %8d %9s %9s %9s  %s\n", r.Kind, r.Twin.Count, med(r.Twin), mx(r.Twin),
+				r.Cluster.Count, med(r.Cluster), mx(r.Cluster), diff(r), yes(r.Within(Tolerance)))
+		}
+		for _, s := range c.Skipped {
+			fmt.Fprintf(&b, "  skipped on the cluster: %s\n", s)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMarkdown writes the comparisons as the table of docs/fidelity.md.
+func WriteMarkdown(w io.Writer, cs []*Comparison) error {
+	var b strings.Builder
+	b.WriteString("| scenario | verdict twin / cluster | event | twin n | twin p50 | twin max | cluster n | cluster p50 | cluster max | Δ p50 | within 10 s |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cs {
+		for i, r := range c.Rows {
+			name, verdict := "", ""
+			if i == 0 {
+				name, verdict = c.Scenario, c.TwinVerdict+" / "+c.ClusterVerdict
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %d | %s | %s | %s | %s |\n", name, verdict, r.Kind,
+				r.Twin.Count, med(r.Twin), mx(r.Twin), r.Cluster.Count, med(r.Cluster), mx(r.Cluster), diff(r), yes(r.Within(Tolerance)))
+		}
+	}
+	skipped := map[string]bool{}
+	for _, c := range cs {
+		for _, s := range c.Skipped {
+			skipped[c.Scenario+": "+s] = true
+		}
+	}
+	if len(skipped) > 0 {
+		b.WriteString("\nNot injected on the cluster:\n\n")
+		keys := make([]string, 0, len(skipped))
+		for k := range skipped {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "- %s\n", k)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "—"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(100 * time.Millisecond).String()
+	}
+}
+
+func med(s Stats) string {
+	if !s.HasMedian {
+		return "—"
+	}
+	return round(s.Median)
+}
+
+func mx(s Stats) string {
+	if !s.HasMedian {
+		return "—"
+	}
+	return round(s.Max)
+}
+
+func diff(r Row) string {
+	d, ok := r.Diff()
+	if !ok {
+		return "—"
+	}
+	if d == 0 {
+		return "0s"
+	}
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return sign + round(d)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}

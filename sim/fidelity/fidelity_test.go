@@ -1,0 +1,147 @@
+package fidelity
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+func line(s int, kind, object string, details map[string]any) Line {
+	return Line{T: at(s), Kind: kind, Object: object, Details: details}
+}
+
+// oneUpdate is one node's update and, later, Karpenter reaping it and
+// replacing another.
+func oneUpdate() []Line {
+	return []Line{
+		line(0, "node.created", "Node/a", map[string]any{"ready": true}),
+		line(0, "node.created", "Node/b", map[string]any{"ready": true}),
+		line(10, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Staged"}),
+		line(25, "node.cordon", "Node/a", map[string]any{"unschedulable": true, "slot": "p"}),
+		line(25, "bootcnode.phase", "BootcNode/a", map[string]any{"from": "Pending", "to": "Draining"}),
+		line(70, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Rebooting"}),
+		line(75, "node.ready", "Node/a", map[string]any{"ready": false}),
+		line(170, "node.ready", "Node/a", map[string]any{"ready": true}),
+		line(200, "bootcnode.phase", "BootcNode/a", map[string]any{"from": "Draining", "to": "Updated"}),
+		line(201, "node.cordon", "Node/a", map[string]any{"unschedulable": false}),
+		line(300, "node.created", "Node/c", map[string]any{"ready": false}),
+		line(1000, "node.deleting", "Node/a", nil), // 13 min after c: reaped
+		line(1000, "node.deleting", "Node/a", nil), // counted once
+		line(1100, "node.created", "Node/d", map[string]any{"ready": false}),
+		line(1160, "node.deleting", "Node/b", nil), // 60 s after d: replaced
+	}
+}
+
+func TestExtract(t *testing.T) {
+	ev := Extract(oneUpdate())
+	want := map[Kind][]time.Duration{
+		Cordoned: {15 * time.Second},
+		Drained:  {45 * time.Second},
+		Rebooted: {100 * time.Second},
+		Verified: {30 * time.Second},
+		Reaped:   {799 * time.Second},
+		Replaced: {60 * time.Second},
+	}
+	for _, k := range Kinds {
+		if got := ev[k]; !equal(got, want[k]) {
+			t.Errorf("%s = %v, want %v", k, got, want[k])
+		}
+	}
+}
+
+func equal(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestCompareAndWrite(t *testing.T) {
+	twin := Extract(oneUpdate())
+	slow := oneUpdate()
+	for i := range slow {
+		if slow[i].Kind == "node.ready" && slow[i].Details["ready"] == true {
+			slow[i].T = slow[i].T.Add(12 * time.Second) // a reboot 12 s longer on the cluster
+		}
+	}
+	c := &Comparison{Scenario: "s", TwinVerdict: "PASS", ClusterVerdict: "PASS", Rows: Compare(twin, Extract(slow))}
+	if c.Agrees() {
+		t.Error("a reboot 12 s longer agrees within 10 s")
+	}
+	for _, r := range c.Rows {
+		d, _ := r.Diff()
+		switch r.Kind {
+		case Rebooted:
+			if d != 12*time.Second || r.Within(Tolerance) {
+				t.Errorf("rebooted diff %v within %v", d, r.Within(Tolerance))
+			}
+		case Verified:
+			if d != -12*time.Second {
+				t.Errorf("verified diff %v, want -12s", d)
+			}
+		default:
+			if !r.Within(Tolerance) {
+				t.Errorf("%s not within: %+v", r.Kind, r)
+			}
+		}
+	}
+	var text, md strings.Builder
+	if err := WriteText(&text, []*Comparison{c}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "rebooted") || !strings.Contains(text.String(), "+12s") || !strings.Contains(text.String(), "NO") {
+		t.Errorf("text table:\n%s", text.String())
+	}
+	c.Skipped = []string{"nodeCrash: no host to crash"}
+	if err := WriteMarkdown(&md, []*Comparison{c}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| s | PASS / PASS | cordoned | 1 | 15s |") || !strings.Contains(md.String(), "- s: nodeCrash: no host to crash") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	c.ClusterVerdict = "FAIL"
+	if c.Agrees() {
+		t.Error("different verdicts agree")
+	}
+}
+
+// TestTwinTrace reads a trace the twin wrote (post-update-emptiness-
+// reaping: three Karpenter nodes updated, one reaped empty after its
+// post-update protection).
+func TestTwinTrace(t *testing.T) {
+	f, err := os.Open("testdata/post-update-emptiness-reaping.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines, err := ReadTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := Extract(lines)
+	for k, n := range map[Kind]int{Cordoned: 3, Drained: 3, Rebooted: 3, Verified: 3, Reaped: 1, Replaced: 0} {
+		if len(ev[k]) != n {
+			t.Errorf("%s: %d events %v, want %d", k, len(ev[k]), ev[k], n)
+		}
+	}
+	if d := ev[Reaped]; len(d) == 1 && d[0] < 5*time.Minute {
+		t.Errorf("reaped %v after the uncordon, within the 5m post-update protection", d[0])
+	}
+}
+
+func TestReadTraceNamesTheBadLine(t *testing.T) {
+	_, err := ReadTrace(strings.NewReader(`{"t":"2026-01-05T00:00:00Z","kind":"x","object":"Node/a"}` + "\n{not json\n"))
+	if err == nil || !strings.Contains(err.Error(), "trace line 2") {
+		t.Errorf("err = %v, want one naming line 2", err)
+	}
+}
