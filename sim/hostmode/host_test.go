@@ -200,7 +200,10 @@ func TestStageInterruptedByReboot(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
 	h := NewHost("n", sc, fc, NodeRand(1, "n"), sc.Image("v1"), v1Ref, "b", 50<<30, nil)
 	errc := make(chan error, 1)
-	go func() { _, err := h.Run(context.Background(), "bootc", "switch", "--download-only", "--", v2Ref); errc <- err }()
+	go func() {
+		_, err := h.Run(context.Background(), "bootc", "switch", "--download-only", "--", v2Ref)
+		errc <- err
+	}()
 	waitFor(t, "the stage to wait", fc.HasWaiters)
 	_, up := h.ShutDown()
 	up()

@@ -262,7 +262,7 @@ func (p *player) reboot() {
 	p.stopDaemon()
 	total, up := p.host.ShutDown()
 	yes := "true"
-	p.log.Info("rebooting", "for", total)
+	p.log.Info("rebooting", "for", total.String())
 	if !p.write(func(ctx context.Context) error {
 		return p.e.api.Annotate(ctx, p.name, map[string]*string{localcluster.RebootingAnnotation: &yes})
 	}) {
