@@ -163,6 +163,9 @@ func TestHostThroughAdapters(t *testing.T) {
 	}
 	waitFor(t, "the stage to wait on the clock", fc.HasWaiters)
 	fc.Step(29 * time.Second) // 100Mi at 10Mi/s + 20s is 30s
+	if !fc.HasWaiters() {
+		t.Fatal("the stage stopped waiting before 30s")
+	}
 	obs, err := async.Observe(ctx)
 	if err != nil || !obs.Staging {
 		t.Fatalf("after 29s: staging %v, err %v; want still staging", obs.Staging, err)
