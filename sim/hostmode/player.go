@@ -104,7 +104,9 @@ func newPlayer(parent context.Context, e *env, node *corev1.Node) *player {
 	in := InitialState(e.sc, node)
 	rng := NodeRand(e.seed, node.Name)
 	bootID := node.Status.NodeInfo.BootID
-	if bootID == "" {
+	if _, rebooting := node.Annotations[localcluster.RebootingAnnotation]; bootID == "" || rebooting {
+		// A reboot an earlier process played (and died in) is over: as
+		// after a crash, the staged deployment is gone and the boot new.
 		bootID = newBootID(rng)
 	}
 	p.host = NewHost(node.Name, e.sc, e.clk, rng, in.Booted, in.Ref, bootID, available(in.Group), p.rebootRequested)
@@ -118,7 +120,6 @@ func newPlayer(parent context.Context, e *env, node *corev1.Node) *player {
 			set[AnnotationRollback] = &in.RollbackRef
 		}
 		if _, ok := node.Annotations[localcluster.RebootingAnnotation]; ok {
-			// A reboot that an earlier process played is over.
 			set[localcluster.RebootingAnnotation] = nil
 		}
 		if !p.write(func(ctx context.Context) error { return e.api.Annotate(ctx, p.name, set) }) {
