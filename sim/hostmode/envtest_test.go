@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -202,10 +203,23 @@ func TestHostModeOnAPIServer(t *testing.T) {
 		return st.Booted != nil && st.Booted.Digest == v2.Digest && st.Daemon.BootID == n.Status.NodeInfo.BootID
 	})
 
-	// The Node goes: the player stops (no writes to a deleted Node).
+	// The Node goes and comes back (Karpenter reuses no names, but a
+	// static node can): the old player ends and a new one plays the new
+	// Node from its node group's image, with a boot ID of its own.
 	if err := c.Delete(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	eventually("the Node gone", func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "workers-0"}, &corev1.Node{}))
+	})
+	again := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers", "hostmode-test": "yes"}}}
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the new Node played", func() bool {
+		n := getNode("workers-0")
+		return n.Status.NodeInfo.BootID != "" && n.Annotations[AnnotationBooted] == v1Ref
+	})
 }
 
 // testLog logs to stderr under -v, else nowhere (the players' goroutines
