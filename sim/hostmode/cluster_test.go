@@ -28,7 +28,8 @@ import (
 // --simulate-hosts FILE --nodes SELECTOR --kubeconfig K`, the command line
 // sim/clusterrun runs), each as a process: every node stages, reboots
 // (NotReady through the KWOK stage, one at a time for maxUnavailable 1),
-// and comes back on v2 with a new boot ID; the pool ends UpToDate.
+// and comes back on v2 with a new boot ID; the pool ends UpToDate. Then
+// v3, which fails to boot (FallBack), halts the pool after one node.
 func TestRolloutOnLocalCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane: not with -short")
@@ -200,6 +201,40 @@ func TestRolloutOnLocalCluster(t *testing.T) {
 		if !sawRebooting[name] {
 			t.Logf("%s: its NotReady (reason Rebooting) fell between two polls", name)
 		}
+	}
+
+	// v3 fails to boot (FallBack): the first node to reboot into it comes
+	// back on v2, and the pool halts (failurePolicy Halt, maxFailures 1).
+	if err := c.Get(ctx, client.ObjectKey{Name: pool.Name}, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Spec.Image = v3Ref
+	if err := c.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "the pool Halted", func() bool {
+		var p v1alpha1.BootcNodePool
+		if err := c.Get(ctx, client.ObjectKey{Name: pool.Name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionHalted)
+		return cond != nil && cond.Status == metav1.ConditionTrue
+	})
+	fellBack := 0
+	for _, name := range names {
+		var bn v1alpha1.BootcNode
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &bn); err != nil {
+			t.Fatal(err)
+		}
+		if bn.Status.Booted == nil || bn.Status.Booted.Digest != digestOf(v2Ref) {
+			t.Errorf("%s: booted %+v after the halt, want still v2", name, bn.Status.Booted)
+		}
+		if bn.Status.Daemon.LastReboot != nil && bn.Status.Daemon.LastReboot.Image == v3Ref {
+			fellBack++
+		}
+	}
+	if fellBack != 1 {
+		t.Errorf("%d nodes rebooted into v3, want 1 (maxUnavailable 1, halt after the first failure)", fellBack)
 	}
 }
 

@@ -33,6 +33,7 @@ limit: 1h
 images:
   - {name: v1, ref: ` + v1Ref + `, size: 100Mi}
   - {name: v2, ref: ` + v2Ref + `, size: 100Mi}
+  - {name: v3, ref: ` + v3Ref + `, size: 100Mi, failsToBoot: true, bootFailure: FallBack}
 host:
   pullBandwidth: 1Gi
   stageOverhead: 1s
