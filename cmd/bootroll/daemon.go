@@ -155,6 +155,7 @@ func runDaemon(stderr io.Writer, f daemonFlags) error {
 		Scenario: in.sc, Seed: in.seed, Selector: in.selector, Node: in.node,
 		Config: cfg, Clock: clock.RealClock{}, // edge: host mode runs on wall-clock time
 		Log: log.WithName("hostmode"), Resync: f.resync,
+		Ready: func() { log.WithName("hostmode").Info("ready: watching Nodes and BootcNodes") },
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "bootroll daemon:", err)
