@@ -112,8 +112,9 @@ func TestHostModeOnAPIServer(t *testing.T) {
 	sel := labels.SelectorFromSet(labels.Set{"hostmode-test": "yes"})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	readyC := make(chan struct{})
 	go func() {
-		done <- Run(runCtx, Options{Scenario: sc, Seed: 1, Selector: sel, Config: cfg, Clock: clock.RealClock{}, Log: testLog()})
+		done <- Run(runCtx, Options{Scenario: sc, Seed: 1, Selector: sel, Config: cfg, Clock: clock.RealClock{}, Log: testLog(), Ready: func() { close(readyC) }})
 	}()
 	defer func() {
 		stop()
@@ -144,6 +145,11 @@ func TestHostModeOnAPIServer(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	select {
+	case <-readyC:
+	case <-ctx.Done():
+		t.Fatal("Options.Ready was not called")
 	}
 	v1, v2 := sc.Image("v1"), sc.Image("v2")
 	eventually("the daemon to report the booted image", func() bool {
