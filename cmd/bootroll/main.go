@@ -6,6 +6,7 @@
 //	bootroll whatif FILE --vary path=v1,v2,... [--vary ...] --seeds N [--jobs K] [--out DIR]
 //	bootroll cluster up [--dir D]
 //	bootroll cluster down [--dir D]
+//	bootroll daemon --simulate-hosts FILE (--nodes SELECTOR | --node NAME) [--kubeconfig K]
 //
 // Exit status: 0 when every expectation holds, 1 when one is violated, 2
 // on bad input.
@@ -74,6 +75,6 @@ The same scenario and seed always give the same run, byte for byte.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr), newClusterCmd(stdout, stderr))
+	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr), newClusterCmd(stdout, stderr), newDaemonCmd(stdout, stderr))
 	return root
 }

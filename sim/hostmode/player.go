@@ -1,0 +1,327 @@
+package hostmode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/internal/localcluster"
+	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// nodeAPI is what a player writes on its Node: annotations (a nil value
+// removes one) and status.nodeInfo.bootID.
+type nodeAPI interface {
+	Annotate(ctx context.Context, node string, set map[string]*string) error
+	SetBootID(ctx context.Context, node, bootID string) error
+}
+
+// clientNodeAPI writes with JSON merge patches through a client.
+type clientNodeAPI struct{ c client.Client }
+
+func (a clientNodeAPI) Annotate(ctx context.Context, node string, set map[string]*string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{}
+	n.Name = node
+	if err := a.c.Patch(ctx, n, client.RawPatch(types.MergePatchType, data), client.FieldOwner(fieldOwner)); err != nil {
+		return fmt.Errorf("annotate Node %s: %w", node, err)
+	}
+	return nil
+}
+
+func (a clientNodeAPI) SetBootID(ctx context.Context, node, bootID string) error {
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"nodeInfo": map[string]any{"bootID": bootID}}})
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{}
+	n.Name = node
+	if err := a.c.Status().Patch(ctx, n, client.RawPatch(types.MergePatchType, data), client.FieldOwner(fieldOwner)); err != nil {
+		return fmt.Errorf("set status.nodeInfo.bootID of Node %s: %w", node, err)
+	}
+	return nil
+}
+
+// fieldOwner is the field manager of host mode's writes to Nodes.
+const fieldOwner = "bootroll-hostmode"
+
+// env is what every player shares.
+type env struct {
+	sc        *scenario.Scenario
+	seed      uint64
+	clk       clock.Clock
+	log       logr.Logger
+	api       nodeAPI
+	client    client.Client
+	apiReader client.Reader
+	resync    time.Duration
+	// wake wakes the daemon of a node (the wake watch of
+	// nodedaemon.Watches); it must not block.
+	wake func(node string)
+	// retry is the pause between tries of a failed Node write.
+	retry time.Duration
+}
+
+// player plays one Node: its simulated host and the daemon process on
+// it, which stops for a reboot and starts again after the boot.
+type player struct {
+	e    *env
+	name string
+	host *Host
+	ctx  context.Context
+	stop context.CancelFunc
+	log  logr.Logger
+
+	mu sync.Mutex
+	// daemon is the running daemon process; nil while it is down.
+	daemon *nodedaemon.Daemon
+	// gen counts daemon processes: a wake of an earlier one is dropped.
+	gen        int
+	procCancel context.CancelFunc
+	// flapCancel ends the flapping of this boot.
+	flapCancel context.CancelFunc
+}
+
+// newPlayer starts playing node: it decides the host's first state,
+// writes it on the Node, and starts the daemon after host.daemonStartup.
+func newPlayer(parent context.Context, e *env, node *corev1.Node) *player {
+	ctx, stop := context.WithCancel(parent)
+	p := &player{e: e, name: node.Name, ctx: ctx, stop: stop, log: e.log.WithValues("node", node.Name)}
+	in := InitialState(e.sc, node)
+	rng := NodeRand(e.seed, node.Name)
+	bootID := node.Status.NodeInfo.BootID
+	if _, rebooting := node.Annotations[localcluster.RebootingAnnotation]; bootID == "" || rebooting {
+		// A reboot an earlier process played (and died in) is over: as
+		// after a crash, the staged deployment is gone and the boot new.
+		bootID = newBootID(rng)
+	}
+	p.host = NewHost(node.Name, e.sc, e.clk, rng, in.Booted, in.Ref, bootID, available(in.Group), p.rebootRequested)
+	if in.Rollback != nil {
+		p.host.SetRollback(in.Rollback, in.RollbackRef)
+	}
+	p.log.Info("playing node", "booted", in.Ref, "from", in.From, "bootID", bootID)
+	go func() { // edge: the host's life beside the daemon loop
+		set := map[string]*string{AnnotationBooted: &in.Ref}
+		if in.Rollback != nil {
+			set[AnnotationRollback] = &in.RollbackRef
+		}
+		if _, ok := node.Annotations[localcluster.RebootingAnnotation]; ok {
+			set[localcluster.RebootingAnnotation] = nil
+		}
+		if !p.write(func(ctx context.Context) error { return e.api.Annotate(ctx, p.name, set) }) {
+			return
+		}
+		if node.Status.NodeInfo.BootID != bootID && !p.write(func(ctx context.Context) error { return e.api.SetBootID(ctx, p.name, bootID) }) {
+			return
+		}
+		p.startDaemonAfter(e.sc.Host.DaemonStartup)
+	}()
+	return p
+}
+
+// write tries w until it succeeds or the player stops; it reports
+// whether it succeeded.
+func (p *player) write(w func(ctx context.Context) error) bool {
+	for {
+		err := w(p.ctx)
+		if err == nil {
+			return true
+		}
+		if p.ctx.Err() != nil {
+			return false
+		}
+		p.log.Info("writing the Node failed; trying again", "error", err.Error(), "in", p.e.retry)
+		if !p.sleep(p.ctx, p.e.retry) {
+			return false
+		}
+	}
+}
+
+// sleep waits d on the clock; false when ctx ended first.
+func (p *player) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-p.e.clk.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// startDaemonAfter starts a new daemon process after a draw of dist.
+func (p *player) startDaemonAfter(dist scenario.Distribution) {
+	p.host.mu.Lock()
+	wait := dist.Sample(p.host.rng)
+	p.host.mu.Unlock()
+	if !p.sleep(p.ctx, wait) {
+		return
+	}
+	p.startDaemon()
+}
+
+// startDaemon starts a daemon process: nodedaemon.Wire over the
+// production adapters over the simulated host, with no memory of the
+// one before. Pinned images are not simulated (no image service).
+func (p *player) startDaemon() {
+	p.mu.Lock()
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.gen++
+	gen := p.gen
+	procCtx, cancel := context.WithCancel(p.ctx)
+	p.procCancel = cancel
+	p.daemon = nodedaemon.Wire(nodedaemon.Edges{
+		Node:      p.name,
+		Client:    p.e.client,
+		APIReader: p.e.apiReader,
+		Clock:     p.e.clk,
+		Log:       p.e.log.WithName("daemon").WithValues("node", p.name),
+		Host: nodedaemon.HostEdges{
+			Bootc:     p.host,
+			BootID:    p.host.BootID,
+			Statfs:    p.host.Statfs,
+			StageSize: p.host.StageSize,
+			Context:   procCtx,
+			Wake: func() {
+				p.mu.Lock()
+				current := p.gen == gen && p.daemon != nil
+				p.mu.Unlock()
+				if current {
+					p.e.wake(p.name)
+				}
+			},
+		},
+	}, nodedaemon.Config{Resync: p.e.resync, StagingReserve: 0})
+	p.mu.Unlock()
+	p.log.Info("daemon started")
+	p.e.wake(p.name)
+}
+
+// stopDaemon stops the daemon process: its background stage ends, and
+// the requests for it are dropped until the next one starts.
+func (p *player) stopDaemon() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.daemon = nil
+	if p.procCancel != nil {
+		p.procCancel()
+		p.procCancel = nil
+	}
+	if p.flapCancel != nil {
+		p.flapCancel()
+		p.flapCancel = nil
+	}
+}
+
+// Reconcile hands a request to the running daemon process; while it is
+// down, requests are dropped (its start wakes it).
+func (p *player) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p.mu.Lock()
+	d := p.daemon
+	p.mu.Unlock()
+	if d == nil {
+		return reconcile.Result{}, nil
+	}
+	return d.Reconcile(ctx, req)
+}
+
+// end stops playing the node (its Node is gone).
+func (p *player) end() {
+	p.stopDaemon()
+	p.stop()
+}
+
+// rebootRequested is the host's onReboot: `systemctl reboot` ran.
+func (p *player) rebootRequested() {
+	go p.reboot() // edge: the reboot runs on the clock beside the daemon loop
+}
+
+// reboot plays a reboot: the daemon goes down, the Node is annotated
+// rebooting (NotReady through the KWOK stage) for the reboot's length,
+// then comes back with a new boot ID and the image the boot booted,
+// Ready unless the boot failed so, and the daemon starts again after
+// host.daemonStartup.
+func (p *player) reboot() {
+	p.stopDaemon()
+	total, up := p.host.ShutDown()
+	yes := "true"
+	p.log.Info("rebooting", "for", total.String())
+	if !p.write(func(ctx context.Context) error {
+		return p.e.api.Annotate(ctx, p.name, map[string]*string{localcluster.RebootingAnnotation: &yes})
+	}) {
+		return
+	}
+	if !p.sleep(p.ctx, total) {
+		return
+	}
+	outcome, bootID := up()
+	booted, rollback := p.host.Booted()
+	p.log.Info("booted", "image", booted, "outcome", outcome, "bootID", bootID)
+	// The boot ID first, while the annotation keeps KWOK's node stages
+	// off the Node: they would write back the boot ID they read.
+	if !p.write(func(ctx context.Context) error { return p.e.api.SetBootID(ctx, p.name, bootID) }) {
+		return
+	}
+	set := map[string]*string{AnnotationBooted: &booted, AnnotationRollback: nil}
+	if rollback != "" {
+		set[AnnotationRollback] = &rollback
+	}
+	if outcome.Ready() {
+		set[localcluster.RebootingAnnotation] = nil
+	}
+	if !p.write(func(ctx context.Context) error { return p.e.api.Annotate(ctx, p.name, set) }) {
+		return
+	}
+	if outcome == Flapping {
+		ctx, cancel := context.WithCancel(p.ctx)
+		p.mu.Lock()
+		p.flapCancel = cancel
+		p.mu.Unlock()
+		go p.flap(ctx) // edge: flaps on the clock
+	}
+	if outcome.DaemonRuns() {
+		p.startDaemonAfter(p.e.sc.Host.DaemonStartup)
+	}
+}
+
+// flap turns the Node NotReady and Ready again, over and over, until ctx
+// ends (the next reboot): a Flapping image.
+func (p *player) flap(ctx context.Context) {
+	yes := "true"
+	for {
+		if !p.sleep(ctx, cluster.FlapReady) {
+			return
+		}
+		if !p.write(func(c context.Context) error {
+			return p.e.api.Annotate(c, p.name, map[string]*string{localcluster.RebootingAnnotation: &yes})
+		}) {
+			return
+		}
+		if !p.sleep(ctx, cluster.FlapNotReady) {
+			return
+		}
+		if !p.write(func(c context.Context) error {
+			return p.e.api.Annotate(c, p.name, map[string]*string{localcluster.RebootingAnnotation: nil})
+		}) {
+			return
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package hostmode
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/localcluster"
+)
+
+// TestPlayerReboot plays a reboot on a Node: annotated rebooting for the
+// reboot's length, then a new boot ID in status.nodeInfo.bootID, the
+// annotation gone, the booted image recorded, and a new daemon process.
+func TestPlayerReboot(t *testing.T) {
+	sc := loadTest(t)
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	wakes := 0
+	e := &env{
+		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
+		resync: time.Hour, retry: time.Second,
+		wake: func(string) { mu.Lock(); wakes++; mu.Unlock() },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newPlayer(ctx, e, node)
+	defer p.end()
+	get := func() *corev1.Node {
+		var n corev1.Node
+		if err := c.Get(ctx, client.ObjectKey{Name: "workers-0"}, &n); err != nil {
+			t.Fatal(err)
+		}
+		return &n
+	}
+	daemonUp := func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon != nil }
+
+	waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
+	n := get()
+	firstBoot := n.Status.NodeInfo.BootID
+	if firstBoot == "" || n.Annotations[AnnotationBooted] != v2Ref {
+		t.Fatalf("at start: bootID %q, booted %q; want a boot ID and v2 (the group's)", firstBoot, n.Annotations[AnnotationBooted])
+	}
+	if daemonUp() {
+		t.Fatal("daemon up before daemonStartup")
+	}
+	fc.Step(5 * time.Second)
+	waitFor(t, "the daemon to start", daemonUp)
+
+	// The daemon stages v1 and applies it.
+	staged := make(chan error, 1)
+	go func() {
+		_, err := p.host.Run(ctx, "bootc", "switch", "--download-only", "--", v1Ref)
+		staged <- err
+	}()
+	waitFor(t, "the stage to wait", fc.HasWaiters)
+	fc.Step(123 * time.Second) // 1Gi at 10Mi/s + 20s
+	if err := <-staged; err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"bootc", "switch", "--from-downloaded"}, {"systemctl", "reboot"}} {
+		if _, err := p.host.Run(ctx, cmd[0], cmd[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the Node to be annotated rebooting", func() bool { return get().Annotations[localcluster.RebootingAnnotation] == "true" })
+	if daemonUp() {
+		t.Error("daemon still up during the reboot")
+	}
+	waitFor(t, "the reboot to wait", fc.HasWaiters)
+	fc.Step(59 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if get().Annotations[localcluster.RebootingAnnotation] != "true" || get().Status.NodeInfo.BootID != firstBoot {
+		t.Fatal("the reboot ended before host.reboot's 60s")
+	}
+	fc.Step(time.Second)
+	waitFor(t, "the reboot to end", func() bool { _, ok := get().Annotations[localcluster.RebootingAnnotation]; return !ok })
+	n = get()
+	if n.Status.NodeInfo.BootID == firstBoot || n.Status.NodeInfo.BootID == "" {
+		t.Errorf("boot ID %q after the reboot, want a new one", n.Status.NodeInfo.BootID)
+	}
+	if n.Annotations[AnnotationBooted] != v1Ref || n.Annotations[AnnotationRollback] != v2Ref {
+		t.Errorf("booted %q, rollback %q; want v1, v2", n.Annotations[AnnotationBooted], n.Annotations[AnnotationRollback])
+	}
+	waitFor(t, "the daemon start to wait", fc.HasWaiters)
+	fc.Step(5 * time.Second)
+	waitFor(t, "a new daemon", daemonUp)
+	mu.Lock()
+	defer mu.Unlock()
+	if wakes != 2 {
+		t.Errorf("%d wake-ups, want one per daemon start", wakes)
+	}
+}
