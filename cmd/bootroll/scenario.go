@@ -48,6 +48,7 @@ type runFlags struct {
 	controls bool
 	profile  string
 	memLimit string
+	cluster  clusterTarget
 }
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -88,6 +89,7 @@ negative control was not caught), 2 on bad input.`,
 	fl.StringVar(&f.profile, "profile", "", "cache profile of every run: default, stale or instant (same as --set profile=...)")
 	fl.BoolVar(&f.controls, "negative-controls", false, "also run each scenario's negative controls and require the named invariant to catch each")
 	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 7Gi (default: GOMEMLIMIT if set, else 75% of the memory the process may use)")
+	addClusterTargetFlags(fl, &f.cluster)
 	return cmd
 }
 
@@ -111,6 +113,10 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 			continue
 		}
 		scs = append(scs, loaded{file, sc})
+	}
+	if err := f.cluster.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		bad = true
 	}
 	limit, err := memoryLimit(f.memLimit)
 	if err != nil {
@@ -150,6 +156,9 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 // runOne runs a scenario (and its negative controls) and returns the exit
 // status it calls for.
 func runOne(stdout, stderr io.Writer, l loaded, f runFlags, several bool) int {
+	if f.cluster.target == targetCluster {
+		return runOnCluster(stdout, stderr, l, f, several)
+	}
 	opts := twin.Options{Seed: f.seed, Bench: f.bench}
 	var traceFile *os.File
 	if f.trace != "" {
