@@ -32,6 +32,7 @@ type clusterTarget struct {
 	controller string
 	workDir    string
 	repo       string
+	daemonBin  string
 }
 
 func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
@@ -40,6 +41,7 @@ func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
 	fl.StringVar(&c.clusterDir, "cluster-dir", "", "with --target cluster: the directory of a running `bootroll cluster up` to use")
 	fl.StringVar(&c.controller, "controller", "process", "with --target cluster: process (build and start the controller, restart it for faults) or external (one already runs against the cluster)")
 	fl.StringVar(&c.workDir, "work-dir", "", "with --target cluster: directory for the run's logs, kubeconfigs and local cluster (default: a new temporary directory, kept)")
+	fl.StringVar(&c.daemonBin, "daemon-bin", "", "with --target cluster: the bootroll binary whose `daemon --simulate-hosts` plays the nodes (default: this one)")
 	fl.StringVar(&c.repo, "repo", "", "with --target cluster: the bootroll checkout (CRDs, bin/k8s, the controller's source; default: the current directory or the first parent that is one)")
 }
 
@@ -85,7 +87,7 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 	}
 	opts := clusterrun.Options{
 		Kubeconfig: c.kubeconfig, ClusterDir: c.clusterDir, Repo: repo, WorkDir: c.workDir,
-		ExternalController: c.controller == "external", Sets: f.sets, Seed: f.seed, Progress: stderr,
+		ExternalController: c.controller == "external", BootrollBin: c.daemonBin, Sets: f.sets, Seed: f.seed, Progress: stderr,
 	}
 	if opts.WorkDir != "" && several {
 		opts.WorkDir = filepath.Join(opts.WorkDir, l.sc.Name)

@@ -124,6 +124,8 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 			} else if slices.Contains(f.APIErrors.Codes, "timeout") {
 				s.Approx = "timeout: the proxy forwards the request or not on a coin and answers 504 either way"
 			}
+		case f.BootFailure != nil, f.LongReboot != nil:
+			s.Approx = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second)"
 		case f.WatchFaults != nil:
 			s.Skip = whyWatch
 		case f.ControllerCrash != nil, f.DaemonWriteCrash != nil:

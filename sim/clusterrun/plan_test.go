@@ -28,6 +28,7 @@ faults:
   - {window: {from: 10m, to: 20m}, longReboot: {node: workers-1}}
   - {at: 3m, daemonCrash: {node: workers-2}}
   - {at: 4m, apiErrors: {rate: 0.5, codes: [timeout]}}
+  - {at: 6m, diskFill: {node: workers-1, size: 1Gi}}
 `
 
 func TestPlan(t *testing.T) {
@@ -37,7 +38,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range steps {
 		order = append(order, s.Name)
 	}
-	want := []string{"cordonNode", "watchFaults", "daemonCrash", "apiErrors", "setPoolImage", "controllerRestart", "longReboot"}
+	want := []string{"cordonNode", "watchFaults", "daemonCrash", "apiErrors", "setPoolImage", "controllerRestart", "diskFill", "longReboot"}
 	if !slices.Equal(order, want) {
 		t.Fatalf("order: got %v, want %v", order, want)
 	}
@@ -45,7 +46,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range steps {
 		byName[s.Name] = s
 	}
-	for _, name := range []string{"watchFaults", "longReboot"} {
+	for _, name := range []string{"watchFaults", "diskFill"} {
 		if byName[name].Skip == "" {
 			t.Errorf("%s: want skipped", name)
 		}
@@ -55,8 +56,8 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: skipped (%s), want carried out", name, byName[name].Skip)
 		}
 	}
-	if byName["daemonCrash"].Approx == "" || byName["apiErrors"].Approx == "" {
-		t.Errorf("daemonCrash and a timeout apiErrors are approximations")
+	if byName["daemonCrash"].Approx == "" || byName["apiErrors"].Approx == "" || byName["longReboot"].Approx == "" {
+		t.Errorf("daemonCrash, a timeout apiErrors and longReboot (played by the host-mode daemon) are approximations")
 	}
 	if s := byName["controllerRestart"]; s.Until != 5*time.Minute+10*time.Second {
 		t.Errorf("controllerRestart until: got %s", s.Until)

@@ -205,22 +205,33 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	r.obs = NewObserver(time.Now, asked, refused) // edge: the cluster's time is the wall clock
 	r.obs.crashed = r.crashed
 
+	// The watch starts before anything is created; its events wait in
+	// the channel until the checker exists, so it sees every object from
+	// its creation.
+	stopWatch, err := r.watch(scheme)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch()
+	if err := r.create(); err != nil {
+		return nil, err
+	}
+	if !opts.ExternalController && opts.ControllerBin == "" {
+		fmt.Fprintf(opts.Progress, "building the controller\n")
+		if r.opts.ControllerBin, err = buildController(opts.Repo); err != nil {
+			return nil, err
+		}
+	}
+
+	// The scenario's time 0 is when the pools exist and the processes
+	// start: the host-mode daemon times the host faults it plays from its
+	// own start.
 	r.start = time.Now() // edge: the run's start on the wall clock
 	if r.chk, err = invariant.New(sc, r.obs.Sources(), r.start); err != nil {
 		return nil, err
 	}
 	r.obs.Attach(r.chk)
 	r.w = r.chk.World()
-
-	stopWatch, err := r.watch(scheme)
-	if err != nil {
-		return nil, err
-	}
-	defer stopWatch()
-
-	if err := r.create(); err != nil {
-		return nil, err
-	}
 	defer r.stopProcs()
 	if err := r.startProcs(); err != nil {
 		return nil, err
@@ -356,11 +367,10 @@ func (r *runner) create() error {
 }
 
 // waitWorkloads waits until the Deployments have their replicas ready,
-// at most for d, draining the watch meanwhile.
+// at most for d.
 func (r *runner) waitWorkloads(deps []*appsv1.Deployment, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		r.drain()
 		ready := true
 		for _, dep := range deps {
 			var cur appsv1.Deployment
@@ -453,15 +463,7 @@ func (r *runner) startProcs() error {
 		return err
 	}
 	if !r.opts.ExternalController {
-		bin := r.opts.ControllerBin
-		if bin == "" {
-			var err error
-			fmt.Fprintf(r.opts.Progress, "building the controller\n")
-			if bin, err = buildController(r.opts.Repo); err != nil {
-				return err
-			}
-		}
-		r.ctrl = &proc{name: "controller", bin: bin, args: ControllerCommand(ck), log: filepath.Join(dir, "controller.log"), exits: r.exits}
+		r.ctrl = &proc{name: "controller", bin: r.opts.ControllerBin, args: ControllerCommand(ck), log: filepath.Join(dir, "controller.log"), exits: r.exits}
 		if err := r.ctrl.start(); err != nil {
 			return err
 		}
