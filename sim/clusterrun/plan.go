@@ -63,7 +63,7 @@ const (
 	whyExternal    = "the controller is external (--controller=external): the run cannot restart it"
 	whyWatch       = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
 	whyWriteCrash  = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
-	whyDaemonOne   = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones"
+	whyDaemonOne   = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
 	whyNodeCrash   = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
 	whyNodeClassIm = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
 )
@@ -96,6 +96,8 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 		switch {
 		case f.At != nil:
 			at = *f.At
+		case f.Window != nil && (f.APIErrors != nil || f.WatchFaults != nil):
+			at = f.Window.From // in effect over the whole window
 		case f.Window != nil:
 			at = f.Window.From + time.Duration(rng.Int64N(int64(f.Window.To-f.Window.From)))
 		}

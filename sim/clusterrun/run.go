@@ -736,6 +736,9 @@ func (r *runner) finish() *Result {
 		}
 		res.Pools = append(res.Pools, pr)
 	}
-	r.emit("run.end", "", map[string]any{"converged": out.Converged})
+	cs, cf := r.ctrlProxy.Counts()
+	ds, df := r.daemonProxy.Counts()
+	r.emit("run.end", "", map[string]any{"converged": out.Converged, "reboots": r.obs.Reboots,
+		"controllerRequests": cs, "controllerFailedOnPurpose": cf, "daemonRequests": ds, "daemonFailedOnPurpose": df})
 	return &Result{Result: res, Notices: r.notices, Dir: r.opts.WorkDir}
 }
