@@ -73,7 +73,8 @@ negative control was not caught), 2 on bad input.`,
   bootroll scenario run scenarios/*.yaml --negative-controls
   bootroll scenario run scenarios/plain-rollout-10.yaml --seed 7 --trace /tmp/t.jsonl --report /tmp/r
   bootroll scenario run scenarios/plain-rollout-10.yaml --set 'bootroll.pools[0].maxUnavailable=50%'
-  bootroll scenario run scenarios/bench/bench-1000.yaml --bench`,
+  bootroll scenario run scenarios/bench/bench-1000.yaml --bench
+  bootroll scenario run scenarios/cluster/static-rollout-3.yaml --target cluster   # on a real API server, docs/cluster-target.md`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runScenarios(stdout, stderr, args, f)
