@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,8 +88,30 @@ func labelPatch(set map[string]string, remove []string) map[string]any {
 	return m
 }
 
+// nodeName is the Node a scenario node name means: the Node of that
+// name, or, for a Karpenter group's node, the Node Karpenter's KWOK
+// provider launched for the NodeClaim of that name (it names Nodes
+// kwok-<claim>-<random>-<n>).
+func (a *actor) nodeName(ctx context.Context, name string) string {
+	var n corev1.Node
+	if err := a.c.Get(ctx, client.ObjectKey{Name: name}, &n); err == nil || !apierrors.IsNotFound(err) {
+		return name
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(KarpenterGroup + "/v1")
+	u.SetKind("NodeClaim")
+	if err := a.c.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		return name
+	}
+	if node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName"); node != "" {
+		return node
+	}
+	return name
+}
+
 // Do carries out one event.
 func (a *actor) Do(ctx context.Context, ev *scenario.Event) error {
+	ev = a.resolved(ctx, ev)
 	switch {
 	case ev.SetPoolImage != nil:
 		e := ev.SetPoolImage
@@ -310,4 +333,27 @@ func (a *actor) annotateRebooting(ctx context.Context, node string, on bool) err
 	return a.mergePatch(ctx, nodeRef(node), map[string]any{"metadata": map[string]any{"annotations": map[string]any{localcluster.RebootingAnnotation: v}}})
 }
 
-
+// resolved is a copy of ev with the node it names resolved (nodeName);
+// the scenario is left as it is.
+func (a *actor) resolved(ctx context.Context, ev *scenario.Event) *scenario.Event {
+	c := *ev
+	switch {
+	case c.RelabelNode != nil:
+		x := *c.RelabelNode
+		x.Node = a.nodeName(ctx, x.Node)
+		c.RelabelNode = &x
+	case c.AnnotateNode != nil:
+		x := *c.AnnotateNode
+		x.Node = a.nodeName(ctx, x.Node)
+		c.AnnotateNode = &x
+	case c.DeleteNode != nil, c.CordonNode != nil, c.UncordonNode != nil:
+		for _, p := range []**scenario.NodeRef{&c.DeleteNode, &c.CordonNode, &c.UncordonNode} {
+			if *p != nil {
+				x := **p
+				x.Node = a.nodeName(ctx, x.Node)
+				*p = &x
+			}
+		}
+	}
+	return &c
+}

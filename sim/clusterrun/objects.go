@@ -302,7 +302,10 @@ func NodeClaim(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"requirements": []any{
 			map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64"}},
+			map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 			map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}},
+			// The KWOK provider launches a claim only with an instance type.
+			map[string]any{"key": corev1.LabelInstanceTypeStable, "operator": "In", "values": []any{InstanceType(g.Capacity["cpu"], g.Capacity["memory"])}},
 		},
 		"resources":    map[string]any{"requests": req},
 		"nodeClassRef": map[string]any{"name": KWOKNodeClass, "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
@@ -433,4 +436,30 @@ func PinnedRefs(ims []scenario.PinnedImage) []v1alpha1.DigestReference {
 		out = append(out, v1alpha1.DigestReference(im.Ref))
 	}
 	return out
+}
+
+// kwokSizes are the CPU counts of Karpenter's KWOK instance types
+// (sigs.k8s.io/karpenter/kwok/cloudprovider/instance_types.json, v1.15.0);
+// each comes in families c, s and m with 2, 4 and 8 GiB per CPU.
+var kwokSizes = []int64{1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256}
+
+// InstanceType is the smallest amd64 Linux instance type of Karpenter's
+// KWOK provider with at least cpu and memory: the fewest CPUs, then the
+// least memory per CPU.
+func InstanceType(cpu, memory resource.Quantity) string {
+	const gi = int64(1) << 30
+	for _, n := range kwokSizes {
+		if resource.NewQuantity(n, resource.DecimalSI).Cmp(cpu) < 0 {
+			continue
+		}
+		for _, f := range []struct {
+			name   string
+			perCPU int64
+		}{{"c", 2}, {"s", 4}, {"m", 8}} {
+			if resource.NewQuantity(n*f.perCPU*gi, resource.BinarySI).Cmp(memory) >= 0 {
+				return fmt.Sprintf("%s-%dx-amd64-linux", f.name, n)
+			}
+		}
+	}
+	return "m-256x-amd64-linux"
 }

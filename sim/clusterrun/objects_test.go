@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/bootroll/bootroll/internal/localcluster"
@@ -121,5 +122,20 @@ func TestBuild(t *testing.T) {
 	all := o.All()
 	if _, ok := all[len(all)-1].(interface{ GetName() string }); !ok || all[len(all)-1].GetName() != "workers" {
 		t.Errorf("pools must come last in All")
+	}
+}
+
+func TestInstanceType(t *testing.T) {
+	for _, tc := range []struct{ cpu, mem, want string }{
+		{"4", "16Gi", "s-4x-amd64-linux"},
+		{"2", "8Gi", "s-2x-amd64-linux"},
+		{"2", "4Gi", "c-2x-amd64-linux"},
+		{"3", "1Gi", "c-4x-amd64-linux"},
+		{"1", "9Gi", "m-2x-amd64-linux"},
+		{"500m", "512Mi", "c-1x-amd64-linux"},
+	} {
+		if got := InstanceType(resource.MustParse(tc.cpu), resource.MustParse(tc.mem)); got != tc.want {
+			t.Errorf("cpu %s memory %s: got %s, want %s", tc.cpu, tc.mem, got, tc.want)
+		}
 	}
 }

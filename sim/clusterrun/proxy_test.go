@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -92,6 +93,10 @@ func TestProxy(t *testing.T) {
 	if code := post("/api/v1/namespaces/default/pods/blocked/eviction"); code != http.StatusTooManyRequests {
 		t.Fatalf("refused eviction: got %d", code)
 	}
+	// The proxy books the answer after the client may have read it.
+	for i := 0; i < 100 && p.Refused() != 1; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if p.Asked("default/blocked") || p.Refused() != 1 {
 		t.Errorf("refused eviction: asked %v, refused %d; want false, 1", p.Asked("default/blocked"), p.Refused())
 	}
@@ -107,6 +112,12 @@ func TestProxy(t *testing.T) {
 		t.Errorf("a daemon fault hit the controller's proxy: got %d", code)
 	}
 	p.SetFault(nil)
+	for i := 0; i < 100; i++ {
+		if served, _ := p.Counts(); served == 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if served, failed := p.Counts(); served != 3 || failed != 1 {
 		t.Errorf("counts: served %d failed %d, want 3 1", served, failed)
 	}

@@ -110,16 +110,16 @@ type runner struct {
 	notices []Notice
 	trace   *json.Encoder
 
-	ctrl, daemon     *proc
-	ctrlProxy        *Proxy
-	daemonProxy      *Proxy
-	ctrlDownUntil    time.Time
-	daemonDownUntil  time.Time
-	crashed          map[string]bool
-	quietAfter       time.Duration
-	convergedSince   time.Time
-	nodes            map[string]bool
-	daemonOK         bool
+	ctrl, daemon    *proc
+	ctrlProxy       *Proxy
+	daemonProxy     *Proxy
+	ctrlDownUntil   time.Time
+	daemonDownUntil time.Time
+	crashed         map[string]bool
+	quietAfter      time.Duration
+	convergedSince  time.Time
+	nodes           map[string]bool
+	daemonOK        bool
 }
 
 // Run runs a scenario on a cluster.
@@ -521,7 +521,9 @@ func (r *runner) stopProcs() {
 	}
 }
 
-func (r *runner) controllerUp() bool { return r.opts.ExternalController || r.ctrl != nil && r.ctrl.running() }
+func (r *runner) controllerUp() bool {
+	return r.opts.ExternalController || r.ctrl != nil && r.ctrl.running()
+}
 
 // at schedules fn at t.
 func (r *runner) at(t time.Time, fn func()) {
@@ -659,6 +661,9 @@ func (r *runner) step(s Step) {
 			target, down = t.Target, t.DownFor
 		} else {
 			target, down = f.PowerCycle.Target, f.PowerCycle.OffFor
+		}
+		if target.Node != "" {
+			target.Node = r.act.nodeName(r.ctx, target.Node)
 		}
 		for _, node := range Targets(target, slices.Sorted(mapsKeys(r.nodes)), r.rng) {
 			r.crashed[node] = true
