@@ -307,14 +307,15 @@ func (a *actor) karpenterCRDs(ctx context.Context, installed bool) error {
 }
 
 // Targets picks the nodes a fault hits: the named node, or count of the
-// group's existing nodes drawn with rng.
-func Targets(t scenario.Target, existing []string, rng *rand.Rand) []string {
+// group's nodes (nodes maps each existing Node to its group label) drawn
+// with rng.
+func Targets(t scenario.Target, nodes map[string]string, rng *rand.Rand) []string {
 	if t.Node != "" {
 		return []string{t.Node}
 	}
 	var group []string
-	for _, n := range existing {
-		if i := strings.LastIndexByte(n, '-'); i > 0 && n[:i] == t.Group {
+	for n, g := range nodes {
+		if g == t.Group {
 			group = append(group, n)
 		}
 	}

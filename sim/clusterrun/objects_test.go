@@ -1,6 +1,8 @@
 package clusterrun
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,5 +139,21 @@ func TestInstanceType(t *testing.T) {
 		if got := InstanceType(resource.MustParse(tc.cpu), resource.MustParse(tc.mem)); got != tc.want {
 			t.Errorf("cpu %s memory %s: got %s, want %s", tc.cpu, tc.mem, got, tc.want)
 		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	nodes := map[string]string{"kwok-kp-0-x": "kp", "kwok-kp-1-y": "kp", "workers-0": "workers"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	got := Targets(scenario.Target{Group: "kp", Count: 5}, nodes, rng)
+	slices.Sort(got)
+	if want := []string{"kwok-kp-0-x", "kwok-kp-1-y"}; !slices.Equal(got, want) {
+		t.Errorf("group kp: got %v, want %v", got, want)
+	}
+	if got := Targets(scenario.Target{Group: "workers", Count: 1}, nodes, rng); !slices.Equal(got, []string{"workers-0"}) {
+		t.Errorf("group workers: got %v", got)
+	}
+	if got := Targets(scenario.Target{Node: "n"}, nodes, rng); !slices.Equal(got, []string{"n"}) {
+		t.Errorf("named node: got %v", got)
 	}
 }

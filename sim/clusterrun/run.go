@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"time"
 
@@ -118,7 +117,7 @@ type runner struct {
 	crashed         map[string]bool
 	quietAfter      time.Duration
 	convergedSince  time.Time
-	nodes           map[string]bool
+	nodes           map[string]string // existing Nodes and their group label
 	daemonOK        bool
 }
 
@@ -142,7 +141,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		return nil, err
 	}
 	r := &runner{ctx: ctx, sc: sc, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x6661756c74)),
-		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]bool{}}
+		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}}
 	if opts.Trace != nil {
 		r.trace = json.NewEncoder(opts.Trace)
 	}
@@ -404,7 +403,7 @@ func (r *runner) apply(ev apiserver.Event) {
 		if ev.Type == apiserver.Deleted {
 			delete(r.nodes, n.Name)
 		} else {
-			r.nodes[n.Name] = true
+			r.nodes[n.Name] = n.Labels[GroupLabel]
 		}
 	}
 	r.obs.Apply(ev)
@@ -665,7 +664,7 @@ func (r *runner) step(s Step) {
 		if target.Node != "" {
 			target.Node = r.act.nodeName(r.ctx, target.Node)
 		}
-		for _, node := range Targets(target, slices.Sorted(mapsKeys(r.nodes)), r.rng) {
+		for _, node := range Targets(target, r.nodes, r.rng) {
 			r.crashed[node] = true
 			if err := r.act.annotateRebooting(r.ctx, node, true); err != nil {
 				delete(r.crashed, node)
@@ -691,16 +690,6 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func mapsKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // finish runs the end-of-run checks and builds the result.
