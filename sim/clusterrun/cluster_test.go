@@ -38,6 +38,11 @@ func TestStaticRolloutOnLocalCluster(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building bootroll: %v\n%s", err, out)
 	}
+	// BOOTROLL_DAEMON_BIN names another bootroll binary for the daemon,
+	// e.g. one built from a branch that has `daemon --simulate-hosts`.
+	if b := os.Getenv("BOOTROLL_DAEMON_BIN"); b != "" {
+		bootroll = b
+	}
 	daemon, _ := daemonAvailable(bootroll)
 	var sets []string
 	if !daemon {
