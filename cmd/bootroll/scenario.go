@@ -48,6 +48,7 @@ type runFlags struct {
 	controls bool
 	profile  string
 	memLimit string
+	cluster  clusterTarget
 }
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -72,7 +73,8 @@ negative control was not caught), 2 on bad input.`,
   bootroll scenario run scenarios/*.yaml --negative-controls
   bootroll scenario run scenarios/plain-rollout-10.yaml --seed 7 --trace /tmp/t.jsonl --report /tmp/r
   bootroll scenario run scenarios/plain-rollout-10.yaml --set 'bootroll.pools[0].maxUnavailable=50%'
-  bootroll scenario run scenarios/bench/bench-1000.yaml --bench`,
+  bootroll scenario run scenarios/bench/bench-1000.yaml --bench
+  bootroll scenario run scenarios/cluster/static-rollout-3.yaml --target cluster   # on a real API server, docs/cluster-target.md`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runScenarios(stdout, stderr, args, f)
@@ -88,6 +90,7 @@ negative control was not caught), 2 on bad input.`,
 	fl.StringVar(&f.profile, "profile", "", "cache profile of every run: default, stale or instant (same as --set profile=...)")
 	fl.BoolVar(&f.controls, "negative-controls", false, "also run each scenario's negative controls and require the named invariant to catch each")
 	fl.StringVar(&f.memLimit, "memory-limit", "", "Go runtime soft memory limit, e.g. 7Gi (default: GOMEMLIMIT if set, else 75% of the memory the process may use)")
+	addClusterTargetFlags(fl, &f.cluster)
 	return cmd
 }
 
@@ -111,6 +114,10 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 			continue
 		}
 		scs = append(scs, loaded{file, sc})
+	}
+	if err := f.cluster.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		bad = true
 	}
 	limit, err := memoryLimit(f.memLimit)
 	if err != nil {
@@ -150,6 +157,9 @@ func runScenarios(stdout, stderr io.Writer, files []string, f runFlags) error {
 // runOne runs a scenario (and its negative controls) and returns the exit
 // status it calls for.
 func runOne(stdout, stderr io.Writer, l loaded, f runFlags, several bool) int {
+	if f.cluster.target == targetCluster {
+		return runOnCluster(stdout, stderr, l, f, several)
+	}
 	opts := twin.Options{Seed: f.seed, Bench: f.bench}
 	var traceFile *os.File
 	if f.trace != "" {

@@ -1,0 +1,23 @@
+package main
+
+import "testing"
+
+func TestClusterTargetValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    clusterTarget
+		ok   bool
+	}{
+		{"twin default", clusterTarget{target: targetTwin, controller: "process"}, true},
+		{"twin with kubeconfig", clusterTarget{target: targetTwin, kubeconfig: "k"}, false},
+		{"unknown target", clusterTarget{target: "kind", controller: "process"}, false},
+		{"cluster", clusterTarget{target: targetCluster, controller: "process"}, true},
+		{"cluster external", clusterTarget{target: targetCluster, controller: "external", kubeconfig: "k"}, true},
+		{"both clusters", clusterTarget{target: targetCluster, controller: "process", kubeconfig: "k", clusterDir: "d"}, false},
+		{"bad controller", clusterTarget{target: targetCluster, controller: "pod"}, false},
+	} {
+		if err := tc.c.validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: got %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package clusterrun
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/bootroll/bootroll/internal/localcluster"
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+const testScenario = `
+name: t
+limit: 1h
+images:
+  - {name: v1, ref: "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111", size: 1Gi}
+  - {name: v2, ref: "registry.example/os:v2", digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222", size: 1Gi}
+nodeGroups:
+  - name: workers
+    count: 2
+    cordoned: 1
+    labels: {pool: workers}
+    taints: [{key: dedicated, value: x, effect: NoSchedule}]
+    capacity: {cpu: "4", memory: 16Gi}
+    bootImage: v1
+  - name: kp
+    count: 1
+    labels: {pool: kp}
+    capacity: {cpu: "2", memory: 8Gi}
+    bootImage: v1
+    karpenter: {nodePool: burst}
+karpenter:
+  nodeClasses: [{name: default, bootImage: v1}]
+  nodePools:
+    - name: burst
+      consolidationPolicy: WhenEmpty
+      consolidateAfter: 30s
+      budgets: [{nodes: 1}]
+workloads:
+  - {name: web, replicas: 5, requests: {cpu: 500m}, nodeSelector: {pool: workers}, pdb: {maxUnavailable: 1}}
+  - {name: bare, replicas: 2, unmanaged: true}
+bootroll:
+  pools:
+    - {name: workers, nodeSelector: {pool: workers}, image: v2, maxUnavailable: 1}
+`
+
+func parse(t *testing.T, y string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func TestBuild(t *testing.T) {
+	sc := parse(t, testScenario)
+	o, err := Build(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(o.Nodes), 2; got != want {
+		t.Fatalf("static nodes: got %d, want %d", got, want)
+	}
+	n0, n1 := o.Nodes[0], o.Nodes[1]
+	if n0.Name != "workers-0" || n1.Name != "workers-1" {
+		t.Errorf("node names: got %s, %s", n0.Name, n1.Name)
+	}
+	if n0.Annotations[localcluster.KWOKNodeAnnotation] != "fake" {
+		t.Errorf("node lacks the kwok annotation: %v", n0.Annotations)
+	}
+	if n0.Labels["pool"] != "workers" || n0.Labels[GroupLabel] != "workers" {
+		t.Errorf("node labels: %v", n0.Labels)
+	}
+	if !n0.Spec.Unschedulable || n1.Spec.Unschedulable {
+		t.Errorf("cordoned: got %v %v, want true false", n0.Spec.Unschedulable, n1.Spec.Unschedulable)
+	}
+	if cpu := n0.Status.Allocatable[corev1.ResourceCPU]; cpu.String() != "4" {
+		t.Errorf("allocatable cpu: got %s", cpu.String())
+	}
+	if pods := n0.Status.Capacity[corev1.ResourcePods]; pods.String() != "110" {
+		t.Errorf("pods: got %s, want 110", pods.String())
+	}
+	if len(n0.Spec.Taints) != 1 || n0.Spec.Taints[0].Key != "dedicated" {
+		t.Errorf("taints: %v", n0.Spec.Taints)
+	}
+	if len(o.NodeClaims) != 1 || o.NodeClaims[0].GetName() != "kp-0" {
+		t.Fatalf("node claims: %v", o.NodeClaims)
+	}
+	if l := o.NodeClaims[0].GetLabels(); l["karpenter.sh/nodepool"] != "burst" || l["pool"] != "kp" || l[GroupLabel] != "kp" {
+		t.Errorf("node claim labels: %v", l)
+	}
+	if len(o.NodePools) != 1 {
+		t.Fatalf("node pools: %d", len(o.NodePools))
+	}
+	np := o.NodePools[0]
+	if v, _, _ := unstructured.NestedString(np.Object, "spec", "disruption", "consolidateAfter"); v != "30s" {
+		t.Errorf("consolidateAfter: got %q", v)
+	}
+	if v, _, _ := unstructured.NestedString(np.Object, "spec", "disruption", "consolidationPolicy"); v != "WhenEmpty" {
+		t.Errorf("consolidationPolicy: got %q", v)
+	}
+	if len(o.Workloads) != 1 || *o.Workloads[0].Spec.Replicas != 5 || o.Workloads[0].Namespace != "default" {
+		t.Errorf("workloads: %+v", o.Workloads)
+	}
+	if len(o.BarePods) != 2 || len(o.BarePods[0].OwnerReferences) != 0 {
+		t.Errorf("bare pods: %d", len(o.BarePods))
+	}
+	if len(o.PDBs) != 1 || o.PDBs[0].Spec.MaxUnavailable.IntValue() != 1 || o.PDBs[0].Spec.Selector.MatchLabels["app"] != "web" {
+		t.Errorf("PDBs: %+v", o.PDBs)
+	}
+	if len(o.Pools) != 1 {
+		t.Fatalf("pools: %d", len(o.Pools))
+	}
+	// The tag is pinned to the scenario's digest: the real controller
+	// would look the tag up at a registry that does not exist.
+	if got, want := string(o.Pools[0].Spec.Image), "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"; got != want {
+		t.Errorf("pool image: got %s, want %s", got, want)
+	}
+	all := o.All()
+	if _, ok := all[len(all)-1].(interface{ GetName() string }); !ok || all[len(all)-1].GetName() != "workers" {
+		t.Errorf("pools must come last in All")
+	}
+}
+
+func TestInstanceType(t *testing.T) {
+	for _, tc := range []struct{ cpu, mem, want string }{
+		{"4", "16Gi", "s-4x-amd64-linux"},
+		{"2", "8Gi", "s-2x-amd64-linux"},
+		{"2", "4Gi", "c-2x-amd64-linux"},
+		{"3", "1Gi", "c-4x-amd64-linux"},
+		{"1", "9Gi", "m-2x-amd64-linux"},
+		{"500m", "512Mi", "c-1x-amd64-linux"},
+	} {
+		if got := InstanceType(resource.MustParse(tc.cpu), resource.MustParse(tc.mem)); got != tc.want {
+			t.Errorf("cpu %s memory %s: got %s, want %s", tc.cpu, tc.mem, got, tc.want)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	nodes := map[string]string{"kwok-kp-0-x": "kp", "kwok-kp-1-y": "kp", "workers-0": "workers"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	got := Targets(scenario.Target{Group: "kp", Count: 5}, nodes, rng)
+	slices.Sort(got)
+	if want := []string{"kwok-kp-0-x", "kwok-kp-1-y"}; !slices.Equal(got, want) {
+		t.Errorf("group kp: got %v, want %v", got, want)
+	}
+	if got := Targets(scenario.Target{Group: "workers", Count: 1}, nodes, rng); !slices.Equal(got, []string{"workers-0"}) {
+		t.Errorf("group workers: got %v", got)
+	}
+	if got := Targets(scenario.Target{Node: "n"}, nodes, rng); !slices.Equal(got, []string{"n"}) {
+		t.Errorf("named node: got %v", got)
+	}
+}

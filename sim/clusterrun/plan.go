@@ -1,0 +1,233 @@
+package clusterrun
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Step is one scenario event or fault at its time from the start of the
+// run, with what the cluster target does with it.
+type Step struct {
+	// At is when it happens; Until, for faults in effect over a span
+	// (apiErrors) or that end (a restart's downFor, a crash), when it ends.
+	At, Until time.Duration
+	// Name is the event's action or the fault's kind (setPoolImage,
+	// controllerRestart, ...).
+	Name string
+	// Event or Fault is what the scenario says; one is set.
+	Event *scenario.Event
+	Fault *scenario.Fault
+	// Skip, when not empty, is why the cluster target does not do it.
+	Skip string
+	// Approx, when not empty, says how the cluster target does something
+	// close to it rather than it.
+	Approx string
+}
+
+// Label names the step in reports: its name and time.
+func (s Step) Label() string { return fmt.Sprintf("%s@%s", s.Name, s.At) }
+
+// Notice is a scenario feature or setting the cluster target leaves out
+// or only approximates, reported as "skipped: NAME: WHY" or
+// "approximated: NAME: HOW".
+type Notice struct {
+	Name, Why string
+	// Approx is true for an approximation, false for a skip.
+	Approx bool
+}
+
+func (n Notice) String() string {
+	if n.Approx {
+		return "approximated: " + n.Name + ": " + n.Why
+	}
+	return "skipped: " + n.Name + ": " + n.Why
+}
+
+// PlanOptions are the run's settings that change what can be injected.
+type PlanOptions struct {
+	// Seed draws the time of faults given by a window.
+	Seed uint64
+	// ExternalController is true when the controller is one already
+	// deployed, which the run cannot restart.
+	ExternalController bool
+}
+
+// Reasons shared by several skips.
+const (
+	whyHostFault   = "a host fault: the host-mode daemon's simulated hosts take no faults at run time (only what the scenario file says at start)"
+	whyExternal    = "the controller is external (--controller=external): the run cannot restart it"
+	whyWatch       = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
+	whyWriteCrash  = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
+	whyDaemonOne   = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
+	whyNodeCrash   = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
+	whyNodeClassIm = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
+)
+
+// Plan lists the scenario's events and faults in time order (events
+// before faults at the same time, each in file order) with what the
+// cluster target does with each, and the notices about the rest of the
+// scenario. Window faults get a time drawn from a PRNG seeded with
+// o.Seed.
+func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x636c75737465))
+	var steps []Step
+	for i := range sc.Events {
+		ev := &sc.Events[i]
+		name, _ := ev.Action()
+		s := Step{At: ev.At, Name: name, Event: ev}
+		switch {
+		case ev.SetNodeClassImage != nil:
+			s.Skip = whyNodeClassIm
+		case ev.ScaleWorkload != nil && workloadUnmanaged(sc, ev.ScaleWorkload.Workload):
+			s.Skip = "the workload is unmanaged (bare pods); scaling it is not carried out on the cluster target"
+		}
+		steps = append(steps, s)
+	}
+	nEvents := len(steps)
+	for i := range sc.Faults {
+		f := &sc.Faults[i]
+		kind := faultKind(f)
+		at := time.Duration(0)
+		switch {
+		case f.At != nil:
+			at = *f.At
+		case f.Window != nil && (f.APIErrors != nil || f.WatchFaults != nil):
+			at = f.Window.From // in effect over the whole window
+		case f.Window != nil:
+			at = f.Window.From + time.Duration(rng.Int64N(int64(f.Window.To-f.Window.From)))
+		}
+		s := Step{At: at, Name: kind, Fault: f, Until: sc.Limit}
+		if f.Window != nil {
+			s.Until = f.Window.To
+		}
+		switch {
+		case f.ControllerRestart != nil:
+			s.Until = at + f.ControllerRestart.DownFor
+			if o.ExternalController {
+				s.Skip = whyExternal
+			}
+		case f.DaemonCrash != nil:
+			s.Until = at + f.DaemonCrash.DownFor
+			s.Approx = whyDaemonOne
+		case f.NodeCrash != nil:
+			s.Until = at + f.NodeCrash.DownFor
+			s.Approx = whyNodeCrash
+		case f.PowerCycle != nil:
+			s.Until = at + f.PowerCycle.OffFor
+			s.Approx = whyNodeCrash
+		case f.APIErrors != nil:
+			if f.APIErrors.Who == "controller" && o.ExternalController {
+				s.Skip = whyExternal + "; its requests do not go through the run's API proxy"
+			} else if slices.Contains(f.APIErrors.Codes, "timeout") {
+				s.Approx = "timeout: the proxy forwards the request or not on a coin and answers 504 either way"
+			}
+		case f.BootFailure != nil, f.LongReboot != nil:
+			s.Approx = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second)"
+		case f.WatchFaults != nil:
+			s.Skip = whyWatch
+		case f.ControllerCrash != nil, f.DaemonWriteCrash != nil:
+			s.Skip = whyWriteCrash
+		default:
+			s.Skip = whyHostFault
+		}
+		steps = append(steps, s)
+	}
+	// Stable: events keep file order and come before faults at one time.
+	idx := make([]int, len(steps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := steps[a].At - steps[b].At; c != 0 {
+			if c < 0 {
+				return -1
+			}
+			return 1
+		}
+		ea, eb := a < nEvents, b < nEvents
+		switch {
+		case ea && !eb:
+			return -1
+		case !ea && eb:
+			return 1
+		}
+		return a - b
+	})
+	out := make([]Step, len(steps))
+	for i, j := range idx {
+		out[i] = steps[j]
+	}
+	return out, notices(sc)
+}
+
+func workloadUnmanaged(sc *scenario.Scenario, name string) bool {
+	for _, w := range sc.Workloads {
+		if w.Name == name {
+			return w.Unmanaged
+		}
+	}
+	return false
+}
+
+// faultKind is the YAML key of the fault's kind.
+func faultKind(f *scenario.Fault) string {
+	v := reflect.ValueOf(f).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Tag.Get("oneOf") != "kind" || v.Field(i).IsNil() {
+			continue
+		}
+		name := sf.Tag.Get("json")
+		for j := range name {
+			if name[j] == ',' {
+				return name[:j]
+			}
+		}
+		return name
+	}
+	return "unknown"
+}
+
+// notices are the scenario settings outside events and faults that the
+// cluster target leaves out or approximates.
+func notices(sc *scenario.Scenario) []Notice {
+	var out []Notice
+	if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
+		out = append(out, Notice{Name: "bootroll.testOnly", Why: "the controller and daemon binaries have no deliberately broken modes; the run uses the real ones"})
+	}
+	if sc.Profile != "" && sc.Profile != "default" {
+		out = append(out, Notice{Name: "profile=" + string(sc.Profile), Why: "the informer caches are the real controller's"})
+	}
+	for _, p := range sc.Bootroll.Pools {
+		if len(p.Windows) > 0 {
+			out = append(out, Notice{Name: "start", Approx: true, Why: "maintenance windows are evaluated by the real controller against the real clock, not against the scenario's start " + sc.Start.Format(time.RFC3339)})
+			break
+		}
+	}
+	for _, g := range sc.NodeGroups {
+		if len(g.Conditions) > 0 {
+			out = append(out, Notice{Name: "nodeGroups." + g.Name + ".conditions", Why: "KWOK's node stages own the Node conditions"})
+		}
+	}
+	if k := sc.Karpenter; k != nil {
+		if k.Version != "" && k.Version != "v1.15" {
+			out = append(out, Notice{Name: "karpenter.version=" + string(k.Version), Why: "the local cluster runs Karpenter v1.15.0"})
+		}
+		if k.NodeRepair {
+			out = append(out, Notice{Name: "karpenter.nodeRepair", Why: "karpenter-kwok runs with the local cluster's feature gates"})
+		}
+		if k.InstallCRDsAt != nil {
+			out = append(out, Notice{Name: "karpenter.installCRDsAt", Why: "the local cluster installs Karpenter's CRDs at start; Karpenter checks for them only then"})
+		}
+		for _, nc := range k.NodeClasses {
+			out = append(out, Notice{Name: "karpenter.nodeClasses." + nc.Name, Approx: true, Why: "every NodePool launches from the KWOKNodeClass " + KWOKNodeClass + "; the boot image is the host-mode daemon's"})
+		}
+	}
+	return out
+}

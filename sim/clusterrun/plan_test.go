@@ -1,0 +1,102 @@
+package clusterrun
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const faultScenario = `
+name: f
+limit: 1h
+images:
+  - {name: v1, ref: "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111", size: 1Gi}
+  - {name: v2, ref: "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222", size: 1Gi}
+nodeGroups:
+  - {name: workers, count: 3, labels: {pool: workers}, capacity: {cpu: "4", memory: 16Gi}, bootImage: v1}
+bootroll:
+  pools:
+    - {name: workers, nodeSelector: {pool: workers}, image: v1}
+  testOnly: {ignoreSlotLimit: true}
+events:
+  - {at: 5m, setPoolImage: {pool: workers, image: v2}}
+  - {at: 1m, cordonNode: {node: workers-0}}
+faults:
+  - {at: 5m, controllerRestart: {downFor: 10s}}
+  - {at: 2m, watchFaults: {drop: 0.5}}
+  - {window: {from: 10m, to: 20m}, longReboot: {node: workers-1}}
+  - {at: 3m, daemonCrash: {node: workers-2}}
+  - {at: 4m, apiErrors: {rate: 0.5, codes: [timeout]}}
+  - {at: 6m, diskFill: {node: workers-1, size: 1Gi}}
+`
+
+func TestPlan(t *testing.T) {
+	sc := parse(t, faultScenario)
+	steps, notices := Plan(sc, PlanOptions{Seed: 1})
+	var order []string
+	for _, s := range steps {
+		order = append(order, s.Name)
+	}
+	want := []string{"cordonNode", "watchFaults", "daemonCrash", "apiErrors", "setPoolImage", "controllerRestart", "diskFill", "longReboot"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("order: got %v, want %v", order, want)
+	}
+	byName := map[string]Step{}
+	for _, s := range steps {
+		byName[s.Name] = s
+	}
+	for _, name := range []string{"watchFaults", "diskFill"} {
+		if byName[name].Skip == "" {
+			t.Errorf("%s: want skipped", name)
+		}
+	}
+	for _, name := range []string{"cordonNode", "setPoolImage", "controllerRestart", "daemonCrash", "apiErrors"} {
+		if byName[name].Skip != "" {
+			t.Errorf("%s: skipped (%s), want carried out", name, byName[name].Skip)
+		}
+	}
+	if byName["daemonCrash"].Approx == "" || byName["apiErrors"].Approx == "" || byName["longReboot"].Approx == "" {
+		t.Errorf("daemonCrash, a timeout apiErrors and longReboot (played by the host-mode daemon) are approximations")
+	}
+	if s := byName["controllerRestart"]; s.Until != 5*time.Minute+10*time.Second {
+		t.Errorf("controllerRestart until: got %s", s.Until)
+	}
+	if s := byName["longReboot"]; s.At < 10*time.Minute || s.At >= 20*time.Minute {
+		t.Errorf("window fault at %s, outside its window", s.At)
+	}
+	if len(notices) != 1 || notices[0].Name != "bootroll.testOnly" || !strings.HasPrefix(notices[0].String(), "skipped: bootroll.testOnly: ") {
+		t.Errorf("notices: %v", notices)
+	}
+
+	ext, _ := Plan(sc, PlanOptions{Seed: 1, ExternalController: true})
+	for _, s := range ext {
+		if s.Name == "controllerRestart" && s.Skip != whyExternal {
+			t.Errorf("controllerRestart with an external controller: skip %q", s.Skip)
+		}
+	}
+}
+
+func TestNoticeString(t *testing.T) {
+	if got, want := (Notice{Name: "watchFaults@2m0s", Why: "w"}).String(), "skipped: watchFaults@2m0s: w"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got, want := (Notice{Name: "n", Why: "h", Approx: true}).String(), "approximated: n: h"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestFaultKindCoversEveryKind(t *testing.T) {
+	// Every fault kind maps to a name; a kind Plan does not know is
+	// skipped as a host fault, never dropped.
+	sc := parse(t, faultScenario)
+	steps, _ := Plan(sc, PlanOptions{Seed: 1})
+	if len(steps) != len(sc.Events)+len(sc.Faults) {
+		t.Fatalf("steps: got %d, want %d", len(steps), len(sc.Events)+len(sc.Faults))
+	}
+	for _, s := range steps {
+		if s.Name == "" || s.Name == "unknown" {
+			t.Errorf("step without a name: %+v", s)
+		}
+	}
+}

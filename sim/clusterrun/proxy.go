@@ -1,0 +1,356 @@
+package clusterrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+// Proxy is a reverse proxy in front of the API server for one kind of
+// process (the controller, or the host-mode daemon): the process's
+// kubeconfig points at it (plain HTTP on 127.0.0.1, no credentials) and
+// it forwards with the admin's credentials. It fails or slows requests
+// while an apiErrors fault is in effect, and it notes the pod evictions
+// and deletions the process asks for, so that the run can tell the
+// invariant checker which pod removals are bootroll's, and the evictions
+// PodDisruptionBudgets refused.
+type Proxy struct {
+	who string
+	ln  net.Listener
+	srv *http.Server
+
+	mu      sync.Mutex
+	fault   *scenario.APIErrors
+	rng     *rand.Rand
+	asked   map[string]int // namespace/name of pods asked to be removed, not refused
+	refused uint64
+	served  uint64
+	failed  uint64
+}
+
+// NewProxy starts a proxy for who ("controller" or "daemon") in front of
+// the API server of cfg, on a free port of 127.0.0.1.
+func NewProxy(who string, cfg *rest.Config, seed uint64) (*Proxy, error) {
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: API server URL %q: %w", cfg.Host, err)
+	}
+	if target.Scheme == "" {
+		target, err = url.Parse("https://" + cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+	}
+	tr, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: transport: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p := &Proxy{who: who, ln: ln, rng: rand.New(rand.NewPCG(seed, uint64(len(who)))), asked: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		Transport:     tr,
+		FlushInterval: -1, // watches stream
+	}
+	p.srv = &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 30 * time.Second}
+	go p.srv.Serve(ln) //nolint:errcheck // edge: the proxy's server goroutine; Close ends it
+	return p, nil
+}
+
+// URL is the proxy's address.
+func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// Close stops the proxy.
+func (p *Proxy) Close() error { return p.srv.Close() }
+
+// SetFault puts an apiErrors fault in effect, or none with nil.
+func (p *Proxy) SetFault(f *scenario.APIErrors) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = f
+}
+
+// Asked reports whether the process asked to evict or delete the pod
+// namespace/name and was not refused.
+func (p *Proxy) Asked(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.asked[key] > 0
+}
+
+// Refused counts the evictions the API server refused with 429 (a
+// PodDisruptionBudget).
+func (p *Proxy) Refused() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+// Counts returns the requests served and failed on purpose.
+func (p *Proxy) Counts() (served, failed uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.served, p.failed
+}
+
+// WriteKubeconfig writes a kubeconfig that points at the proxy.
+func (p *Proxy) WriteKubeconfig(path string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.URL()}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// APIRequest is what the proxy reads from a request's method and path.
+type APIRequest struct {
+	// Verb is get, list, watch, create, update, patch, delete or
+	// deletecollection; Sub the subresource (status, eviction), if any.
+	Verb, Sub string
+	// Resource is the plural resource; Namespace and Name as in the path.
+	Resource, Namespace, Name string
+}
+
+// VerbForm is the request's verb as apiErrors.verbs writes it: the verb,
+// or verb/subresource.
+func (r APIRequest) VerbForm() string {
+	if r.Sub != "" {
+		return r.Verb + "/" + r.Sub
+	}
+	return r.Verb
+}
+
+// ParseRequest reads a Kubernetes API request's verb and object from its
+// method, path and query. ok is false for paths outside /api and /apis
+// (discovery of /version, /openapi, health).
+func ParseRequest(method, path string, watch bool) (r APIRequest, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		segs = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		segs = segs[3:]
+	default:
+		return r, false
+	}
+	if len(segs) == 0 {
+		return r, false // discovery
+	}
+	if segs[0] == "namespaces" && len(segs) >= 3 {
+		r.Namespace = segs[1]
+		segs = segs[2:]
+	}
+	r.Resource = segs[0]
+	if len(segs) > 1 {
+		r.Name = segs[1]
+	}
+	if len(segs) > 2 {
+		r.Sub = segs[2]
+	}
+	switch method {
+	case http.MethodGet:
+		switch {
+		case watch:
+			r.Verb = "watch"
+		case r.Name == "":
+			r.Verb = "list"
+		default:
+			r.Verb = "get"
+		}
+	case http.MethodPost:
+		r.Verb = "create"
+	case http.MethodPut:
+		r.Verb = "update"
+	case http.MethodPatch:
+		r.Verb = "patch"
+	case http.MethodDelete:
+		r.Verb = "delete"
+		if r.Name == "" {
+			r.Verb = "deletecollection"
+		}
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+// Hits reports whether an apiErrors fault's verbs hit the request: a
+// plain verb hits its subresource forms too; no verbs hit all but
+// watches.
+func Hits(f *scenario.APIErrors, r APIRequest) bool {
+	if r.Verb == "watch" {
+		return false
+	}
+	if len(f.Verbs) == 0 {
+		return true
+	}
+	return slices.Contains(f.Verbs, r.Verb) || slices.Contains(f.Verbs, r.VerbForm())
+}
+
+// removal is the pod key a request asks to remove, or "".
+func removal(r APIRequest) string {
+	if r.Resource != "pods" || r.Name == "" {
+		return ""
+	}
+	if r.Verb == "create" && r.Sub == "eviction" || r.Verb == "delete" && r.Sub == "" {
+		return r.Namespace + "/" + r.Name
+	}
+	return ""
+}
+
+// injected is the failure drawn for one request.
+type injected struct {
+	code    int // 0: none
+	reason  string
+	forward bool // a timeout that is applied anyway
+	delay   time.Duration
+}
+
+func (p *Proxy) draw(r APIRequest) injected {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.fault
+	if f == nil || (f.Who != "all" && f.Who != "" && string(f.Who) != p.who) || !Hits(f, r) {
+		return injected{}
+	}
+	var in injected
+	if f.Latency != nil {
+		in.delay = f.Latency.Sample(p.rng)
+	}
+	if f.Rate > 0 && p.rng.Float64() < f.Rate {
+		codes := f.Codes
+		if len(codes) == 0 {
+			codes = []scenario.APIErrorCode{"internalError"}
+		}
+		switch codes[p.rng.IntN(len(codes))] {
+		case "conflict":
+			in.code, in.reason = http.StatusConflict, "Conflict"
+		case "tooManyRequests":
+			in.code, in.reason = http.StatusTooManyRequests, "TooManyRequests"
+		case "timeout":
+			in.code, in.reason = http.StatusGatewayTimeout, "Timeout"
+			in.forward = p.rng.IntN(2) == 0
+		default:
+			in.code, in.reason = http.StatusInternalServerError, "InternalError"
+		}
+	}
+	return in
+}
+
+func (p *Proxy) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r, ok := ParseRequest(req.Method, req.URL.Path, req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1")
+		if !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		in := p.draw(r)
+		if in.delay > 0 {
+			time.Sleep(in.delay) // edge: injected API latency, on the request's own goroutine
+		}
+		key := removal(r)
+		if in.code != 0 && !in.forward {
+			p.count(true)
+			writeStatus(w, in.code, in.reason, fmt.Sprintf("injected by bootroll scenario run --target cluster (%s)", r.VerbForm()))
+			return
+		}
+		if key != "" {
+			p.mu.Lock()
+			p.asked[key]++
+			p.mu.Unlock()
+		}
+		rec := &codeWriter{ResponseWriter: w}
+		if in.forward {
+			next.ServeHTTP(&discard{header: http.Header{}}, req)
+			rec.code = http.StatusOK
+		} else {
+			next.ServeHTTP(rec, req)
+		}
+		p.mu.Lock()
+		p.served++
+		if key != "" && rec.code >= 300 {
+			p.asked[key]--
+			if r.Sub == "eviction" && rec.code == http.StatusTooManyRequests {
+				p.refused++
+			}
+		}
+		p.mu.Unlock()
+		if in.forward {
+			p.count(true)
+			writeStatus(w, in.code, in.reason, "injected timeout (the request was applied)")
+		}
+	})
+}
+
+func (p *Proxy) count(failed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if failed {
+		p.failed++
+	}
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]any{ //nolint:errcheck // the client may be gone
+		"kind": "Status", "apiVersion": "v1", "status": "Failure",
+		"message": msg, "reason": reason, "code": code,
+	})
+}
+
+// codeWriter records the status code; it passes Flush on for watches.
+type codeWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeWriter) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *codeWriter) Write(b []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *codeWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// discard is a ResponseWriter that drops the answer of a request applied
+// behind an injected timeout.
+type discard struct{ header http.Header }
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}

@@ -1,0 +1,124 @@
+package clusterrun
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/bootroll/bootroll/sim/scenario"
+)
+
+func TestParseRequest(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		watch        bool
+		want         APIRequest
+	}{
+		{"GET", "/api/v1/nodes", false, APIRequest{Verb: "list", Resource: "nodes"}},
+		{"GET", "/api/v1/nodes", true, APIRequest{Verb: "watch", Resource: "nodes"}},
+		{"GET", "/api/v1/nodes/n1", false, APIRequest{Verb: "get", Resource: "nodes", Name: "n1"}},
+		{"POST", "/api/v1/namespaces/default/pods/p/eviction", false, APIRequest{Verb: "create", Sub: "eviction", Resource: "pods", Namespace: "default", Name: "p"}},
+		{"PATCH", "/apis/bootroll.dev/v1alpha1/bootcnodes/n1/status", false, APIRequest{Verb: "patch", Sub: "status", Resource: "bootcnodes", Name: "n1"}},
+		{"DELETE", "/api/v1/namespaces/default/pods", false, APIRequest{Verb: "deletecollection", Resource: "pods", Namespace: "default"}},
+		{"PUT", "/api/v1/namespaces/kube-system", false, APIRequest{Verb: "update", Resource: "namespaces", Name: "kube-system"}},
+	} {
+		got, ok := ParseRequest(tc.method, tc.path, tc.watch)
+		if !ok || got != tc.want {
+			t.Errorf("%s %s: got %+v %v, want %+v", tc.method, tc.path, got, ok, tc.want)
+		}
+	}
+	for _, p := range []string{"/version", "/apis", "/api/v1", "/apis/bootroll.dev/v1alpha1"} {
+		if _, ok := ParseRequest("GET", p, false); ok {
+			t.Errorf("%s: parsed as an object request", p)
+		}
+	}
+}
+
+func TestHits(t *testing.T) {
+	patchStatus := APIRequest{Verb: "patch", Sub: "status"}
+	for _, tc := range []struct {
+		verbs []string
+		r     APIRequest
+		want  bool
+	}{
+		{nil, patchStatus, true},
+		{nil, APIRequest{Verb: "watch"}, false},
+		{[]string{"patch"}, patchStatus, true},
+		{[]string{"patch/status"}, patchStatus, true},
+		{[]string{"patch/status"}, APIRequest{Verb: "patch"}, false},
+		{[]string{"create/eviction"}, APIRequest{Verb: "create", Sub: "eviction"}, true},
+		{[]string{"get"}, patchStatus, false},
+	} {
+		if got := Hits(&scenario.APIErrors{Verbs: tc.verbs}, tc.r); got != tc.want {
+			t.Errorf("verbs %v, %+v: got %v, want %v", tc.verbs, tc.r, got, tc.want)
+		}
+	}
+}
+
+// TestProxy runs the proxy in front of a fake API server: it records
+// evictions, counts the refused ones, and fails requests while a fault
+// is in effect.
+func TestProxy(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/blocked/eviction") {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer backend.Close()
+	p, err := NewProxy("controller", &rest.Config{Host: backend.URL}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	post := func(path string) int {
+		resp, err := http.Post(p.URL()+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/api/v1/namespaces/default/pods/ok/eviction"); code != http.StatusCreated {
+		t.Fatalf("eviction: got %d", code)
+	}
+	if !p.Asked("default/ok") {
+		t.Errorf("the granted eviction was not recorded")
+	}
+	if code := post("/api/v1/namespaces/default/pods/blocked/eviction"); code != http.StatusTooManyRequests {
+		t.Fatalf("refused eviction: got %d", code)
+	}
+	// The proxy books the answer after the client may have read it.
+	for i := 0; i < 100 && p.Refused() != 1; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.Asked("default/blocked") || p.Refused() != 1 {
+		t.Errorf("refused eviction: asked %v, refused %d; want false, 1", p.Asked("default/blocked"), p.Refused())
+	}
+	p.SetFault(&scenario.APIErrors{Rate: 1, Codes: []scenario.APIErrorCode{"conflict"}, Who: "controller"})
+	if code := post("/api/v1/namespaces/default/pods/x/eviction"); code != http.StatusConflict {
+		t.Errorf("under a fault: got %d, want 409", code)
+	}
+	if p.Asked("default/x") {
+		t.Errorf("a failed request was recorded as asked")
+	}
+	p.SetFault(&scenario.APIErrors{Rate: 1, Who: "daemon"})
+	if code := post("/api/v1/namespaces/default/pods/y/eviction"); code != http.StatusCreated {
+		t.Errorf("a daemon fault hit the controller's proxy: got %d", code)
+	}
+	p.SetFault(nil)
+	for i := 0; i < 100; i++ {
+		if served, _ := p.Counts(); served == 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if served, failed := p.Counts(); served != 3 || failed != 1 {
+		t.Errorf("counts: served %d failed %d, want 3 1", served, failed)
+	}
+}

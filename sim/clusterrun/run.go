@@ -1,0 +1,738 @@
+package clusterrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/localcluster"
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/invariant"
+	"github.com/bootroll/bootroll/sim/scenario"
+	"github.com/bootroll/bootroll/sim/twin"
+)
+
+// Options configure a run on a cluster.
+type Options struct {
+	// Kubeconfig is the cluster's; with ClusterDir empty too, the run
+	// starts a local cluster (internal/localcluster) in a directory of
+	// its own and stops it at the end.
+	Kubeconfig string
+	// ClusterDir is the directory of a running `bootroll cluster up`.
+	ClusterDir string
+	// Repo is the bootroll checkout: its CRDs, bin/k8s, and the
+	// controller it builds.
+	Repo string
+	// WorkDir receives the logs, kubeconfigs and the trace of the run;
+	// empty: a new temporary directory, kept.
+	WorkDir string
+	// ExternalController uses a controller already deployed instead of
+	// starting one.
+	ExternalController bool
+	// ControllerBin is the controller binary; empty: go build it into
+	// Repo/bin.
+	ControllerBin string
+	// BootrollBin is the bootroll binary that has the `daemon` command;
+	// empty: this process's executable.
+	BootrollBin string
+	// Sets are the --set overrides the scenario was loaded with; the
+	// daemon gets the file with them applied.
+	Sets []string
+	// Seed seeds the fault draws (default: the scenario's).
+	Seed uint64
+	// Settle is how long a converged run goes on (default twin.Settle).
+	Settle time.Duration
+	// Trace, when set, receives the JSONL trace of the watch events,
+	// steps and violations.
+	Trace io.Writer
+	// Progress receives one line per setup step.
+	Progress io.Writer
+}
+
+// Result is what a run on a cluster did: the same fields as the twin's
+// result where they mean the same (verdict, violations, end), and the
+// notices of what was skipped or approximated.
+type Result struct {
+	*twin.Result
+	// Notices are the skipped and approximated parts of the scenario,
+	// in plan order.
+	Notices []Notice
+	// Dir is the run's work directory (logs, kubeconfigs).
+	Dir string
+}
+
+// pending is a timed action of the run loop (a restart after downFor,
+// the end of a fault).
+type pending struct {
+	at time.Time
+	fn func()
+}
+
+type runner struct {
+	ctx  context.Context
+	sc   *scenario.Scenario
+	opts Options
+	c    client.Client
+	cfg  *rest.Config
+	act  *actor
+	obs  *Observer
+	chk  *invariant.Checker
+	w    *invariant.World
+	rng  *rand.Rand
+
+	start   time.Time
+	events  chan apiserver.Event
+	exits   chan string
+	pend    []pending
+	notices []Notice
+	trace   *json.Encoder
+
+	ctrl, daemon    *proc
+	ctrlProxy       *Proxy
+	daemonProxy     *Proxy
+	ctrlDownUntil   time.Time
+	daemonDownUntil time.Time
+	crashed         map[string]bool
+	quietAfter      time.Duration
+	convergedSince  time.Time
+	nodes           map[string]string // existing Nodes and their group label
+	daemonOK        bool
+}
+
+// Run runs a scenario on a cluster.
+func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result, err error) {
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if opts.Seed == 0 {
+		opts.Seed = sc.Seed
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = twin.Settle
+	}
+	if opts.WorkDir == "" {
+		if opts.WorkDir, err = os.MkdirTemp("", "bootroll-cluster-run-"); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	r := &runner{ctx: ctx, sc: sc, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x6661756c74)),
+		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}}
+	if opts.Trace != nil {
+		r.trace = json.NewEncoder(opts.Trace)
+	}
+	steps, notices := Plan(sc, PlanOptions{Seed: opts.Seed, ExternalController: opts.ExternalController})
+	r.notices = notices
+	for _, s := range steps {
+		switch {
+		case s.Skip != "":
+			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Skip})
+		case s.Approx != "":
+			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Approx, Approx: true})
+		}
+		if s.Skip == "" {
+			r.quietAfter = max(r.quietAfter, s.At)
+			if s.Fault != nil {
+				r.quietAfter = max(r.quietAfter, s.Until)
+			}
+		}
+	}
+	r.quietAfter = min(r.quietAfter, sc.Limit)
+
+	kubeconfig, stopCluster, err := r.cluster()
+	if err != nil {
+		return nil, err
+	}
+	defer stopCluster()
+	if r.cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kubeconfig, err)
+	}
+	r.cfg.QPS, r.cfg.Burst = 200, 400
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if r.c, err = client.New(r.cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	r.act = newActor(r.c, sc)
+	if opts.Kubeconfig != "" {
+		if err := r.installCRDs(); err != nil {
+			return nil, err
+		}
+	}
+
+	// Proxies in front of the API server for the controller and the
+	// daemon.
+	if r.ctrlProxy, err = NewProxy("controller", r.cfg, opts.Seed); err != nil {
+		return nil, err
+	}
+	defer r.ctrlProxy.Close()
+	if r.daemonProxy, err = NewProxy("daemon", r.cfg, opts.Seed+1); err != nil {
+		return nil, err
+	}
+	defer r.daemonProxy.Close()
+	asked := func(key string) bool { return r.ctrlProxy.Asked(key) || r.daemonProxy.Asked(key) }
+	refused := func() uint64 { return r.ctrlProxy.Refused() + r.daemonProxy.Refused() }
+	r.obs = NewObserver(time.Now, asked, refused) // edge: the cluster's time is the wall clock
+	r.obs.crashed = r.crashed
+
+	// The watch starts before anything is created; its events wait in
+	// the channel until the checker exists, so it sees every object from
+	// its creation.
+	stopWatch, err := r.watch(scheme)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch()
+	if err := r.create(); err != nil {
+		return nil, err
+	}
+	if !opts.ExternalController && opts.ControllerBin == "" {
+		fmt.Fprintf(opts.Progress, "building the controller\n")
+		if r.opts.ControllerBin, err = buildController(opts.Repo); err != nil {
+			return nil, err
+		}
+	}
+
+	// The scenario's time 0 is when the pools exist and the processes
+	// start: the host-mode daemon times the host faults it plays from its
+	// own start.
+	r.start = time.Now() // edge: the run's start on the wall clock
+	if r.chk, err = invariant.New(sc, r.obs.Sources(), r.start); err != nil {
+		return nil, err
+	}
+	r.obs.Attach(r.chk)
+	r.w = r.chk.World()
+	defer r.stopProcs()
+	if err := r.startProcs(); err != nil {
+		return nil, err
+	}
+	return r.loop(steps)
+}
+
+// cluster returns the kubeconfig of the cluster to run on, starting a
+// local one when none is given.
+func (r *runner) cluster() (string, func(), error) {
+	o := r.opts
+	switch {
+	case o.Kubeconfig != "":
+		return o.Kubeconfig, func() {}, nil
+	case o.ClusterDir != "":
+		return filepath.Join(o.ClusterDir, "kubeconfig"), func() {}, nil
+	}
+	dir := filepath.Join(o.WorkDir, "cluster")
+	fmt.Fprintf(o.Progress, "starting a local cluster in %s\n", dir)
+	st, err := localcluster.Up(r.ctx, localcluster.Options{Dir: dir, BinDir: filepath.Join(o.Repo, "bin", "k8s"), Repo: o.Repo, Progress: o.Progress})
+	if err != nil {
+		return "", nil, fmt.Errorf("starting the local cluster: %w", err)
+	}
+	return st.Kubeconfig, func() {
+		if err := localcluster.Down(localcluster.DownOptions{Dir: dir, Progress: o.Progress}); err != nil {
+			fmt.Fprintf(o.Progress, "stopping the local cluster: %v\n", err)
+		}
+	}, nil
+}
+
+// installCRDs creates bootroll's CRDs on a cluster that lacks them and
+// waits until they serve.
+func (r *runner) installCRDs() error {
+	crds, err := localcluster.ReadManifests(os.DirFS(r.opts.Repo), localcluster.BootrollCRDDir+"/*.yaml")
+	if err != nil {
+		return fmt.Errorf("bootroll's CRDs in %s: %w", r.opts.Repo, err)
+	}
+	for _, crd := range crds {
+		if err := r.c.Create(r.ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s: %w", crd.GetName(), err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var l v1alpha1.BootcNodePoolList
+		err := r.c.List(r.ctx, &l)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bootroll's CRDs do not serve: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond) // edge: polling the API server
+	}
+}
+
+// watch starts informers on the kinds the checker reads and sends their
+// events to the loop.
+func (r *runner) watch(scheme *runtime.Scheme) (func(), error) {
+	ca, err := cache.New(r.cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	kinds := []client.Object{&corev1.Node{}, &corev1.Pod{}, &policyv1.PodDisruptionBudget{},
+		&v1alpha1.BootcNodePool{}, &v1alpha1.BootcNode{}, &v1alpha1.PinnedImageSet{}}
+	for _, k := range []string{"NodeClaim", "NodePool"} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: KarpenterGroup, Version: "v1", Kind: k})
+		if _, err := r.c.RESTMapper().RESTMapping(u.GroupVersionKind().GroupKind(), "v1"); err != nil {
+			r.notices = append(r.notices, Notice{Name: "watch " + k, Why: "Karpenter's CRDs are not installed on this cluster"})
+			continue
+		}
+		kinds = append(kinds, u)
+	}
+	send := func(t apiserver.EventType, old, obj any) {
+		if ev, ok := Convert(t, old, obj); ok {
+			r.events <- ev
+		}
+	}
+	for _, k := range kinds {
+		inf, err := ca.GetInformer(ctx, k)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("watching %T: %w", k, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { send(apiserver.Added, nil, obj) },
+			UpdateFunc: func(old, obj any) { send(apiserver.Modified, old, obj) },
+			DeleteFunc: func(obj any) { send(apiserver.Deleted, nil, obj) },
+		}); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	go ca.Start(ctx) //nolint:errcheck // edge: the informers' goroutine; cancel stops it
+	if !ca.WaitForCacheSync(ctx) {
+		cancel()
+		return nil, errors.New("the watches did not sync")
+	}
+	return cancel, nil
+}
+
+// create makes the scenario's objects: nodes, workloads, PDBs, then,
+// once the workloads are running (bounded), the pools.
+func (r *runner) create() error {
+	objs, err := Build(r.sc)
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"bootroll-system"} {
+		n := &corev1.Namespace{}
+		n.Name = ns
+		if err := r.c.Create(r.ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	pools := objs.Pools
+	objs.Pools = nil
+	for _, o := range objs.All() {
+		if err := r.c.Create(r.ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	fmt.Fprintf(r.opts.Progress, "created %d node(s), %d node claim(s), %d workload(s), %d PDB(s)\n", len(objs.Nodes), len(objs.NodeClaims), len(objs.Workloads), len(objs.PDBs))
+	r.waitWorkloads(objs.Workloads, 2*time.Minute)
+	for _, p := range pools {
+		if err := r.c.Create(r.ctx, p); err != nil {
+			return fmt.Errorf("creating pool %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// waitWorkloads waits until the Deployments have their replicas ready,
+// at most for d.
+func (r *runner) waitWorkloads(deps []*appsv1.Deployment, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		ready := true
+		for _, dep := range deps {
+			var cur appsv1.Deployment
+			if err := r.c.Get(r.ctx, client.ObjectKeyFromObject(dep), &cur); err != nil || cur.Status.ReadyReplicas < *dep.Spec.Replicas {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return
+		}
+		time.Sleep(500 * time.Millisecond) // edge: polling
+	}
+	fmt.Fprintf(r.opts.Progress, "workloads not all ready after %s; going on\n", d)
+}
+
+// drain applies the watch events that are waiting.
+func (r *runner) drain() {
+	for {
+		select {
+		case ev := <-r.events:
+			r.apply(ev)
+		default:
+			return
+		}
+	}
+}
+
+func (r *runner) apply(ev apiserver.Event) {
+	if n, ok := ev.Object.(*corev1.Node); ok {
+		if ev.Type == apiserver.Deleted {
+			delete(r.nodes, n.Name)
+		} else {
+			r.nodes[n.Name] = n.Labels[GroupLabel]
+		}
+	}
+	r.obs.Apply(ev)
+	r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
+	if r.trace != nil {
+		r.trace.Encode(map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "watch": string(ev.Type), //nolint:errcheck // best effort
+			"object": kindOf(ev.Object) + "/" + ev.Object.GetName(), "rv": ev.Object.GetResourceVersion()})
+	}
+}
+
+func kindOf(o client.Object) string {
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		return u.GetKind()
+	}
+	switch o.(type) {
+	case *corev1.Node:
+		return "Node"
+	case *corev1.Pod:
+		return "Pod"
+	case *policyv1.PodDisruptionBudget:
+		return "PodDisruptionBudget"
+	case *v1alpha1.BootcNode:
+		return "BootcNode"
+	case *v1alpha1.BootcNodePool:
+		return "BootcNodePool"
+	case *v1alpha1.PinnedImageSet:
+		return "PinnedImageSet"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+func (r *runner) emit(kind, object string, details map[string]any) {
+	if r.trace == nil {
+		return
+	}
+	m := map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "kind": kind}
+	if object != "" {
+		m["object"] = object
+	}
+	for k, v := range details {
+		m[k] = v
+	}
+	r.trace.Encode(m) //nolint:errcheck // best effort
+}
+
+// startProcs starts the controller (unless external) and the host-mode
+// daemon, each behind its proxy.
+func (r *runner) startProcs() error {
+	dir := r.opts.WorkDir
+	ck := filepath.Join(dir, "controller.kubeconfig")
+	dk := filepath.Join(dir, "daemon.kubeconfig")
+	if err := r.ctrlProxy.WriteKubeconfig(ck); err != nil {
+		return err
+	}
+	if err := r.daemonProxy.WriteKubeconfig(dk); err != nil {
+		return err
+	}
+	if !r.opts.ExternalController {
+		r.ctrl = &proc{name: "controller", bin: r.opts.ControllerBin, args: ControllerCommand(ck), log: filepath.Join(dir, "controller.log"), exits: r.exits}
+		if err := r.ctrl.start(); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.opts.Progress, "controller started (log %s)\n", r.ctrl.log)
+	}
+	bin := r.opts.BootrollBin
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	ok, why := daemonAvailable(bin)
+	if !ok {
+		r.notices = append(r.notices, Notice{Name: "daemon", Why: why + "; no node stages or reboots"})
+		return nil
+	}
+	file, err := r.scenarioFile()
+	if err != nil {
+		return err
+	}
+	r.daemon = &proc{name: "daemon", bin: bin, args: DaemonCommand(file, dk), log: filepath.Join(dir, "daemon.log"), exits: r.exits}
+	if err := r.daemon.start(); err != nil {
+		return err
+	}
+	r.daemonOK = true
+	fmt.Fprintf(r.opts.Progress, "host-mode daemon started (log %s)\n", r.daemon.log)
+	return nil
+}
+
+// scenarioFile is the scenario file for the daemon: the file itself, or
+// with the run's --set overrides applied, written to the work directory.
+func (r *runner) scenarioFile() (string, error) {
+	if len(r.opts.Sets) == 0 {
+		return filepath.Abs(r.sc.File)
+	}
+	data, err := os.ReadFile(r.sc.File)
+	if err != nil {
+		return "", err
+	}
+	out, err := scenario.ApplySets(r.sc.File, data, r.opts.Sets)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(r.opts.WorkDir, "scenario.yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+func (r *runner) stopProcs() {
+	if r.daemon != nil {
+		r.daemon.stop(5 * time.Second)
+	}
+	if r.ctrl != nil {
+		r.ctrl.stop(5 * time.Second)
+	}
+}
+
+func (r *runner) controllerUp() bool {
+	return r.opts.ExternalController || r.ctrl != nil && r.ctrl.running()
+}
+
+// at schedules fn at t.
+func (r *runner) at(t time.Time, fn func()) {
+	r.pend = append(r.pend, pending{t, fn})
+	sort.SliceStable(r.pend, func(i, j int) bool { return r.pend[i].at.Before(r.pend[j].at) })
+}
+
+// loop drives the steps on the wall clock, applies the watch events and
+// checks convergence until the run settles or reaches the limit.
+func (r *runner) loop(steps []Step) (*Result, error) {
+	limit := r.start.Add(r.sc.Limit)
+	for _, s := range steps {
+		if s.Skip != "" {
+			continue
+		}
+		s := s
+		r.at(r.start.Add(s.At), func() { r.step(s) })
+	}
+	tick := time.NewTicker(time.Second) // edge: the run's periodic checks
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		for len(r.pend) > 0 && !r.pend[0].at.After(now) {
+			p := r.pend[0]
+			r.pend = r.pend[1:]
+			p.fn()
+		}
+		if !now.Before(limit) || r.settled(now) {
+			break
+		}
+		wait := limit.Sub(now)
+		if len(r.pend) > 0 {
+			wait = min(wait, r.pend[0].at.Sub(now))
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case ev := <-r.events:
+			r.apply(ev)
+		case name := <-r.exits:
+			r.notices = append(r.notices, Notice{Name: name, Why: fmt.Sprintf("the %s exited by itself at %s (see its log); started again", name, time.Since(r.start).Round(time.Second))})
+			r.restart(name)
+		case <-tick.C:
+			r.chk.Check(time.Now())
+		case <-timer.C:
+		case <-r.ctx.Done():
+			timer.Stop()
+			return nil, r.ctx.Err()
+		}
+		timer.Stop()
+	}
+	r.drain()
+	return r.finish(), nil
+}
+
+// restart starts a process that died by itself again.
+func (r *runner) restart(name string) {
+	p := r.ctrl
+	if name == "daemon" {
+		p = r.daemon
+	}
+	if p == nil {
+		return
+	}
+	p.killed = true
+	if err := p.start(); err != nil {
+		r.notices = append(r.notices, Notice{Name: name, Why: "could not start again: " + err.Error()})
+	}
+}
+
+// settled reports whether the run can stop: converged as the twin judges
+// it, for Settle, with nothing the checker waits for pending.
+func (r *runner) settled(now time.Time) bool {
+	converged := r.w.AllConverged() && now.Sub(r.start) >= r.quietAfter && r.controllerUp() && r.w.InSlot() == 0 && r.chk.PinnedSettled()
+	if !converged {
+		r.convergedSince = time.Time{}
+		return false
+	}
+	if r.convergedSince.IsZero() {
+		r.convergedSince = now
+		r.emit("run.converged", "", nil)
+	}
+	return now.Sub(r.convergedSince) >= r.opts.Settle && !r.chk.QuietUntil().After(now)
+}
+
+// step carries out one event or fault.
+func (r *runner) step(s Step) {
+	r.emit("step."+s.Name, "", map[string]any{"at": s.At.String()})
+	if s.Event != nil {
+		if err := r.act.Do(r.ctx, s.Event); err != nil {
+			var sk errSkip
+			if errors.As(err, &sk) {
+				r.emit("step.skipped", "", map[string]any{"name": s.Name, "reason": sk.why})
+				return
+			}
+			r.notices = append(r.notices, Notice{Name: s.Label(), Why: "failed: " + err.Error()})
+		}
+		return
+	}
+	f := s.Fault
+	now := time.Now()
+	switch {
+	case f.ControllerRestart != nil:
+		r.ctrl.kill()
+		r.chk.ControllerRunning(false)
+		r.ctrlDownUntil = maxTime(r.ctrlDownUntil, now.Add(f.ControllerRestart.DownFor))
+		r.at(r.ctrlDownUntil, func() {
+			if r.ctrl.running() || time.Now().Before(r.ctrlDownUntil) {
+				return
+			}
+			if err := r.ctrl.start(); err != nil {
+				r.notices = append(r.notices, Notice{Name: s.Label(), Why: "restart failed: " + err.Error()})
+				return
+			}
+			r.chk.ControllerRunning(true)
+		})
+	case f.DaemonCrash != nil:
+		if r.daemon == nil {
+			return
+		}
+		r.daemon.kill()
+		r.daemonDownUntil = maxTime(r.daemonDownUntil, now.Add(f.DaemonCrash.DownFor))
+		r.at(r.daemonDownUntil, func() {
+			if r.daemon.running() || time.Now().Before(r.daemonDownUntil) {
+				return
+			}
+			if err := r.daemon.start(); err != nil {
+				r.notices = append(r.notices, Notice{Name: s.Label(), Why: "restart failed: " + err.Error()})
+			}
+		})
+	case f.NodeCrash != nil, f.PowerCycle != nil:
+		t := f.NodeCrash
+		var target scenario.Target
+		down := time.Duration(0)
+		if t != nil {
+			target, down = t.Target, t.DownFor
+		} else {
+			target, down = f.PowerCycle.Target, f.PowerCycle.OffFor
+		}
+		if target.Node != "" {
+			target.Node = r.act.nodeName(r.ctx, target.Node)
+		}
+		for _, node := range Targets(target, r.nodes, r.rng) {
+			r.crashed[node] = true
+			if err := r.act.annotateRebooting(r.ctx, node, true); err != nil {
+				delete(r.crashed, node)
+				r.emit("step.skipped", "Node/"+node, map[string]any{"reason": err.Error()})
+				continue
+			}
+			r.at(now.Add(down), func() {
+				r.act.annotateRebooting(r.ctx, node, false) //nolint:errcheck // the node may be gone
+				r.at(time.Now().Add(5*time.Second), func() { delete(r.crashed, node) })
+			})
+		}
+	case f.APIErrors != nil:
+		e := f.APIErrors
+		for _, p := range []*Proxy{r.ctrlProxy, r.daemonProxy} {
+			p.SetFault(e)
+			r.at(r.start.Add(s.Until), func() { p.SetFault(nil) })
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// finish runs the end-of-run checks and builds the result.
+func (r *runner) finish() *Result {
+	now := time.Now()
+	out := invariant.Outcome{End: now.Sub(r.start)}
+	if !r.convergedSince.IsZero() {
+		out.Converged, out.ConvergedAt = true, r.convergedSince.Sub(r.start)
+	}
+	r.chk.Check(now)
+	r.chk.Finish(out)
+	res := &twin.Result{
+		Scenario: r.sc.Name, File: r.sc.File, Seed: r.opts.Seed, Start: r.start,
+		End: out.End, Limit: r.sc.Limit, Converged: out.Converged, ConvergedAt: out.ConvergedAt,
+		Violations: r.chk.Violations(), Exceptions: r.chk.Exceptions(), Counts: map[string]int{},
+		Reboots: r.obs.Reboots, Phases: v1alpha1.AllPhases,
+	}
+	for _, v := range res.Violations {
+		res.Counts[v.Invariant] = r.chk.Count(v.Invariant)
+		r.emit("violation", "", map[string]any{"invariant": v.Invariant, "message": v.Message, "objects": v.Objects})
+	}
+	for _, p := range r.w.Pools() {
+		pr := twin.PoolResult{Name: p.Name, Phases: map[v1alpha1.NodePhase]int{}, UpToDate: p.UpToDate, Halted: p.Halted,
+			HaltedReason: p.HaltedReason, Summary: p.Summary, TargetImage: p.TargetImage}
+		for _, name := range r.w.Members(p.Name) {
+			pr.Nodes++
+			n := r.w.Node(name)
+			if !n.HasBootcNode {
+				continue
+			}
+			pr.Phases[n.Phase]++
+			switch n.Phase {
+			case v1alpha1.PhaseUpdated:
+				pr.Updated++
+			case v1alpha1.PhaseFailed:
+				pr.Failed++
+			}
+		}
+		res.Pools = append(res.Pools, pr)
+	}
+	cs, cf := r.ctrlProxy.Counts()
+	ds, df := r.daemonProxy.Counts()
+	r.emit("run.end", "", map[string]any{"converged": out.Converged, "reboots": r.obs.Reboots,
+		"controllerRequests": cs, "controllerFailedOnPurpose": cf, "daemonRequests": ds, "daemonFailedOnPurpose": df})
+	return &Result{Result: res, Notices: r.notices, Dir: r.opts.WorkDir}
+}
