@@ -146,7 +146,7 @@ KIND_CLUSTER    ?= bootroll
 KIND_DIR        := $(BIN)/kind
 KIND_KUBECONFIG ?= $(KIND_DIR)/kubeconfig
 KIND_SCENARIO   ?= scenarios/plain-rollout-10.yaml
-KIND_IMAGES     := bootroll-controller bootroll-daemon
+KIND_IMAGES     := bootroll-controller bootroll
 KIND_NEEDS_DOCKER = @docker info >/dev/null 2>&1 || { echo "$@: docker info failed: this target needs a running Docker engine (and kind and kubectl on PATH); see kind/README.md" >&2; exit 1; }
 
 kind-up: ## Create the kind cluster of kind/cluster.yaml (1 control plane, 3 workers); needs Docker and kind.

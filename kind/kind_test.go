@@ -38,7 +38,7 @@ const (
 	defaultDir      = "../config/default"
 	hostsFile       = "/etc/bootroll/hosts.yaml"
 	controllerImage = "kind.local/bootroll/bootroll-controller:dev"
-	daemonImage     = "kind.local/bootroll/bootroll-daemon:dev"
+	daemonImage     = "kind.local/bootroll/bootroll:dev" // host mode is the CLI's daemon command
 )
 
 // decodeKindConfig decodes a kind cluster config as `kind create cluster
@@ -145,7 +145,7 @@ func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
 
 // TestOverlay: kind/overlay renders config/default, object for object, plus
 // the hosts ConfigMap, with the images kind-deploy loads and the daemon in
-// host mode: exactly --simulate-hosts=/etc/bootroll/hosts.yaml, the
+// host mode: exactly `daemon --simulate-hosts=/etc/bootroll/hosts.yaml` of the CLI image, the
 // ConfigMap there, and nothing of the host (no host root, no hostPID, not
 // privileged).
 func TestOverlay(t *testing.T) {
@@ -186,7 +186,7 @@ func TestOverlay(t *testing.T) {
 	if c.Image != daemonImage {
 		t.Errorf("daemon image %s, want %s (what make kind-deploy loads)", c.Image, daemonImage)
 	}
-	if want := []string{"--simulate-hosts=" + hostsFile}; !slices.Equal(c.Args, want) {
+	if want := []string{"daemon", "--simulate-hosts=" + hostsFile}; !slices.Equal(c.Args, want) {
 		t.Errorf("daemon args %q, want %q", c.Args, want)
 	}
 	if spec.HostPID || (c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged) {

@@ -67,6 +67,10 @@ type Options struct {
 	// Trace, when set, receives the JSONL trace of the watch events,
 	// steps and violations.
 	Trace io.Writer
+	// APITrace, when set, receives the API-level lines of the twin's
+	// trace format (twin.APILines: node.cordon, bootcnode.phase, ...),
+	// timed by the wall clock, for sim/fidelity.
+	APITrace io.Writer
 	// Progress receives one line per setup step.
 	Progress io.Writer
 }
@@ -408,6 +412,20 @@ func (r *runner) apply(ev apiserver.Event) {
 	}
 	r.obs.Apply(ev)
 	r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
+	if w := r.opts.APITrace; w != nil {
+		now := time.Now().UTC() // edge: the trace's time is the wall clock
+		twin.APILines(ev, func(kind, object string, details map[string]any) {
+			if details == nil {
+				details = map[string]any{}
+			}
+			json.NewEncoder(w).Encode(struct { //nolint:errcheck // best effort, as Trace
+				T       time.Time      `json:"t"`
+				Kind    string         `json:"kind"`
+				Object  string         `json:"object"`
+				Details map[string]any `json:"details"`
+			}{now, kind, object, details})
+		})
+	}
 	if r.trace != nil {
 		r.trace.Encode(map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "watch": string(ev.Type), //nolint:errcheck // best effort
 			"object": kindOf(ev.Object) + "/" + ev.Object.GetName(), "rv": ev.Object.GetResourceVersion()})

@@ -117,6 +117,19 @@ func (t *tracer) traceWrite(ev apiserver.Event) {
 	if !t.on() {
 		return
 	}
+	APILines(ev, t.emit)
+}
+
+// Emit receives one trace line: its kind, object and details.
+type Emit func(kind, object string, details map[string]any)
+
+// APILines turns one API event into the trace's API-level lines (the
+// dotted kinds: pool.*, bootcnode.*, node.*), as the twin's trace has
+// them. The cluster target (sim/clusterrun) writes the same lines from its
+// watches, so that sim/fidelity reads both traces the same way. A
+// Modified event must carry Old.
+func APILines(ev apiserver.Event, emit Emit) {
+	t := apiLines{emit}
 	switch o := ev.Object.(type) {
 	case *v1alpha1.BootcNodePool:
 		t.tracePool(ev, o)
@@ -127,7 +140,9 @@ func (t *tracer) traceWrite(ev apiserver.Event) {
 	}
 }
 
-func (t *tracer) tracePool(ev apiserver.Event, o *v1alpha1.BootcNodePool) {
+type apiLines struct{ emit Emit }
+
+func (t apiLines) tracePool(ev apiserver.Event, o *v1alpha1.BootcNodePool) {
 	name := objectName(o)
 	switch ev.Type {
 	case apiserver.Added:
@@ -168,7 +183,7 @@ func slotNodes(o *v1alpha1.BootcNodePool) []string {
 	return out
 }
 
-func (t *tracer) traceBootcNode(ev apiserver.Event, o *v1alpha1.BootcNode) {
+func (t apiLines) traceBootcNode(ev apiserver.Event, o *v1alpha1.BootcNode) {
 	name := objectName(o)
 	switch ev.Type {
 	case apiserver.Added:
@@ -192,7 +207,7 @@ func (t *tracer) traceBootcNode(ev apiserver.Event, o *v1alpha1.BootcNode) {
 	}
 }
 
-func (t *tracer) traceNode(ev apiserver.Event, o *corev1.Node) {
+func (t apiLines) traceNode(ev apiserver.Event, o *corev1.Node) {
 	name := objectName(o)
 	slot, marked := o.Annotations[v1alpha1.AnnotationSlot]
 	switch ev.Type {
