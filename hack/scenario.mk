@@ -42,7 +42,12 @@ WHATIF_OUT       ?= out/whatif-bench
 WHATIF_EXAMPLE_SEEDS ?= 10
 WHATIF_EXAMPLES      ?= docs/whatif-examples
 
-.PHONY: scenario bench explore bootroll-cli whatif-bench whatif-examples
+# make e2e / make fidelity (issue 15): the scenarios of scenarios/cluster/
+# on a local control plane with the real Karpenter (bootroll cluster up,
+# started and stopped per run; needs make cluster-tools).
+CLUSTER_SCENARIOS ?= $(sort $(wildcard scenarios/cluster/*.yaml))
+
+.PHONY: scenario bench explore bootroll-cli whatif-bench whatif-examples e2e fidelity bench-100k
 
 bootroll-cli:
 	go build -o $(BOOTROLL) ./cmd/bootroll
@@ -61,6 +66,15 @@ whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 5
 		echo "== $$f"; \
 		$(BOOTROLL) whatif $$f --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds $(WHATIF_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_OUT)/$$(basename $$f .yaml) || exit $$?; \
 	done
+
+e2e: bootroll-cli cluster-tools ## Run every scenarios/cluster/*.yaml on a local control plane with the real Karpenter (scenario run --target cluster; minutes each; not in make test).
+	$(BOOTROLL) scenario run --target cluster $(CLUSTER_SCENARIOS)
+
+fidelity: bootroll-cli cluster-tools ## Run scenarios/cluster/*.yaml in the twin and on a local control plane and regenerate the table in docs/fidelity.md (minutes each; not in make test).
+	$(BOOTROLL) fidelity $(CLUSTER_SCENARIOS) --markdown docs/fidelity.md
+
+bench-100k: bootroll-cli ## Run the 100,000-node rollout (scenarios/bench/bench-100000.yaml) under a 7 GiB Go memory limit and print its peak heap and RSS (about an hour; not in make test).
+	$(BOOTROLL) scenario run --bench --memory-limit 7Gi scenarios/bench/bench-100000.yaml
 
 whatif-examples: bootroll-cli ## Regenerate the example what-if reports in docs/whatif-examples (not in make test; minutes).
 	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' \

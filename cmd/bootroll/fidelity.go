@@ -60,7 +60,7 @@ Exit status: 0 when every scenario ran on both (whatever the table says),
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field on both sides, path=value (as scenario run --set)")
-	fl.StringVar(&f.markdown, "markdown", "", "also write the table as markdown to this file")
+	fl.StringVar(&f.markdown, "markdown", "", "also write the table as markdown to this file; in a file that has the lines "+tableBegin+" and "+tableEnd+", only what is between them is replaced (make fidelity: docs/fidelity.md)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: start a local cluster for each run and stop it)")
 	fl.StringVar(&f.clusterDir, "cluster-dir", "", "the directory of a running `bootroll cluster up` to use")
 	fl.StringVar(&f.workDir, "work-dir", "", "directory for the cluster runs' logs (default: a new temporary directory, kept)")
@@ -118,7 +118,11 @@ func runFidelity(stdout, stderr io.Writer, files []string, f fidelityFlags) erro
 		if err := fidelity.WriteMarkdown(&b, cs); err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.markdown, b.Bytes(), 0o644); err != nil {
+		out := b.Bytes()
+		if old, err := os.ReadFile(f.markdown); err == nil {
+			out = spliceTable(old, out)
+		}
+		if err := os.WriteFile(f.markdown, out, 0o644); err != nil {
 			fmt.Fprintf(stderr, "--markdown: %v\n", err)
 			return exitError{exitBadInput}
 		}
@@ -176,4 +180,26 @@ func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags
 	}
 	c.Rows = fidelity.Compare(fidelity.Extract(twinLines), fidelity.Extract(clusterLines))
 	return c, nil
+}
+
+// The markers of the generated table in a hand-written file.
+const (
+	tableBegin = "<!-- fidelity-table:begin -->"
+	tableEnd   = "<!-- fidelity-table:end -->"
+)
+
+// spliceTable puts table between old's markers; without both markers, in
+// order, the table replaces old whole.
+func spliceTable(old, table []byte) []byte {
+	i := bytes.Index(old, []byte(tableBegin))
+	j := bytes.Index(old, []byte(tableEnd))
+	if i < 0 || j < i {
+		return table
+	}
+	var b bytes.Buffer
+	b.Write(old[:i+len(tableBegin)])
+	b.WriteString("\n")
+	b.Write(table)
+	b.Write(old[j:])
+	return b.Bytes()
 }

@@ -14,13 +14,17 @@ import (
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
-// TestStaticRolloutOnLocalCluster runs scenarios/cluster/static-rollout-3.yaml
-// on a local control plane that it starts and stops. With the host-mode
-// daemon in bootroll it requires the scenario to pass as in the twin;
-// without it, it checks what can happen without nodes that stage and
-// reboot (the pool is created, the controller runs and makes a BootcNode
-// for each labelled node) and then skips, naming the missing command.
-func TestStaticRolloutOnLocalCluster(t *testing.T) {
+// TestEmptinessReapingOnLocalCluster runs
+// scenarios/cluster/post-update-emptiness-reaping.yaml (issue 15: the one
+// real-cluster scenario of make test) on a local control plane with the
+// real Karpenter that it starts and stops: three NodeClaims the real
+// Karpenter launches, each node empty for 45 s in its reboot under a
+// WhenEmpty NodePool with consolidateAfter 10s. It requires the verdict of
+// the twin: the scenario passes (no node reaped while updating, no churn,
+// converged with every node on v2). With a bootroll that lacks the
+// host-mode daemon (BOOTROLL_DAEMON_BIN naming an old build), it checks
+// the setup and skips, naming the missing command.
+func TestEmptinessReapingOnLocalCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local control plane (about a minute)")
 	}
@@ -49,7 +53,7 @@ func TestStaticRolloutOnLocalCluster(t *testing.T) {
 		// Nothing stages or reboots: a short run shows the setup.
 		sets = []string{"limit=25s", "expect.completesWithin=20s"}
 	}
-	file := filepath.Join(repo, "scenarios", "cluster", "static-rollout-3.yaml")
+	file := filepath.Join(repo, "scenarios", "cluster", "post-update-emptiness-reaping.yaml")
 	sc, err := scenario.LoadWithSets(file, sets)
 	if err != nil {
 		t.Fatal(err)

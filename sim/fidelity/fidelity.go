@@ -374,14 +374,14 @@ func diff(r Row) string {
 	if !ok {
 		return "—"
 	}
-	if d == 0 {
-		return "0s"
-	}
 	sign := "+"
 	if d < 0 {
 		sign, d = "-", -d
 	}
-	return sign + round(d)
+	if r := round(d); r != "0s" && d != 0 {
+		return sign + r
+	}
+	return "0s"
 }
 
 func yes(b bool) string {

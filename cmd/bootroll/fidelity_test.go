@@ -1,0 +1,22 @@
+package main
+
+import "testing"
+
+func TestSpliceTable(t *testing.T) {
+	old := "# Fidelity\n\nhand\n" + tableBegin + "\nold table\n" + tableEnd + "\nmore hand\n"
+	got := string(spliceTable([]byte(old), []byte("| new |\n")))
+	want := "# Fidelity\n\nhand\n" + tableBegin + "\n| new |\n" + tableEnd + "\nmore hand\n"
+	if got != want {
+		t.Errorf("spliced:\n%s\nwant:\n%s", got, want)
+	}
+	if got := string(spliceTable([]byte("no markers\n"), []byte("| t |\n"))); got != "| t |\n" {
+		t.Errorf("without markers: %q", got)
+	}
+}
+
+func TestFidelityRefusesBothClusterFlags(t *testing.T) {
+	code, _, errOut := runCLI(t, "fidelity", "--kubeconfig", "k", "--cluster-dir", "d", "../../scenarios/cluster/static-rollout-3.yaml")
+	if code != exitBadInput || errOut == "" {
+		t.Errorf("exit %d, stderr %q; want 2 and a message", code, errOut)
+	}
+}
