@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -26,8 +29,9 @@ import (
 // the setup and skips, naming the missing command.
 func TestEmptinessReapingOnLocalCluster(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a local control plane (about a minute)")
+		t.Skip("starts a local control plane (about four minutes)")
 	}
+	ctrllog.SetLogger(logr.Discard()) // the run's informers log nothing useful here
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
