@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/clusterrun"
+	"github.com/bootroll/bootroll/sim/scenario"
 )
 
 // The targets of scenario run.
@@ -109,9 +113,6 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 		defer tf.Close()
 		opts.Trace = tf
 	}
-	if f.controls && len(l.sc.NegativeControls) > 0 {
-		fmt.Fprintf(stdout, "  skipped: negative controls: the controller and daemon binaries have no deliberately broken modes (bootroll.testOnly)\n")
-	}
 	// The run's watches use controller-runtime, which logs nothing
 	// useful here; the controller's own log is in the work directory.
 	ctrllog.SetLogger(logr.Discard())
@@ -137,5 +138,64 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 		fmt.Fprintf(stdout, "  %s\n", n)
 	}
 	fmt.Fprintf(stdout, "  logs: %s\n", res.Dir)
+	if f.controls {
+		opts.Trace = nil
+		if c := runClusterControls(ctx, stdout, stderr, l, f, opts); c > code {
+			code = c
+		}
+	}
+	return code
+}
+
+// runClusterControls runs the scenario's negative controls on the cluster:
+// those that only change what a user could change (a pool's protection, a
+// budget, a timing) run as the twin runs them and must be caught by the
+// named invariant; those that need bootroll.testOnly (a deliberately broken
+// controller or daemon) are reported as skipped, by name.
+func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded, f runFlags, opts clusterrun.Options) int {
+	code := exitOK
+	for _, nc := range l.sc.NegativeControls {
+		sets := append(slices.Clone(f.sets), nc.Set...)
+		sc, err := scenario.LoadWithSets(l.file, sets)
+		if err != nil {
+			fmt.Fprintf(stderr, "negative control %s: %v\n", nc.Name, err)
+			return exitBadInput
+		}
+		if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
+			fmt.Fprintf(stdout, "  skipped: negative control %s: it needs bootroll.testOnly, and the controller and daemon binaries have no deliberately broken modes\n", nc.Name)
+			continue
+		}
+		o := opts
+		o.Sets = sets
+		if o.WorkDir != "" {
+			o.WorkDir = filepath.Join(o.WorkDir, "control-"+nc.Name)
+		}
+		start := time.Now()
+		res, err := clusterrun.Run(ctx, sc, o)
+		wall := time.Since(start)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: negative control %s: --target cluster: %v\n", l.file, nc.Name, err)
+			code = exitViolated
+			continue
+		}
+		caughtBy := string(nc.CaughtBy)
+		if res.Caught(caughtBy) {
+			at := time.Duration(0)
+			for _, v := range res.Violations {
+				if v.Invariant == caughtBy {
+					at = v.At
+					break
+				}
+			}
+			fmt.Fprintf(stdout, "  negative control %s: caught by %s at %s (scenario time %s, wall %s)\n", nc.Name, caughtBy, ms(at), ms(res.End), wallString(wall))
+			continue
+		}
+		code = exitViolated
+		fmt.Fprintf(stdout, "  FAIL negative control %s was not caught by %s (scenario time %s, wall %s)\n", nc.Name, caughtBy, ms(res.End), wallString(wall))
+		if len(res.Violations) > 0 {
+			fmt.Fprintf(stdout, "    it was caught only by: %s\n", strings.Join(slices.Sorted(maps.Keys(res.Counts)), ", "))
+		}
+		fmt.Fprintf(stdout, "    logs: %s\n", res.Dir)
+	}
 	return code
 }
