@@ -729,25 +729,7 @@ func (r *runner) finish() *Result {
 		res.Counts[v.Invariant] = r.chk.Count(v.Invariant)
 		r.emit("violation", "", map[string]any{"invariant": v.Invariant, "message": v.Message, "objects": v.Objects})
 	}
-	for _, p := range r.w.Pools() {
-		pr := twin.PoolResult{Name: p.Name, Phases: map[v1alpha1.NodePhase]int{}, UpToDate: p.UpToDate, Halted: p.Halted,
-			HaltedReason: p.HaltedReason, Summary: p.Summary, TargetImage: p.TargetImage}
-		for _, name := range r.w.Members(p.Name) {
-			pr.Nodes++
-			n := r.w.Node(name)
-			if !n.HasBootcNode {
-				continue
-			}
-			pr.Phases[n.Phase]++
-			switch n.Phase {
-			case v1alpha1.PhaseUpdated:
-				pr.Updated++
-			case v1alpha1.PhaseFailed:
-				pr.Failed++
-			}
-		}
-		res.Pools = append(res.Pools, pr)
-	}
+	res.Pools = twin.PoolResults(r.w)
 	cs, cf := r.ctrlProxy.Counts()
 	ds, df := r.daemonProxy.Counts()
 	r.emit("run.end", "", map[string]any{"converged": out.Converged, "reboots": r.obs.Reboots,

@@ -1135,12 +1135,20 @@ func (r *runner) finish() (*Result, error) {
 	for _, node := range r.cl.Nodes() {
 		res.Reboots += r.cl.Reboots(node)
 	}
-	for _, p := range r.w.Pools() {
+	res.Pools = PoolResults(r.w)
+	return res, nil
+}
+
+// PoolResults summarises every pool of w as a run's result does (the
+// cluster target summarises its own world with it too).
+func PoolResults(w *invariant.World) []PoolResult {
+	var out []PoolResult
+	for _, p := range w.Pools() {
 		pr := PoolResult{Name: p.Name, Phases: map[v1alpha1.NodePhase]int{}, UpToDate: p.UpToDate, Halted: p.Halted,
 			HaltedReason: p.HaltedReason, Summary: p.Summary, TargetImage: p.TargetImage}
-		for _, name := range r.w.Members(p.Name) {
+		for _, name := range w.Members(p.Name) {
 			pr.Nodes++
-			n := r.w.Node(name)
+			n := w.Node(name)
 			if !n.HasBootcNode {
 				continue
 			}
@@ -1152,7 +1160,7 @@ func (r *runner) finish() (*Result, error) {
 				pr.Failed++
 			}
 		}
-		res.Pools = append(res.Pools, pr)
+		out = append(out, pr)
 	}
-	return res, nil
+	return out
 }
