@@ -301,16 +301,7 @@ func (h *host) statusDoc() []byte {
 		h.status, h.statusKey = doc, k
 		return doc
 	}
-	spec, order := h.booted, "default"
-	if h.staged != nil {
-		spec = h.staged
-	}
-	if h.rollbackQueued {
-		order = "rollback"
-	}
-	h.status = fmt.Appendf(nil, `{"apiVersion":%s,"kind":%s,"metadata":{"name":"host"},"spec":{"image":%s,"bootOrder":%q},"status":{"staged":%s,"booted":%s,"rollback":%s,"rollbackQueued":%t,"type":"bootcHost"}}`,
-		jsonString(bootc.APIVersionV1), jsonString(bootc.KindBootcHost), imageRefJSON(spec), order,
-		entryJSON(h.staged), entryJSON(h.booted), entryJSON(h.rollback), h.rollbackQueued)
+	h.status = BootcStatusDoc(h.staged.doc(), h.booted.doc(), h.rollback.doc(), h.rollbackQueued)
 	h.statusKey = k
 	if h.c.statusDocs == nil {
 		h.c.statusDocs = map[docKey][]byte{}
@@ -333,20 +324,51 @@ func depKey(d *deployment) [2]string {
 	return [2]string{d.ref, d.im.Digest}
 }
 
-func imageRefJSON(d *deployment) string {
-	if d == nil {
-		return "null"
-	}
-	return `{"image":` + jsonString(d.ref) + `,"transport":"registry"}`
+// BootcDeployment is what `bootc status` shows of a deployment.
+type BootcDeployment struct {
+	Ref, Digest  string
+	DownloadOnly bool
 }
 
-func entryJSON(d *deployment) string {
+// doc is d as BootcStatusDoc shows it; nil stays nil.
+func (d *deployment) doc() *BootcDeployment {
+	if d == nil {
+		return nil
+	}
+	return &BootcDeployment{Ref: d.ref, Digest: d.im.Digest, DownloadOnly: d.downloadOnly}
+}
+
+// BootcStatusDoc is `bootc status --json --format-version 1` of a host in
+// bootc's host-v1 schema: the simulated bootc of the twin and of host mode
+// (sim/hostmode) print it. The spec image is the staged deployment's, else
+// the booted one's; queued makes the boot order rollback.
+func BootcStatusDoc(staged, booted, rollback *BootcDeployment, queued bool) []byte {
+	spec, order := booted, "default"
+	if staged != nil {
+		spec = staged
+	}
+	if queued {
+		order = "rollback"
+	}
+	return fmt.Appendf(nil, `{"apiVersion":%s,"kind":%s,"metadata":{"name":"host"},"spec":{"image":%s,"bootOrder":%q},"status":{"staged":%s,"booted":%s,"rollback":%s,"rollbackQueued":%t,"type":"bootcHost"}}`,
+		jsonString(bootc.APIVersionV1), jsonString(bootc.KindBootcHost), imageRefJSON(spec), order,
+		entryJSON(staged), entryJSON(booted), entryJSON(rollback), queued)
+}
+
+func imageRefJSON(d *BootcDeployment) string {
 	if d == nil {
 		return "null"
 	}
-	checksum := strings.TrimPrefix(d.im.Digest, "sha256:")
+	return `{"image":` + jsonString(d.Ref) + `,"transport":"registry"}`
+}
+
+func entryJSON(d *BootcDeployment) string {
+	if d == nil {
+		return "null"
+	}
+	checksum := strings.TrimPrefix(d.Digest, "sha256:")
 	return fmt.Sprintf(`{"image":{"image":%s,"version":null,"timestamp":null,"imageDigest":%s,"architecture":"amd64"},"cachedUpdate":null,"incompatible":false,"pinned":false,"downloadOnly":%t,"store":"ostreeContainer","ostree":{"checksum":%s,"deploySerial":0,"stateroot":"default"}}`,
-		imageRefJSON(d), jsonString(d.im.Digest), d.downloadOnly, jsonString(checksum))
+		imageRefJSON(d), jsonString(d.Digest), d.DownloadOnly, jsonString(checksum))
 }
 
 func jsonString(s string) string {

@@ -17,7 +17,6 @@ package hostmode
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -389,35 +388,13 @@ func exitError(stderr string) error {
 // statusDoc is `bootc status --json --format-version 1` of d, in bootc's
 // host-v1 schema (the format of sim/cluster's simulated bootc).
 func statusDoc(d Deployments) []byte {
-	spec, order := d.Booted, "default"
-	if d.Staged != nil {
-		spec = d.Staged
-	}
-	if d.RollbackQueued {
-		order = "rollback"
-	}
-	return fmt.Appendf(nil, `{"apiVersion":%s,"kind":%s,"metadata":{"name":"host"},"spec":{"image":%s,"bootOrder":%q},"status":{"staged":%s,"booted":%s,"rollback":%s,"rollbackQueued":%t,"type":"bootcHost"}}`,
-		jsonString(bootc.APIVersionV1), jsonString(bootc.KindBootcHost), imageRefJSON(spec), order,
-		entryJSON(d.Staged), entryJSON(d.Booted), entryJSON(d.Rollback), d.RollbackQueued)
+	return cluster.BootcStatusDoc(d.Staged.doc(), d.Booted.doc(), d.Rollback.doc(), d.RollbackQueued)
 }
 
-func imageRefJSON(d *deployment) string {
+// doc is d as cluster.BootcStatusDoc shows it; nil stays nil.
+func (d *deployment) doc() *cluster.BootcDeployment {
 	if d == nil {
-		return "null"
+		return nil
 	}
-	return `{"image":` + jsonString(d.ref) + `,"transport":"registry"}`
-}
-
-func entryJSON(d *deployment) string {
-	if d == nil {
-		return "null"
-	}
-	checksum := strings.TrimPrefix(d.im.Digest, "sha256:")
-	return fmt.Sprintf(`{"image":{"image":%s,"version":null,"timestamp":null,"imageDigest":%s,"architecture":"amd64"},"cachedUpdate":null,"incompatible":false,"pinned":false,"downloadOnly":%t,"store":"ostreeContainer","ostree":{"checksum":%s,"deploySerial":0,"stateroot":"default"}}`,
-		imageRefJSON(d), jsonString(d.im.Digest), d.downloadOnly, jsonString(checksum))
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	return &cluster.BootcDeployment{Ref: d.ref, Digest: d.im.Digest, DownloadOnly: d.downloadOnly}
 }
