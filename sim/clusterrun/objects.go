@@ -35,6 +35,7 @@ import (
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
+	"github.com/bootroll/bootroll/sim/twin"
 )
 
 // GroupLabel is put on every Node the run creates or has Karpenter
@@ -222,24 +223,7 @@ func NodePool(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	for k, v := range np.Labels {
 		labels[k] = v
 	}
-	var budgets []any
-	for _, b := range np.Budgets {
-		m := map[string]any{"nodes": b.Nodes.String()}
-		if b.Schedule != "" {
-			m["schedule"] = b.Schedule
-		}
-		if b.Duration != nil {
-			m["duration"] = b.Duration.String()
-		}
-		if len(b.Reasons) > 0 {
-			var rs []any
-			for _, r := range b.Reasons {
-				rs = append(rs, string(r))
-			}
-			m["reasons"] = rs
-		}
-		budgets = append(budgets, m)
-	}
+	budgets := twin.NodePoolBudgets(np)
 	spec := map[string]any{
 		"template": map[string]any{
 			"metadata": map[string]any{"labels": labels},

@@ -223,6 +223,31 @@ func (r *runner) dispatchKarpenter(ev apiserver.Event) {
 	}
 }
 
+// NodePoolBudgets is the disruption.budgets list of a scenario NodePool's
+// object (nil when it has none); the cluster target builds its NodePools
+// with it too.
+func NodePoolBudgets(np scenario.KarpenterNodePool) []any {
+	var budgets []any
+	for _, b := range np.Budgets {
+		m := map[string]any{"nodes": b.Nodes.String()}
+		if b.Schedule != "" {
+			m["schedule"] = b.Schedule
+		}
+		if b.Duration != nil {
+			m["duration"] = b.Duration.String()
+		}
+		if len(b.Reasons) > 0 {
+			var rs []any
+			for _, x := range b.Reasons {
+				rs = append(rs, string(x))
+			}
+			m["reasons"] = rs
+		}
+		budgets = append(budgets, m)
+	}
+	return budgets
+}
+
 // nodePoolObject is the NodePool of a scenario entry.
 func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -256,24 +281,7 @@ func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	for k, v := range np.Labels {
 		labels[k] = v
 	}
-	var budgets []any
-	for _, b := range np.Budgets {
-		m := map[string]any{"nodes": b.Nodes.String()}
-		if b.Schedule != "" {
-			m["schedule"] = b.Schedule
-		}
-		if b.Duration != nil {
-			m["duration"] = b.Duration.String()
-		}
-		if len(b.Reasons) > 0 {
-			var rs []any
-			for _, x := range b.Reasons {
-				rs = append(rs, string(x))
-			}
-			m["reasons"] = rs
-		}
-		budgets = append(budgets, m)
-	}
+	budgets := NodePoolBudgets(np)
 	disruption := map[string]any{
 		"consolidationPolicy": string(np.ConsolidationPolicy),
 		"consolidateAfter":    never(np.ConsolidateAfter),
