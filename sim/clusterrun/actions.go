@@ -186,41 +186,11 @@ func (a *actor) setPool(ctx context.Context, e *scenario.SetPool) error {
 	if err := a.c.Get(ctx, client.ObjectKey{Name: e.Pool}, &p); err != nil {
 		return notFoundSkip(err, "pool")
 	}
-	pl := scenario.Pool{Name: e.Pool, Image: e.Image, NodeSelector: e.NodeSelector, RolloutSpec: e.RolloutSpec,
-		DrainTimeout: e.DrainTimeout, HealthTimeout: e.HealthTimeout}
-	if e.FailurePolicy != nil {
-		pl.FailurePolicy = *e.FailurePolicy
-	}
-	if e.Windows != nil {
-		pl.Windows = *e.Windows
-	}
-	spec := a.sc.PoolSpec(pl)
+	a.sc.ApplySetPool(&p.Spec, e)
 	if e.Image != "" {
+		// Pinned to the digest: the real controller would look a tag up
+		// at a registry that does not exist (PinnedRef).
 		p.Spec.Image = v1alpha1.ImageReference(PinnedRef(a.sc, e.Image))
-	}
-	if e.NodeSelector != nil {
-		p.Spec.NodeSelector = spec.NodeSelector
-	}
-	if e.MaxUnavailable != nil {
-		p.Spec.Rollout.MaxUnavailable = spec.Rollout.MaxUnavailable
-	}
-	if e.MaxStaging != nil {
-		p.Spec.Rollout.MaxStaging = spec.Rollout.MaxStaging
-	}
-	if e.Paused != nil {
-		p.Spec.Paused = *e.Paused
-	}
-	if e.FailurePolicy != nil {
-		p.Spec.FailurePolicy = spec.FailurePolicy
-	}
-	if e.Windows != nil {
-		p.Spec.Windows = spec.Windows
-	}
-	if e.DrainTimeout != nil {
-		p.Spec.DrainTimeout = spec.DrainTimeout
-	}
-	if e.HealthTimeout != nil {
-		p.Spec.HealthTimeout = spec.HealthTimeout
 	}
 	return a.c.Update(ctx, &p)
 }

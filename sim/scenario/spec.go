@@ -33,3 +33,46 @@ func (s *Scenario) PoolSpec(p Pool) v1alpha1.BootcNodePoolSpec {
 	}
 	return spec
 }
+
+// ApplySetPool changes the fields of spec that a setPool event gives, each
+// converted as PoolSpec converts bootroll.pools (so a field means the same
+// in both); the others stay. The twin and the cluster target both apply
+// setPool with it.
+func (s *Scenario) ApplySetPool(spec *v1alpha1.BootcNodePoolSpec, e *SetPool) {
+	pl := Pool{Name: e.Pool, Image: e.Image, NodeSelector: e.NodeSelector, RolloutSpec: e.RolloutSpec,
+		DrainTimeout: e.DrainTimeout, HealthTimeout: e.HealthTimeout}
+	if e.FailurePolicy != nil {
+		pl.FailurePolicy = *e.FailurePolicy
+	}
+	if e.Windows != nil {
+		pl.Windows = *e.Windows
+	}
+	n := s.PoolSpec(pl)
+	if e.Image != "" {
+		spec.Image = n.Image
+	}
+	if e.NodeSelector != nil {
+		spec.NodeSelector = n.NodeSelector
+	}
+	if e.MaxUnavailable != nil {
+		spec.Rollout.MaxUnavailable = n.Rollout.MaxUnavailable
+	}
+	if e.MaxStaging != nil {
+		spec.Rollout.MaxStaging = n.Rollout.MaxStaging
+	}
+	if e.Paused != nil {
+		spec.Paused = *e.Paused
+	}
+	if e.FailurePolicy != nil {
+		spec.FailurePolicy = n.FailurePolicy
+	}
+	if e.Windows != nil {
+		spec.Windows = n.Windows
+	}
+	if e.DrainTimeout != nil {
+		spec.DrainTimeout = n.DrainTimeout
+	}
+	if e.HealthTimeout != nil {
+		spec.HealthTimeout = n.HealthTimeout
+	}
+}

@@ -243,42 +243,7 @@ func (r *runner) setPool(e *scenario.SetPool) error {
 	return r.updatePool(e.Pool, func(p *v1alpha1.BootcNodePool) {
 		// The scenario's own conversion makes the new spec, so that a
 		// field means the same as in bootroll.pools.
-		pl := scenario.Pool{Name: e.Pool, Image: e.Image, NodeSelector: e.NodeSelector, RolloutSpec: e.RolloutSpec,
-			DrainTimeout: e.DrainTimeout, HealthTimeout: e.HealthTimeout}
-		if e.FailurePolicy != nil {
-			pl.FailurePolicy = *e.FailurePolicy
-		}
-		if e.Windows != nil {
-			pl.Windows = *e.Windows
-		}
-		spec := r.sc.PoolSpec(pl)
-		if im != nil {
-			p.Spec.Image = spec.Image
-		}
-		if e.NodeSelector != nil {
-			p.Spec.NodeSelector = spec.NodeSelector
-		}
-		if e.MaxUnavailable != nil {
-			p.Spec.Rollout.MaxUnavailable = spec.Rollout.MaxUnavailable
-		}
-		if e.MaxStaging != nil {
-			p.Spec.Rollout.MaxStaging = spec.Rollout.MaxStaging
-		}
-		if e.Paused != nil {
-			p.Spec.Paused = *e.Paused
-		}
-		if e.FailurePolicy != nil {
-			p.Spec.FailurePolicy = spec.FailurePolicy
-		}
-		if e.Windows != nil {
-			p.Spec.Windows = spec.Windows
-		}
-		if e.DrainTimeout != nil {
-			p.Spec.DrainTimeout = spec.DrainTimeout
-		}
-		if e.HealthTimeout != nil {
-			p.Spec.HealthTimeout = spec.HealthTimeout
-		}
+		r.sc.ApplySetPool(&p.Spec, e)
 	})
 }
 
