@@ -146,7 +146,7 @@ func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags
 	var twinTrace bytes.Buffer
 	start := time.Now() // edge: wall time of the command, printed only
 	res, err := twin.Run(l.sc, twin.Options{Trace: &twinTrace})
-	c.TwinWall = time.Since(start)
+	c.TwinWall = time.Since(start) // edge: wall time of the command, printed only
 	if err != nil {
 		return nil, fmt.Errorf("twin: %w", err)
 	}
@@ -164,9 +164,9 @@ func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags
 	if opts.WorkDir != "" {
 		opts.WorkDir = filepath.Join(opts.WorkDir, l.sc.Name)
 	}
-	start = time.Now()
+	start = time.Now() // edge: wall time of the command, printed only
 	cres, err := clusterrun.Run(ctx, l.sc, opts)
-	c.ClusterWall = time.Since(start)
+	c.ClusterWall = time.Since(start) // edge: wall time of the command, printed only
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}

@@ -277,14 +277,14 @@ func (r *runner) installCRDs() error {
 			return fmt.Errorf("creating %s: %w", crd.GetName(), err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(time.Minute) // edge: a real cluster, waited for on the wall clock
 	for {
 		var l v1alpha1.BootcNodePoolList
 		err := r.c.List(r.ctx, &l)
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) { // edge: a real cluster, waited for on the wall clock
 			return fmt.Errorf("bootroll's CRDs do not serve: %w", err)
 		}
 		time.Sleep(200 * time.Millisecond) // edge: polling the API server
@@ -372,8 +372,8 @@ func (r *runner) create() error {
 // waitWorkloads waits until the Deployments have their replicas ready,
 // at most for d.
 func (r *runner) waitWorkloads(deps []*appsv1.Deployment, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(d)     // edge: a real cluster, waited for on the wall clock
+	for time.Now().Before(deadline) { // edge: a real cluster, waited for on the wall clock
 		ready := true
 		for _, dep := range deps {
 			var cur appsv1.Deployment
@@ -427,7 +427,7 @@ func (r *runner) apply(ev apiserver.Event) {
 		})
 	}
 	if r.trace != nil {
-		r.trace.Encode(map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "watch": string(ev.Type), //nolint:errcheck // best effort
+		r.trace.Encode(map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "watch": string(ev.Type), //nolint:errcheck // edge: the trace is timed by the wall clock; best effort
 			"object": kindOf(ev.Object) + "/" + ev.Object.GetName(), "rv": ev.Object.GetResourceVersion()})
 	}
 }
@@ -457,7 +457,7 @@ func (r *runner) emit(kind, object string, details map[string]any) {
 	if r.trace == nil {
 		return
 	}
-	m := map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "kind": kind}
+	m := map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "kind": kind} // edge: the trace is timed by the wall clock
 	if object != "" {
 		m["object"] = object
 	}
@@ -562,7 +562,7 @@ func (r *runner) loop(steps []Step) (*Result, error) {
 	tick := time.NewTicker(time.Second) // edge: the run's periodic checks
 	defer tick.Stop()
 	for {
-		now := time.Now()
+		now := time.Now() // edge: the run loop plays the scenario on the wall clock
 		for len(r.pend) > 0 && !r.pend[0].at.After(now) {
 			p := r.pend[0]
 			r.pend = r.pend[1:]
@@ -575,15 +575,15 @@ func (r *runner) loop(steps []Step) (*Result, error) {
 		if len(r.pend) > 0 {
 			wait = min(wait, r.pend[0].at.Sub(now))
 		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(wait) // edge: the run loop sleeps until the next step on the wall clock
 		select {
 		case ev := <-r.events:
 			r.apply(ev)
 		case name := <-r.exits:
-			r.notices = append(r.notices, Notice{Name: name, Why: fmt.Sprintf("the %s exited by itself at %s (see its log); started again", name, time.Since(r.start).Round(time.Second))})
+			r.notices = append(r.notices, Notice{Name: name, Why: fmt.Sprintf("the %s exited by itself at %s (see its log); started again", name, time.Since(r.start).Round(time.Second))}) // edge: a notice timed by the wall clock
 			r.restart(name)
 		case <-tick.C:
-			r.chk.Check(time.Now())
+			r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
 		case <-timer.C:
 		case <-r.ctx.Done():
 			timer.Stop()
@@ -640,14 +640,14 @@ func (r *runner) step(s Step) {
 		return
 	}
 	f := s.Fault
-	now := time.Now()
+	now := time.Now() // edge: the run loop plays the scenario on the wall clock
 	switch {
 	case f.ControllerRestart != nil:
 		r.ctrl.kill()
 		r.chk.ControllerRunning(false)
 		r.ctrlDownUntil = maxTime(r.ctrlDownUntil, now.Add(f.ControllerRestart.DownFor))
 		r.at(r.ctrlDownUntil, func() {
-			if r.ctrl.running() || time.Now().Before(r.ctrlDownUntil) {
+			if r.ctrl.running() || time.Now().Before(r.ctrlDownUntil) { // edge: process restarts are timed on the wall clock
 				return
 			}
 			if err := r.ctrl.start(); err != nil {
@@ -663,7 +663,7 @@ func (r *runner) step(s Step) {
 		r.daemon.kill()
 		r.daemonDownUntil = maxTime(r.daemonDownUntil, now.Add(f.DaemonCrash.DownFor))
 		r.at(r.daemonDownUntil, func() {
-			if r.daemon.running() || time.Now().Before(r.daemonDownUntil) {
+			if r.daemon.running() || time.Now().Before(r.daemonDownUntil) { // edge: process restarts are timed on the wall clock
 				return
 			}
 			if err := r.daemon.start(); err != nil {
@@ -690,8 +690,8 @@ func (r *runner) step(s Step) {
 				continue
 			}
 			r.at(now.Add(down), func() {
-				r.act.annotateRebooting(r.ctx, node, false) //nolint:errcheck // the node may be gone
-				r.at(time.Now().Add(5*time.Second), func() { delete(r.crashed, node) })
+				r.act.annotateRebooting(r.ctx, node, false)                             //nolint:errcheck // the node may be gone
+				r.at(time.Now().Add(5*time.Second), func() { delete(r.crashed, node) }) // edge: the run loop plays the scenario on the wall clock
 			})
 		}
 	case f.APIErrors != nil:
@@ -712,7 +712,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // finish runs the end-of-run checks and builds the result.
 func (r *runner) finish() *Result {
-	now := time.Now()
+	now := time.Now() // edge: the run loop plays the scenario on the wall clock
 	out := invariant.Outcome{End: now.Sub(r.start)}
 	if !r.convergedSince.IsZero() {
 		out.Converged, out.ConvergedAt = true, r.convergedSince.Sub(r.start)
