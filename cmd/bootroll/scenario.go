@@ -161,24 +161,14 @@ func runOne(stdout, stderr io.Writer, l loaded, f runFlags, several bool) int {
 		return runOnCluster(stdout, stderr, l, f, several)
 	}
 	opts := twin.Options{Seed: f.seed, Bench: f.bench}
-	var traceFile *os.File
-	if f.trace != "" {
-		path := f.trace
-		if several {
-			if err := os.MkdirAll(f.trace, 0o755); err != nil {
-				fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
-				return exitBadInput
-			}
-			path = filepath.Join(f.trace, l.sc.Name+".jsonl")
-		}
-		tf, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
-			return exitBadInput
-		}
-		defer tf.Close()
-		traceFile = tf
-		opts.Trace = tf
+	traceFile, err := createTrace(f.trace, l.sc.Name, several)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
+		return exitBadInput
+	}
+	if traceFile != nil {
+		defer traceFile.Close()
+		opts.Trace = traceFile
 	}
 	res, wall, err := timedRun(l.sc, opts)
 	if err != nil {
@@ -254,6 +244,23 @@ func runControl(stdout, stderr io.Writer, l loaded, nc scenario.NegativeControl,
 	}
 	fmt.Fprintf(stdout, "    replay: %s\n", replay(l.file, res.Seed, sets))
 	return exitViolated
+}
+
+// createTrace creates the --trace file of one scenario's run: the flag's
+// path, or with several scenarios NAME.jsonl in that directory; nil
+// without --trace.
+func createTrace(flag, name string, several bool) (*os.File, error) {
+	if flag == "" {
+		return nil, nil
+	}
+	path := flag
+	if several {
+		if err := os.MkdirAll(flag, 0o755); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(flag, name+".jsonl")
+	}
+	return os.Create(path)
 }
 
 // timedRun runs a scenario and measures its wall time; the CLI owns the

@@ -96,20 +96,12 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 	if opts.WorkDir != "" && several {
 		opts.WorkDir = filepath.Join(opts.WorkDir, l.sc.Name)
 	}
-	if f.trace != "" {
-		path := f.trace
-		if several {
-			if err := os.MkdirAll(f.trace, 0o755); err != nil {
-				fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
-				return exitBadInput
-			}
-			path = filepath.Join(f.trace, l.sc.Name+".jsonl")
-		}
-		tf, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
-			return exitBadInput
-		}
+	tf, err := createTrace(f.trace, l.sc.Name, several)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --trace: %v\n", l.file, err)
+		return exitBadInput
+	}
+	if tf != nil {
 		defer tf.Close()
 		opts.Trace = tf
 	}
