@@ -110,14 +110,23 @@ stopped, 2 when D holds no state.json.`,
 	return cmd
 }
 
+// repoOrCwd is the --repo flag's checkout, or the current directory's (or
+// its first parent that is one) when the flag is empty.
+func repoOrCwd(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return localcluster.FindRepo(wd)
+}
+
 // clusterPaths fills in the defaults that depend on the repository.
 func clusterPaths(f *clusterFlags, needRepo bool) error {
 	if f.repo == "" && (needRepo || f.dir == "" || f.binDir == "") {
-		wd, err := os.Getwd()
-		if err != nil {
-			return err
-		}
-		repo, err := localcluster.FindRepo(wd)
+		repo, err := repoOrCwd("")
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/clusterrun"
 	"github.com/bootroll/bootroll/sim/fidelity"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -83,16 +82,10 @@ func runFidelity(stdout, stderr io.Writer, files []string, f fidelityFlags) erro
 		}
 		scs = append(scs, loaded{file, sc})
 	}
-	repo := f.repo
-	if repo == "" {
-		wd, err := os.Getwd()
-		if err == nil {
-			repo, err = localcluster.FindRepo(wd)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "--repo: %v\n", err)
-			return exitError{exitBadInput}
-		}
+	repo, err := repoOrCwd(f.repo)
+	if err != nil {
+		fmt.Fprintf(stderr, "--repo: %v\n", err)
+		return exitError{exitBadInput}
 	}
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/clusterrun"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -78,16 +77,10 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 		fmt.Fprintln(stderr, err)
 		return exitBadInput
 	}
-	repo := c.repo
-	if repo == "" {
-		wd, err := os.Getwd()
-		if err == nil {
-			repo, err = localcluster.FindRepo(wd)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "--repo: %v\n", err)
-			return exitBadInput
-		}
+	repo, err := repoOrCwd(c.repo)
+	if err != nil {
+		fmt.Fprintf(stderr, "--repo: %v\n", err)
+		return exitBadInput
 	}
 	opts := clusterrun.Options{
 		Kubeconfig: c.kubeconfig, ClusterDir: c.clusterDir, Repo: repo, WorkDir: c.workDir,
