@@ -114,8 +114,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		// The Node is gone: nothing to uncordon. Recording that the node
 		// left its slot gives the slot back (the pool drops the entry) and
-		// lets the pool delete the record.
-		return reconcile.Result{}, r.nodeGone(ctx, s)
+		// lets the pool delete the record. A conflict is a stale read,
+		// answered like every other step's.
+		if err := r.nodeGone(ctx, s); apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
+		} else if err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, nil
 	}
 	s.node = &node
 	pool, err := cached.Pool(ctx, r.client, bn.Spec.Pool)
