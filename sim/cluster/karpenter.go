@@ -26,7 +26,9 @@ import (
 const AnnotationExistingNode = "twin.bootroll.dev/existing-node"
 
 // RegistrationDelay is the time from a launch until the Node registers,
-// Ready (boot and kubelet start are folded into it).
+// Ready (boot and kubelet start are folded into it), for a NodeClaim whose
+// class the scenario does not name; a scenario's node classes have their
+// own (karpenter.nodeClasses[].registrationDelay, by default the same).
 const RegistrationDelay = 30 * time.Second
 
 // KarpenterProvider launches and terminates the nodes of the fake
@@ -132,6 +134,9 @@ func (p *KarpenterProvider) Launch(ctx context.Context, claim *unstructured.Unst
 	var spec struct {
 		Taints        []corev1.Taint `json:"taints"`
 		StartupTaints []corev1.Taint `json:"startupTaints"`
+		NodeClassRef  struct {
+			Name string `json:"name"`
+		} `json:"nodeClassRef"`
 	}
 	if raw, err := json.Marshal(claim.Object["spec"]); err == nil {
 		_ = json.Unmarshal(raw, &spec)
@@ -142,7 +147,7 @@ func (p *KarpenterProvider) Launch(ctx context.Context, claim *unstructured.Unst
 	g.next++
 	name := scenario.NodeName(g.spec.Name, i)
 	p.c.trace("node/launched", "node/"+name, map[string]any{"nodeclaim": claim.GetName(), "image": im.Name})
-	p.c.eng.After(RegistrationDelay, "karpenter/register/"+name, func() {
+	p.c.eng.After(p.registrationDelay(spec.NodeClassRef.Name), "karpenter/register/"+name, func() {
 		boot, dec := g.boot, g.decorate
 		g.boot = im
 		g.decorate = func(obj *corev1.Node) {
@@ -158,6 +163,19 @@ func (p *KarpenterProvider) Launch(ctx context.Context, claim *unstructured.Unst
 		n.host.startDaemon()
 	})
 	return name, nil
+}
+
+// registrationDelay is the scenario's registrationDelay of node class
+// class, or RegistrationDelay for a class the scenario does not have.
+func (p *KarpenterProvider) registrationDelay(class string) time.Duration {
+	if k := p.c.sc.Karpenter; k != nil {
+		for _, nc := range k.NodeClasses {
+			if nc.Name == class {
+				return nc.RegistrationDelay
+			}
+		}
+	}
+	return RegistrationDelay
 }
 
 // Terminate implements fakekarpenter.Provider: the instance goes away;

@@ -191,6 +191,7 @@ var docs = map[string]string{
 	"NodeClass":                             "NodeClass is a Karpenter node class; its boot image is what new nodes boot, which can differ from a pool's image (boot-image skew).",
 	"NodeClass.BootImage":                   "BootImage is the short name of the image nodes launched from this class boot first.",
 	"NodeClass.Name":                        "Name names the node class.",
+	"NodeClass.RegistrationDelay":           "RegistrationDelay is how long a node launched from this class takes from its NodeClaim's launch until its Node registers Ready (the instance's boot and kubelet start); 0s registers at once, as KWOK's default does. On --target cluster it is the KWOKNodeClass's nodeRegistrationDelay.",
 	"NodeCondition":                         "NodeCondition is a Node condition a node reports.",
 	"NodeCondition.Status":                  "Status is True, False or Unknown.",
 	"NodeCondition.Type":                    "Type is the condition type, e.g. NetworkUnavailable; not Ready.",

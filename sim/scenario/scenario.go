@@ -556,6 +556,13 @@ type NodeClass struct {
 	// BootImage is the short name of the image nodes launched from this class
 	// boot first.
 	BootImage string `json:"bootImage" required:"true"`
+
+	// RegistrationDelay is how long a node launched from this class takes
+	// from its NodeClaim's launch until its Node registers Ready (the
+	// instance's boot and kubelet start); 0s registers at once, as KWOK's
+	// default does. On --target cluster it is the KWOKNodeClass's
+	// nodeRegistrationDelay.
+	RegistrationDelay time.Duration `json:"registrationDelay,omitempty" default:"30s"`
 }
 
 // KarpenterNodePool is a Karpenter NodePool; defaults are Karpenter's own.

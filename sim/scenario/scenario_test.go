@@ -230,6 +230,9 @@ func TestParseErrors(t *testing.T) {
 		{"too many pods in all", base + "nodeGroups:\n  - {name: a, count: 1, capacity: {cpu: 1, memory: 1Gi}, bootImage: v1}\nworkloads:\n  - {name: x, replicas: 400000, requests: {cpu: 1m}}\n  - {name: y, replicas: 1, requests: {cpu: 1m}}\nevents:\n  - at: 1m\n    scaleWorkload: {workload: y, replicas: 100001}\n", []string{
 			`t.yaml:9: workloads[1].replicas: the workloads have up to 500001 pods up to here (with scaleWorkload events), more than the 500000 a run accepts`,
 		}},
+		{"negative registration delay", base + "karpenter:\n  nodeClasses: [{name: d, bootImage: v1, registrationDelay: -5s}]\n", []string{
+			`t.yaml:6: karpenter.nodeClasses[0].registrationDelay: invalid duration "-5s": must not be negative`,
+		}},
 		{"duplicate names", base + "  - {name: v1, ref: \"r.example/os:v2\", size: 1Gi}\n", []string{
 			`t.yaml:5: images[1].name: duplicate name "v1" (also at line 4)`,
 		}},
