@@ -27,6 +27,8 @@ type Step struct {
 	// Approx, when not empty, says how the cluster target does something
 	// close to it rather than it.
 	Approx string
+	// Chaos is true for a fault injected through Chaos Mesh objects.
+	Chaos bool
 }
 
 // Label names the step in reports: its name and time.
@@ -55,17 +57,24 @@ type PlanOptions struct {
 	// ExternalController is true when the controller is one already
 	// deployed, which the run cannot restart.
 	ExternalController bool
+	// ExternalDaemon is true when the daemons are deployed ones, which
+	// the run can neither restart nor give the scenario's host faults.
+	ExternalDaemon bool
+	// Chaos is true when faults that need the cluster's help go through
+	// Chaos Mesh objects (sim/chaos) instead of the run's own means.
+	Chaos bool
 }
 
 // Reasons shared by several skips.
 const (
-	whyHostFault   = "a host fault: the host-mode daemon's simulated hosts take no faults at run time (only what the scenario file says at start)"
-	whyExternal    = "the controller is external (--controller=external): the run cannot restart it"
-	whyWatch       = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
-	whyWriteCrash  = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
-	whyDaemonOne   = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
-	whyNodeCrash   = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
-	whyNodeClassIm = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
+	whyHostFault      = "a host fault: the host-mode daemon's simulated hosts take no faults at run time (only what the scenario file says at start)"
+	whyExternal       = "the controller is external (--controller=external): the run cannot restart it"
+	whyExternalDaemon = "the daemons are external (--daemon=external): the run cannot restart them, and they play the hosts they were deployed with, not this scenario's"
+	whyWatch          = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
+	whyWriteCrash     = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
+	whyDaemonOne      = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
+	whyNodeCrash      = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
+	whyNodeClassIm    = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
 )
 
 // Plan lists the scenario's events and faults in time order (events
@@ -114,6 +123,9 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 		case f.DaemonCrash != nil:
 			s.Until = at + f.DaemonCrash.DownFor
 			s.Approx = whyDaemonOne
+			if o.ExternalDaemon {
+				s.Skip, s.Approx = whyExternalDaemon, ""
+			}
 		case f.NodeCrash != nil:
 			s.Until = at + f.NodeCrash.DownFor
 			s.Approx = whyNodeCrash
@@ -128,12 +140,18 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 			}
 		case f.BootFailure != nil, f.LongReboot != nil:
 			s.Approx = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second)"
+			if o.ExternalDaemon {
+				s.Skip, s.Approx = whyExternalDaemon, ""
+			}
 		case f.WatchFaults != nil:
 			s.Skip = whyWatch
 		case f.ControllerCrash != nil, f.DaemonWriteCrash != nil:
 			s.Skip = whyWriteCrash
 		default:
 			s.Skip = whyHostFault
+		}
+		if o.Chaos {
+			chaosStep(&s)
 		}
 		steps = append(steps, s)
 	}

@@ -100,3 +100,57 @@ func TestFaultKindCoversEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanChaosAndExternalDaemon: with Chaos Mesh, the faults sim/chaos
+// maps are injected by it even with an external controller, the ones it
+// cannot express are skipped with its reason (never dropped), and host
+// faults stay with the daemon; with external daemons, what only the
+// run's host-mode daemon can do is skipped.
+func TestPlanChaosAndExternalDaemon(t *testing.T) {
+	sc := parse(t, faultScenario+"  - {at: 7m, apiErrors: {latency: {dist: fixed, value: 200ms}}}\n  - {at: 8m, nodeCrash: {node: workers-0, downFor: 30s}}\n")
+	steps, _ := Plan(sc, PlanOptions{Seed: 1, ExternalController: true, ExternalDaemon: true, Chaos: true})
+	chaosOK := map[string]bool{}
+	for _, s := range steps {
+		if s.Fault == nil {
+			continue
+		}
+		label := s.Label()
+		switch s.Name {
+		case "controllerRestart", "daemonCrash", "nodeCrash":
+			if !s.Chaos || s.Skip != "" {
+				t.Errorf("%s: chaos %v, skip %q: want injected by Chaos Mesh", label, s.Chaos, s.Skip)
+			}
+			chaosOK[s.Name] = true
+		case "apiErrors":
+			if s.Fault.APIErrors.Rate > 0 {
+				if s.Chaos || !strings.Contains(s.Skip, "cannot be expressed as Chaos Mesh objects") {
+					t.Errorf("%s (failing requests): chaos %v, skip %q: want skipped with sim/chaos's reason", label, s.Chaos, s.Skip)
+				}
+			} else if !s.Chaos || s.Skip != "" {
+				t.Errorf("%s (latency only): chaos %v, skip %q: want injected by Chaos Mesh", label, s.Chaos, s.Skip)
+			}
+		case "watchFaults":
+			if s.Chaos || !strings.Contains(s.Skip, "Chaos Mesh") {
+				t.Errorf("%s: chaos %v, skip %q: want skipped with sim/chaos's reason", label, s.Chaos, s.Skip)
+			}
+		case "longReboot":
+			if s.Chaos || s.Skip != whyExternalDaemon {
+				t.Errorf("%s: chaos %v, skip %q: want skipped, the daemons are external", label, s.Chaos, s.Skip)
+			}
+		case "diskFill":
+			if s.Chaos || s.Skip != whyHostFault {
+				t.Errorf("%s: chaos %v, skip %q: want the host-fault skip", label, s.Chaos, s.Skip)
+			}
+		}
+	}
+	if len(chaosOK) != 3 {
+		t.Errorf("faults injected by Chaos Mesh: %v, want controllerRestart, daemonCrash, nodeCrash", chaosOK)
+	}
+	// Without Chaos Mesh, an external daemon cannot be crashed.
+	plain, _ := Plan(sc, PlanOptions{Seed: 1, ExternalDaemon: true})
+	for _, s := range plain {
+		if s.Name == "daemonCrash" && (s.Chaos || s.Skip != whyExternalDaemon) {
+			t.Errorf("daemonCrash with external daemons and no Chaos Mesh: chaos %v, skip %q", s.Chaos, s.Skip)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package clusterrun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	chaosv1alpha1 "github.com/chaos-mesh/chaos-mesh/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -51,6 +53,10 @@ type Options struct {
 	// ExternalController uses a controller already deployed instead of
 	// starting one.
 	ExternalController bool
+	// ExternalDaemon uses daemons already deployed (kind/overlay's
+	// host-mode DaemonSet, which plays the hosts of its own hosts.yaml)
+	// instead of starting the host-mode daemon.
+	ExternalDaemon bool
 	// ControllerBin is the controller binary; empty: go build it into
 	// Repo/bin.
 	ControllerBin string
@@ -73,6 +79,17 @@ type Options struct {
 	APITrace io.Writer
 	// Progress receives one line per setup step.
 	Progress io.Writer
+	// Chaos says when faults are injected through Chaos Mesh objects
+	// (default ChaosAuto: with an external controller on a cluster that
+	// serves Chaos Mesh's API).
+	Chaos ChaosMode
+	// ChaosNamespace holds bootroll's pods and the Chaos Mesh objects
+	// (default bootroll-system, as kind/overlay deploys it).
+	ChaosNamespace string
+	// APIServerAddress is the API server's address as the nodes reach it,
+	// for Chaos Mesh partitions and latency (default: the first endpoint
+	// of the default/kubernetes Service).
+	APIServerAddress string
 }
 
 // Result is what a run on a cluster did: the same fields as the twin's
@@ -123,6 +140,9 @@ type runner struct {
 	convergedSince  time.Time
 	nodes           map[string]string // existing Nodes and their group label
 	daemonOK        bool
+	chaosOn         bool            // faults go through Chaos Mesh objects
+	chaosObjs       []client.Object // the Chaos Mesh objects created
+	chaosN          int
 }
 
 // Run runs a scenario on a cluster.
@@ -149,24 +169,6 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	if opts.Trace != nil {
 		r.trace = json.NewEncoder(opts.Trace)
 	}
-	steps, notices := Plan(sc, PlanOptions{Seed: opts.Seed, ExternalController: opts.ExternalController})
-	r.notices = notices
-	for _, s := range steps {
-		switch {
-		case s.Skip != "":
-			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Skip})
-		case s.Approx != "":
-			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Approx, Approx: true})
-		}
-		if s.Skip == "" {
-			r.quietAfter = max(r.quietAfter, s.At)
-			if s.Fault != nil {
-				r.quietAfter = max(r.quietAfter, s.Until)
-			}
-		}
-	}
-	r.quietAfter = min(r.quietAfter, sc.Limit)
-
 	kubeconfig, stopCluster, err := r.cluster()
 	if err != nil {
 		return nil, err
@@ -183,6 +185,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := chaosv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	if r.c, err = client.New(r.cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
@@ -192,6 +197,30 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 			return nil, err
 		}
 	}
+	if r.chaosOn, err = r.useChaos(); err != nil {
+		return nil, err
+	}
+	if r.chaosOn {
+		fmt.Fprintf(opts.Progress, "faults through Chaos Mesh objects in namespace %s\n", cmp.Or(opts.ChaosNamespace, "bootroll-system"))
+		defer func() { r.removeChaos(r.chaosObjs) }()
+	}
+	steps, notices := Plan(sc, PlanOptions{Seed: opts.Seed, ExternalController: opts.ExternalController, ExternalDaemon: opts.ExternalDaemon, Chaos: r.chaosOn})
+	r.notices = notices
+	for _, s := range steps {
+		switch {
+		case s.Skip != "":
+			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Skip})
+		case s.Approx != "":
+			r.notices = append(r.notices, Notice{Name: s.Label(), Why: s.Approx, Approx: true})
+		}
+		if s.Skip == "" {
+			r.quietAfter = max(r.quietAfter, s.At)
+			if s.Fault != nil {
+				r.quietAfter = max(r.quietAfter, s.Until)
+			}
+		}
+	}
+	r.quietAfter = min(r.quietAfter, sc.Limit)
 
 	// Proxies in front of the API server for the controller and the
 	// daemon.
@@ -486,6 +515,11 @@ func (r *runner) startProcs() error {
 		}
 		fmt.Fprintf(r.opts.Progress, "controller started (log %s)\n", r.ctrl.log)
 	}
+	if r.opts.ExternalDaemon {
+		r.daemonOK = true
+		fmt.Fprintf(r.opts.Progress, "daemon: the one deployed in the cluster\n")
+		return nil
+	}
 	bin := r.opts.BootrollBin
 	if bin == "" {
 		var err error
@@ -637,6 +671,10 @@ func (r *runner) step(s Step) {
 			}
 			r.notices = append(r.notices, Notice{Name: s.Label(), Why: "failed: " + err.Error()})
 		}
+		return
+	}
+	if s.Chaos {
+		r.injectChaos(s)
 		return
 	}
 	f := s.Fault
