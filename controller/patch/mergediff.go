@@ -136,11 +136,14 @@ func jsonField(f reflect.StructField) (name string, omitempty, ok bool) {
 	if !has {
 		return "", false, false
 	}
-	parts := strings.Split(tag, ",")
-	if parts[0] == "" || parts[0] == "-" {
+	// Cut, not Split: this runs for every field of every diff.
+	name, opts, _ := strings.Cut(tag, ",")
+	if name == "" || name == "-" {
 		return "", false, false
 	}
-	for _, p := range parts[1:] {
+	for opts != "" {
+		var p string
+		p, opts, _ = strings.Cut(opts, ",")
 		if p == "omitempty" {
 			omitempty = true
 		}
@@ -148,7 +151,7 @@ func jsonField(f reflect.StructField) (name string, omitempty, ok bool) {
 			return "", false, false
 		}
 	}
-	return parts[0], omitempty, true
+	return name, omitempty, true
 }
 
 // isEmptyValue is encoding/json's test for omitempty.
