@@ -389,3 +389,33 @@ func TestStatusReusesUnchangedOutput(t *testing.T) {
 		t.Error("malformed output after a good one gave no error")
 	}
 }
+
+// TestStatusSharedBetweenClients: two Clients (two daemons of one process,
+// as in the twin) that read the same output get the one parse of it; a
+// different output is parsed on its own.
+func TestStatusSharedBetweenClients(t *testing.T) {
+	booted := &Deployment{Image: imageV1, Transport: "registry", Digest: "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
+	one := string(encodeV1(t, &Status{Booted: booted}))
+	other := string(encodeV1(t, &Status{Booted: booted, Staged: &Deployment{Image: imageV2, Transport: "registry", Digest: digestV2, DownloadOnly: true}}))
+	a := &Client{Runner: &fakeRunner{script: map[string][]answer{statusCmd: {{stdout: one}}}}}
+	b := &Client{Runner: &fakeRunner{script: map[string][]answer{statusCmd: {{stdout: one}, {stdout: other}}}}}
+	ctx := context.Background()
+	sa, err := a.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa != sb {
+		t.Error("two clients reading the same output parsed it twice")
+	}
+	sc, err := b.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc == sa || sc.Staged == nil || sc.Staged.Image != imageV2 {
+		t.Errorf("a different output gave %+v, want its own parse with the staged %s", sc, imageV2)
+	}
+}
