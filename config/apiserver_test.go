@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,9 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/apitest"
 )
 
 // applyOrder creates namespaces and service accounts before what refers to
@@ -42,20 +41,7 @@ func kindRank(kind string) int {
 // returns its config and a client of the config scheme.
 func startEnvtest(t *testing.T, crdDirs ...string) (*rest.Config, client.Client) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd. " +
-			"Run `make test`, which builds them into bin/k8s and sets KUBEBUILDER_ASSETS.")
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
+	cfg := apitest.Start(t, crdDirs...)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

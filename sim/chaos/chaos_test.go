@@ -3,23 +3,18 @@ package chaos
 import (
 	"context"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	chaosv1alpha1 "github.com/chaos-mesh/chaos-mesh/api/v1alpha1"
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/bootroll/bootroll/internal/apitest"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -244,35 +239,7 @@ func TestObjectsPassChaosMeshWebhook(t *testing.T) {
 // Mesh CRDs accepts every object (server-side dry run, strict field
 // validation), and refuses one the CRD schema forbids.
 func TestObjectsOnAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a kube-apiserver")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd. " +
-			"Run `make test`, which builds them into bin/k8s and sets KUBEBUILDER_ASSETS.")
-	}
-	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := chaosv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apitest.Client(t, apitest.Start(t, crdDir), chaosv1alpha1.AddToScheme)
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bootroll-system"}}); err != nil {
 		t.Fatal(err)

@@ -3,63 +3,17 @@ package clusterrun
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	chaosv1alpha1 "github.com/chaos-mesh/chaos-mesh/api/v1alpha1"
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/bootroll/bootroll/internal/apitest"
 )
-
-// startAPIServer starts a real kube-apiserver and etcd (envtest) with the
-// given CRD directories.
-func startAPIServer(t *testing.T, crds ...string) *rest.Config {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: starts a kube-apiserver")
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: this test needs a real kube-apiserver and etcd. " +
-			"Run `make test`, which builds them into bin/k8s and sets KUBEBUILDER_ASSETS.")
-	}
-	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	return cfg
-}
-
-func chaosClient(t *testing.T, cfg *rest.Config) client.Client {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := chaosv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // TestFaultsThroughChaosMesh: on a real API server with Chaos Mesh's CRDs,
 // a run with an external controller uses Chaos Mesh (auto), creates the
@@ -69,8 +23,7 @@ func chaosClient(t *testing.T, cfg *rest.Config) client.Client {
 // Without the CRDs, auto does not use Chaos Mesh and on is an error naming
 // what is missing; with a controller the run started, auto does not use it.
 func TestFaultsThroughChaosMesh(t *testing.T) {
-	cfg := startAPIServer(t, "../../kind/chaos-mesh-crds")
-	c := chaosClient(t, cfg)
+	c := apitest.Client(t, apitest.Start(t, "../../kind/chaos-mesh-crds"), chaosv1alpha1.AddToScheme)
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bootroll-system"}}); err != nil {
 		t.Fatal(err)
@@ -145,8 +98,7 @@ func TestFaultsThroughChaosMesh(t *testing.T) {
 }
 
 func TestChaosModeWithoutChaosMesh(t *testing.T) {
-	cfg := startAPIServer(t)
-	c := chaosClient(t, cfg)
+	c := apitest.Client(t, apitest.Start(t), chaosv1alpha1.AddToScheme)
 	r := &runner{ctx: context.Background(), opts: Options{ExternalController: true}, c: c}
 	if on, err := r.useChaos(); err != nil || on {
 		t.Errorf("auto without Chaos Mesh: use %v, %v; want false", on, err)
