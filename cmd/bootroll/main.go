@@ -76,5 +76,6 @@ The same scenario and seed always give the same run, byte for byte.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newScenarioCmd(stdout, stderr), newWhatifCmd(stdout, stderr), newClusterCmd(stdout, stderr), newDaemonCmd(stdout, stderr), newFidelityCmd(stdout, stderr))
+	addTestOnlyCommands(root, stdout, stderr)
 	return root
 }

@@ -36,6 +36,7 @@ type clusterTarget struct {
 	workDir    string
 	repo       string
 	daemonBin  string
+	testOnly   string
 }
 
 func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
@@ -45,6 +46,7 @@ func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
 	fl.StringVar(&c.controller, "controller", "process", "with --target cluster: process (build and start the controller, restart it for faults) or external (one already runs against the cluster)")
 	fl.StringVar(&c.workDir, "work-dir", "", "with --target cluster: directory for the run's logs, kubeconfigs and local cluster (default: a new temporary directory, kept)")
 	fl.StringVar(&c.daemonBin, "daemon-bin", "", "with --target cluster: the bootroll binary whose `daemon --simulate-hosts` plays the nodes (default: this one)")
+	fl.StringVar(&c.testOnly, "testonly-bin", "", "with --target cluster --negative-controls: a bootroll built with -tags "+clusterrun.TestOnlyTag+" whose hidden "+clusterrun.TestOnlyCommand+" command is the controller of controls that set bootroll.testOnly (default: go build it into the checkout's bin/bootroll-testonly)")
 	fl.StringVar(&c.repo, "repo", "", "with --target cluster: the bootroll checkout (CRDs, bin/k8s, the controller's source; default: the current directory or the first parent that is one)")
 }
 
@@ -132,13 +134,16 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 	return code
 }
 
-// runClusterControls runs the scenario's negative controls on the cluster:
-// those that only change what a user could change (a pool's protection, a
-// budget, a timing) run as the twin runs them and must be caught by the
-// named invariant; those that need bootroll.testOnly (a deliberately broken
-// controller or daemon) are reported as skipped, by name.
+// runClusterControls runs the scenario's negative controls on the cluster,
+// each in a run of its own that the named invariant must catch, as the
+// twin runs them. A control that sets the controller's bootroll.testOnly
+// runs with a controller built with the bootroll_testonly tag
+// (docs/testonly-build.md); one that breaks the node daemon
+// (forgetLastReboot, noStagingReserve), or any with --controller
+// external, is reported as skipped, by name.
 func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded, f runFlags, opts clusterrun.Options) int {
 	code := exitOK
+	testOnlyBin := f.cluster.testOnly
 	for _, nc := range l.sc.NegativeControls {
 		sets := append(slices.Clone(f.sets), nc.Set...)
 		sc, err := scenario.LoadWithSets(l.file, sets)
@@ -146,14 +151,33 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 			fmt.Fprintf(stderr, "negative control %s: %v\n", nc.Name, err)
 			return exitBadInput
 		}
-		if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
-			fmt.Fprintf(stdout, "  skipped: negative control %s: it needs bootroll.testOnly, and the controller and daemon binaries have no deliberately broken modes\n", nc.Name)
-			continue
-		}
 		o := opts
 		o.Sets = sets
 		if o.WorkDir != "" {
 			o.WorkDir = filepath.Join(o.WorkDir, "control-"+nc.Name)
+		}
+		if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
+			if why := testOnlySkip(sc.Bootroll.TestOnly, o.ExternalController); why != "" {
+				fmt.Fprintf(stdout, "  skipped: negative control %s: %s\n", nc.Name, why)
+				continue
+			}
+			if testOnlyBin == "" {
+				fmt.Fprintf(stderr, "building bootroll with -tags %s for the negative controls\n", clusterrun.TestOnlyTag)
+				if testOnlyBin, err = clusterrun.BuildTestOnly(o.Repo); err != nil {
+					fmt.Fprintf(stderr, "%s: negative control %s: %v\n", l.file, nc.Name, err)
+					return exitBadInput
+				}
+			}
+			if o.WorkDir == "" {
+				if o.WorkDir, err = os.MkdirTemp("", "bootroll-cluster-run-"); err != nil {
+					fmt.Fprintf(stderr, "%s: negative control %s: %v\n", l.file, nc.Name, err)
+					return exitBadInput
+				}
+			}
+			if o.ControllerBin, err = clusterrun.TestOnlyController(o.WorkDir, testOnlyBin, testOnlyNames(sc.Bootroll.TestOnly)); err != nil {
+				fmt.Fprintf(stderr, "%s: negative control %s: %v\n", l.file, nc.Name, err)
+				return exitBadInput
+			}
 		}
 		start := time.Now()
 		res, err := clusterrun.Run(ctx, sc, o)
@@ -172,7 +196,7 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 					break
 				}
 			}
-			fmt.Fprintf(stdout, "  negative control %s: caught by %s at %s (scenario time %s, wall %s)\n", nc.Name, caughtBy, ms(at), ms(res.End), wallString(wall))
+			fmt.Fprintf(stdout, "  negative control %s: caught by %s at %s (scenario time %s, wall %s; violated: %s)\n", nc.Name, caughtBy, ms(at), ms(res.End), wallString(wall), strings.Join(slices.Sorted(maps.Keys(res.Counts)), ", "))
 			continue
 		}
 		code = exitViolated
@@ -183,4 +207,17 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 		fmt.Fprintf(stdout, "    logs: %s\n", res.Dir)
 	}
 	return code
+}
+
+// testOnlySkip says why a control with testOnly settings t cannot run on
+// the cluster, or "" when it can: the daemon's settings need host mode to
+// take them, and an external controller cannot be given them.
+func testOnlySkip(t scenario.TestOnly, external bool) string {
+	if _, daemon := controllerTestOnly(t); len(daemon) > 0 {
+		return fmt.Sprintf("bootroll.testOnly.%s breaks the node daemon, and host mode (sim/hostmode) has no deliberately broken modes", strings.Join(daemon, ", bootroll.testOnly."))
+	}
+	if external {
+		return "it needs bootroll.testOnly, and --controller external runs a controller this run cannot break"
+	}
+	return ""
 }

@@ -123,3 +123,53 @@ func daemonAvailable(bin string) (bool, string) {
 	}
 	return true, ""
 }
+
+// TestOnlyTag is the build tag under which the bootroll binary has the
+// hidden TestOnlyCommand: bootroll-controller's wiring with the
+// deliberately broken modes of rollout.TestOnly, for negative controls on
+// a cluster (docs/testonly-build.md). Shipped binaries are built without it.
+const TestOnlyTag = "bootroll_testonly"
+
+// TestOnlyCommand is the hidden command of a TestOnlyTag build of bootroll:
+// `bootroll testonly-controller --test-only=NAME,... [bootroll-controller flags]`.
+const TestOnlyCommand = "testonly-controller"
+
+// BuildTestOnly builds cmd/bootroll of the checkout with TestOnlyTag into
+// its bin/bootroll-testonly (go build does nothing when it is up to date).
+func BuildTestOnly(repo string) (string, error) {
+	out := filepath.Join(repo, "bin", "bootroll-testonly")
+	cmd := exec.Command("go", "build", "-tags", TestOnlyTag, "-o", out, "./cmd/bootroll")
+	cmd.Dir = repo
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build -tags %s ./cmd/bootroll: %w: %s", TestOnlyTag, err, stderr.String())
+	}
+	return out, nil
+}
+
+// TestOnlyController writes dir/bootroll-controller-testonly, a script
+// that runs bin's TestOnlyCommand with the named bootroll.testOnly
+// settings and the command line the run gives a controller
+// (ControllerCommand), and returns its path for Options.ControllerBin.
+// The script execs, so the run's kill and stop reach the controller.
+func TestOnlyController(dir, bin string, names []string) (string, error) {
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, ",' \t\n") {
+			return "", fmt.Errorf("testOnly setting %q: not a setting name", n)
+		}
+	}
+	if strings.Contains(bin, "'") {
+		return "", fmt.Errorf("testOnly controller binary %q: a path with a quote", bin)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "bootroll-controller-testonly")
+	script := fmt.Sprintf("#!/bin/sh\n# bootroll-controller with deliberately broken modes (docs/testonly-build.md)\nexec '%s' %s --test-only=%s \"$@\"\n",
+		bin, TestOnlyCommand, strings.Join(names, ","))
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		return "", err
+	}
+	return path, nil
+}
