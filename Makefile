@@ -169,7 +169,7 @@ kind-deploy: ## Build the images (make images), load them into the kind cluster 
 
 kind-scenario: ## Run scenario KIND_SCENARIO (default plain-rollout-10) on the kind cluster: bootroll scenario run FILE --target cluster.
 	$(KIND_NEEDS_DOCKER)
-	go run ./cmd/bootroll scenario run $(KIND_SCENARIO) --target cluster --kubeconfig $(KIND_KUBECONFIG)
+	go run ./cmd/bootroll scenario run $(KIND_SCENARIO) --target cluster --kubeconfig $(KIND_KUBECONFIG) --controller external --daemon external
 
 kind-down: ## Delete the kind cluster.
 	$(KIND_NEEDS_DOCKER)

@@ -67,8 +67,8 @@ whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 5
 		$(BOOTROLL) whatif $$f --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds $(WHATIF_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_OUT)/$$(basename $$f .yaml) || exit $$?; \
 	done
 
-e2e: bootroll-cli cluster-tools ## Run every scenarios/cluster/*.yaml on a local control plane with the real Karpenter (scenario run --target cluster; minutes each; not in make test).
-	$(BOOTROLL) scenario run --target cluster $(CLUSTER_SCENARIOS)
+e2e: bootroll-cli cluster-tools ## Run every scenarios/cluster/*.yaml and its negative controls on a local control plane with the real Karpenter (scenario run --target cluster --negative-controls; minutes each; not in make test).
+	$(BOOTROLL) scenario run --target cluster --negative-controls $(CLUSTER_SCENARIOS)
 
 fidelity: bootroll-cli cluster-tools ## Run scenarios/cluster/*.yaml in the twin and on a local control plane and regenerate the table in docs/fidelity.md (minutes each; not in make test).
 	$(BOOTROLL) fidelity $(CLUSTER_SCENARIOS) --markdown docs/fidelity.md

@@ -37,6 +37,9 @@ type clusterTarget struct {
 	repo       string
 	daemonBin  string
 	testOnly   string
+	daemon     string
+	chaosMesh  string
+	apiServer  string
 }
 
 func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
@@ -47,6 +50,9 @@ func addClusterTargetFlags(fl *pflag.FlagSet, c *clusterTarget) {
 	fl.StringVar(&c.workDir, "work-dir", "", "with --target cluster: directory for the run's logs, kubeconfigs and local cluster (default: a new temporary directory, kept)")
 	fl.StringVar(&c.daemonBin, "daemon-bin", "", "with --target cluster: the bootroll binary whose `daemon --simulate-hosts` plays the nodes (default: this one)")
 	fl.StringVar(&c.testOnly, "testonly-bin", "", "with --target cluster --negative-controls: a bootroll built with -tags "+clusterrun.TestOnlyTag+" whose hidden "+clusterrun.TestOnlyCommand+" command is the controller of controls that set bootroll.testOnly (default: go build it into the checkout's bin/bootroll-testonly)")
+	fl.StringVar(&c.daemon, "daemon", "process", "with --target cluster: process (start the host-mode daemon that plays the scenario's hosts) or external (daemons already run in the cluster, e.g. kind/overlay's host-mode DaemonSet; what only the run's own daemon can do is skipped by name)")
+	fl.StringVar(&c.chaosMesh, "chaos-mesh", string(clusterrun.ChaosAuto), "with --target cluster: inject controller, daemon and node faults and API latency as Chaos Mesh objects: auto (when the controller is external and the cluster serves chaos-mesh.org/v1alpha1), on (required), off")
+	fl.StringVar(&c.apiServer, "api-server-address", "", "with --chaos-mesh: the API server's address as the nodes reach it, the target of partitions and latency (default: the kubernetes Service's endpoint)")
 	fl.StringVar(&c.repo, "repo", "", "with --target cluster: the bootroll checkout (CRDs, bin/k8s, the controller's source; default: the current directory or the first parent that is one)")
 }
 
@@ -68,6 +74,12 @@ func (c *clusterTarget) validate() error {
 	if c.controller != "process" && c.controller != "external" {
 		return fmt.Errorf("--controller %q: want process or external", c.controller)
 	}
+	if c.daemon != "process" && c.daemon != "external" {
+		return fmt.Errorf("--daemon %q: want process or external", c.daemon)
+	}
+	if _, err := clusterrun.ParseChaosMode(c.chaosMesh); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -87,7 +99,9 @@ func runOnCluster(stdout, stderr io.Writer, l loaded, f runFlags, several bool) 
 	opts := clusterrun.Options{
 		Kubeconfig: c.kubeconfig, ClusterDir: c.clusterDir, Repo: repo, WorkDir: c.workDir,
 		ExternalController: c.controller == "external", BootrollBin: c.daemonBin, Sets: f.sets, Seed: f.seed, Progress: stderr,
+		ExternalDaemon: c.daemon == "external", APIServerAddress: c.apiServer,
 	}
+	opts.Chaos, _ = clusterrun.ParseChaosMode(c.chaosMesh) // checked by validate
 	if opts.WorkDir != "" && several {
 		opts.WorkDir = filepath.Join(opts.WorkDir, l.sc.Name)
 	}
