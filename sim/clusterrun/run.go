@@ -140,6 +140,8 @@ type runner struct {
 	// lateKinds are the Karpenter kinds to watch once their CRDs are
 	// installed.
 	lateKinds []client.Object
+	// kd reads Karpenter's decisions from the watch.
+	kd *KarpenterDecisions
 }
 
 // Run runs a scenario on a cluster.
@@ -162,7 +164,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		return nil, err
 	}
 	r := &runner{ctx: ctx, sc: sc, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x6661756c74)),
-		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}}
+		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}, kd: NewKarpenterDecisions()}
 	if opts.Trace != nil {
 		r.trace = json.NewEncoder(opts.Trace)
 	}
@@ -544,6 +546,11 @@ func (r *runner) apply(ev apiserver.Event) {
 		}
 	}
 	r.obs.Apply(ev)
+	// Karpenter's decisions, as the twin's fake Karpenter traces them.
+	for _, rec := range r.kd.Observe(ev) {
+		r.emit(rec.Kind, rec.Object, rec.Details)
+		r.chk.KarpenterTrace(rec.Kind, rec.Object, rec.Details, time.Now()) // edge: the checker's time is the wall clock
+	}
 	r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
 	if w := r.opts.APITrace; w != nil {
 		now := time.Now().UTC() // edge: the trace's time is the wall clock
