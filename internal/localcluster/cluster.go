@@ -11,10 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +36,24 @@ type Options struct {
 	Timeout time.Duration
 	// Progress receives one line per step.
 	Progress io.Writer
+	// Karpenter is how much of Karpenter Up installs and starts.
+	Karpenter KarpenterMode
 }
+
+// KarpenterMode says how much of Karpenter Up installs and starts.
+type KarpenterMode int
+
+const (
+	// KarpenterStarted (the default): Karpenter's CRDs, the KWOKNodeClass
+	// and the default NodePool, and the karpenter-kwok process.
+	KarpenterStarted KarpenterMode = iota
+	// KarpenterDeferred: the CRDs, the KWOKNodeClass and the NodePool,
+	// but not the process; StartKarpenter starts it.
+	KarpenterDeferred
+	// KarpenterAbsent: none of it; InstallKarpenter and StartKarpenter
+	// install and start it, as an operator installing Karpenter would.
+	KarpenterAbsent
+)
 
 // Up starts the components, waits until each is ready, installs
 // Karpenter's and bootroll's CRDs, the KWOKNodeClass and the default
@@ -148,9 +167,11 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	if err != nil {
 		return st, err
 	}
-	crds, err := ReadManifests(Manifests, KarpenterCRDs)
-	if err != nil {
-		return st, err
+	var crds []*unstructured.Unstructured
+	if o.Karpenter != KarpenterAbsent {
+		if crds, err = ReadManifests(Manifests, KarpenterCRDs); err != nil {
+			return st, err
+		}
 	}
 	own, err := ReadManifests(os.DirFS(o.Repo), BootrollCRDDir+"/*.yaml")
 	if err != nil {
@@ -165,7 +186,10 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 		return st, err
 	}
 	fmt.Fprintf(o.Progress, "%-24s installed (%d, %.1fs)\n", "CRDs", len(crds), time.Since(started).Seconds())
-	rest := []string{ControllerManager, Scheduler, KWOK, KarpenterKWOK}
+	rest := []string{ControllerManager, Scheduler, KWOK}
+	if o.Karpenter == KarpenterStarted {
+		rest = append(rest, KarpenterKWOK)
+	}
 	for _, n := range rest {
 		if err := start(comps[indexOf(n)]); err != nil {
 			return st, err
@@ -173,6 +197,9 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	}
 	if err := ready(rest...); err != nil {
 		return st, err
+	}
+	if o.Karpenter == KarpenterAbsent {
+		return st, nil
 	}
 	pool, err := ReadManifests(Manifests, NodePoolFile)
 	if err != nil {
@@ -183,6 +210,107 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	}
 	fmt.Fprintf(o.Progress, "%-24s created (%.1fs)\n", "KWOKNodeClass, NodePool", time.Since(started).Seconds())
 	return st, nil
+}
+
+// InstallKarpenter installs Karpenter's CRDs on the cluster of
+// kubeconfig, waits until they are established, and creates the
+// KWOKNodeClass and the default NodePool: what Up does for Karpenter
+// before it starts the process, for a cluster started with
+// KarpenterAbsent. It leaves objects that exist alone.
+func InstallKarpenter(ctx context.Context, kubeconfig string) error {
+	c, err := newClient(kubeconfig)
+	if err != nil {
+		return err
+	}
+	crds, err := ReadManifests(Manifests, KarpenterCRDs)
+	if err != nil {
+		return err
+	}
+	if err := createAll(ctx, c, crds); err != nil {
+		return err
+	}
+	if err := waitEstablished(ctx, c, crds); err != nil {
+		return err
+	}
+	pool, err := ReadManifests(Manifests, NodePoolFile)
+	if err != nil {
+		return err
+	}
+	return createAll(ctx, c, pool)
+}
+
+// StartKarpenterOptions configure StartKarpenter.
+type StartKarpenterOptions struct {
+	// Dir is the directory of a cluster that Up started with
+	// KarpenterDeferred or KarpenterAbsent.
+	Dir string
+	// BinDir holds the binaries, as for Up.
+	BinDir string
+	// FeatureGates is Karpenter's --feature-gates value (FEATURE_GATES),
+	// e.g. "NodeRepair=true"; empty: Karpenter's defaults.
+	FeatureGates string
+	// Wait waits until Karpenter answers its readiness probe, at most
+	// Timeout (default 1 min).
+	Wait    bool
+	Timeout time.Duration
+}
+
+// StartKarpenter starts the karpenter-kwok process of a cluster that Up
+// started without it, records it in the state file (so Down stops it)
+// and returns its process. Its CRDs must be installed (Up with
+// KarpenterDeferred, or InstallKarpenter): Karpenter checks for them when
+// it starts.
+func StartKarpenter(ctx context.Context, o StartKarpenterOptions) (Process, error) {
+	l := Layout{Dir: o.Dir}
+	st, err := ReadState(l.State())
+	if err != nil {
+		return Process{}, err
+	}
+	for _, p := range st.Processes {
+		if p.Name != KarpenterKWOK {
+			continue
+		}
+		if ok, _ := identify(p); ok {
+			return p, fmt.Errorf("%s runs already (pid %d)", KarpenterKWOK, p.PID)
+		}
+	}
+	bins, err := FindBinaries(o.BinDir)
+	if err != nil {
+		return Process{}, err
+	}
+	c := KarpenterComponent(Components(bins, st.Ports, l), o.FeatureGates)
+	r, err := startProcess(c, l)
+	if err != nil {
+		return Process{}, err
+	}
+	st.Processes = append(st.Processes, r.proc)
+	if err := WriteState(l.State(), st); err != nil {
+		return r.proc, err
+	}
+	if !o.Wait {
+		return r.proc, nil
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout) // edge: a wall-clock limit on start-up
+	defer cancel()
+	probe, err := newProber(l.PKI())
+	if err != nil {
+		return r.proc, err
+	}
+	return r.proc, probe.wait(ctx, c, r)
+}
+
+// KarpenterComponent is the karpenter-kwok component of comps with the
+// feature gates set (FEATURE_GATES) when gates is not empty.
+func KarpenterComponent(comps []Component, gates string) Component {
+	c := comps[indexOf(KarpenterKWOK)]
+	c.Env = slices.Clone(c.Env)
+	if gates != "" {
+		c.Env = append(c.Env, "FEATURE_GATES="+gates)
+	}
+	return c
 }
 
 func indexOf(name string) int {

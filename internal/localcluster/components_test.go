@@ -165,3 +165,28 @@ func TestFindBinaries(t *testing.T) {
 		t.Errorf("karpenter-kwok at %q, want %q", got, want)
 	}
 }
+
+// StartKarpenter's command: the karpenter-kwok component, with
+// FEATURE_GATES only when gates are asked for, and the shared component
+// list left as it was.
+func TestKarpenterComponent(t *testing.T) {
+	bins := map[string]string{}
+	for _, n := range Order {
+		bins[n] = "/b/" + n
+	}
+	cs := Components(bins, testPorts(), Layout{Dir: "/d"})
+	c := KarpenterComponent(cs, "NodeRepair=true")
+	if c.Name != KarpenterKWOK || !slices.Contains(c.Env, "FEATURE_GATES=NodeRepair=true") {
+		t.Errorf("with gates: %s %v", c.Name, c.Env)
+	}
+	for _, e := range cs[len(cs)-1].Env {
+		if strings.HasPrefix(e, "FEATURE_GATES=") {
+			t.Errorf("KarpenterComponent changed the shared component: %v", cs[len(cs)-1].Env)
+		}
+	}
+	for _, e := range KarpenterComponent(cs, "").Env {
+		if strings.HasPrefix(e, "FEATURE_GATES=") {
+			t.Errorf("without gates: %v", e)
+		}
+	}
+}

@@ -64,6 +64,13 @@ type Objects struct {
 	// Karpenter groups' nodes, which Karpenter's KWOK provider launches.
 	NodePools  []*unstructured.Unstructured
 	NodeClaims []*unstructured.Unstructured
+	// KarpenterNodes are the Nodes the NodeClaims adopt when the run
+	// starts Karpenter itself (AdoptedNode), one per NodeClaim, in the
+	// same order; All leaves them out (the launch path has Karpenter's
+	// KWOK provider make the Nodes).
+	KarpenterNodes []*corev1.Node
+	// AdoptingClaims are the NodeClaims that adopt them (AdoptingClaim).
+	AdoptingClaims []*unstructured.Unstructured
 	// Workloads are Deployments; BarePods the pods of unmanaged
 	// workloads; DaemonSets and PDBs as named.
 	Workloads  []*appsv1.Deployment
@@ -122,6 +129,8 @@ func Build(sc *scenario.Scenario) (*Objects, error) {
 					return nil, fmt.Errorf("nodeGroups %s: no karpenter.nodePools entry %q", g.Name, g.Karpenter.NodePool)
 				}
 				o.NodeClaims = append(o.NodeClaims, NodeClaim(name, g, np))
+				o.KarpenterNodes = append(o.KarpenterNodes, AdoptedNode(name, g, np))
+				o.AdoptingClaims = append(o.AdoptingClaims, AdoptingClaim(name, g, np))
 				continue
 			}
 			o.Nodes = append(o.Nodes, Node(name, g, i < g.Cordoned))
@@ -300,6 +309,84 @@ func NodeClaim(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool
 	u.SetName(name)
 	u.Object["metadata"].(map[string]any)["labels"] = labels
 	return u
+}
+
+// KWOKZone is the zone of the KWOK provider's offerings that adopted
+// nodes are put in (instance_types.json: test-zone-a to d).
+const KWOKZone = "test-zone-a"
+
+// KWOKProviderPrefix is the provider ID prefix of Karpenter's KWOK
+// provider: it finds a claim's instance as the Node named by the rest.
+const KWOKProviderPrefix = "kwok://"
+
+// karpenterNodeLabels are the labels Karpenter's KWOK provider puts on a
+// Node it launches for a claim of group g in NodePool np, and that an
+// adopted node carries from its creation: the NodePool, the instance
+// type, capacity type and zone (Karpenter's disruption takes a node as a
+// candidate only with a known instance type and offering).
+func karpenterNodeLabels(g scenario.NodeGroup, np *scenario.KarpenterNodePool) map[string]string {
+	return map[string]string{
+		"karpenter.sh/nodepool":        np.Name,
+		corev1.LabelInstanceTypeStable: InstanceType(g.Capacity["cpu"], g.Capacity["memory"]),
+		"karpenter.sh/capacity-type":   "on-demand",
+		corev1.LabelTopologyZone:       KWOKZone,
+		corev1.LabelArchStable:         "amd64",
+		corev1.LabelOSStable:           "linux",
+	}
+}
+
+// AdoptedNode is the Node of a Karpenter group's node when the run
+// starts Karpenter itself: a KWOK Node that exists from the setup on, as
+// the twin's Karpenter-managed nodes do, with the labels and the provider
+// ID (kwok://<name>) of a node the KWOK provider launched, so that the
+// NodeClaim of the same name (AdoptingClaim), created when Karpenter is
+// installed, registers it instead of launching another.
+func AdoptedNode(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool) *corev1.Node {
+	n := Node(name, g, false)
+	for k, v := range np.Labels {
+		n.Labels[k] = v
+	}
+	for k, v := range g.Labels {
+		n.Labels[k] = v
+	}
+	for k, v := range karpenterNodeLabels(g, np) {
+		n.Labels[k] = v
+	}
+	n.Spec.ProviderID = KWOKProviderPrefix + name
+	return n
+}
+
+// AdoptingClaim is the NodeClaim that adopts AdoptedNode(name, g, np):
+// NodeClaim's spec, with the node's Karpenter labels.
+func AdoptingClaim(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool) *unstructured.Unstructured {
+	u := NodeClaim(name, g, np)
+	labels := u.GetLabels()
+	for k, v := range karpenterNodeLabels(g, np) {
+		labels[k] = v
+	}
+	u.SetLabels(labels)
+	return u
+}
+
+// AdoptingStatus is the status merge patch that marks an adopting claim
+// launched on node (the condition Launched, the provider ID, capacity
+// and allocatable), written before Karpenter starts: Karpenter's launch
+// step skips a claim whose Launched condition is set, and registration
+// finds the Node by the provider ID.
+func AdoptingStatus(node *corev1.Node, now metav1.Time) map[string]any {
+	res := map[string]any{}
+	for k, v := range node.Status.Allocatable {
+		res[string(k)] = v.String()
+	}
+	return map[string]any{"status": map[string]any{
+		"providerID":  node.Spec.ProviderID,
+		"capacity":    res,
+		"allocatable": res,
+		"conditions": []any{map[string]any{
+			"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+			"lastTransitionTime": now.UTC().Format("2006-01-02T15:04:05Z"),
+		}},
+	}}
 }
 
 func podTemplate(labels, nodeSelector map[string]string, req map[string]resource.Quantity) corev1.PodTemplateSpec {

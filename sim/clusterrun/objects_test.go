@@ -4,9 +4,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/bootroll/bootroll/internal/localcluster"
@@ -155,5 +157,54 @@ func TestTargets(t *testing.T) {
 	}
 	if got := Targets(scenario.Target{Node: "n"}, nodes, rng); !slices.Equal(got, []string{"n"}) {
 		t.Errorf("named node: got %v", got)
+	}
+}
+
+// The Karpenter group's node as the run creates it when it starts
+// Karpenter itself: named as in the twin, a KWOK provider ID that names
+// it, the labels Karpenter's disruption needs, and a claim of the same
+// name marked launched on it.
+func TestAdoption(t *testing.T) {
+	sc := parse(t, testScenario)
+	o, err := Build(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.KarpenterNodes) != 1 || len(o.AdoptingClaims) != 1 {
+		t.Fatalf("karpenter nodes %d, adopting claims %d, want 1 and 1", len(o.KarpenterNodes), len(o.AdoptingClaims))
+	}
+	n, c := o.KarpenterNodes[0], o.AdoptingClaims[0]
+	if n.Name != "kp-0" || c.GetName() != "kp-0" {
+		t.Errorf("names: node %s, claim %s, want kp-0", n.Name, c.GetName())
+	}
+	if n.Spec.ProviderID != "kwok://kp-0" {
+		t.Errorf("provider ID: got %q", n.Spec.ProviderID)
+	}
+	for _, l := range []map[string]string{n.Labels, c.GetLabels()} {
+		for k, v := range map[string]string{"karpenter.sh/nodepool": "burst", "pool": "kp", GroupLabel: "kp",
+			corev1.LabelInstanceTypeStable: "s-2x-amd64-linux", "karpenter.sh/capacity-type": "on-demand", corev1.LabelTopologyZone: KWOKZone} {
+			if l[k] != v {
+				t.Errorf("label %s: got %q, want %q", k, l[k], v)
+			}
+		}
+	}
+	if n.Annotations[localcluster.KWOKNodeAnnotation] != "fake" {
+		t.Errorf("adopted node lacks the kwok annotation")
+	}
+	for _, x := range o.All() {
+		if _, ok := x.(*corev1.Node); ok && x.GetName() == "kp-0" {
+			t.Errorf("All lists Node kp-0: on the launch path Karpenter's KWOK provider makes it")
+		}
+	}
+	st := AdoptingStatus(n, metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))["status"].(map[string]any)
+	if st["providerID"] != "kwok://kp-0" {
+		t.Errorf("status providerID: %v", st["providerID"])
+	}
+	cond := st["conditions"].([]any)[0].(map[string]any)
+	if cond["type"] != "Launched" || cond["status"] != "True" || cond["lastTransitionTime"] != "2026-01-02T03:04:05Z" {
+		t.Errorf("launched condition: %v", cond)
+	}
+	if a := st["allocatable"].(map[string]any); a["cpu"] != "2" || a["pods"] != "110" {
+		t.Errorf("allocatable: %v", a)
 	}
 }

@@ -63,6 +63,11 @@ type PlanOptions struct {
 	// Chaos is true when faults that need the cluster's help go through
 	// Chaos Mesh objects (sim/chaos) instead of the run's own means.
 	Chaos bool
+	// OwnKarpenter is true when the run starts the local cluster and, in
+	// it, Karpenter itself (at time 0 or at karpenter.installCRDsAt, with
+	// the scenario's feature gates); false when the cluster is given
+	// (--kubeconfig, --cluster-dir) with its Karpenter running.
+	OwnKarpenter bool
 }
 
 // Reasons shared by several skips.
@@ -75,7 +80,13 @@ const (
 	whyDaemonOne      = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
 	whyNodeCrash      = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
 	whyNodeClassIm    = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
+	whyAdopted        = "the nodes exist from the setup on as KWOK Nodes with a KWOK provider ID; when Karpenter is installed (time 0, or karpenter.installCRDsAt) the run creates their NodeClaims already marked Launched and then starts karpenter-kwok, which registers them instead of launching new ones (real Karpenter does not adopt nodes it did not launch; the twin's fake one does)"
 )
+
+// karpenterRepairToleration is the KWOK provider's repair policy for
+// Ready False or Unknown (sigs.k8s.io/karpenter/kwok/cloudprovider,
+// RepairPolicies, v1.15.0).
+const karpenterRepairToleration = 10 * time.Minute
 
 // Plan lists the scenario's events and faults in time order (events
 // before faults at the same time, each in file order) with what the
@@ -180,7 +191,7 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 	for i, j := range idx {
 		out[i] = steps[j]
 	}
-	return out, notices(sc)
+	return out, notices(sc, o)
 }
 
 func workloadUnmanaged(sc *scenario.Scenario, name string) bool {
@@ -214,7 +225,7 @@ func faultKind(f *scenario.Fault) string {
 
 // notices are the scenario settings outside events and faults that the
 // cluster target leaves out or approximates.
-func notices(sc *scenario.Scenario) []Notice {
+func notices(sc *scenario.Scenario, o PlanOptions) []Notice {
 	var out []Notice
 	if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
 		out = append(out, Notice{Name: "bootroll.testOnly", Why: "the controller and daemon binaries have no deliberately broken modes; the run uses the real ones"})
@@ -237,11 +248,27 @@ func notices(sc *scenario.Scenario) []Notice {
 		if k.Version != "" && k.Version != "v1.15" {
 			out = append(out, Notice{Name: "karpenter.version=" + string(k.Version), Why: "the local cluster runs Karpenter v1.15.0"})
 		}
-		if k.NodeRepair {
-			out = append(out, Notice{Name: "karpenter.nodeRepair", Why: "karpenter-kwok runs with the local cluster's feature gates"})
+		switch {
+		case !o.OwnKarpenter && k.NodeRepair:
+			out = append(out, Notice{Name: "karpenter.nodeRepair", Why: "the cluster's Karpenter runs already, with its own feature gates (the run starts Karpenter with NodeRepair only in a local cluster it starts itself)"})
+		case o.OwnKarpenter && k.NodeRepair && k.RepairToleration != karpenterRepairToleration:
+			out = append(out, Notice{Name: "karpenter.repairToleration=" + k.RepairToleration.String(), Approx: true, Why: "Karpenter's KWOK provider repairs a node NotReady for " + karpenterRepairToleration.String() + " (its repair policy, fixed in the provider)"})
 		}
-		if k.InstallCRDsAt != nil {
-			out = append(out, Notice{Name: "karpenter.installCRDsAt", Why: "the local cluster installs Karpenter's CRDs at start; Karpenter checks for them only then"})
+		if k.InstallCRDsAt != nil && !o.OwnKarpenter {
+			out = append(out, Notice{Name: "karpenter.installCRDsAt", Why: "the cluster's Karpenter and its CRDs are installed already (the run installs them mid-run only in a local cluster it starts itself)"})
+		}
+		if o.OwnKarpenter {
+			for _, g := range sc.NodeGroups {
+				if g.Karpenter != nil {
+					out = append(out, Notice{Name: "nodeGroups." + g.Name + ".karpenter", Approx: true, Why: whyAdopted})
+				}
+			}
+		} else {
+			for _, np := range k.NodePools {
+				if !np.ExpireAfter.Never {
+					out = append(out, Notice{Name: "karpenter.nodePools." + np.Name + ".expireAfter", Approx: true, Why: "the NodeClaims are created and launched in the setup, before the scenario's time 0, and expireAfter counts from their creation"})
+				}
+			}
 		}
 		for _, nc := range k.NodeClasses {
 			out = append(out, Notice{Name: "karpenter.nodeClasses." + nc.Name, Approx: true, Why: "every NodePool launches from the KWOKNodeClass " + KWOKNodeClass + "; the boot image is the host-mode daemon's"})

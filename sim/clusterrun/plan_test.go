@@ -154,3 +154,55 @@ func TestPlanChaosAndExternalDaemon(t *testing.T) {
 		}
 	}
 }
+
+const karpenterScenario = `
+name: k
+limit: 1h
+images:
+  - {name: v1, ref: "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111", size: 1Gi}
+nodeGroups:
+  - {name: kp, count: 1, labels: {pool: kp}, capacity: {cpu: "4", memory: 16Gi}, bootImage: v1, karpenter: {nodePool: workers}}
+karpenter:
+  installCRDsAt: 3m
+  nodeRepair: true
+  repairToleration: 5m
+  nodeClasses: [{name: default, bootImage: v1}]
+  nodePools:
+    - {name: workers, consolidationPolicy: WhenEmpty, consolidateAfter: 30s, expireAfter: 90s}
+bootroll:
+  pools:
+    - {name: kp, nodeSelector: {pool: kp}, image: v1}
+`
+
+// A run that starts Karpenter itself carries out installCRDsAt and
+// nodeRepair (and says how the nodes are adopted and that the provider's
+// toleration is fixed); on a given cluster they are skipped, and
+// expireAfter counts from the setup.
+func TestPlanKarpenterNotices(t *testing.T) {
+	sc := parse(t, karpenterScenario)
+	names := func(o PlanOptions) map[string]bool {
+		_, ns := Plan(sc, o)
+		m := map[string]bool{}
+		for _, n := range ns {
+			m[n.String()[:strings.Index(n.String(), ": ")]+" "+n.Name] = true
+		}
+		return m
+	}
+	own := names(PlanOptions{OwnKarpenter: true})
+	for _, want := range []string{"approximated nodeGroups.kp.karpenter", "approximated karpenter.repairToleration=5m0s"} {
+		if !own[want] {
+			t.Errorf("own Karpenter: no notice %q in %v", want, own)
+		}
+	}
+	for _, not := range []string{"skipped karpenter.installCRDsAt", "skipped karpenter.nodeRepair", "approximated karpenter.nodePools.workers.expireAfter"} {
+		if own[not] {
+			t.Errorf("own Karpenter: notice %q, want none", not)
+		}
+	}
+	given := names(PlanOptions{})
+	for _, want := range []string{"skipped karpenter.installCRDsAt", "skipped karpenter.nodeRepair", "approximated karpenter.nodePools.workers.expireAfter"} {
+		if !given[want] {
+			t.Errorf("given cluster: no notice %q in %v", want, given)
+		}
+	}
+}

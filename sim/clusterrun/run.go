@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -143,6 +146,22 @@ type runner struct {
 	chaosOn         bool            // faults go through Chaos Mesh objects
 	chaosObjs       []client.Object // the Chaos Mesh objects created
 	chaosN          int
+
+	// ownKarpenter is set when the run started the local cluster without
+	// Karpenter's process (and, with karpenter.installCRDsAt, without its
+	// CRDs): the run installs Karpenter at the scenario's time, creates
+	// the NodeClaims that adopt the Karpenter groups' nodes, and starts
+	// karpenter-kwok (installKarpenter).
+	ownKarpenter bool
+	clusterDir   string
+	kubeconfig   string
+	objs         *Objects
+	ca           cache.Cache
+	// lateKinds are the Karpenter kinds to watch once their CRDs are
+	// installed.
+	lateKinds []client.Object
+	// kd reads Karpenter's decisions from the watch.
+	kd *KarpenterDecisions
 }
 
 // Run runs a scenario on a cluster.
@@ -165,15 +184,17 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		return nil, err
 	}
 	r := &runner{ctx: ctx, sc: sc, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x6661756c74)),
-		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}}
+		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}, kd: NewKarpenterDecisions()}
 	if opts.Trace != nil {
 		r.trace = json.NewEncoder(opts.Trace)
 	}
+	r.ownKarpenter = sc.Karpenter != nil && opts.Kubeconfig == "" && opts.ClusterDir == ""
 	kubeconfig, stopCluster, err := r.cluster()
 	if err != nil {
 		return nil, err
 	}
 	defer stopCluster()
+	r.kubeconfig = kubeconfig
 	if r.cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", kubeconfig, err)
 	}
@@ -204,7 +225,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		fmt.Fprintf(opts.Progress, "faults through Chaos Mesh objects in namespace %s\n", cmp.Or(opts.ChaosNamespace, "bootroll-system"))
 		defer func() { r.removeChaos(r.chaosObjs) }()
 	}
-	steps, notices := Plan(sc, PlanOptions{Seed: opts.Seed, ExternalController: opts.ExternalController, ExternalDaemon: opts.ExternalDaemon, Chaos: r.chaosOn})
+	steps, notices := Plan(sc, PlanOptions{Seed: opts.Seed, ExternalController: opts.ExternalController, ExternalDaemon: opts.ExternalDaemon, Chaos: r.chaosOn, OwnKarpenter: r.ownKarpenter})
 	r.notices = notices
 	for _, s := range steps {
 		switch {
@@ -219,6 +240,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 				r.quietAfter = max(r.quietAfter, s.Until)
 			}
 		}
+	}
+	if at := r.installAt(); r.ownKarpenter && at > 0 {
+		r.quietAfter = max(r.quietAfter, at)
 	}
 	r.quietAfter = min(r.quietAfter, sc.Limit)
 
@@ -265,10 +289,81 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	r.obs.Attach(r.chk)
 	r.w = r.chk.World()
 	defer r.stopProcs()
+	// Karpenter is installed at time 0, as in the twin, unless the
+	// scenario installs it later (a step of the loop).
+	if at := r.installAt(); r.ownKarpenter && at <= 0 {
+		if err := r.installKarpenter(false); err != nil {
+			return nil, err
+		}
+	} else if r.ownKarpenter {
+		r.at(r.start.Add(at), func() {
+			if err := r.installKarpenter(true); err != nil {
+				r.notices = append(r.notices, Notice{Name: fmt.Sprintf("karpenter.installCRDsAt@%s", at), Why: "failed: " + err.Error()})
+			}
+		})
+	}
 	if err := r.startProcs(); err != nil {
 		return nil, err
 	}
 	return r.loop(steps)
+}
+
+// installAt is the scenario's karpenter.installCRDsAt, 0 when absent.
+func (r *runner) installAt() time.Duration {
+	if k := r.sc.Karpenter; k != nil && k.InstallCRDsAt != nil {
+		return *k.InstallCRDsAt
+	}
+	return 0
+}
+
+// installKarpenter installs Karpenter as the twin does at its install
+// time (time 0, or karpenter.installCRDsAt): Karpenter's CRDs when the
+// cluster started without them (then the watches of NodeClaims and
+// NodePools), the scenario's NodePools, a NodeClaim per Karpenter group
+// node that adopts the node (marked launched, so the claim's expireAfter
+// counts from now, as in the twin), and then the karpenter-kwok process,
+// with NodeRepair when the scenario asks for it. Karpenter's readiness
+// is not waited for.
+func (r *runner) installKarpenter(crds bool) error {
+	if crds {
+		if err := localcluster.InstallKarpenter(r.ctx, r.kubeconfig); err != nil {
+			return fmt.Errorf("installing Karpenter: %w", err)
+		}
+		if err := r.watchLate(); err != nil {
+			return err
+		}
+	}
+	for _, np := range r.objs.NodePools {
+		if err := r.c.Create(r.ctx, np.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating NodePool %s: %w", np.GetName(), err)
+		}
+	}
+	now := metav1.Now() // edge: the claims' launch time is the wall clock
+	for i, nc := range r.objs.NodeClaims {
+		node := r.objs.KarpenterNodes[i]
+		claim := r.objs.AdoptingClaims[i].DeepCopy()
+		if err := r.c.Create(r.ctx, claim); err != nil {
+			return fmt.Errorf("creating NodeClaim %s: %w", nc.GetName(), err)
+		}
+		b, err := json.Marshal(AdoptingStatus(node, now))
+		if err != nil {
+			return err
+		}
+		if err := r.c.Status().Patch(r.ctx, claim, client.RawPatch(types.MergePatchType, b)); err != nil {
+			return fmt.Errorf("marking NodeClaim %s launched: %w", nc.GetName(), err)
+		}
+	}
+	gates := ""
+	if r.sc.Karpenter.NodeRepair {
+		gates = "NodeRepair=true"
+	}
+	p, err := localcluster.StartKarpenter(r.ctx, localcluster.StartKarpenterOptions{Dir: r.clusterDir, BinDir: filepath.Join(r.opts.Repo, "bin", "k8s"), FeatureGates: gates})
+	if err != nil {
+		return fmt.Errorf("starting Karpenter: %w", err)
+	}
+	r.emit("karpenter.install", "", map[string]any{"crds": crds, "claims": len(r.objs.NodeClaims), "featureGates": gates, "pid": p.PID})
+	fmt.Fprintf(r.opts.Progress, "Karpenter installed at %s: %d NodeClaim(s) adopting nodes, karpenter-kwok started (pid %d, log %s)\n", time.Since(r.start).Round(time.Millisecond), len(r.objs.NodeClaims), p.PID, p.Log) // edge: progress timed by the wall clock
+	return nil
 }
 
 // cluster returns the kubeconfig of the cluster to run on, starting a
@@ -282,8 +377,16 @@ func (r *runner) cluster() (string, func(), error) {
 		return filepath.Join(o.ClusterDir, "kubeconfig"), func() {}, nil
 	}
 	dir := filepath.Join(o.WorkDir, "cluster")
+	r.clusterDir = dir
 	fmt.Fprintf(o.Progress, "starting a local cluster in %s\n", dir)
-	st, err := localcluster.Up(r.ctx, localcluster.Options{Dir: dir, BinDir: filepath.Join(o.Repo, "bin", "k8s"), Repo: o.Repo, Progress: o.Progress})
+	mode := localcluster.KarpenterStarted
+	switch {
+	case r.ownKarpenter && r.installAt() > 0:
+		mode = localcluster.KarpenterAbsent
+	case r.ownKarpenter:
+		mode = localcluster.KarpenterDeferred
+	}
+	st, err := localcluster.Up(r.ctx, localcluster.Options{Dir: dir, BinDir: filepath.Join(o.Repo, "bin", "k8s"), Repo: o.Repo, Progress: o.Progress, Karpenter: mode})
 	if err != nil {
 		return "", nil, fmt.Errorf("starting the local cluster: %w", err)
 	}
@@ -333,28 +436,18 @@ func (r *runner) watch(scheme *runtime.Scheme) (func(), error) {
 	for _, k := range []string{"NodeClaim", "NodePool"} {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(schema.GroupVersionKind{Group: KarpenterGroup, Version: "v1", Kind: k})
+		if r.ownKarpenter && r.installAt() > 0 {
+			r.lateKinds = append(r.lateKinds, u)
+			continue
+		}
 		if _, err := r.c.RESTMapper().RESTMapping(u.GroupVersionKind().GroupKind(), "v1"); err != nil {
 			r.notices = append(r.notices, Notice{Name: "watch " + k, Why: "Karpenter's CRDs are not installed on this cluster"})
 			continue
 		}
 		kinds = append(kinds, u)
 	}
-	send := func(t apiserver.EventType, old, obj any) {
-		if ev, ok := Convert(t, old, obj); ok {
-			r.events <- ev
-		}
-	}
 	for _, k := range kinds {
-		inf, err := ca.GetInformer(ctx, k)
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("watching %T: %w", k, err)
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { send(apiserver.Added, nil, obj) },
-			UpdateFunc: func(old, obj any) { send(apiserver.Modified, old, obj) },
-			DeleteFunc: func(obj any) { send(apiserver.Deleted, nil, obj) },
-		}); err != nil {
+		if err := r.inform(ctx, ca, k); err != nil {
 			cancel()
 			return nil, err
 		}
@@ -364,7 +457,40 @@ func (r *runner) watch(scheme *runtime.Scheme) (func(), error) {
 		cancel()
 		return nil, errors.New("the watches did not sync")
 	}
+	r.ca = ca
 	return cancel, nil
+}
+
+// inform sends the events of kind k's informer to the loop.
+func (r *runner) inform(ctx context.Context, ca cache.Cache, k client.Object) error {
+	send := func(t apiserver.EventType, old, obj any) {
+		if ev, ok := Convert(t, old, obj); ok {
+			r.events <- ev
+		}
+	}
+	inf, err := ca.GetInformer(ctx, k)
+	if err != nil {
+		return fmt.Errorf("watching %T: %w", k, err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { send(apiserver.Added, nil, obj) },
+		UpdateFunc: func(old, obj any) { send(apiserver.Modified, old, obj) },
+		DeleteFunc: func(obj any) { send(apiserver.Deleted, nil, obj) },
+	})
+	return err
+}
+
+// watchLate starts the watches of the Karpenter kinds whose CRDs were
+// installed during the run (the informer cache runs already; a new
+// informer starts and syncs at once).
+func (r *runner) watchLate() error {
+	for _, k := range r.lateKinds {
+		if err := r.inform(r.ctx, r.ca, k); err != nil {
+			return err
+		}
+	}
+	r.lateKinds = nil
+	return nil
 }
 
 // create makes the scenario's objects: nodes, workloads, PDBs, then,
@@ -381,14 +507,23 @@ func (r *runner) create() error {
 			return err
 		}
 	}
+	r.objs = objs
 	pools := objs.Pools
-	objs.Pools = nil
-	for _, o := range objs.All() {
+	all := *objs
+	all.Pools = nil
+	if r.ownKarpenter {
+		// The Karpenter groups' nodes exist from the start, as plain
+		// KWOK Nodes; their NodePools and NodeClaims come when Karpenter
+		// is installed (installKarpenter).
+		all.Nodes = append(slices.Clone(all.Nodes), objs.KarpenterNodes...)
+		all.NodePools, all.NodeClaims = nil, nil
+	}
+	for _, o := range all.All() {
 		if err := r.c.Create(r.ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	fmt.Fprintf(r.opts.Progress, "created %d node(s), %d node claim(s), %d workload(s), %d PDB(s)\n", len(objs.Nodes), len(objs.NodeClaims), len(objs.Workloads), len(objs.PDBs))
+	fmt.Fprintf(r.opts.Progress, "created %d node(s), %d node claim(s), %d workload(s), %d PDB(s)\n", len(all.Nodes), len(all.NodeClaims), len(objs.Workloads), len(objs.PDBs))
 	r.waitWorkloads(objs.Workloads, 2*time.Minute)
 	for _, p := range pools {
 		if err := r.c.Create(r.ctx, p); err != nil {
@@ -440,6 +575,11 @@ func (r *runner) apply(ev apiserver.Event) {
 		}
 	}
 	r.obs.Apply(ev)
+	// Karpenter's decisions, as the twin's fake Karpenter traces them.
+	for _, rec := range r.kd.Observe(ev) {
+		r.emit(rec.Kind, rec.Object, rec.Details)
+		r.chk.KarpenterTrace(rec.Kind, rec.Object, rec.Details, time.Now()) // edge: the checker's time is the wall clock
+	}
 	r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
 	if w := r.opts.APITrace; w != nil {
 		now := time.Now().UTC() // edge: the trace's time is the wall clock

@@ -1,0 +1,156 @@
+package clusterrun
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/bootroll/bootroll/sim/apiserver"
+	"github.com/bootroll/bootroll/sim/fakekarpenter"
+)
+
+// KarpenterRecord is one of the records the twin's fake Karpenter traces
+// about its decisions (kind, object, details), which the invariant
+// checker takes with KarpenterTrace (no-reap-while-updating, no-churn).
+type KarpenterRecord struct {
+	Kind, Object string
+	Details      map[string]any
+}
+
+// KarpenterDecisions reads the real Karpenter's decisions from the watch
+// events of NodeClaims and Nodes, as the records the fake Karpenter
+// traces, so that the cluster target judges them with the same checker:
+//
+//   - karpenter/disrupt: a NodeClaim's DisruptionReason condition turns
+//     True (Karpenter v1.15's disruption queue sets it, with the
+//     karpenter.sh/disrupted taint, when it carries out a validated
+//     command: emptiness, consolidation, drift, and repair, reason
+//     Unhealthy); or a NodeClaim is deleted without one at or after its
+//     creation plus expireAfter: an expiry (reason Expired, forceful),
+//     which Karpenter's expiration controller does by deleting the claim.
+//     A claim deleted otherwise (an admin, the run's removeNodes) is not
+//     Karpenter's decision, as in the twin.
+//   - karpenter/tainted: a Node gains the karpenter.sh/disrupted taint.
+//   - karpenter/terminated: a Node is deleted.
+//
+// Evictions by Karpenter's termination are not told apart from others
+// (they do not go through the run's proxies), so the checker's
+// "karpenter/evicted" records are not produced.
+type KarpenterDecisions struct {
+	claimNode map[string]string // claim -> its Node (status.nodeName)
+	reason    map[string]string // claim -> the DisruptionReason already reported
+	deleting  map[string]bool
+}
+
+// NewKarpenterDecisions returns an empty reader.
+func NewKarpenterDecisions() *KarpenterDecisions {
+	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}}
+}
+
+// expirySlack is how much earlier than creation plus expireAfter a
+// claim's deletion may be and still count as its expiry (the clocks of
+// the API server and Karpenter are the same host's; timestamps have
+// second precision).
+const expirySlack = 2 * time.Second
+
+// methodOf is the fake Karpenter's method name of a disruption reason.
+func methodOf(reason string) string {
+	switch reason {
+	case fakekarpenter.ReasonEmpty:
+		return fakekarpenter.MethodEmptiness
+	case fakekarpenter.ReasonDrifted:
+		return fakekarpenter.MethodDrift
+	case fakekarpenter.ReasonUnhealthy:
+		return fakekarpenter.MethodRepair
+	case fakekarpenter.ReasonUnderutilized:
+		return "consolidation"
+	}
+	return strings.ToLower(reason)
+}
+
+// Observe returns the records that the event shows.
+func (k *KarpenterDecisions) Observe(ev apiserver.Event) []KarpenterRecord {
+	switch o := ev.Object.(type) {
+	case *corev1.Node:
+		if ev.Type == apiserver.Deleted {
+			return []KarpenterRecord{{Kind: "karpenter/terminated", Object: "node/" + o.Name, Details: map[string]any{}}}
+		}
+		old, _ := ev.Old.(*corev1.Node)
+		if hasDisruptedTaint(o) && (old == nil || !hasDisruptedTaint(old)) {
+			return []KarpenterRecord{{Kind: "karpenter/tainted", Object: "node/" + o.Name, Details: map[string]any{}}}
+		}
+	case *unstructured.Unstructured:
+		if o.GetKind() != "NodeClaim" {
+			return nil
+		}
+		return k.claim(ev.Type, o)
+	}
+	return nil
+}
+
+func (k *KarpenterDecisions) claim(t apiserver.EventType, u *unstructured.Unstructured) []KarpenterRecord {
+	name := u.GetName()
+	if n, _, _ := unstructured.NestedString(u.Object, "status", "nodeName"); n != "" {
+		k.claimNode[name] = n
+	}
+	node := k.claimNode[name]
+	if t == apiserver.Deleted {
+		delete(k.claimNode, name)
+		delete(k.reason, name)
+		delete(k.deleting, name)
+		return nil
+	}
+	if node == "" {
+		return nil
+	}
+	var out []KarpenterRecord
+	if r := disruptionReason(u); r != "" && k.reason[name] != r {
+		k.reason[name] = r
+		out = append(out, KarpenterRecord{Kind: "karpenter/disrupt", Object: "node/" + node, Details: map[string]any{
+			"method": methodOf(r), "reason": r, "decision": "delete", "nodeclaim": name}})
+	}
+	if del := u.GetDeletionTimestamp(); del != nil && !k.deleting[name] {
+		k.deleting[name] = true
+		if k.reason[name] == "" && expired(u, del.Time) {
+			out = append(out, KarpenterRecord{Kind: "karpenter/disrupt", Object: "node/" + node, Details: map[string]any{
+				"method": "expiration", "reason": fakekarpenter.ReasonExpired, "decision": "delete", "nodeclaim": name, "forceful": true}})
+		}
+	}
+	return out
+}
+
+// disruptionReason is the reason of the claim's DisruptionReason
+// condition when it is True.
+func disruptionReason(u *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == fakekarpenter.ConditionDisruptionReason && m["status"] == "True" {
+			r, _ := m["reason"].(string)
+			return r
+		}
+	}
+	return ""
+}
+
+// expired reports whether a claim deleted at del had reached its
+// creation plus spec.expireAfter.
+func expired(u *unstructured.Unstructured, del time.Time) bool {
+	s, _, _ := unstructured.NestedString(u.Object, "spec", "expireAfter")
+	d, err := time.ParseDuration(s)
+	if err != nil { // Never, or none
+		return false
+	}
+	return !del.Add(expirySlack).Before(u.GetCreationTimestamp().Add(d))
+}
+
+func hasDisruptedTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == fakekarpenter.TaintDisrupted {
+			return true
+		}
+	}
+	return false
+}

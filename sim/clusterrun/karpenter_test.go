@@ -1,0 +1,83 @@
+package clusterrun
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/bootroll/bootroll/sim/apiserver"
+)
+
+func claimObj(name, node, expireAfter string, created time.Time, reason string, deleted *time.Time) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"expireAfter": expireAfter}}}
+	u.SetAPIVersion(KarpenterGroup + "/v1")
+	u.SetKind("NodeClaim")
+	u.SetName(name)
+	u.SetCreationTimestamp(metav1.NewTime(created))
+	st := map[string]any{"nodeName": node}
+	if reason != "" {
+		st["conditions"] = []any{map[string]any{"type": "DisruptionReason", "status": "True", "reason": reason}}
+	}
+	u.Object["status"] = st
+	if deleted != nil {
+		d := metav1.NewTime(*deleted)
+		u.SetDeletionTimestamp(&d)
+	}
+	return u
+}
+
+// The real Karpenter's decisions, read from the watch, become the fake
+// Karpenter's records: a DisruptionReason condition a disruption (once),
+// a deletion at expireAfter an expiry, another deletion nothing, the
+// disrupted taint and a Node's deletion.
+func TestKarpenterDecisions(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := NewKarpenterDecisions()
+	kinds := func(ev apiserver.Event) []string {
+		var out []string
+		for _, r := range k.Observe(ev) {
+			s := r.Kind + " " + r.Object
+			if r.Details["reason"] != nil {
+				s += " " + r.Details["reason"].(string)
+			}
+			if r.Details["forceful"] == true {
+				s += " forceful"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	check := func(what string, got []string, want ...string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: got %v, want %v", what, got, want)
+			return
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%s: got %v, want %v", what, got, want)
+			}
+		}
+	}
+	check("plain claim", kinds(apiserver.Event{Type: apiserver.Added, Object: claimObj("a", "n-a", "90s", t0, "", nil)}))
+	check("disruption", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("a", "n-a", "90s", t0, "Empty", nil)}), "karpenter/disrupt node/n-a Empty")
+	check("same again", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("a", "n-a", "90s", t0, "Empty", nil)}))
+	del := t0.Add(30 * time.Second)
+	check("deletion after a disruption", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("a", "n-a", "90s", t0, "Empty", &del)}))
+
+	exp := t0.Add(90 * time.Second)
+	check("expiry", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("b", "n-b", "90s", t0, "", &exp)}), "karpenter/disrupt node/n-b Expired forceful")
+	early := t0.Add(60 * time.Second)
+	check("someone else's delete", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("c", "n-c", "90s", t0, "", &early)}))
+	check("never expires", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("d", "n-d", "Never", t0, "", &exp)}))
+
+	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n-a"}}
+	tainted := plain.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}
+	check("taint", kinds(apiserver.Event{Type: apiserver.Modified, Old: plain, Object: tainted}), "karpenter/tainted node/n-a")
+	check("taint kept", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: tainted}))
+	check("node gone", kinds(apiserver.Event{Type: apiserver.Deleted, Object: tainted}), "karpenter/terminated node/n-a")
+}
