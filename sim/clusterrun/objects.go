@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,9 +48,31 @@ const GroupLabel = "sim.bootroll.dev/group"
 // KarpenterGroup is the Karpenter API group of NodePools and NodeClaims.
 const KarpenterGroup = "karpenter.sh"
 
-// KWOKNodeClass is the KWOKNodeClass every NodePool of the run launches
-// from (the one `bootroll cluster up` creates).
+// KWOKNodeClass is the KWOKNodeClass `bootroll cluster up` creates, which
+// a NodePool without a scenario node class launches from. A scenario's
+// node classes become KWOKNodeClasses of their names (NodeClass).
 const KWOKNodeClass = "default"
+
+// NodeClass is the KWOKNodeClass of a scenario node class: its
+// registrationDelay is the class's nodeRegistrationDelay, so a node the
+// KWOK provider launches registers as late as the twin's does.
+func NodeClass(nc scenario.NodeClass) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("karpenter.kwok.sh/v1alpha1")
+	u.SetKind("KWOKNodeClass")
+	u.SetName(nc.Name)
+	// The CRD's pattern takes whole units only (^([0-9]+(s|m|h))+$).
+	u.Object["spec"] = map[string]any{"nodeRegistrationDelay": fmt.Sprintf("%ds", int64(nc.RegistrationDelay.Round(time.Second)/time.Second))}
+	return u
+}
+
+// nodeClassName is the KWOKNodeClass NodePool np launches from.
+func nodeClassName(np scenario.KarpenterNodePool) string {
+	if np.NodeClass != "" {
+		return np.NodeClass
+	}
+	return KWOKNodeClass
+}
 
 // DaemonSelector is the --nodes selector of the host-mode daemon: every
 // Node the run made.
@@ -62,8 +85,9 @@ type Objects struct {
 	Nodes []*corev1.Node
 	// NodePools are Karpenter NodePools; NodeClaims the claims of the
 	// Karpenter groups' nodes, which Karpenter's KWOK provider launches.
-	NodePools  []*unstructured.Unstructured
-	NodeClaims []*unstructured.Unstructured
+	NodeClasses []*unstructured.Unstructured
+	NodePools   []*unstructured.Unstructured
+	NodeClaims  []*unstructured.Unstructured
 	// KarpenterNodes are the Nodes the NodeClaims adopt when the run
 	// starts Karpenter itself (AdoptedNode), one per NodeClaim, in the
 	// same order; All leaves them out (the launch path has Karpenter's
@@ -137,6 +161,9 @@ func Build(sc *scenario.Scenario) (*Objects, error) {
 		}
 	}
 	if sc.Karpenter != nil {
+		for _, nc := range sc.Karpenter.NodeClasses {
+			o.NodeClasses = append(o.NodeClasses, NodeClass(nc))
+		}
 		for _, np := range sc.Karpenter.NodePools {
 			o.NodePools = append(o.NodePools, NodePool(np))
 		}
@@ -242,7 +269,7 @@ func NodePool(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 					map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 					map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}},
 				},
-				"nodeClassRef": map[string]any{"name": KWOKNodeClass, "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
+				"nodeClassRef": map[string]any{"name": nodeClassName(np), "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
 				"expireAfter":  neverString(np.ExpireAfter),
 			},
 		},
@@ -301,7 +328,7 @@ func NodeClaim(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool
 			map[string]any{"key": corev1.LabelInstanceTypeStable, "operator": "In", "values": []any{InstanceType(g.Capacity["cpu"], g.Capacity["memory"])}},
 		},
 		"resources":    map[string]any{"requests": req},
-		"nodeClassRef": map[string]any{"name": KWOKNodeClass, "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
+		"nodeClassRef": map[string]any{"name": nodeClassName(*np), "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
 		"expireAfter":  neverString(np.ExpireAfter),
 	}}}
 	u.SetAPIVersion(KarpenterGroup + "/v1")

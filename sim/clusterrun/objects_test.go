@@ -2,6 +2,7 @@ package clusterrun
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -206,5 +207,36 @@ func TestAdoption(t *testing.T) {
 	}
 	if a := st["allocatable"].(map[string]any); a["cpu"] != "2" || a["pods"] != "110" {
 		t.Errorf("allocatable: %v", a)
+	}
+}
+
+// TestNodeClasses: each scenario node class becomes a KWOKNodeClass of its
+// name whose nodeRegistrationDelay is its registrationDelay in whole
+// seconds (the CRD's pattern), and NodePools launch from their class.
+func TestNodeClasses(t *testing.T) {
+	sc := parse(t, `
+name: nc
+limit: 1h
+images: [{name: v1, ref: "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111", size: 1Gi}]
+karpenter:
+  nodeClasses: [{name: slow, bootImage: v1, registrationDelay: 1m30s}, {name: fast, bootImage: v1, registrationDelay: 0s}]
+  nodePools: [{name: a, nodeClass: slow}, {name: b, nodeClass: fast}]
+`)
+	o, err := Build(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for _, nc := range o.NodeClasses {
+		got[nc.GetName()] = nc.Object["spec"].(map[string]any)["nodeRegistrationDelay"]
+	}
+	if want := map[string]any{"slow": "90s", "fast": "0s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("KWOKNodeClasses: got %v, want %v", got, want)
+	}
+	for _, np := range o.NodePools {
+		ref, _, _ := unstructured.NestedString(np.Object, "spec", "template", "spec", "nodeClassRef", "name")
+		if want := map[string]string{"a": "slow", "b": "fast"}[np.GetName()]; ref != want {
+			t.Errorf("NodePool %s launches from %q, want %q", np.GetName(), ref, want)
+		}
 	}
 }

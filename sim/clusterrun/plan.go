@@ -271,7 +271,7 @@ func notices(sc *scenario.Scenario, o PlanOptions) []Notice {
 			}
 		}
 		for _, nc := range k.NodeClasses {
-			out = append(out, Notice{Name: "karpenter.nodeClasses." + nc.Name, Approx: true, Why: "every NodePool launches from the KWOKNodeClass " + KWOKNodeClass + "; the boot image is the host-mode daemon's"})
+			out = append(out, Notice{Name: "karpenter.nodeClasses." + nc.Name, Approx: true, Why: "a KWOKNodeClass of that name, its registrationDelay as the nodeRegistrationDelay; the boot image is the host-mode daemon's"})
 		}
 	}
 	return out

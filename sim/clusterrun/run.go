@@ -316,6 +316,26 @@ func (r *runner) installAt() time.Duration {
 	return 0
 }
 
+// applyNodeClasses creates the scenario's KWOKNodeClasses, or updates the
+// ones that exist (cluster up's default).
+func (r *runner) applyNodeClasses() error {
+	for _, nc := range r.objs.NodeClasses {
+		want := nc.DeepCopy()
+		err := r.c.Create(r.ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			have := nc.DeepCopy()
+			if err = r.c.Get(r.ctx, client.ObjectKeyFromObject(nc), have); err == nil {
+				have.Object["spec"] = nc.Object["spec"]
+				err = r.c.Update(r.ctx, have)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("creating KWOKNodeClass %s: %w", nc.GetName(), err)
+		}
+	}
+	return nil
+}
+
 // installKarpenter installs Karpenter as the twin does at its install
 // time (time 0, or karpenter.installCRDsAt): Karpenter's CRDs when the
 // cluster started without them (then the watches of NodeClaims and
@@ -332,6 +352,9 @@ func (r *runner) installKarpenter(crds bool) error {
 		if err := r.watchLate(); err != nil {
 			return err
 		}
+	}
+	if err := r.applyNodeClasses(); err != nil {
+		return err
 	}
 	for _, np := range r.objs.NodePools {
 		if err := r.c.Create(r.ctx, np.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -517,6 +540,11 @@ func (r *runner) create() error {
 		// is installed (installKarpenter).
 		all.Nodes = append(slices.Clone(all.Nodes), objs.KarpenterNodes...)
 		all.NodePools, all.NodeClaims = nil, nil
+	}
+	if !r.ownKarpenter {
+		if err := r.applyNodeClasses(); err != nil {
+			return err
+		}
 	}
 	for _, o := range all.All() {
 		if err := r.c.Create(r.ctx, o); err != nil {
