@@ -10,23 +10,12 @@ import (
 	"io"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
-	ctrlopts "github.com/bootroll/bootroll/controller/options"
-	"github.com/bootroll/bootroll/controller/resolve"
 )
 
 const usage = `bootroll-controller rolls bootc OS images out to Kubernetes nodes.
@@ -98,52 +87,15 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 }
 
 func run(o options) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// Pods and Nodes are cached trimmed to what the controller reads,
-		// and no object keeps its managedFields (docs/scale.md).
-		Cache: ctrlopts.CacheOptions(),
-		// Pull secrets are read one at a time from the API server: a
-		// cache would watch every Secret in the cluster.
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "bootroll-controller.bootroll.dev",
-		LeaderElectionNamespace: o.namespace,
+	return controller.Run(cfg, controller.RunConfig{
+		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, LeaderElect: o.leaderElect,
+		Namespace: o.namespace, InsecureRegistry: o.insecure,
+		StartMessage: "starting", StartValues: []any{"namespace", o.namespace, "leaderElect", o.leaderElect},
 	})
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-	err = controller.Setup(mgr, ctrlopts.Options{
-		Clock:           clock.RealClock{}, // edge: production time
-		Resolver:        &resolve.Registry{Insecure: o.insecure},
-		Recorder:        mgr.GetEventRecorderFor("bootroll-controller"), //nolint:staticcheck // the core/v1 Events API is what kubectl describe shows
-		Metrics:         ctrlopts.NewMetrics(metrics.Registry),
-		SecretNamespace: o.namespace,
-	})
-	if err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	ctrl.Log.WithName("setup").Info("starting", "namespace", o.namespace, "leaderElect", o.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -10,21 +10,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller"
-	ctrlopts "github.com/bootroll/bootroll/controller/options"
-	"github.com/bootroll/bootroll/controller/resolve"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/sim/clusterrun"
 )
@@ -107,50 +96,15 @@ func parseTestOnlyControllerFlags(args []string, out io.Writer) (testOnlyControl
 }
 
 // runTestOnlyController is cmd/bootroll-controller's run with
-// Options.TestOnly set: the same scheme, cache, client and manager
-// options, and controller.Setup.
+// Options.TestOnly set: the same controller.Run.
 func runTestOnlyController(o testOnlyControllerOptions) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
 	cfg, err := daemonRestConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   ctrlopts.CacheOptions(),
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "bootroll-controller.bootroll.dev",
-		LeaderElectionNamespace: o.namespace,
+	return controller.Run(cfg, controller.RunConfig{
+		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, LeaderElect: o.leaderElect,
+		Namespace: o.namespace, InsecureRegistry: o.insecure, TestOnly: o.testOnly,
+		StartMessage: "starting with deliberately broken modes", StartValues: []any{"testOnly", strings.Join(o.names, ",")},
 	})
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-	err = controller.Setup(mgr, ctrlopts.Options{
-		Clock:           clock.RealClock{}, // edge: production time
-		Resolver:        &resolve.Registry{Insecure: o.insecure},
-		Recorder:        mgr.GetEventRecorderFor("bootroll-controller"), //nolint:staticcheck // as bootroll-controller
-		Metrics:         ctrlopts.NewMetrics(metrics.Registry),
-		SecretNamespace: o.namespace,
-		TestOnly:        o.testOnly,
-	})
-	if err != nil {
-		return err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	ctrl.Log.WithName("setup").Info("starting with deliberately broken modes", "testOnly", strings.Join(o.names, ","))
-	return mgr.Start(ctrl.SetupSignalHandler())
 }
