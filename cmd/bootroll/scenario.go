@@ -228,13 +228,7 @@ func runControl(stdout, stderr io.Writer, l loaded, nc scenario.NegativeControl,
 	}
 	caughtBy := string(nc.CaughtBy)
 	if res.Caught(caughtBy) {
-		at := time.Duration(0)
-		for _, v := range res.Violations {
-			if v.Invariant == caughtBy {
-				at = v.At
-				break
-			}
-		}
+		at := res.FirstAt(caughtBy)
 		fmt.Fprintf(stdout, "  negative control %s: caught by %s at %s (virtual %s, wall %s)\n", nc.Name, caughtBy, ms(at), ms(res.End), wallString(wall))
 		return exitOK
 	}

@@ -203,13 +203,7 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 		}
 		caughtBy := string(nc.CaughtBy)
 		if res.Caught(caughtBy) {
-			at := time.Duration(0)
-			for _, v := range res.Violations {
-				if v.Invariant == caughtBy {
-					at = v.At
-					break
-				}
-			}
+			at := res.FirstAt(caughtBy)
 			fmt.Fprintf(stdout, "  negative control %s: caught by %s at %s (scenario time %s, wall %s; violated: %s)\n", nc.Name, caughtBy, ms(at), ms(res.End), wallString(wall), strings.Join(slices.Sorted(maps.Keys(res.Counts)), ", "))
 			continue
 		}

@@ -350,6 +350,16 @@ func (r *Result) Passed() bool { return len(r.Violations) == 0 }
 // Caught reports whether the invariant or expectation name was violated.
 func (r *Result) Caught(name string) bool { return r.Counts[name] > 0 }
 
+// FirstAt is the time of the first violation of invariant name, or 0.
+func (r *Result) FirstAt(name string) time.Duration {
+	for _, v := range r.Violations {
+		if v.Invariant == name {
+			return v.At
+		}
+	}
+	return 0
+}
+
 // runner is one run's wiring.
 type runner struct {
 	sc   *scenario.Scenario
