@@ -77,8 +77,9 @@ type Options struct {
 	// steps and violations.
 	Trace io.Writer
 	// APITrace, when set, receives the API-level lines of the twin's
-	// trace format (twin.APILines: node.cordon, bootcnode.phase, ...),
-	// timed by the wall clock, for sim/fidelity.
+	// trace format (twin.APILines: node.cordon, bootcnode.phase, ...) and
+	// the real Karpenter's decisions (karpenter/disrupt, ...:
+	// KarpenterDecisions), timed by the wall clock, for sim/fidelity.
 	APITrace io.Writer
 	// Progress receives one line per setup step.
 	Progress io.Writer
@@ -546,7 +547,21 @@ func (r *runner) create() error {
 			return err
 		}
 	}
-	for _, o := range all.All() {
+	// The nodes first, and Ready before any pod is scheduled, as in the
+	// twin at time 0: a pod created while some nodes are still NotReady
+	// (or carry the node lifecycle controller's not-ready taint) lands on
+	// the others, and a node left empty is reaped by Karpenter's
+	// emptiness where the twin's is not.
+	nodes := all.Nodes
+	rest := all
+	rest.Nodes = nil
+	for _, n := range nodes {
+		if err := r.c.Create(r.ctx, n); err != nil {
+			return fmt.Errorf("creating %T %s: %w", n, n.GetName(), err)
+		}
+	}
+	r.waitNodesReady(nodes, time.Minute)
+	for _, o := range rest.All() {
 		if err := r.c.Create(r.ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
@@ -559,6 +574,44 @@ func (r *runner) create() error {
 		}
 	}
 	return nil
+}
+
+// waitNodesReady waits until the nodes are Ready and free of the taints
+// that keep the scheduler off a node that is not (node.kubernetes.io/
+// not-ready and unreachable), at most for d.
+func (r *runner) waitNodesReady(nodes []*corev1.Node, d time.Duration) {
+	deadline := time.Now().Add(d)     // edge: a real cluster, waited for on the wall clock
+	for time.Now().Before(deadline) { // edge: a real cluster, waited for on the wall clock
+		ready := true
+		for _, n := range nodes {
+			var cur corev1.Node
+			if err := r.c.Get(r.ctx, client.ObjectKeyFromObject(n), &cur); err != nil || !schedulable(&cur) {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // edge: polling
+	}
+	fmt.Fprintf(r.opts.Progress, "nodes not all Ready after %s; going on\n", d)
+}
+
+// schedulable reports whether n is Ready without the not-ready and
+// unreachable taints.
+func schedulable(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // waitWorkloads waits until the Deployments have their replicas ready,
@@ -594,6 +647,24 @@ func (r *runner) drain() {
 	}
 }
 
+// apiLine writes one line to Options.APITrace, if set.
+func (r *runner) apiLine(kind, object string, details map[string]any) {
+	w := r.opts.APITrace
+	if w == nil {
+		return
+	}
+	if details == nil {
+		details = map[string]any{}
+	}
+	now := time.Now().UTC() // edge: the trace's time is the wall clock
+	json.NewEncoder(w).Encode(struct { //nolint:errcheck // best effort, as Trace
+		T       time.Time      `json:"t"`
+		Kind    string         `json:"kind"`
+		Object  string         `json:"object"`
+		Details map[string]any `json:"details"`
+	}{now, kind, object, details})
+}
+
 func (r *runner) apply(ev apiserver.Event) {
 	if n, ok := ev.Object.(*corev1.Node); ok {
 		if ev.Type == apiserver.Deleted {
@@ -603,25 +674,16 @@ func (r *runner) apply(ev apiserver.Event) {
 		}
 	}
 	r.obs.Apply(ev)
-	// Karpenter's decisions, as the twin's fake Karpenter traces them.
+	// Karpenter's decisions, as the twin's fake Karpenter traces them; in
+	// the API trace too, where sim/fidelity reads them.
 	for _, rec := range r.kd.Observe(ev) {
 		r.emit(rec.Kind, rec.Object, rec.Details)
 		r.chk.KarpenterTrace(rec.Kind, rec.Object, rec.Details, time.Now()) // edge: the checker's time is the wall clock
+		r.apiLine(rec.Kind, rec.Object, rec.Details)
 	}
 	r.chk.Check(time.Now()) // edge: the checker's time is the wall clock
-	if w := r.opts.APITrace; w != nil {
-		now := time.Now().UTC() // edge: the trace's time is the wall clock
-		twin.APILines(ev, func(kind, object string, details map[string]any) {
-			if details == nil {
-				details = map[string]any{}
-			}
-			json.NewEncoder(w).Encode(struct { //nolint:errcheck // best effort, as Trace
-				T       time.Time      `json:"t"`
-				Kind    string         `json:"kind"`
-				Object  string         `json:"object"`
-				Details map[string]any `json:"details"`
-			}{now, kind, object, details})
-		})
+	if r.opts.APITrace != nil {
+		twin.APILines(ev, r.apiLine)
 	}
 	if r.trace != nil {
 		r.trace.Encode(map[string]any{"at": time.Since(r.start).Round(time.Millisecond).String(), "watch": string(ev.Type), //nolint:errcheck // edge: the trace is timed by the wall clock; best effort

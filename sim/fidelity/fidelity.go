@@ -4,12 +4,15 @@
 // verified, reaped by Karpenter, replaced), how many there were and how
 // long each took from its cause.
 //
-// Events are read from the API-level lines of a JSONL trace only (the
-// dotted kinds: node.cordon, node.ready, node.created, node.deleting,
-// bootcnode.phase, bootcnode.daemon), which the twin writes from its simulated API server's
-// events and the cluster target from its watches, so both sides are
+// Events are read from the API-level lines of a JSONL trace (the dotted
+// kinds: node.cordon, node.ready, node.created, node.deleting,
+// bootcnode.phase, bootcnode.daemon), which the twin writes from its
+// simulated API server's events and the cluster target from its watches,
+// and from Karpenter's decisions (karpenter/disrupt), which the fake
+// Karpenter traces and the cluster target reads from the NodeClaims'
+// DisruptionReason (sim/clusterrun.KarpenterDecisions), so both sides are
 // measured the same way. Lines of other kinds (the twin's host and
-// Karpenter internals, node/..., karpenter/...) are ignored.
+// Karpenter internals, node/..., other karpenter/... lines) are ignored.
 package fidelity
 
 import (
@@ -75,22 +78,23 @@ const (
 	// Verified: the BootcNode reached Updated, from the Node's Ready after
 	// the reboot.
 	Verified Kind = "verified"
-	// Reaped: a Node was deleted with no node created in the
-	// ReplaceWindow before it (Karpenter's emptiness, delete
-	// consolidation, expiry, repair), from the node's last uncordon or,
-	// never cordoned, its creation.
+	// Reaped: Karpenter deleted a Node without a replacement (emptiness,
+	// delete consolidation, expiry, repair): a karpenter/disrupt line for
+	// the node and no Node created between it and the deletion; from the
+	// node's last uncordon or, never uncordoned, its creation.
 	Reaped Kind = "reaped by Karpenter"
-	// Replaced: a Node was deleted after another was created within
-	// ReplaceWindow (Karpenter's replace), from that creation.
+	// Replaced: Karpenter deleted a Node after launching its replacement
+	// (replace consolidation, drift): a Node was created between the
+	// karpenter/disrupt line and the deletion; from the disrupt line (the
+	// replacement's launch, registration and initialization). A delete
+	// decision is carried out at once (in the twin at the same instant, on
+	// the cluster within about a second), so a node provisioned for the
+	// pods of an earlier deletion rarely falls in between.
 	Replaced Kind = "replaced"
 )
 
 // Kinds lists the kinds in the table's order.
 var Kinds = []Kind{Cordoned, Drained, Rebooted, Verified, Reaped, Replaced}
-
-// ReplaceWindow is how long before a node's deletion a newly created
-// node counts as its replacement.
-const ReplaceWindow = 5 * time.Minute
 
 // Events are the delays from cause to event, per kind, in the order the
 // events happened.
@@ -99,6 +103,7 @@ type Events map[Kind][]time.Duration
 // nodeState follows one node through the trace.
 type nodeState struct {
 	created, staged, cordoned, rebooting, readyAgain, uncordoned time.Time
+	disrupted                                                    time.Time // Karpenter's decision
 	wentNotReady, deleting                                       bool
 }
 
@@ -114,10 +119,7 @@ func Extract(lines []Line) Events {
 		}
 		return s
 	}
-	var created []struct {
-		name string
-		at   time.Time
-	}
+	var lastCreated time.Time // of any Node
 	add := func(k Kind, from, to time.Time) {
 		if from.IsZero() || to.Before(from) {
 			return
@@ -133,10 +135,11 @@ func Extract(lines []Line) Events {
 		case l.Kind == "node.created" && kind == "Node":
 			s := state(name)
 			*s = nodeState{created: l.T}
-			created = append(created, struct {
-				name string
-				at   time.Time
-			}{name, l.T})
+			lastCreated = l.T
+		case l.Kind == "karpenter/disrupt" && kind == "node":
+			if s := state(name); s.disrupted.IsZero() && !s.deleting {
+				s.disrupted = l.T
+			}
 		case l.Kind == "node.cordon" && kind == "Node":
 			s := state(name)
 			if l.Details["unschedulable"] == true {
@@ -165,21 +168,18 @@ func Extract(lines []Line) Events {
 				continue
 			}
 			s.deleting = true
-			var repl time.Time
-			for _, c := range created {
-				if c.name != name && !c.at.After(l.T) && l.T.Sub(c.at) <= ReplaceWindow && c.at.After(repl) {
-					repl = c.at
+			switch {
+			case s.disrupted.IsZero():
+				// Not Karpenter's decision (an admin, the scenario).
+			case !lastCreated.Before(s.disrupted):
+				add(Replaced, s.disrupted, l.T)
+			default:
+				from := s.created
+				if !s.uncordoned.IsZero() {
+					from = s.uncordoned
 				}
+				add(Reaped, from, l.T)
 			}
-			if !repl.IsZero() {
-				add(Replaced, repl, l.T)
-				continue
-			}
-			from := s.created
-			if !s.uncordoned.IsZero() {
-				from = s.uncordoned
-			}
-			add(Reaped, from, l.T)
 		case l.Kind == "bootcnode.daemon" && kind == "BootcNode":
 			s := state(name)
 			switch l.Details["phase"] {

@@ -30,10 +30,16 @@ func oneUpdate() []Line {
 		line(200, "bootcnode.phase", "BootcNode/a", map[string]any{"from": "Draining", "to": "Updated"}),
 		line(201, "node.cordon", "Node/a", map[string]any{"unschedulable": false}),
 		line(300, "node.created", "Node/c", map[string]any{"ready": false}),
-		line(1000, "node.deleting", "Node/a", nil), // 13 min after c: reaped
+		line(1000, "karpenter/disrupt", "node/a", map[string]any{"decision": "delete"}),
+		line(1000, "node.deleting", "Node/a", nil), // no node created since the decision: reaped
 		line(1000, "node.deleting", "Node/a", nil), // counted once
+		line(1040, "karpenter/disrupt", "node/c", map[string]any{"decision": "delete"}),
+		line(1046, "node.deleting", "Node/c", nil),                           // created, not uncordoned: reaped 746 s after
+		line(1047, "node.created", "Node/e", map[string]any{"ready": false}), // provisioned for c's pods: not c's replacement
+		line(1070, "karpenter/disrupt", "node/b", map[string]any{"decision": "replace"}),
 		line(1100, "node.created", "Node/d", map[string]any{"ready": false}),
-		line(1160, "node.deleting", "Node/b", nil), // 60 s after d: replaced
+		line(1130, "node.deleting", "Node/b", nil), // d created since the decision: replaced 60 s after it
+		line(1200, "node.deleting", "Node/d", nil), // no decision (an admin): neither
 	}
 }
 
@@ -44,7 +50,7 @@ func TestExtract(t *testing.T) {
 		Drained:  {45 * time.Second},
 		Rebooted: {100 * time.Second},
 		Verified: {30 * time.Second},
-		Reaped:   {799 * time.Second},
+		Reaped:   {799 * time.Second, 746 * time.Second},
 		Replaced: {60 * time.Second},
 	}
 	for _, k := range Kinds {
