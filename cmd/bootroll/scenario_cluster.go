@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/sim/clusterrun"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -170,11 +171,14 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 		if o.WorkDir != "" {
 			o.WorkDir = filepath.Join(o.WorkDir, "control-"+nc.Name)
 		}
-		if sc.Bootroll.TestOnly != (scenario.TestOnly{}) {
-			if why := testOnlySkip(sc.Bootroll.TestOnly, o.ExternalController); why != "" {
-				fmt.Fprintf(stdout, "  skipped: negative control %s: %s\n", nc.Name, why)
-				continue
-			}
+		if why := testOnlySkip(sc.Bootroll.TestOnly, o.ExternalController, o.ExternalDaemon); why != "" {
+			fmt.Fprintf(stdout, "  skipped: negative control %s: %s\n", nc.Name, why)
+			continue
+		}
+		// The daemon's settings reach the host-mode daemon through the
+		// scenario the run writes for it (with the control's sets); the
+		// controller's need the bootroll_testonly build.
+		if ctl, _ := controllerTestOnly(sc.Bootroll.TestOnly); ctl != (rollout.TestOnly{}) {
 			if testOnlyBin == "" {
 				fmt.Fprintf(stderr, "building bootroll with -tags %s for the negative controls\n", clusterrun.TestOnlyTag)
 				if testOnlyBin, err = clusterrun.BuildTestOnly(o.Repo); err != nil {
@@ -188,7 +192,7 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 					return exitBadInput
 				}
 			}
-			if o.ControllerBin, err = clusterrun.TestOnlyController(o.WorkDir, testOnlyBin, testOnlyNames(sc.Bootroll.TestOnly)); err != nil {
+			if o.ControllerBin, err = clusterrun.TestOnlyController(o.WorkDir, testOnlyBin, controllerNames(sc.Bootroll.TestOnly)); err != nil {
 				fmt.Fprintf(stderr, "%s: negative control %s: %v\n", l.file, nc.Name, err)
 				return exitBadInput
 			}
@@ -218,13 +222,21 @@ func runClusterControls(ctx context.Context, stdout, stderr io.Writer, l loaded,
 }
 
 // testOnlySkip says why a control with testOnly settings t cannot run on
-// the cluster, or "" when it can: the daemon's settings need host mode to
-// take them, and an external controller cannot be given them.
-func testOnlySkip(t scenario.TestOnly, external bool) string {
-	if _, daemon := controllerTestOnly(t); len(daemon) > 0 {
-		return fmt.Sprintf("bootroll.testOnly.%s breaks the node daemon, and host mode (sim/hostmode) has no deliberately broken modes", strings.Join(daemon, ", bootroll.testOnly."))
+// the cluster, or "" when it can: host mode plays forgetLastReboot but
+// simulates no image service (no pinned images, so no staging reserve to
+// drop), and daemons or a controller deployed outside the run cannot be
+// given any setting.
+func testOnlySkip(t scenario.TestOnly, externalController, externalDaemon bool) string {
+	ctl, daemon := controllerTestOnly(t)
+	for _, d := range daemon {
+		if !slices.Contains(hostModeTestOnly, d) {
+			return fmt.Sprintf("bootroll.testOnly.%s breaks the node daemon's pinned images, which host mode (sim/hostmode) does not simulate", d)
+		}
 	}
-	if external {
+	if len(daemon) > 0 && externalDaemon {
+		return fmt.Sprintf("it needs bootroll.testOnly.%s, and --daemon external runs daemons this run cannot break", strings.Join(daemon, ", bootroll.testOnly."))
+	}
+	if ctl != (rollout.TestOnly{}) && externalController {
 		return "it needs bootroll.testOnly, and --controller external runs a controller this run cannot break"
 	}
 	return ""

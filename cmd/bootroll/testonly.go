@@ -14,8 +14,24 @@ import (
 
 // daemonTestOnly are the scenario's testOnly settings that break the node
 // daemon rather than the controller (nodedaemon.TestOnly and the staging
-// reserve). Host mode (sim/hostmode) has no setting for them yet.
-var daemonTestOnly = []string{"forgetLastReboot", "noStagingReserve"}
+// reserve); hostModeTestOnly are those of them host mode (sim/hostmode)
+// plays, from the scenario it is given.
+var (
+	daemonTestOnly   = []string{"forgetLastReboot", "noStagingReserve"}
+	hostModeTestOnly = []string{"forgetLastReboot"}
+)
+
+// controllerNames lists the settings of t that break the controller, by
+// their scenario names, sorted (the testonly-controller's --test-only).
+func controllerNames(t scenario.TestOnly) []string {
+	var out []string
+	for _, n := range testOnlyNames(t) {
+		if !slices.Contains(daemonTestOnly, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // testOnlyNames lists the settings t turns on by their scenario names
 // (bootroll.testOnly.<name>), sorted.

@@ -68,17 +68,24 @@ func TestParseTestOnlyRejectsUnknownNames(t *testing.T) {
 
 func TestTestOnlySkip(t *testing.T) {
 	for _, tc := range []struct {
-		t        scenario.TestOnly
-		external bool
-		skip     bool
+		t                 scenario.TestOnly
+		extCtl, extDaemon bool
+		skip              bool
 	}{
-		{scenario.TestOnly{IgnoreSlotLimit: true}, false, false},
-		{scenario.TestOnly{IgnoreSlotLimit: true}, true, true},
-		{scenario.TestOnly{ForgetLastReboot: true}, false, true},
-		{scenario.TestOnly{NoStagingReserve: true, SkipUncordon: true}, false, true},
+		{scenario.TestOnly{IgnoreSlotLimit: true}, false, false, false},
+		{scenario.TestOnly{IgnoreSlotLimit: true}, true, false, true},
+		{scenario.TestOnly{IgnoreSlotLimit: true}, false, true, false},
+		{scenario.TestOnly{ForgetLastReboot: true}, false, false, false},
+		{scenario.TestOnly{ForgetLastReboot: true}, true, false, false},
+		{scenario.TestOnly{ForgetLastReboot: true}, false, true, true},
+		{scenario.TestOnly{NoStagingReserve: true}, false, false, true},
+		{scenario.TestOnly{NoStagingReserve: true, SkipUncordon: true}, false, false, true},
 	} {
-		if got := testOnlySkip(tc.t, tc.external) != ""; got != tc.skip {
-			t.Errorf("testOnlySkip(%+v, %v) skips = %v, want %v", tc.t, tc.external, got, tc.skip)
+		if got := testOnlySkip(tc.t, tc.extCtl, tc.extDaemon) != ""; got != tc.skip {
+			t.Errorf("testOnlySkip(%+v, %v, %v) skips = %v, want %v", tc.t, tc.extCtl, tc.extDaemon, got, tc.skip)
 		}
+	}
+	if got := controllerNames(scenario.TestOnly{ForgetLastReboot: true, SkipUncordon: true, IgnoreSlotLimit: true}); !slices.Equal(got, []string{"ignoreSlotLimit", "skipUncordon"}) {
+		t.Errorf("controllerNames = %v", got)
 	}
 }

@@ -49,6 +49,12 @@ func NewKarpenterDecisions() *KarpenterDecisions {
 	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}}
 }
 
+// DecisionUnseen is the decision of a karpenter/disrupt record read from
+// a DisruptionReason condition: whether Karpenter deletes the node or
+// replaces it first is not in the condition (sim/fidelity tells them
+// apart afterwards by whether a Node was created before the deletion).
+const DecisionUnseen = "delete or replace"
+
 // expirySlack is how much earlier than creation plus expireAfter a
 // claim's deletion may be and still count as its expiry (the clocks of
 // the API server and Karpenter are the same host's; timestamps have
@@ -109,7 +115,7 @@ func (k *KarpenterDecisions) claim(t apiserver.EventType, u *unstructured.Unstru
 	if r := disruptionReason(u); r != "" && k.reason[name] != r {
 		k.reason[name] = r
 		out = append(out, KarpenterRecord{Kind: "karpenter/disrupt", Object: "node/" + node, Details: map[string]any{
-			"method": methodOf(r), "reason": r, "decision": "delete", "nodeclaim": name}})
+			"method": methodOf(r), "reason": r, "decision": DecisionUnseen, "nodeclaim": name}})
 	}
 	if del := u.GetDeletionTimestamp(); del != nil && !k.deleting[name] {
 		k.deleting[name] = true

@@ -175,6 +175,16 @@ func (p *player) startDaemonAfter(dist scenario.Distribution) {
 	p.startDaemon()
 }
 
+// DaemonTestOnly is the deliberately broken daemon behaviour the
+// scenario asks for (bootroll.testOnly.forgetLastReboot), so that a
+// negative control runs on a real cluster as in the twin
+// (sim/twin.daemonConfig does the same mapping). Host mode simulates no
+// image service, so bootroll.testOnly.noStagingReserve has nothing to
+// break here.
+func DaemonTestOnly(sc *scenario.Scenario) nodedaemon.TestOnly {
+	return nodedaemon.TestOnly{ForgetLastReboot: sc.Bootroll.TestOnly.ForgetLastReboot}
+}
+
 // startDaemon starts a daemon process: nodedaemon.Wire over the
 // production adapters over the simulated host, with no memory of the
 // one before. Pinned images are not simulated (no image service).
@@ -209,7 +219,7 @@ func (p *player) startDaemon() {
 				}
 			},
 		},
-	}, nodedaemon.Config{Resync: p.e.resync, StagingReserve: 0})
+	}, nodedaemon.Config{Resync: p.e.resync, StagingReserve: 0, TestOnly: DaemonTestOnly(p.e.sc)})
 	p.mu.Unlock()
 	p.log.Info("daemon started")
 	p.e.wake(p.name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/localcluster"
+	"github.com/bootroll/bootroll/nodedaemon"
 )
 
 // TestPlayerReboot plays a reboot on a Node: annotated rebooting for the
@@ -104,5 +105,36 @@ func TestPlayerReboot(t *testing.T) {
 	defer mu.Unlock()
 	if wakes != 2 {
 		t.Errorf("%d wake-ups, want one per daemon start", wakes)
+	}
+}
+
+// TestPlayerDaemonTestOnly: a scenario's bootroll.testOnly.forgetLastReboot
+// reaches the daemons host mode starts (a negative control on the
+// cluster), and without it they run as shipped.
+func TestPlayerDaemonTestOnly(t *testing.T) {
+	for _, forget := range []bool{false, true} {
+		sc := loadTest(t)
+		sc.Bootroll.TestOnly.ForgetLastReboot = forget
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = v1alpha1.AddToScheme(scheme)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}}}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
+		fc := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+		e := &env{
+			sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
+			resync: time.Hour, retry: time.Second, wake: func(string) {},
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p := newPlayer(ctx, e, node)
+		waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
+		fc.Step(5 * time.Second)
+		var d *nodedaemon.Daemon
+		waitFor(t, "the daemon to start", func() bool { p.mu.Lock(); defer p.mu.Unlock(); d = p.daemon; return d != nil })
+		if d.TestOnly.ForgetLastReboot != forget {
+			t.Errorf("scenario forgetLastReboot %v: the daemon's TestOnly is %+v", forget, d.TestOnly)
+		}
+		p.end()
+		cancel()
 	}
 }

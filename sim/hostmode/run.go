@@ -83,6 +83,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Concurrency == 0 {
 		o.Concurrency = 8
 	}
+	if to := DaemonTestOnly(o.Scenario); to != (nodedaemon.TestOnly{}) {
+		o.Log.Info("WARNING: the scenario's bootroll.testOnly breaks every daemon this process plays on purpose (a negative control)", "testOnly", fmt.Sprintf("%+v", to))
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

@@ -101,16 +101,22 @@ func parseTrace(t *testing.T, data []byte) []traceLine {
 	return out
 }
 
-// TestScenarios runs every scenario of scenarios/ (not scenarios/bench/):
-// each must pass, and each of its negative controls must be caught by the
-// invariant it names. -short skips the 100-node scenario.
+// TestScenarios runs every scenario of scenarios/ and scenarios/cluster/
+// (the variants for --target cluster, whose twin verdicts the cluster's
+// must match; not scenarios/bench/): each must pass, and each of its
+// negative controls must be caught by the invariant it names. -short
+// skips the 100-node scenario.
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(scenarios, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
-	for _, file := range files {
-		name := filepath.Base(file)
+	cluster, err := filepath.Glob(filepath.Join(scenarios, "cluster", "*.yaml"))
+	if err != nil || len(cluster) == 0 {
+		t.Fatalf("no scenarios/cluster: %v", err)
+	}
+	for _, file := range append(files, cluster...) {
+		name, _ := filepath.Rel(scenarios, file)
 		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
 			if testing.Short() && name == "rollout-100-nodes.yaml" {
 				t.Skip("slow; run without -short")
