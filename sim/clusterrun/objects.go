@@ -217,6 +217,12 @@ func Node(name string, g scenario.NodeGroup, cordoned bool) *corev1.Node {
 	labels[corev1.LabelOSStable] = "linux"
 	labels[corev1.LabelArchStable] = "amd64"
 	labels["type"] = "kwok"
+	// One zone for every node, as in the twin, which has no zones: the
+	// scheduler's default topology spread counts zones, and nodes without
+	// the label would be preferred over the Karpenter nodes that have it.
+	if _, ok := labels[corev1.LabelTopologyZone]; !ok {
+		labels[corev1.LabelTopologyZone] = KWOKZone
+	}
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -268,6 +274,8 @@ func NodePool(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 					map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64"}},
 					map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 					map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}},
+					// The zone of every other node (Node): the twin has no zones.
+					map[string]any{"key": corev1.LabelTopologyZone, "operator": "In", "values": []any{zoneOf(np.Labels)}},
 				},
 				"nodeClassRef": map[string]any{"name": nodeClassName(np), "kind": "KWOKNodeClass", "group": "karpenter.kwok.sh"},
 				"expireAfter":  neverString(np.ExpireAfter),
@@ -338,9 +346,23 @@ func NodeClaim(name string, g scenario.NodeGroup, np *scenario.KarpenterNodePool
 	return u
 }
 
-// KWOKZone is the zone of the KWOK provider's offerings that adopted
-// nodes are put in (instance_types.json: test-zone-a to d).
+// KWOKZone is the zone of the KWOK provider's offerings (instance_types.json:
+// test-zone-a to d) that every node of a run is in, static, adopted or
+// launched, unless the scenario's labels name another: the twin has no
+// zones, and kube-scheduler's default topology spread (by zone and by
+// host) places pods on nodes of one zone as the twin spreads them. Found
+// on the expiry scenario: with the zone on the Karpenter nodes only, the
+// scheduler put every pod on the static nodes and Karpenter reaped an
+// empty Karpenter node the twin had given a pod.
 const KWOKZone = "test-zone-a"
+
+// zoneOf is the zone labels name, or KWOKZone.
+func zoneOf(labels map[string]string) string {
+	if z := labels[corev1.LabelTopologyZone]; z != "" {
+		return z
+	}
+	return KWOKZone
+}
 
 // KWOKProviderPrefix is the provider ID prefix of Karpenter's KWOK
 // provider: it finds a claim's instance as the Node named by the rest.
@@ -356,7 +378,7 @@ func karpenterNodeLabels(g scenario.NodeGroup, np *scenario.KarpenterNodePool) m
 		"karpenter.sh/nodepool":        np.Name,
 		corev1.LabelInstanceTypeStable: InstanceType(g.Capacity["cpu"], g.Capacity["memory"]),
 		"karpenter.sh/capacity-type":   "on-demand",
-		corev1.LabelTopologyZone:       KWOKZone,
+		corev1.LabelTopologyZone:       zoneOf(np.Labels),
 		corev1.LabelArchStable:         "amd64",
 		corev1.LabelOSStable:           "linux",
 	}

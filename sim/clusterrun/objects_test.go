@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +239,42 @@ karpenter:
 		if want := map[string]string{"a": "slow", "b": "fast"}[np.GetName()]; ref != want {
 			t.Errorf("NodePool %s launches from %q, want %q", np.GetName(), ref, want)
 		}
+	}
+}
+
+// TestOneZone: every node of a run is in one zone, static and adopted,
+// and NodePools launch into it, unless the scenario's labels name
+// another: kube-scheduler's default topology spread prefers nodes without
+// the zone label, so a zone on the Karpenter nodes only left them empty.
+func TestOneZone(t *testing.T) {
+	sc := parse(t, testScenario)
+	o, err := Build(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range append(slices.Clone(o.Nodes), o.KarpenterNodes...) {
+		if z := n.Labels[corev1.LabelTopologyZone]; z != KWOKZone {
+			t.Errorf("node %s: zone %q, want %s", n.Name, z, KWOKZone)
+		}
+	}
+	zoneReq := func(np *unstructured.Unstructured) []any {
+		reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
+		for _, r := range reqs {
+			if m := r.(map[string]any); m["key"] == corev1.LabelTopologyZone && m["operator"] == "In" {
+				return m["values"].([]any)
+			}
+		}
+		return nil
+	}
+	if len(o.NodePools) != 1 || !reflect.DeepEqual(zoneReq(o.NodePools[0]), []any{KWOKZone}) {
+		t.Errorf("NodePool zone requirement: %v", zoneReq(o.NodePools[0]))
+	}
+	// A zone the scenario names is kept.
+	sc = parse(t, strings.Replace(testScenario, "labels: {pool: workers}", "labels: {pool: workers, topology.kubernetes.io/zone: z9}", 1))
+	if o, err = Build(sc); err != nil {
+		t.Fatal(err)
+	}
+	if z := o.Nodes[0].Labels[corev1.LabelTopologyZone]; z != "z9" {
+		t.Errorf("a zone of the scenario's labels: got %q, want z9", z)
 	}
 }
