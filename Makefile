@@ -15,7 +15,7 @@ IMAGES_DIR := $(BIN)/images
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: cluster-tools kind-up kind-deploy kind-scenario kind-down bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
+.PHONY: cluster-tools karpenter-v1.14 kind-up kind-deploy kind-scenario kind-down bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
 all: build
 
@@ -61,6 +61,17 @@ $(K8S_BIN)/karpenter-kwok: $(KARPENTER_MOD)
 	@echo ">> building karpenter-kwok from sigs.k8s.io/karpenter/kwok with $(KARPENTER_GOTOOLCHAIN) (about 2 minutes the first time)"
 	mkdir -p $(K8S_BIN)
 	cd hack/tools/karpenter && GOTOOLCHAIN=$(KARPENTER_GOTOOLCHAIN) CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/karpenter/kwok
+
+# Karpenter v1.14.3's KWOK provider, for scenarios that set
+# karpenter.version=v1.14 on the cluster target (make e2e, make fidelity;
+# not make test, which runs no such scenario).
+KARPENTER_V114_MOD := hack/tools/karpenter-v1.14/go.mod
+$(K8S_BIN)/karpenter-kwok-v1.14: $(KARPENTER_V114_MOD)
+	@echo ">> building karpenter-kwok v1.14.3 from sigs.k8s.io/karpenter/kwok with $(KARPENTER_GOTOOLCHAIN) (about 2 minutes the first time)"
+	mkdir -p $(K8S_BIN)
+	cd hack/tools/karpenter-v1.14 && GOTOOLCHAIN=$(KARPENTER_GOTOOLCHAIN) CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/karpenter/kwok
+
+karpenter-v1.14: $(K8S_BIN)/karpenter-kwok-v1.14 ## Build Karpenter v1.14.3's KWOK provider into bin/k8s/ (scenarios with karpenter.version=v1.14 on --target cluster).
 
 CLUSTER_TOOLS := $(K8S_BIN)/etcd $(K8S_BIN)/kube-apiserver $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler $(K8S_BIN)/kwok $(K8S_BIN)/karpenter-kwok
 

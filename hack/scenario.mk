@@ -67,10 +67,10 @@ whatif-bench: bootroll-cli ## Time bootroll whatif: 5 maxUnavailable values × 5
 		$(BOOTROLL) whatif $$f --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' --seeds $(WHATIF_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_OUT)/$$(basename $$f .yaml) || exit $$?; \
 	done
 
-e2e: bootroll-cli cluster-tools ## Run every scenarios/cluster/*.yaml and its negative controls on a local control plane with the real Karpenter (scenario run --target cluster --negative-controls; minutes each; not in make test).
+e2e: bootroll-cli cluster-tools karpenter-v1.14 ## Run every scenarios/cluster/*.yaml and its negative controls on a local control plane with the real Karpenter (scenario run --target cluster --negative-controls; minutes each; not in make test).
 	$(BOOTROLL) scenario run --target cluster --negative-controls $(CLUSTER_SCENARIOS)
 
-fidelity: bootroll-cli cluster-tools ## Run scenarios/cluster/*.yaml in the twin and on a local control plane and regenerate the table in docs/fidelity.md (minutes each; not in make test).
+fidelity: bootroll-cli cluster-tools karpenter-v1.14 ## Run scenarios/cluster/*.yaml in the twin and on a local control plane and regenerate the table in docs/fidelity.md (minutes each; not in make test).
 	$(BOOTROLL) fidelity $(CLUSTER_SCENARIOS) --markdown docs/fidelity.md
 
 bench-100k: bootroll-cli ## Run the 100,000-node rollout (scenarios/bench/bench-100000.yaml) under a 7 GiB Go memory limit and print its peak heap and RSS (about an hour; not in make test).

@@ -26,6 +26,8 @@ type clusterFlags struct {
 	repo    string
 	timeout time.Duration
 	grace   time.Duration
+	// karpenter is the Karpenter version (localcluster.Options.KarpenterVersion).
+	karpenter string
 }
 
 func newClusterCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -82,6 +84,7 @@ binaries.`,
 	fl.StringVar(&f.repo, "repo", "", "the bootroll checkout whose CRDs (config/crd/bases) are installed (default: the current directory or the first parent that is one)")
 	fl.StringVar(&f.binDir, "bin-dir", "", "directory of the binaries (default: bin/k8s in the repository)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up when the cluster is not ready by then")
+	fl.StringVar(&f.karpenter, "karpenter-version", localcluster.DefaultKarpenterVersion, "Karpenter to install and start: "+localcluster.DefaultKarpenterVersion+" (v1.15.0, make cluster-tools) or "+localcluster.KarpenterV114+" (v1.14.3, make karpenter-v1.14)")
 	return cmd
 }
 
@@ -146,12 +149,16 @@ func runClusterUp(stdout, stderr io.Writer, f clusterFlags) error {
 		fmt.Fprintln(stderr, "bootroll cluster up:", err)
 		return exitError{exitBadInput}
 	}
+	if err := localcluster.CheckKarpenterVersion(f.karpenter); err != nil {
+		fmt.Fprintln(stderr, "bootroll cluster up: --karpenter-version:", err)
+		return exitError{exitBadInput}
+	}
 	// Ctrl-C while starting: stop what was started, like any failure.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // edge: the CLI's signals
 	defer stop()
 	fmt.Fprintf(stderr, "starting a local control plane in %s\n", f.dir)
 	st, err := localcluster.Up(ctx, localcluster.Options{
-		Dir: f.dir, BinDir: f.binDir, Repo: f.repo, Timeout: f.timeout, Progress: stderr,
+		Dir: f.dir, BinDir: f.binDir, Repo: f.repo, Timeout: f.timeout, Progress: stderr, KarpenterVersion: f.karpenter,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "bootroll cluster up:", err)

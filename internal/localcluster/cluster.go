@@ -38,6 +38,10 @@ type Options struct {
 	Progress io.Writer
 	// Karpenter is how much of Karpenter Up installs and starts.
 	Karpenter KarpenterMode
+	// KarpenterVersion is the Karpenter whose CRDs Up installs and whose
+	// karpenter-kwok it starts: "" (DefaultKarpenterVersion) or
+	// KarpenterV114.
+	KarpenterVersion string
 }
 
 // KarpenterMode says how much of Karpenter Up installs and starts.
@@ -79,6 +83,9 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	}
 	bins, err := FindBinaries(o.BinDir)
 	if err != nil {
+		return st, err
+	}
+	if bins[KarpenterKWOK], err = karpenterBinary(o.BinDir, o.KarpenterVersion, bins[KarpenterKWOK]); err != nil {
 		return st, err
 	}
 	l := Layout{Dir: o.Dir}
@@ -169,7 +176,7 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 	}
 	var crds []*unstructured.Unstructured
 	if o.Karpenter != KarpenterAbsent {
-		if crds, err = ReadManifests(Manifests, KarpenterCRDs); err != nil {
+		if crds, err = KarpenterCRDsFor(o.KarpenterVersion); err != nil {
 			return st, err
 		}
 	}
@@ -217,12 +224,12 @@ func Up(ctx context.Context, o Options) (st State, err error) {
 // KWOKNodeClass and the default NodePool: what Up does for Karpenter
 // before it starts the process, for a cluster started with
 // KarpenterAbsent. It leaves objects that exist alone.
-func InstallKarpenter(ctx context.Context, kubeconfig string) error {
+func InstallKarpenter(ctx context.Context, kubeconfig, version string) error {
 	c, err := newClient(kubeconfig)
 	if err != nil {
 		return err
 	}
-	crds, err := ReadManifests(Manifests, KarpenterCRDs)
+	crds, err := KarpenterCRDsFor(version)
 	if err != nil {
 		return err
 	}
@@ -249,6 +256,9 @@ type StartKarpenterOptions struct {
 	// FeatureGates is Karpenter's --feature-gates value (FEATURE_GATES),
 	// e.g. "NodeRepair=true"; empty: Karpenter's defaults.
 	FeatureGates string
+	// Version is the Karpenter to start, as Options.KarpenterVersion; its
+	// CRDs must be the ones installed.
+	Version string
 	// Wait waits until Karpenter answers its readiness probe, at most
 	// Timeout (default 1 min).
 	Wait    bool
@@ -279,6 +289,9 @@ func StartKarpenter(ctx context.Context, o StartKarpenterOptions) (Process, erro
 		return Process{}, err
 	}
 	c := KarpenterComponent(Components(bins, st.Ports, l), o.FeatureGates)
+	if c.Path, err = karpenterBinary(o.BinDir, o.Version, c.Path); err != nil {
+		return Process{}, err
+	}
 	r, err := startProcess(c, l)
 	if err != nil {
 		return Process{}, err
@@ -300,6 +313,28 @@ func StartKarpenter(ctx context.Context, o StartKarpenterOptions) (Process, erro
 		return r.proc, err
 	}
 	return r.proc, probe.wait(ctx, c, r)
+}
+
+// karpenterBinary is the karpenter-kwok of a Karpenter version: def (the
+// default one FindBinaries found) or that version's binary in binDir,
+// which must be built.
+func karpenterBinary(binDir, version, def string) (string, error) {
+	f, err := karpenterVersion(version)
+	if err != nil {
+		return "", err
+	}
+	if f.bin == KarpenterKWOK {
+		return def, nil
+	}
+	p := filepath.Join(binDir, f.bin)
+	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", &MissingBinariesError{Dir: binDir, Names: []string{f.bin}, Target: "make karpenter-v1.14"}
+	}
+	abs, err := filepath.Abs(p)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	return abs, err
 }
 
 // KarpenterComponent is the karpenter-kwok component of comps with the

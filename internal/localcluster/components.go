@@ -80,10 +80,16 @@ func FindBinaries(binDir string) (map[string]string, error) {
 type MissingBinariesError struct {
 	Dir   string
 	Names []string
+	// Target is the make target that builds them; "" is BuildTarget.
+	Target string
 }
 
 func (e *MissingBinariesError) Error() string {
-	return fmt.Sprintf("%s not found in %s: build them with `%s` in the repository", strings.Join(e.Names, ", "), e.Dir, BuildTarget)
+	t := e.Target
+	if t == "" {
+		t = BuildTarget
+	}
+	return fmt.Sprintf("%s not found in %s: build them with `%s` in the repository", strings.Join(e.Names, ", "), e.Dir, t)
 }
 
 // IsMissingBinaries tells whether err is a MissingBinariesError.

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -188,5 +189,51 @@ func TestKarpenterComponent(t *testing.T) {
 		if strings.HasPrefix(e, "FEATURE_GATES=") {
 			t.Errorf("without gates: %v", e)
 		}
+	}
+}
+
+// TestKarpenterVersions: each version a local cluster runs has its own
+// CRDs (v1.14's NodePool has no Unhealthy budget reason, v1.15's has) and
+// karpenter-kwok binary; an unknown version and a v1.14 binary not built
+// are errors that say what to do.
+func TestKarpenterVersions(t *testing.T) {
+	unhealthy := func(version string) bool {
+		crds, err := KarpenterCRDsFor(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(kinds(crds), "CustomResourceDefinition/kwoknodeclasses.karpenter.kwok.sh") {
+			t.Errorf("%s: CRDs %v lack the KWOKNodeClass", version, kinds(crds))
+		}
+		for _, c := range crds {
+			if c.GetName() == "nodepools.karpenter.sh" {
+				b, _ := json.Marshal(c.Object)
+				return strings.Contains(string(b), `"Unhealthy"`)
+			}
+		}
+		t.Fatalf("%s: no NodePool CRD", version)
+		return false
+	}
+	if !unhealthy("") || !unhealthy(DefaultKarpenterVersion) || unhealthy(KarpenterV114) {
+		t.Errorf("Unhealthy budget reason: default %v, v1.14 %v; want true, false", unhealthy(""), unhealthy(KarpenterV114))
+	}
+	if err := CheckKarpenterVersion("v1.13"); err == nil || !strings.Contains(err.Error(), "make karpenter-v1.14") {
+		t.Errorf("v1.13: %v", err)
+	}
+
+	dir := t.TempDir()
+	if p, err := karpenterBinary(dir, "", "/x/karpenter-kwok"); err != nil || p != "/x/karpenter-kwok" {
+		t.Errorf("default: %q, %v", p, err)
+	}
+	_, err := karpenterBinary(dir, KarpenterV114, "/x/karpenter-kwok")
+	if !IsMissingBinaries(err) || !strings.Contains(err.Error(), "karpenter-kwok-v1.14") || !strings.Contains(err.Error(), "make karpenter-v1.14") {
+		t.Errorf("v1.14 not built: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "karpenter-kwok-v1.14"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	if p, err := karpenterBinary(dir, KarpenterV114, "/x/karpenter-kwok"); err != nil || p != filepath.Join(real, "karpenter-kwok-v1.14") {
+		t.Errorf("v1.14: %q, %v", p, err)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // binary. (Not under config/: that directory is bootroll's own install,
 // which config's tests check as such.)
 //
-//go:embed manifests/crds/*.yaml manifests/*.yaml
+//go:embed manifests/crds/*.yaml manifests/crds-v1.14/*.yaml manifests/*.yaml
 var Manifests embed.FS
 
 // Paths in Manifests, and of bootroll's own CRDs in the repository.
@@ -37,6 +37,45 @@ const (
 	NodePoolFile   = "manifests/nodepool.yaml"
 	BootrollCRDDir = "config/crd/bases"
 )
+
+// Karpenter versions a local cluster runs: DefaultKarpenterVersion
+// (v1.15.0, built by make cluster-tools) and KarpenterV114 (v1.14.3,
+// make karpenter-v1.14), each with its own CRDs and karpenter-kwok binary.
+const (
+	DefaultKarpenterVersion = "v1.15"
+	KarpenterV114           = "v1.14"
+)
+
+// karpenterFiles are a Karpenter version's CRDs (a glob in Manifests) and
+// karpenter-kwok binary (a name in the binary directory).
+type karpenterFiles struct{ crds, bin string }
+
+func karpenterVersion(version string) (karpenterFiles, error) {
+	switch version {
+	case "", DefaultKarpenterVersion:
+		return karpenterFiles{KarpenterCRDs, KarpenterKWOK}, nil
+	case KarpenterV114:
+		return karpenterFiles{"manifests/crds-v1.14/*.yaml", KarpenterKWOK + "-v1.14"}, nil
+	}
+	return karpenterFiles{}, fmt.Errorf("Karpenter %q: the local cluster runs %s (make cluster-tools) or %s (make karpenter-v1.14)", version, DefaultKarpenterVersion, KarpenterV114)
+}
+
+// CheckKarpenterVersion returns an error that names the versions a local
+// cluster runs when version is not one of them.
+func CheckKarpenterVersion(version string) error {
+	_, err := karpenterVersion(version)
+	return err
+}
+
+// KarpenterCRDsFor are the CRDs of a Karpenter version ("" is
+// DefaultKarpenterVersion).
+func KarpenterCRDsFor(version string) ([]*unstructured.Unstructured, error) {
+	f, err := karpenterVersion(version)
+	if err != nil {
+		return nil, err
+	}
+	return ReadManifests(Manifests, f.crds)
+}
 
 // FindRepo returns the first of dir and its parents that holds bootroll's
 // CRDs (config/crd/bases), so `bootroll cluster up` works from any

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
 
@@ -245,8 +246,10 @@ func notices(sc *scenario.Scenario, o PlanOptions) []Notice {
 		}
 	}
 	if k := sc.Karpenter; k != nil {
-		if k.Version != "" && k.Version != "v1.15" {
-			out = append(out, Notice{Name: "karpenter.version=" + string(k.Version), Why: "the local cluster runs Karpenter v1.15.0"})
+		if k.Version != "" && k.Version != localcluster.DefaultKarpenterVersion && !o.OwnKarpenter {
+			// A local cluster the run starts runs that version
+			// (karpenter-kwok-v1.14, make karpenter-v1.14).
+			out = append(out, Notice{Name: "karpenter.version=" + string(k.Version), Why: "the cluster's Karpenter runs already, at the version deployed"})
 		}
 		switch {
 		case !o.OwnKarpenter && k.NodeRepair:

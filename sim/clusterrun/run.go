@@ -347,7 +347,7 @@ func (r *runner) applyNodeClasses() error {
 // is not waited for.
 func (r *runner) installKarpenter(crds bool) error {
 	if crds {
-		if err := localcluster.InstallKarpenter(r.ctx, r.kubeconfig); err != nil {
+		if err := localcluster.InstallKarpenter(r.ctx, r.kubeconfig, r.karpenterVersion()); err != nil {
 			return fmt.Errorf("installing Karpenter: %w", err)
 		}
 		if err := r.watchLate(); err != nil {
@@ -381,13 +381,22 @@ func (r *runner) installKarpenter(crds bool) error {
 	if r.sc.Karpenter.NodeRepair {
 		gates = "NodeRepair=true"
 	}
-	p, err := localcluster.StartKarpenter(r.ctx, localcluster.StartKarpenterOptions{Dir: r.clusterDir, BinDir: filepath.Join(r.opts.Repo, "bin", "k8s"), FeatureGates: gates})
+	p, err := localcluster.StartKarpenter(r.ctx, localcluster.StartKarpenterOptions{Dir: r.clusterDir, BinDir: filepath.Join(r.opts.Repo, "bin", "k8s"), FeatureGates: gates, Version: r.karpenterVersion()})
 	if err != nil {
 		return fmt.Errorf("starting Karpenter: %w", err)
 	}
 	r.emit("karpenter.install", "", map[string]any{"crds": crds, "claims": len(r.objs.NodeClaims), "featureGates": gates, "pid": p.PID})
 	fmt.Fprintf(r.opts.Progress, "Karpenter installed at %s: %d NodeClaim(s) adopting nodes, karpenter-kwok started (pid %d, log %s)\n", time.Since(r.start).Round(time.Millisecond), len(r.objs.NodeClaims), p.PID, p.Log) // edge: progress timed by the wall clock
 	return nil
+}
+
+// karpenterVersion is the scenario's karpenter.version, the Karpenter a
+// local cluster the run starts runs ("" without karpenter).
+func (r *runner) karpenterVersion() string {
+	if r.sc.Karpenter == nil {
+		return ""
+	}
+	return string(r.sc.Karpenter.Version)
 }
 
 // cluster returns the kubeconfig of the cluster to run on, starting a
@@ -410,7 +419,7 @@ func (r *runner) cluster() (string, func(), error) {
 	case r.ownKarpenter:
 		mode = localcluster.KarpenterDeferred
 	}
-	st, err := localcluster.Up(r.ctx, localcluster.Options{Dir: dir, BinDir: filepath.Join(o.Repo, "bin", "k8s"), Repo: o.Repo, Progress: o.Progress, Karpenter: mode})
+	st, err := localcluster.Up(r.ctx, localcluster.Options{Dir: dir, BinDir: filepath.Join(o.Repo, "bin", "k8s"), Repo: o.Repo, Progress: o.Progress, Karpenter: mode, KarpenterVersion: r.karpenterVersion()})
 	if err != nil {
 		return "", nil, fmt.Errorf("starting the local cluster: %w", err)
 	}
@@ -656,7 +665,7 @@ func (r *runner) apiLine(kind, object string, details map[string]any) {
 	if details == nil {
 		details = map[string]any{}
 	}
-	now := time.Now().UTC() // edge: the trace's time is the wall clock
+	now := time.Now().UTC()            // edge: the trace's time is the wall clock
 	json.NewEncoder(w).Encode(struct { //nolint:errcheck // best effort, as Trace
 		T       time.Time      `json:"t"`
 		Kind    string         `json:"kind"`

@@ -290,3 +290,32 @@ func TestRegistryCoversEveryInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestRebootEndsOnNewBootID: a node bootroll's daemon asked to reboot
+// counts as unavailable until it was NotReady and is Ready again, or, for
+// a reboot too short to be seen NotReady (or a power cycle that pre-empted
+// it), until the Node is Ready with another boot ID; without either it
+// still counts (explorer seed 70084 of cluster-pool-deleted-mid-rollout: a
+// power cycle ate the reboot, and the node counted against the pool made
+// again a minute later).
+func TestRebootEndsOnNewBootID(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+	boot := func(id string) func(*corev1.Node) { return func(n *corev1.Node) { n.Status.NodeInfo.BootID = id } }
+	f.node("a", boot("a-1"))
+	f.at(time.Second)
+	f.c.Reboot("a", imgA, imgB)
+	f.node("a", func(n *corev1.Node) { n.Labels["x"] = "y" }) // an unrelated change, same boot
+	f.node("b", mark)
+	f.check(2 * time.Second)
+	if n := f.c.Count("max-unavailable"); n != 1 {
+		t.Fatalf("a rebooting without a new boot and b in a slot: %d max-unavailable, want 1", n)
+	}
+	f.node("b", unmark)
+	f.check(3 * time.Second)
+	f.node("a", boot("a-2")) // back, never seen NotReady
+	f.node("b", mark)
+	f.check(4 * time.Second)
+	if n := f.c.Count("max-unavailable"); n != 1 {
+		t.Errorf("a back with a new boot ID still counted: %d max-unavailable, want 1", n)
+	}
+}

@@ -43,7 +43,7 @@ func (c *Checker) Reboot(node, from, to string) {
 	at := now.Sub(c.start)
 	n := c.world.nodes[node]
 	if n != nil && n.Exists {
-		n.rebooting, n.rebootDown = true, false
+		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
 		c.world.updateUnavailable(n)
 		if n.Marked {
 			n.churn.rebooted = true // an update in the slot (no-churn)

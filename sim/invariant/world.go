@@ -141,9 +141,16 @@ type Node struct {
 	health nodeHealth
 
 	// rebooting is set by the Checker from a reboot request until the Node
-	// was NotReady and is Ready again (rebootDown records the first half),
-	// or its BootcNode is Failed or RolledBack.
+	// was NotReady and is Ready again (rebootDown records the first half)
+	// or is Ready with a new boot ID, or its BootcNode is Failed or
+	// RolledBack.
 	rebooting, rebootDown bool
+	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
+	// the one it had when bootroll's daemon asked for the reboot: a new
+	// boot ID ends the reboot too, for a node that came back before it
+	// was ever seen NotReady (a reboot shorter than the node lifecycle
+	// controller's grace period, or a power cycle that pre-empted it).
+	nodeBootID, rebootBootID string
 	// slotIn is the live pool whose status.slots lists the node.
 	slotIn *Pool
 	// touch is the Checker's record of what bootroll did to the node.
@@ -555,10 +562,12 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 			n.Claim = r.Name
 		}
 	}
+	n.nodeBootID = o.Status.NodeInfo.BootID
 	if n.rebooting {
-		if !n.Ready {
+		switch {
+		case !n.Ready:
 			n.rebootDown = true
-		} else if n.rebootDown {
+		case n.rebootDown, n.nodeBootID != n.rebootBootID:
 			n.rebooting, n.rebootDown = false, false
 		}
 	}
@@ -674,7 +683,9 @@ func (n *Node) Unavailable() bool {
 //     it), or
 //   - a pool's status.slots lists it (bootroll's own reservation), or
 //   - bootroll's daemon requested a reboot of it, until the Node was
-//     NotReady and is Ready again (or it is Failed or RolledBack: a node
+//     NotReady and is Ready again, or is Ready with another boot ID than
+//     at the request (a reboot too short to be seen NotReady, or one a
+//     power cycle pre-empted), or it is Failed or RolledBack (a node
 //     that never comes back is counted by the failure policy), or
 //   - its BootcNode is in a slot phase (Draining, Rebooting, Verifying);
 //
