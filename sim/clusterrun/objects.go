@@ -189,7 +189,38 @@ func Build(sc *scenario.Scenario) (*Objects, error) {
 	for _, p := range sc.Bootroll.Pools {
 		o.Pools = append(o.Pools, Pool(sc, p))
 	}
+	if sc.Karpenter != nil && string(sc.Karpenter.Version) == localcluster.KarpenterV114 {
+		unregisteredV114(o)
+	}
 	return o, nil
+}
+
+// TaintUnregistered is the taint Karpenter's launched nodes carry until
+// their NodeClaim registers them.
+const TaintUnregistered = "karpenter.sh/unregistered"
+
+// unregisteredV114 prepares the objects for Karpenter v1.14, which
+// registers a claim's Node only when it carries karpenter.sh/unregistered
+// ("missing taint prevents registration-related race conditions on
+// Karpenter-managed nodes"; v1.15 registers it without): the adopted
+// nodes carry it from the setup on, as a node the provider launched does,
+// and every pod tolerates it, so that the workloads run on them before
+// Karpenter is installed, as in the twin. Karpenter removes it when it
+// registers the node.
+func unregisteredV114(o *Objects) {
+	for _, n := range o.KarpenterNodes {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintUnregistered, Effect: corev1.TaintEffectNoExecute})
+	}
+	tol := corev1.Toleration{Key: TaintUnregistered, Operator: corev1.TolerationOpExists}
+	for _, d := range o.Workloads {
+		d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations, tol)
+	}
+	for _, d := range o.DaemonSets {
+		d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations, tol)
+	}
+	for _, p := range o.BarePods {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, tol)
+	}
 }
 
 func karpenterPool(sc *scenario.Scenario, name string) *scenario.KarpenterNodePool {

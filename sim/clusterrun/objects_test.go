@@ -278,3 +278,30 @@ func TestOneZone(t *testing.T) {
 		t.Errorf("a zone of the scenario's labels: got %q, want z9", z)
 	}
 }
+
+// TestUnregisteredV114: for Karpenter v1.14 the adopted nodes carry
+// karpenter.sh/unregistered (v1.14 registers no node without it) and every
+// pod tolerates it; for v1.15 neither.
+func TestUnregisteredV114(t *testing.T) {
+	for _, v := range []string{"v1.15", "v1.14"} {
+		sc := parse(t, strings.Replace(testScenario, "karpenter:\n  nodeClasses", "karpenter:\n  version: "+v+"\n  nodeClasses", 1))
+		o, err := Build(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := v == "v1.14"
+		has := slices.ContainsFunc(o.KarpenterNodes[0].Spec.Taints, func(tt corev1.Taint) bool {
+			return tt.Key == TaintUnregistered && tt.Effect == corev1.TaintEffectNoExecute
+		})
+		tolerates := func(ts []corev1.Toleration) bool {
+			return slices.ContainsFunc(ts, func(tt corev1.Toleration) bool { return tt.Key == TaintUnregistered })
+		}
+		if has != want || tolerates(o.Workloads[0].Spec.Template.Spec.Tolerations) != want || tolerates(o.BarePods[0].Spec.Tolerations) != want {
+			t.Errorf("%s: taint %v, deployment tolerates %v, bare pod tolerates %v; want %v", v, has,
+				tolerates(o.Workloads[0].Spec.Template.Spec.Tolerations), tolerates(o.BarePods[0].Spec.Tolerations), want)
+		}
+		if slices.ContainsFunc(o.Nodes[0].Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == TaintUnregistered }) {
+			t.Errorf("%s: a static node has the taint", v)
+		}
+	}
+}
