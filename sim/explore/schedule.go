@@ -100,6 +100,11 @@ type Entry struct {
 	// nodeCrash, ...); Body its value.
 	Key  string
 	Body map[string]any
+	// Opens is, for a setPool that gives the pool a maintenance window,
+	// when the window first opens (from the start; the window's start is
+	// a time of day in Body): nothing of the rollout moves before it, so
+	// the run's limit must reach past it (End).
+	Opens time.Duration
 }
 
 // Item is what a generator draws: entries that are added and removed
@@ -110,11 +115,11 @@ type Item struct {
 }
 
 // End is the latest time an item's entries reach, counting a fault's
-// downFor.
+// downFor and the opening of a maintenance window an entry sets.
 func (it Item) End() time.Duration {
 	var end time.Duration
 	for _, e := range it.Entries {
-		t := max(e.At, e.Until)
+		t := max(e.At, e.Until, e.Opens)
 		for _, k := range []string{"downFor", "offFor", "duration", "for"} {
 			if d, ok := e.Body[k].(string); ok {
 				if dd, err := time.ParseDuration(d); err == nil {
@@ -497,6 +502,7 @@ var generators = []generator{
 			}
 		}
 		t := w.at(rng)
+		var opens time.Duration
 		if windowsAt {
 			// No window, or a daily one that opens within an hour of the
 			// edit (a window that opens only after the run's limit would
@@ -506,9 +512,12 @@ var generators = []generator{
 			} else {
 				open := w.sc.Start.Add(t + between(rng, 0, time.Hour)).UTC()
 				body["windows"] = []any{map[string]any{"start": fmt.Sprintf("%02d:%02d", open.Hour(), open.Minute()), "duration": between(rng, time.Hour, 4*time.Hour).String()}}
+				opens = open.Truncate(time.Minute).Sub(w.sc.Start) + time.Minute
 			}
 		}
-		return one(Human, Events, t, "setPool", body), true
+		it := one(Human, Events, t, "setPool", body)
+		it.Entries[0].Opens = opens
+		return it, true
 	}},
 	{Human, "relabelNode", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		// A node leaves its pool (a selector label removed) and, half the
