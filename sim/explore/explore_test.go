@@ -241,3 +241,15 @@ func TestWindowOpeningWithinLimit(t *testing.T) {
 		t.Fatal("no setPool with a window drawn")
 	}
 }
+
+// A run gets at least RecoveryFloor after its last item, whatever its
+// scenario's limit, so that a failure is judged before the end.
+func TestLimitCoversTimeouts(t *testing.T) {
+	s := Schedule{one(Host, Faults, time.Minute, "bootFailure", map[string]any{"node": "a-0", "mode": "NeverReady"})}
+	if got := limitFor(4*time.Minute, s); got < time.Minute+15*time.Minute+10*time.Minute {
+		t.Errorf("limit %s after a boot failure at 1m of a 4m scenario: shorter than the default health and drain timeouts", got)
+	}
+	if got := limitFor(2*time.Hour, s); got != time.Minute+2*time.Hour {
+		t.Errorf("limit %s for a 2h scenario, want 2h1m", got)
+	}
+}
