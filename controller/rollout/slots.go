@@ -91,7 +91,8 @@ func Listed(pool *v1alpha1.BootcNodePool, s v1alpha1.Slot) bool {
 }
 
 // GrantPending reports whether a node was given slot s and has not yet
-// taken it up: it is still waiting, staged for the slot's image, it has
+// taken it up: the record existed when the grant was made, it is still
+// waiting, staged for the slot's image, it has
 // not taken up that grant (status.rollout.slotGrantedAt), and its phase
 // has not moved since the grant (a record that entered the slot and
 // left it again, its Node gone or relabelled, moved; so did one whose
@@ -103,6 +104,15 @@ func Listed(pool *v1alpha1.BootcNodePool, s v1alpha1.Slot) bool {
 // keeps the slot (for at most GrantSettle) rather than hand it out twice.
 func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 	if !Waiting(bn.Status.Phase) {
+		return false
+	}
+	if bn.CreationTimestamp.After(s.Since.Time) {
+		// Granted to the node's record before this one: that record was
+		// deleted (and released what it held), and a grant read from a
+		// pool status that still lists it is not this record's to take up
+		// (explorer seed 70283 of node-churn: the new record took the old
+		// grant from a stale cache and rebooted after the pool had dropped
+		// it).
 		return false
 	}
 	ro := &bn.Status.Rollout
