@@ -688,11 +688,16 @@ func (r *Reconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg
 	return r.finish(ctx, s, v1alpha1.PhaseFailed, reason, msg, false)
 }
 
-// withdrawBootOrder marks a standing boot order withdrawn (locked on the
-// record read, like every spec write). The order stays, withdrawn, so a
-// reboot it may have started still counts from its time.
+// withdrawBootOrder marks the last boot order withdrawn (locked on the
+// record read, like every spec write), whether it stands or was voided by
+// a change of spec.desiredImage: a void order is not dead, as the pool
+// may set its image again (A -> B -> A), and it would stand again then,
+// given long before the node was drained for it (explorer seed 70058 of
+// pdb-changed-mid-rollout: the node rebooted on it as soon as a later
+// slot cordoned it, with its pods still bound). The order stays,
+// withdrawn, so a reboot it may have started still counts from its time.
 func (r *Reconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
-	if s.bn.Spec.Order() == nil || r.opts.TestOnly.KeepBootOrder {
+	if o := s.bn.Spec.BootOrder; o == nil || o.Withdrawn || r.opts.TestOnly.KeepBootOrder {
 		return nil
 	}
 	if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder.Withdrawn = true }); err != nil {
