@@ -42,11 +42,19 @@ type KarpenterDecisions struct {
 	claimNode map[string]string // claim -> its Node (status.nodeName)
 	reason    map[string]string // claim -> the DisruptionReason already reported
 	deleting  map[string]bool
+	// RepairAfter, when set, is the repair toleration of a Karpenter that
+	// repairs without the disruption queue (v1.14: its node.health
+	// controller deletes the NodeClaim, with no DisruptionReason): a
+	// claim deleted otherwise unexplained while its Node has been not
+	// Ready (False or Unknown) at least this long is that repair
+	// (karpenter/repair, as the fake Karpenter traces it).
+	RepairAfter time.Duration
+	notReady    map[string]time.Time // node -> since when it is not Ready
 }
 
 // NewKarpenterDecisions returns an empty reader.
 func NewKarpenterDecisions() *KarpenterDecisions {
-	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}}
+	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}, notReady: map[string]time.Time{}}
 }
 
 // DecisionUnseen is the decision of a karpenter/disrupt record read from
@@ -81,8 +89,10 @@ func (k *KarpenterDecisions) Observe(ev apiserver.Event) []KarpenterRecord {
 	switch o := ev.Object.(type) {
 	case *corev1.Node:
 		if ev.Type == apiserver.Deleted {
+			delete(k.notReady, o.Name)
 			return []KarpenterRecord{{Kind: "karpenter/terminated", Object: "node/" + o.Name, Details: map[string]any{}}}
 		}
+		k.observeReady(o)
 		old, _ := ev.Old.(*corev1.Node)
 		if hasDisruptedTaint(o) && (old == nil || !hasDisruptedTaint(old)) {
 			return []KarpenterRecord{{Kind: "karpenter/tainted", Object: "node/" + o.Name, Details: map[string]any{}}}
@@ -119,12 +129,37 @@ func (k *KarpenterDecisions) claim(t apiserver.EventType, u *unstructured.Unstru
 	}
 	if del := u.GetDeletionTimestamp(); del != nil && !k.deleting[name] {
 		k.deleting[name] = true
-		if k.reason[name] == "" && expired(u, del.Time) {
+		switch since, down := k.notReady[node]; {
+		case k.reason[name] != "":
+		case expired(u, del.Time):
 			out = append(out, KarpenterRecord{Kind: "karpenter/disrupt", Object: "node/" + node, Details: map[string]any{
 				"method": "expiration", "reason": fakekarpenter.ReasonExpired, "decision": "delete", "nodeclaim": name, "forceful": true}})
+		case k.RepairAfter > 0 && down && !del.Add(expirySlack).Before(since.Add(k.RepairAfter)):
+			out = append(out, KarpenterRecord{Kind: "karpenter/repair", Object: "node/" + node, Details: map[string]any{
+				"profile": "v1.14", "unhealthyFor": del.Sub(since).Round(time.Second).String(), "nodeclaim": name}})
 		}
 	}
 	return out
+}
+
+// observeReady keeps since when a Node is not Ready: its Ready
+// condition's lastTransitionTime while the condition is not True.
+func (k *KarpenterDecisions) observeReady(n *corev1.Node) {
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			delete(k.notReady, n.Name)
+		} else if _, ok := k.notReady[n.Name]; !ok {
+			since := c.LastTransitionTime.Time
+			if since.IsZero() {
+				since = time.Now() // edge: no transition time; seen not Ready now (wall clock, as the run's)
+			}
+			k.notReady[n.Name] = since
+		}
+		return
+	}
 }
 
 // disruptionReason is the reason of the claim's DisruptionReason

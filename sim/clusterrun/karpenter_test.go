@@ -81,3 +81,36 @@ func TestKarpenterDecisions(t *testing.T) {
 	check("taint kept", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: tainted}))
 	check("node gone", kinds(apiserver.Event{Type: apiserver.Deleted, Object: tainted}), "karpenter/terminated node/n-a")
 }
+
+// Karpenter v1.14 repairs by deleting the NodeClaim (node.health), with no
+// DisruptionReason: with RepairAfter set, a claim deleted while its Node
+// has been not Ready at least that long is a karpenter/repair record; one
+// deleted sooner, or with RepairAfter unset (v1.15, whose repair goes
+// through the disruption queue), is nothing. Found running the
+// repair-during-slow-reboot control profile-v1-14 on v1.14.3: the node was
+// repaired and the run passed, where the twin catches it.
+func TestKarpenterV114Repair(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	notReady := func(name string, since time.Time) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(since)}}
+		return n
+	}
+	run := func(repairAfter time.Duration, deletedAfter time.Duration) []KarpenterRecord {
+		k := NewKarpenterDecisions()
+		k.RepairAfter = repairAfter
+		k.Observe(apiserver.Event{Type: apiserver.Added, Object: claimObj("kp-0", "kp-0", "Never", t0, "", nil)})
+		k.Observe(apiserver.Event{Type: apiserver.Modified, Object: notReady("kp-0", t0.Add(time.Minute))})
+		del := t0.Add(time.Minute + deletedAfter)
+		return k.Observe(apiserver.Event{Type: apiserver.Modified, Object: claimObj("kp-0", "kp-0", "Never", t0, "", &del)})
+	}
+	if got := run(10*time.Minute, 10*time.Minute+5*time.Second); len(got) != 1 || got[0].Kind != "karpenter/repair" || got[0].Object != "node/kp-0" {
+		t.Errorf("v1.14, deleted 10m5s after NotReady: %v, want one karpenter/repair of node/kp-0", got)
+	}
+	if got := run(10*time.Minute, 3*time.Minute); len(got) != 0 {
+		t.Errorf("v1.14, deleted 3m after NotReady: %v, want none (not a repair)", got)
+	}
+	if got := run(0, 10*time.Minute+5*time.Second); len(got) != 0 {
+		t.Errorf("v1.15 reader: %v, want none", got)
+	}
+}

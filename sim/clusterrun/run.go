@@ -186,6 +186,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	}
 	r := &runner{ctx: ctx, sc: sc, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x6661756c74)),
 		events: make(chan apiserver.Event, 1<<16), exits: make(chan string, 4), crashed: map[string]bool{}, nodes: map[string]string{}, kd: NewKarpenterDecisions()}
+	if k := sc.Karpenter; k != nil && string(k.Version) == localcluster.KarpenterV114 && k.NodeRepair {
+		// v1.14 repairs by deleting the NodeClaim, after the KWOK
+		// provider's repair policy (karpenterRepairToleration).
+		r.kd.RepairAfter = karpenterRepairToleration
+	}
 	if opts.Trace != nil {
 		r.trace = json.NewEncoder(opts.Trace)
 	}
