@@ -594,22 +594,10 @@ func (r *runner) create() error {
 // that keep the scheduler off a node that is not (node.kubernetes.io/
 // not-ready and unreachable), at most for d.
 func (r *runner) waitNodesReady(nodes []*corev1.Node, d time.Duration) {
-	deadline := time.Now().Add(d)     // edge: a real cluster, waited for on the wall clock
-	for time.Now().Before(deadline) { // edge: a real cluster, waited for on the wall clock
-		ready := true
-		for _, n := range nodes {
-			var cur corev1.Node
-			if err := r.c.Get(r.ctx, client.ObjectKeyFromObject(n), &cur); err != nil || !schedulable(&cur) {
-				ready = false
-				break
-			}
-		}
-		if ready {
-			return
-		}
-		time.Sleep(200 * time.Millisecond) // edge: polling
-	}
-	fmt.Fprintf(r.opts.Progress, "nodes not all Ready after %s; going on\n", d)
+	r.waitAll("nodes not all Ready", d, 200*time.Millisecond, len(nodes), func(i int) bool {
+		var cur corev1.Node
+		return r.c.Get(r.ctx, client.ObjectKeyFromObject(nodes[i]), &cur) == nil && schedulable(&cur)
+	})
 }
 
 // schedulable reports whether n is Ready without the not-ready and
@@ -631,22 +619,30 @@ func schedulable(n *corev1.Node) bool {
 // waitWorkloads waits until the Deployments have their replicas ready,
 // at most for d.
 func (r *runner) waitWorkloads(deps []*appsv1.Deployment, d time.Duration) {
+	r.waitAll("workloads not all ready", d, 500*time.Millisecond, len(deps), func(i int) bool {
+		var cur appsv1.Deployment
+		return r.c.Get(r.ctx, client.ObjectKeyFromObject(deps[i]), &cur) == nil && cur.Status.ReadyReplicas >= *deps[i].Spec.Replicas
+	})
+}
+
+// waitAll polls every interval until ok holds for each of the n items, at
+// most for d; after that it says what (not) and goes on.
+func (r *runner) waitAll(not string, d, interval time.Duration, n int, ok func(i int) bool) {
 	deadline := time.Now().Add(d)     // edge: a real cluster, waited for on the wall clock
 	for time.Now().Before(deadline) { // edge: a real cluster, waited for on the wall clock
-		ready := true
-		for _, dep := range deps {
-			var cur appsv1.Deployment
-			if err := r.c.Get(r.ctx, client.ObjectKeyFromObject(dep), &cur); err != nil || cur.Status.ReadyReplicas < *dep.Spec.Replicas {
-				ready = false
+		done := true
+		for i := range n {
+			if !ok(i) {
+				done = false
 				break
 			}
 		}
-		if ready {
+		if done {
 			return
 		}
-		time.Sleep(500 * time.Millisecond) // edge: polling
+		time.Sleep(interval) // edge: polling
 	}
-	fmt.Fprintf(r.opts.Progress, "workloads not all ready after %s; going on\n", d)
+	fmt.Fprintf(r.opts.Progress, "%s after %s; going on\n", not, d)
 }
 
 // drain applies the watch events that are waiting.

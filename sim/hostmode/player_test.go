@@ -20,17 +20,23 @@ import (
 	"github.com/bootroll/bootroll/nodedaemon"
 )
 
-// TestPlayerReboot plays a reboot on a Node: annotated rebooting for the
-// reboot's length, then a new boot ID in status.nodeInfo.bootID, the
-// annotation gone, the booted image recorded, and a new daemon process.
-func TestPlayerReboot(t *testing.T) {
-	sc := loadTest(t)
+// playerFixture is a Node workers-0 of pool workers on a fake API server
+// and a fake clock at the scenario's start.
+func playerFixture() (*corev1.Node, client.WithWatch, *clocktesting.FakeClock) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	return node, c, clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+}
+
+// TestPlayerReboot plays a reboot on a Node: annotated rebooting for the
+// reboot's length, then a new boot ID in status.nodeInfo.bootID, the
+// annotation gone, the booted image recorded, and a new daemon process.
+func TestPlayerReboot(t *testing.T) {
+	sc := loadTest(t)
+	node, c, fc := playerFixture()
 	var mu sync.Mutex
 	wakes := 0
 	e := &env{
@@ -115,12 +121,7 @@ func TestPlayerDaemonTestOnly(t *testing.T) {
 	for _, forget := range []bool{false, true} {
 		sc := loadTest(t)
 		sc.Bootroll.TestOnly.ForgetLastReboot = forget
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		_ = v1alpha1.AddToScheme(scheme)
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}}}
-		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
-		fc := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+		node, c, fc := playerFixture()
 		e := &env{
 			sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
 			resync: time.Hour, retry: time.Second, wake: func(string) {},
