@@ -412,6 +412,13 @@ type Slot struct {
 	Image string `json:"image"`
 	// Since is when the slot was given.
 	Since metav1.Time `json:"since"`
+	// UID is the UID of the BootcNode the slot was given to: a record
+	// made again under the node's name after a deletion is another record
+	// and does not take up its predecessor's grant. Empty in slots given
+	// before the field existed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
 }
 
 // Condition types and reasons of a BootcNodePool.

@@ -262,7 +262,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			continue
 		}
 		granted++
-		held = append(held, v1alpha1.Slot{Node: name, Image: target, Since: metav1.NewTime(now)})
+		slot := v1alpha1.Slot{Node: name, Image: target, Since: metav1.NewTime(now)}
+		if row.Record != nil {
+			slot.UID = string(row.Record.UID)
+		}
+		held = append(held, slot)
 	}
 	st.Slots = held
 

@@ -91,7 +91,7 @@ func Listed(pool *v1alpha1.BootcNodePool, s v1alpha1.Slot) bool {
 }
 
 // GrantPending reports whether a node was given slot s and has not yet
-// taken it up: the record existed when the grant was made, it is still
+// taken it up: it is the record the grant was made to, it is still
 // waiting, staged for the slot's image, it has
 // not taken up that grant (status.rollout.slotGrantedAt), and its phase
 // has not moved since the grant (a record that entered the slot and
@@ -106,13 +106,14 @@ func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 	if !Waiting(bn.Status.Phase) {
 		return false
 	}
-	if bn.CreationTimestamp.After(s.Since.Time) {
+	if s.UID != "" && s.UID != string(bn.UID) {
 		// Granted to the node's record before this one: that record was
 		// deleted (and released what it held), and a grant read from a
 		// pool status that still lists it is not this record's to take up
 		// (explorer seed 70283 of node-churn: the new record took the old
 		// grant from a stale cache and rebooted after the pool had dropped
-		// it).
+		// it). By UID, not by times: the slot's time is the controller's
+		// clock, a record's creation the API server's.
 		return false
 	}
 	ro := &bn.Status.Rollout

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -137,30 +138,34 @@ func TestReleasedDown(t *testing.T) {
 	}
 }
 
-// A grant is the record's to take up only if the record existed when the
-// pool made it: a record created after it stands for a node whose earlier
-// record was deleted (and released what it held), and must not take the
-// old grant from a pool status that still lists it (explorer seed 70283
-// of node-churn: the new record took it up from a stale cache and the
-// node rebooted after the pool had dropped the slot).
+// A grant is the record's to take up only if it was made to that record
+// (the slot's UID): a record made again after a deletion stands for the
+// same node but must not take the old record's grant from a pool status
+// that still lists it (explorer seed 70283 of node-churn: the new record
+// took it up from a stale cache and the node rebooted after the pool had
+// dropped the slot). A slot without a UID (given before the field) is
+// any record's, as before. Clock-independent: the slot's time is the
+// controller's, a record's creation the API server's (a first fix by
+// creation time failed TestMaintenanceWindowWithInjectedClock).
 func TestGrantPendingOnlyForTheGrantedRecord(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 6, 38, 0, time.UTC)
 	const img = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
-	slot := v1alpha1.Slot{Node: "kp-2", Image: img, Since: metav1.NewTime(t0)}
-	record := func(created time.Time) *v1alpha1.BootcNode {
-		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "kp-2", CreationTimestamp: metav1.NewTime(created)}}
+	record := func(uid string) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "kp-2", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0.Add(time.Hour))}}
 		bn.Status.Phase = v1alpha1.PhaseStaged
 		bn.Status.Rollout.TargetImage = img
 		bn.Status.Staged = &v1alpha1.HostImage{Image: img, Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}
 		return bn
 	}
-	if !GrantPending(record(t0.Add(-time.Hour)), slot) {
-		t.Error("the record the grant was made for does not see it pending")
+	slot := v1alpha1.Slot{Node: "kp-2", Image: img, Since: metav1.NewTime(t0), UID: "uid-1"}
+	if !GrantPending(record("uid-1"), slot) {
+		t.Error("the record the grant was made to (created later by the API server's clock) does not see it pending")
 	}
-	if !GrantPending(record(t0), slot) {
-		t.Error("a record created in the second of the grant does not see it pending")
+	if GrantPending(record("uid-2"), slot) {
+		t.Error("a record made again under the node's name takes up its predecessor's grant")
 	}
-	if GrantPending(record(t0.Add(8*time.Second)), slot) {
-		t.Error("a record created 8s after the grant takes it up")
+	slot.UID = ""
+	if !GrantPending(record("uid-2"), slot) {
+		t.Error("a slot without a UID is not pending for the node's record")
 	}
 }
