@@ -58,6 +58,15 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 					return reconcile.Result{}, err
 				}
 				r.event(&bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+			} else if msg, fell, unknown := fellBackAfterLeaving(s, "its record was deleted"); fell {
+				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "BootFailed", msg); err != nil {
+					return reconcile.Result{}, err
+				}
+				r.event(&bn, corev1.EventTypeWarning, "BootFailed", "%s", msg)
+			} else if unknown {
+				// Back from the reboot, but its daemon has not said what
+				// it booted yet: the release waits for that report.
+				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 			}
 		}
 		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {

@@ -280,6 +280,34 @@ func downAfterLeaving(s *nodeStep, why string) (string, bool) {
 		why, timeout, rollout.DigestOfHost(bn.Status.Booted)), true
 }
 
+// fellBackAfterLeaving reports whether the node, whose slot ends because
+// of why, came back from the reboot into the pool's target Ready on
+// another image: the boot failed and the host fell back (a bootloader
+// fallback, greenboot's boot counter). Its record is going, and the
+// record made again in its place would not know, so the failure must go
+// on the pool first, or the node is rebooted into the same image again
+// (explorer seed 70152 of bootcnode-deleted-mid-reboot). The message
+// says so. What the node booted is the daemon's report from the boot the
+// Node now runs; until the daemon has reported from it (unknown), the
+// caller waits, at most until healthTimeout after the order.
+func fellBackAfterLeaving(s *nodeStep, why string) (msg string, fell, unknown bool) {
+	bn := s.bn
+	o := bn.Spec.LastOrder()
+	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || o == nil || o.Rollback || !rollout.RebootOver(bn, s.node) {
+		return "", false, false
+	}
+	if bn.Status.Daemon.BootID != s.node.Status.NodeInfo.BootID {
+		timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
+		return "", false, s.now.Before(o.At.Add(timeout))
+	}
+	want, booted := imageref.Digest(bn.Spec.DesiredImage), rollout.DigestOfHost(bn.Status.Booted)
+	if want == "" || booted == "" || booted == want {
+		return "", false, false
+	}
+	return fmt.Sprintf("%s during the update, after the node rebooted into %s and came back Ready on %s (the boot failed and the host fell back)",
+		why, bn.Spec.DesiredImage, booted), true, false
+}
+
 // notReadyOnTarget fails a node outside any slot that runs its target but
 // whose kubelet has reported it NotReady for the pool's healthTimeout: a
 // boot of the target that never got Ready, whose slot ended without a

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,5 +53,40 @@ func TestWithdrawVoidOrder(t *testing.T) {
 		if withdrawn && cur.ResourceVersion != rv {
 			t.Errorf("an order already withdrawn was written again")
 		}
+	}
+}
+
+// TestFellBackAfterLeaving: a record being deleted whose node came back
+// from the reboot into the target Ready on another image is a failed boot
+// (the host fell back), once the daemon has reported from that boot; before
+// that report it is unknown (the release waits), and a node that booted the
+// target is no failure (explorer seed 70152 of bootcnode-deleted-mid-reboot:
+// the record made again rebooted the node into the failed image twice).
+func TestFellBackAfterLeaving(t *testing.T) {
+	const v1d = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const v2d = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	const v2 = "registry.example/os@" + v2d
+	t0 := time.Date(2026, 1, 5, 0, 6, 43, 0, time.UTC)
+	step := func(daemonBoot, booted string) *nodeStep {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		bn.Spec.Pool, bn.Spec.DesiredImage = "p", v2
+		bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: v2, At: metav1.NewTime(t0)}
+		bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: v2, BootID: "boot-1", At: metav1.NewTime(t0.Add(time.Second))}
+		bn.Status.Daemon.BootID = daemonBoot
+		bn.Status.Booted = &v1alpha1.HostImage{Image: "registry.example/os@" + booted, Digest: booted}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+		node.Status.NodeInfo.BootID = "boot-2"
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		return &nodeStep{bn: bn, node: node, pool: pool, now: t0.Add(10 * time.Minute)}
+	}
+	if _, fell, unknown := fellBackAfterLeaving(step("boot-2", v1d), "gone"); !fell || unknown {
+		t.Errorf("back on v1, reported: fell %v unknown %v; want a failure", fell, unknown)
+	}
+	if _, fell, unknown := fellBackAfterLeaving(step("boot-1", v1d), "gone"); fell || !unknown {
+		t.Errorf("back, the daemon not reported from the new boot: fell %v unknown %v; want unknown", fell, unknown)
+	}
+	if _, fell, unknown := fellBackAfterLeaving(step("boot-2", v2d), "gone"); fell || unknown {
+		t.Errorf("back on v2: fell %v unknown %v; want neither", fell, unknown)
 	}
 }
