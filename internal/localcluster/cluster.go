@@ -326,13 +326,9 @@ func karpenterBinary(binDir, version, def string) (string, error) {
 	if f.bin == KarpenterKWOK {
 		return def, nil
 	}
-	p := filepath.Join(binDir, f.bin)
-	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return "", &MissingBinariesError{Dir: binDir, Names: []string{f.bin}, Target: "make karpenter-v1.14"}
-	}
-	abs, err := filepath.Abs(p)
-	if err == nil {
-		abs, err = filepath.EvalSymlinks(abs)
+	abs, found, err := binary(binDir, f.bin)
+	if err == nil && !found {
+		err = &MissingBinariesError{Dir: binDir, Names: []string{f.bin}, Target: "make karpenter-v1.14"}
 	}
 	return abs, err
 }

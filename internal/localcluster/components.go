@@ -53,20 +53,13 @@ func FindBinaries(binDir string) (map[string]string, error) {
 	paths := map[string]string{}
 	var missing []string
 	for _, name := range Order {
-		p := filepath.Join(binDir, name)
-		st, err := os.Stat(p)
-		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		abs, found, err := binary(binDir, name)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
 			missing = append(missing, name)
 			continue
-		}
-		// The path that /proc/PID/exe will show, so Down can tell our
-		// processes from others.
-		abs, err := filepath.Abs(p)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("resolving %s: %w", p, err)
 		}
 		paths[name] = abs
 	}
@@ -74,6 +67,25 @@ func FindBinaries(binDir string) (map[string]string, error) {
 		return paths, &MissingBinariesError{Dir: binDir, Names: missing}
 	}
 	return paths, nil
+}
+
+// binary resolves the executable name in binDir to the path that
+// /proc/PID/exe will show, so Down can tell our processes from others;
+// found is false when it is missing, a directory or not executable.
+func binary(binDir, name string) (abs string, found bool, err error) {
+	p := filepath.Join(binDir, name)
+	st, err := os.Stat(p)
+	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", false, nil
+	}
+	abs, err = filepath.Abs(p)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("resolving %s: %w", p, err)
+	}
+	return abs, true, nil
 }
 
 // MissingBinariesError says which binaries are not built.
