@@ -44,7 +44,19 @@ func ReleasedDown(row *Row, s v1alpha1.Slot) bool {
 	if Done(row.Phase) {
 		return false
 	}
-	return bn.DeletionTimestamp != nil || bn.CreationTimestamp.After(s.Since.Time)
+	return bn.DeletionTimestamp != nil || anotherRecord(bn, s)
+}
+
+// anotherRecord reports whether bn is not the record slot s was given to
+// (the node's record was deleted and made again): by the slot's UID, or,
+// for a slot given before slots named their record, by bn's creation after
+// the grant (the API server's clock against the controller's, so only a
+// fallback).
+func anotherRecord(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
+	if s.UID != "" {
+		return s.UID != string(bn.UID)
+	}
+	return bn.CreationTimestamp.After(s.Since.Time)
 }
 
 // GrantSettle bounds how long a grant that the pool's cache does not show
@@ -106,7 +118,7 @@ func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 	if !Waiting(bn.Status.Phase) {
 		return false
 	}
-	if s.UID != "" && s.UID != string(bn.UID) {
+	if s.UID != "" && anotherRecord(bn, s) {
 		// Granted to the node's record before this one: that record was
 		// deleted (and released what it held), and a grant read from a
 		// pool status that still lists it is not this record's to take up
