@@ -77,8 +77,22 @@ func TestKarpenter(t *testing.T) {
 		return h.allOn(digestRef("v2"))()
 	}, 60*time.Second, 50*time.Millisecond).Should(Succeed())
 	g.Expect(sawProtected).To(BeTrue(), "the Node carried do-not-disrupt and do-not-repair while cordoned")
-	g.Expect(h.node("kp-nocrd").Annotations).NotTo(HaveKey(v1alpha1.KarpenterDoNotDisrupt))
-	g.Expect(h.node("kp-nocrd").Annotations).NotTo(HaveKey(v1alpha1.KarpenterDoNotRepair))
+	// postUpdateProtection unset: a node with a NodeClaim keeps the
+	// protection for the default 5m after its update, uncordoned.
+	g.Eventually(func() bool { return h.node("kp-nocrd").Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
+	g.Expect(h.node("kp-nocrd").Annotations).To(HaveKeyWithValue(v1alpha1.KarpenterDoNotDisrupt, "true"))
+	ro := h.bootcNodes()["kp-nocrd"].Status.Rollout
+	g.Expect(ro.ProtectUntil).NotTo(BeNil())
+	g.Expect(ro.ProtectUntil.Sub(ro.PhaseSince.Time)).To(BeNumerically("~", 5*time.Minute, 5*time.Second))
+	// 0s turns it off (the CRD accepts it) for the rest of this test.
+	g.Eventually(func() error {
+		var p v1alpha1.BootcNodePool
+		if err := k8s.Get(h.ctx, client.ObjectKey{Name: "kp"}, &p); err != nil {
+			return err
+		}
+		p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{}
+		return k8s.Update(h.ctx, &p)
+	}, 10*time.Second).Should(Succeed())
 
 	// 2. Install Karpenter's real CRDs while the controller runs.
 	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{karpenterCRDs}, ErrorIfPathMissing: true})

@@ -80,7 +80,7 @@ whatif-examples: bootroll-cli ## Regenerate the example what-if reports in docs/
 	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'bootroll.pools[0].maxUnavailable=1,2,5%,10%,20%' \
 		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/max-unavailable || test $$? -le 1
 	$(BOOTROLL) whatif scenarios/whatif/pool-200.yaml --vary 'karpenter.nodePools[0].consolidateAfter=0s,30s,5m' \
-		--vary 'bootroll.pools[0].karpenter={},{postUpdateProtection: 5m}' \
+		--vary 'bootroll.pools[0].karpenter.postUpdateProtection=0s,5m' \
 		--seeds $(WHATIF_EXAMPLE_SEEDS) --jobs $(WHATIF_JOBS) --out $(WHATIF_EXAMPLES)/consolidate-after || test $$? -le 1
 
 endif

@@ -265,12 +265,15 @@ type KarpenterOptions struct {
 	Protect *bool `json:"protect,omitempty"`
 
 	// PostUpdateProtection keeps the protection this long after the update,
-	// or until the node runs non-DaemonSet pods again. Default off.
+	// or until the node runs non-DaemonSet pods again, so Karpenter does not
+	// consolidate a node bootroll emptied before its pods can come back.
+	// Default 5m on nodes Karpenter manages (owned by a NodeClaim), none on
+	// others; 0s turns it off.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a positive duration such as 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || (duration(self) > duration('0s') && duration(self) <= duration('99999h'))",message="must be a positive duration: more than 0s and at most 99999h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$')",message="must be a duration such as 0s, 90s, 10m or 1h30m: one to three numbers, each followed by a unit h, m, s, ms, us or ns, with no sign and no spaces"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^(([0-9]{1,5}([.][0-9]*)?|[.][0-9]+)h|([0-9]{1,7}([.][0-9]*)?|[.][0-9]+)m|([0-9]{1,9}([.][0-9]*)?|[.][0-9]+)s|([0-9]{1,12}([.][0-9]*)?|[.][0-9]+)ms|([0-9]{1,15}([.][0-9]*)?|[.][0-9]+)us|([0-9]{1,18}([.][0-9]*)?|[.][0-9]+)ns){1,3}$') || duration(self) <= duration('99999h')",message="must be at most 99999h (0s turns the protection off)"
 	PostUpdateProtection *metav1.Duration `json:"postUpdateProtection,omitempty"`
 }
 
@@ -447,6 +450,12 @@ const (
 	// ReasonDaemonErrors (Degraded): node daemons report errors, or have
 	// not reported at all; the message names the nodes and the errors.
 	ReasonDaemonErrors = "DaemonErrors"
+	// ReasonNodesUnavailable (Degraded): member nodes are not Ready and
+	// their daemons have never reported to their records, so nothing says
+	// what they run or why they are down (a node left down in an update
+	// whose pool or record was deleted and made again, say); each counts
+	// against maxUnavailable as a slot would. The message names them.
+	ReasonNodesUnavailable = "NodesUnavailable"
 	// ReasonNoSlots (UpToDate): maxUnavailable resolves to 0 slots.
 	ReasonNoSlots = "MaxUnavailableZero"
 	// ReasonSlotsDeferred (UpToDate): no slot is in use and every node

@@ -180,6 +180,7 @@ func TestBootcNodePoolValid(t *testing.T) {
 		{name: "failure policy", set: fields{"spec.failurePolicy.action": "Rollback", "spec.failurePolicy.maxFailures": int64(3)}},
 		{name: "failure policy maxFailures 1", set: fields{"spec.failurePolicy.maxFailures": int64(1)}},
 		{name: "karpenter", set: fields{"spec.karpenter.protect": false, "spec.karpenter.postUpdateProtection": "30m"}},
+		{name: "postUpdateProtection 0s turns it off", set: fields{"spec.karpenter.postUpdateProtection": "0s"}},
 		{name: "paused with pull secret", set: fields{"spec.paused": true, "spec.imagePullSecret": "registry-creds"}},
 		{name: "tag and digest reference", set: fields{"spec.image": "quay.io/fedora/fedora-bootc:42@" + digest}},
 		{name: "registry with port, tag and digest", set: fields{"spec.image": "localhost:5000/os/bootc:v1.2.3@" + digest}},
@@ -269,7 +270,8 @@ func TestBootcNodePoolRejected(t *testing.T) {
 		{name: "drainTimeout too long", set: fields{"spec.drainTimeout": strings.Repeat("1", 32) + "s"}, wantField: "spec.drainTimeout", wantMsg: "may not be more than 32"},
 		{name: "imagePullSecret not a name", set: fields{"spec.imagePullSecret": "Registry_Creds"}, wantField: "spec.imagePullSecret", wantMsg: "name of a Secret"},
 		{name: "healthTimeout 0s", set: fields{"spec.healthTimeout": "0s"}, wantField: "spec.healthTimeout", wantMsg: "positive duration"},
-		{name: "postUpdateProtection 0s", set: fields{"spec.karpenter.postUpdateProtection": "0s"}, wantField: "spec.karpenter.postUpdateProtection", wantMsg: "positive duration"},
+		{name: "postUpdateProtection negative", set: fields{"spec.karpenter.postUpdateProtection": "-5m"}, wantField: "spec.karpenter.postUpdateProtection", wantMsg: durMsg},
+		{name: "postUpdateProtection over 99999h", set: fields{"spec.karpenter.postUpdateProtection": "99999h1m"}, wantField: "spec.karpenter.postUpdateProtection", wantMsg: "at most 99999h"},
 
 		{name: "window start 25:00", set: fields{"spec.windows": window("25:00", "1h")}, wantField: "spec.windows[0].start", wantMsg: "HH:MM"},
 		{name: "window start 9:00", set: fields{"spec.windows": window("9:00", "1h")}, wantField: "spec.windows[0].start", wantMsg: "HH:MM"},

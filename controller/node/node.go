@@ -973,9 +973,11 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	// §5). A node that leaves its pool is given back at once (cleanup).
 	keep := false
 	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && rollout.Selects(s.pool, s.node)
-	if stays && s.pool.Spec.Karpenter.PostUpdateProtection != nil && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
-		keep = true
-		ro.ProtectUntil = &metav1.Time{Time: s.now.Add(s.pool.Spec.Karpenter.PostUpdateProtection.Duration)}
+	if stays && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
+		if pup := rollout.PostUpdateProtection(s.pool, karpenter.ClaimName(s.node) != ""); pup > 0 {
+			keep = true
+			ro.ProtectUntil = &metav1.Time{Time: s.now.Add(pup)}
+		}
 	}
 	leaving := rollout.HoldsSlot(bn.Status.Phase) && !rollout.HoldsSlot(phase)
 	if bn.Status.Phase != phase {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -232,14 +233,18 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// A member that runs the target but is not Ready, outside any slot,
 	// is down on the image this pool rolls out (released mid-boot when an
 	// earlier pool or record went, say, and its failure lost with the
-	// record): it counts against maxUnavailable as a slot would.
+	// record): it counts against maxUnavailable as a slot would. So does
+	// a member that is not Ready and whose daemon has never reported to
+	// its record (Unreported): it may be down in a reboot an earlier pool
+	// or record ordered, and nothing here can tell it is not.
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if row.Node == nil || inSlot[row.Name] || row.Booted != targetDigest || row.OSNotReady ||
-			Done(row.Phase) || NodeReady(row.Node) {
+		if row.Node == nil || inSlot[row.Name] || row.OSNotReady || NodeReady(row.Node) {
 			continue
 		}
-		free--
+		if (row.Booted == targetDigest && !Done(row.Phase)) || Unreported(row.Record) {
+			free--
+		}
 	}
 	var cands []Candidate
 	for i := range p.Rows {
@@ -326,6 +331,8 @@ func (p *Pass) aggregate() {
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {
 	pool, st := p.Pool, &p.Pool.Status
 	daemons := DaemonTrouble(p.Rows, p.Now)
+	down, wake := SilentDown(p.Rows, st.Slots, p.Now)
+	p.WakeIn(wake)
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(p.Now)})
 	}
@@ -340,6 +347,9 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 	case len(blocked) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
 			"drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): "+TruncateList(blocked))
+	case len(down) > 0:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesUnavailable,
+			"nodes not Ready with no report from their daemon, each counted against maxUnavailable until it is Ready, reports or is deleted: "+TruncateList(down))
 	case len(daemons) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDaemonErrors,
 			"node daemons report errors or do not report: "+TruncateList(daemons))
@@ -392,6 +402,54 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 // may not have reported before the pool says so.
 const DaemonSilence = 5 * time.Minute
 
+// Unreported reports whether a member's record exists and its daemon has
+// never reported to it (no booted image, daemon phase or boot ID), or
+// there is no record yet: nothing says what the node runs.
+func Unreported(bn *v1alpha1.BootcNode) bool {
+	return bn == nil || (bn.Status.Booted == nil && bn.Status.Daemon.Phase == "" && bn.Status.Daemon.BootID == "")
+}
+
+// SilentDown lists the members outside a slot whose Node is not Ready
+// (and not joining on an old image) and whose daemon has not reported
+// since their record was created DaemonSilence ago or more, with how long
+// the Node has been not Ready. Slots counts each against maxUnavailable
+// from the start; the pool says so once DaemonSilence has passed, and
+// wake is how soon the next such member's DaemonSilence passes (zero for
+// none).
+func SilentDown(rows []Row, slots []v1alpha1.Slot, now time.Time) (out []string, wake time.Duration) {
+	for i := range rows {
+		row := &rows[i]
+		bn := row.Record
+		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) || !Unreported(bn) ||
+			bn.CreationTimestamp.IsZero() || slotted(slots, row.Name) {
+			continue
+		}
+		if left := DaemonSilence - now.Sub(bn.CreationTimestamp.Time); left > 0 {
+			if wake == 0 || left < wake {
+				wake = left
+			}
+			continue
+		}
+		why := "not Ready"
+		for _, c := range row.Node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				why = fmt.Sprintf("Ready=%s since %s", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339))
+			}
+		}
+		out = append(out, row.Name+": "+why+", its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	return out, wake
+}
+
+func slotted(slots []v1alpha1.Slot, name string) bool {
+	for _, s := range slots {
+		if s.Node == name {
+			return true
+		}
+	}
+	return false
+}
+
 // DaemonTrouble lists the nodes whose daemon reports an error (with its
 // last error), or has not reported at all DaemonSilence after the record
 // was created: its daemon is not running, or cannot reach the API server.
@@ -407,7 +465,7 @@ func DaemonTrouble(rows []Row, now time.Time) []string {
 		switch {
 		case d.Phase == v1alpha1.DaemonError && d.LastError != "":
 			out = append(out, row.Name+": "+d.LastError)
-		case bn.Status.Booted == nil && d.Phase == "" && d.BootID == "" && NodeReady(row.Node) && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
+		case Unreported(bn) && NodeReady(row.Node) && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
 			out = append(out, row.Name+": its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339)+" (is the bootroll-daemon pod running on the node?)")
 		}
 	}

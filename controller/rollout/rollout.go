@@ -17,6 +17,8 @@ const (
 	DefaultDrainTimeout  = 10 * time.Minute
 	DefaultHealthTimeout = 15 * time.Minute
 	DefaultMaxFailures   = 1
+	// DefaultPostUpdateProtection: see PostUpdateProtection.
+	DefaultPostUpdateProtection = 5 * time.Minute
 	// ResolveInterval is how often a tag is re-resolved to a digest.
 	ResolveInterval = 5 * time.Minute
 	// DrainPoll is how often a drain in progress is re-checked.
@@ -175,4 +177,21 @@ func Summary(updated, total int32, phases []v1alpha1.PhaseCount) string {
 		parts = append(parts, fmt.Sprintf("%d %s", pc.Nodes, strings.ToLower(string(pc.Phase))))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// PostUpdateProtection is how long a node keeps Karpenter's protection
+// after its slot: the pool's spec.karpenter.postUpdateProtection (0s turns
+// it off), or when unset DefaultPostUpdateProtection on a node Karpenter
+// manages (claimed: owned by a NodeClaim), long enough for pods to come
+// back before consolidation counts the node bootroll drained as empty,
+// and none on any other node, which Karpenter never disrupts
+// (docs/decisions.md).
+func PostUpdateProtection(p *v1alpha1.BootcNodePool, claimed bool) time.Duration {
+	switch {
+	case p.Spec.Karpenter.PostUpdateProtection != nil:
+		return p.Spec.Karpenter.PostUpdateProtection.Duration
+	case claimed:
+		return DefaultPostUpdateProtection
+	}
+	return 0
 }

@@ -217,3 +217,31 @@ func TestSlotOrderMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+func TestPostUpdateProtection(t *testing.T) {
+	pool := func(d *time.Duration) *v1alpha1.BootcNodePool {
+		p := &v1alpha1.BootcNodePool{}
+		if d != nil {
+			p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: *d}
+		}
+		return p
+	}
+	zero, ten := time.Duration(0), 10*time.Minute
+	tests := []struct {
+		name    string
+		d       *time.Duration
+		claimed bool
+		want    time.Duration
+	}{
+		{"unset on a Karpenter node is the default", nil, true, DefaultPostUpdateProtection},
+		{"unset on any other node is none", nil, false, 0},
+		{"0s turns it off", &zero, true, 0},
+		{"set applies to a Karpenter node", &ten, true, ten},
+		{"set applies to any node", &ten, false, ten},
+	}
+	for _, tt := range tests {
+		if got := PostUpdateProtection(pool(tt.d), tt.claimed); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

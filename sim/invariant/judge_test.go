@@ -685,6 +685,53 @@ func TestConvergesExcusesOnlyAnHonestPDBStall(t *testing.T) {
 	}
 }
 
+// converges excuses a pool that says Degraded/NodesUnavailable only when
+// its down member Nodes, by the world's account, are as many as its slots,
+// or every Ready member runs the target (found by the explorer:
+// boot-failure-modes.max-unavailable.seed80009, a pool made again while
+// bootroll had left a node down on a bad image).
+func TestConvergesExcusesOnlyPoolsBlockedByDownNodes(t *testing.T) {
+	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	for _, tc := range []struct {
+		name     string
+		degraded string
+		maxU     int32
+		down     []string
+		onTarget []string // Ready members whose daemon reports the target
+		want     int
+	}{
+		{"one down, one slot, says so", "NodesUnavailable", 1, []string{"a"}, nil, 0},
+		{"one down, two slots, the other Ready and behind", "NodesUnavailable", 2, []string{"a"}, nil, 1},
+		{"one down, two slots, the other Ready on the target", "NodesUnavailable", 2, []string{"a"}, []string{"b"}, 0},
+		{"says so but every node is Ready", "NodesUnavailable", 1, nil, nil, 1},
+		{"one down and says nothing", "", 1, []string{"a"}, nil, 1},
+		{"one down, another reason", "DaemonErrors", 1, []string{"a"}, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(tc.maxU), "a", "b")
+			for _, n := range tc.down {
+				f.node(n, func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown })
+			}
+			for _, n := range tc.onTarget {
+				f.bn(n, func(bn *v1alpha1.BootcNode) {
+					bn.Status.Booted = &v1alpha1.HostImage{Image: target, Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}
+				})
+			}
+			p := f.pool.DeepCopy()
+			p.Status.ObservedGeneration = p.Generation
+			p.Status.TargetImage = target
+			p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation}}
+			if tc.degraded != "" {
+				p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation})
+			}
+			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // no-leaked-annotation also catches bootroll taking away a protection it
 // did not add: one the Node had, or one an operator set and left (the
 // planted testOnly.dropAnnotationOwnership does this).

@@ -99,7 +99,7 @@ func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
 	case !n.Marked && was:
 		var pup time.Duration
 		if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil && n.churn.rebooted {
-			pup = p.PostUpdateProtection
+			pup = p.protectionAfter(n)
 		}
 		n.churn.releasedAt = now
 		n.churn.protectUntil = now.Add(pup)

@@ -291,7 +291,7 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 			}
 			var pup time.Duration
 			if p := c.world.pools[old.Annotations[v1alpha1.AnnotationSlot]]; p != nil {
-				pup = p.PostUpdateProtection
+				pup = p.protectionAfter(n)
 			}
 			t.protectDeadline = now.Add(pup + ProtectionGrace)
 			c.push(deadline{at: t.protectDeadline, kind: dlProtection, node: n.Name, id: t.id, released: t.released})

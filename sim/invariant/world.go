@@ -221,10 +221,12 @@ type Pool struct {
 	incarnation    int
 	ImageChangedAt time.Time
 	// DrainTimeout, HealthTimeout and PostUpdateProtection are the spec's,
-	// with the API's documented defaults (10m, 15m, none).
-	DrainTimeout         time.Duration
-	HealthTimeout        time.Duration
-	PostUpdateProtection time.Duration
+	// with the API's documented defaults (10m, 15m); PostUpdateProtection
+	// is the spec's value, set when the spec gives one (see protectionAfter).
+	DrainTimeout            time.Duration
+	HealthTimeout           time.Duration
+	PostUpdateProtection    time.Duration
+	postUpdateProtectionSet bool
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
 	// Members counts the Nodes the selector matches that are not being
@@ -262,6 +264,10 @@ const taintDomain = "bootroll.dev/"
 const (
 	defaultDrainTimeout  = 10 * time.Minute
 	defaultHealthTimeout = 15 * time.Minute
+	// defaultPostUpdateProtection is the API's documented default of
+	// spec.karpenter.postUpdateProtection on Karpenter-managed nodes (0s
+	// turns it off).
+	defaultPostUpdateProtection = 5 * time.Minute
 )
 
 // numPhases is len(v1alpha1.AllPhases); an init check keeps them equal.
@@ -829,6 +835,7 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.DrainTimeout = durationOr(o.Spec.DrainTimeout, defaultDrainTimeout)
 	p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
+	p.postUpdateProtectionSet = o.Spec.Karpenter.PostUpdateProtection != nil
 	p.setHealthChecks(&o.Spec.HealthChecks)
 	p.prevSlots = p.slots
 	w.setSlots(p, o.Status.Slots)
@@ -844,6 +851,20 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	if w.poolHook != nil {
 		w.poolHook(p, o, false)
 	}
+}
+
+// protectionAfter is how long the pool's post-update protection lasts on
+// node n after a slot: the spec's value, or when the spec gives none, the
+// documented default on a node Karpenter manages (owned by a NodeClaim)
+// and none on any other (Karpenter never disrupts it).
+func (p *Pool) protectionAfter(n *Node) time.Duration {
+	switch {
+	case p.postUpdateProtectionSet:
+		return p.PostUpdateProtection
+	case n != nil && n.Claim != "":
+		return defaultPostUpdateProtection
+	}
+	return 0
 }
 
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {

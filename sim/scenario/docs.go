@@ -168,7 +168,7 @@ var docs = map[string]string{
 	"KarpenterNodePool.NodeClass":           "NodeClass names the node class new nodes launch from; it may be left out when there is exactly one.",
 	"KarpenterNodePool.StartupTaints":       "StartupTaints are put on new nodes and must be removed by another agent before Karpenter considers the node initialized.",
 	"KarpenterOptions":                      "KarpenterOptions configures protection of Karpenter-managed nodes.",
-	"KarpenterOptions.PostUpdateProtection": "PostUpdateProtection keeps the protection this long after the update, or until the node runs non-DaemonSet pods again. Default off.",
+	"KarpenterOptions.PostUpdateProtection": "PostUpdateProtection keeps the protection this long after the update, or until the node runs non-DaemonSet pods again, so Karpenter does not consolidate a node bootroll emptied before its pods can come back. Default 5m on nodes Karpenter manages (owned by a NodeClaim), none on others; 0s turns it off.",
 	"KarpenterOptions.Protect":              "Protect sets karpenter.sh/do-not-disrupt and do-not-repair on nodes that hold a reboot slot. Default true.",
 	"KarpenterVersion":                      "KarpenterVersion is a Karpenter behaviour profile: v1.14 or v1.15.",
 	"Layer":                                 "Layer is one layer of a pinned image.",

@@ -391,8 +391,8 @@ func (v *validator) pool(p string, pl Pool) {
 		v.positive(joinKey(p, "healthTimeout"), pl.HealthTimeout.Duration)
 	}
 	v.windows(joinKey(p, "windows"), pl.Windows)
-	if d := pl.Karpenter.PostUpdateProtection; d != nil {
-		v.positive(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), d.Duration)
+	if d := pl.Karpenter.PostUpdateProtection; d != nil && d.Duration < 0 {
+		v.errorf(joinKey(joinKey(p, "karpenter"), "postUpdateProtection"), "invalid value %s: must be 0s (off) or more", d.Duration)
 	}
 }
 

@@ -1,0 +1,86 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestSilentDownTakesASlot: a member whose Node is not Ready and whose
+// daemon never reported to its record (a node left down in a reboot an
+// earlier pool ordered, its record made again) counts against
+// maxUnavailable at once, so no other node gets the pool's only slot; the
+// pool says Degraded/NodesUnavailable, naming it, once DaemonSilence has
+// passed, and wakes for that. A Ready member, a member whose daemon
+// reported, and one joining on an old image (os-not-ready) do not count.
+func TestSilentDownTakesASlot(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}}}
+	}
+	staged := func(name string) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}}
+		bn.Spec.DesiredImage = img("B")
+		bn.Status.Booted = &v1alpha1.HostImage{Image: img("A"), Digest: dig("A")}
+		bn.Status.Staged = &v1alpha1.HostImage{Image: img("B"), Digest: dig("B")}
+		bn.Status.Daemon.Phase, bn.Status.Daemon.BootID = v1alpha1.DaemonIdle, "b0"
+		bn.Status.Phase = v1alpha1.PhaseStaged
+		bn.Status.Rollout.TargetImage = img("B")
+		return Row{Name: name, Record: bn, Node: node(name, corev1.ConditionTrue), Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img("B"), Target: img("B"), Booted: dig("A"), Staged: dig("B")}}
+	}
+	silent := func(name string, created time.Duration, ready corev1.ConditionStatus) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-created))}}
+		return Row{Name: name, Record: bn, Node: node(name, ready), Facts: Facts{Phase: v1alpha1.PhasePending}}
+	}
+	free := func(rows []Row) (int, *Pass) {
+		one := intstr.FromInt32(1)
+		pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+		pool.Spec.Rollout.MaxUnavailable = &one
+		p := &Pass{Pool: pool, Rows: rows, Members: len(rows), Target: img("B"), TargetDigest: dig("B"), Now: now}
+		_, _, n, _, err := p.Slots(false, true, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, p
+	}
+	if n, _ := free([]Row{silent("a", time.Second, corev1.ConditionTrue), staged("b")}); n != 1 {
+		t.Errorf("a Ready member that has not reported yet: %d free slot(s), want 1", n)
+	}
+	if n, _ := free([]Row{silent("a", time.Second, corev1.ConditionUnknown), staged("b")}); n != 0 {
+		t.Errorf("a member down with no report: %d free slot(s), want 0", n)
+	}
+	joining := silent("a", time.Second, corev1.ConditionFalse)
+	joining.OSNotReady = true
+	if n, _ := free([]Row{joining, staged("b")}); n != 1 {
+		t.Errorf("a member joining on an old image: %d free slot(s), want 1", n)
+	}
+	reported := staged("a")
+	reported.Node = node("a", corev1.ConditionFalse)
+	if n, _ := free([]Row{reported, staged("b")}); n != 1 {
+		t.Errorf("a member down whose daemon reported it runs another image: %d free slot(s), want 1", n)
+	}
+
+	// The condition: not before DaemonSilence (the pass wakes for it), then
+	// Degraded/NodesUnavailable naming the node and its Ready condition.
+	_, p := free([]Row{silent("a", DaemonSilence-time.Minute, corev1.ConditionUnknown), staged("b")})
+	p.conditions(nil, nil, nil, nil, false, true)
+	if c := findCondition(p.Pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v before DaemonSilence, want False", c)
+	}
+	if p.Wake != time.Minute {
+		t.Errorf("wake in %s, want 1m (when DaemonSilence passes)", p.Wake)
+	}
+	_, p = free([]Row{silent("a", DaemonSilence, corev1.ConditionUnknown), staged("b")})
+	p.conditions(nil, nil, nil, nil, false, true)
+	c := findCondition(p.Pool.Status.Conditions, v1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNodesUnavailable || !strings.Contains(c.Message, "a: Ready=Unknown since 2026-01-05T09:00:00Z") {
+		t.Errorf("Degraded = %+v, want True/NodesUnavailable naming a", c)
+	}
+}
