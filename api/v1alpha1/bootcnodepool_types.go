@@ -450,11 +450,13 @@ const (
 	// ReasonDaemonErrors (Degraded): node daemons report errors, or have
 	// not reported at all; the message names the nodes and the errors.
 	ReasonDaemonErrors = "DaemonErrors"
-	// ReasonNodesUnavailable (Degraded): member nodes are not Ready and
-	// their daemons have never reported to their records, so nothing says
-	// what they run or why they are down (a node left down in an update
-	// whose pool or record was deleted and made again, say); each counts
-	// against maxUnavailable as a slot would. The message names them.
+	// ReasonNodesUnavailable (Degraded): member nodes are down outside a
+	// slot: not Ready with no report from their daemons ever, so nothing
+	// says what they run or why they are down (a node left down in an
+	// update whose pool or record was deleted and made again, say; each
+	// counts against maxUnavailable as a slot would), or not Ready for
+	// minutes and not on the target, which they cannot take until they
+	// are back. The message names them.
 	ReasonNodesUnavailable = "NodesUnavailable"
 	// ReasonNoSlots (UpToDate): maxUnavailable resolves to 0 slots.
 	ReasonNoSlots = "MaxUnavailableZero"

@@ -340,7 +340,7 @@ func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed 
 	if !notReady {
 		return false, 0, nil
 	}
-	if d := &bn.Status.Daemon; d.LastReboot != nil && d.LastReboot.BootID == d.BootID {
+	if rollout.RebootUnreported(bn) {
 		// The daemon has not reported since it asked for a reboot: the
 		// node is going down or coming up, and status.booted names the
 		// boot it left, not the one it is coming up on.

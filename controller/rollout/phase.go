@@ -45,13 +45,26 @@ func StagingPhase(bn *v1alpha1.BootcNode) (v1alpha1.NodePhase, string, string) {
 	switch {
 	case bn.Spec.DesiredImage == "":
 		return v1alpha1.PhasePending, "", ""
-	case DigestOfHost(bn.Status.Booted) == target:
+	case DigestOfHost(bn.Status.Booted) == target && !RebootUnreported(bn):
+		// (status.booted of a daemon that has not reported since the
+		// reboot it asked for names the boot it left, not the one it
+		// came up on, if any: explorer seed 70309 of
+		// admin-uncordon-mid-drain counted a node down in a failed image
+		// as Updated on the image it had left.)
 		return v1alpha1.PhaseUpdated, "", ""
 	case DigestOfHost(bn.Status.Staged) != target && d.Phase == v1alpha1.DaemonError && d.StageAttempts > 0:
 		return v1alpha1.PhaseDegraded, "StageFailed", fmt.Sprintf("staging failed %d time(s), retrying with backoff: %s", d.StageAttempts, d.LastError)
 	default:
 		return v1alpha1.PhasePending, "", ""
 	}
+}
+
+// RebootUnreported reports whether the daemon asked for a reboot from its
+// current boot and has not reported since: the node is going down or
+// coming up (or stays down), and status.booted names the boot it left.
+func RebootUnreported(bn *v1alpha1.BootcNode) bool {
+	d := &bn.Status.Daemon
+	return d.LastReboot != nil && d.LastReboot.BootID == d.BootID
 }
 
 // RecordPhase is a record's phase as the rules read it: the stored phase,

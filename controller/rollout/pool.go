@@ -235,14 +235,15 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// earlier pool or record went, say, and its failure lost with the
 	// record): it counts against maxUnavailable as a slot would. So does
 	// a member that is not Ready and whose daemon has never reported to
-	// its record (Unreported): it may be down in a reboot an earlier pool
-	// or record ordered, and nothing here can tell it is not.
+	// its record (Unreported), or not since the reboot it asked for
+	// (RebootUnreported): it may be down in a reboot an earlier pool,
+	// record or slot ordered, and nothing here can tell it is not.
 	for i := range p.Rows {
 		row := &p.Rows[i]
 		if row.Node == nil || inSlot[row.Name] || row.OSNotReady || NodeReady(row.Node) {
 			continue
 		}
-		if (row.Booted == targetDigest && !Done(row.Phase)) || Unreported(row.Record) {
+		if Unreported(row.Record) || (!Done(row.Phase) && (row.Booted == targetDigest || RebootUnreported(row.Record))) {
 			free--
 		}
 	}
@@ -331,7 +332,7 @@ func (p *Pass) aggregate() {
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {
 	pool, st := p.Pool, &p.Pool.Status
 	daemons := DaemonTrouble(p.Rows, p.Now)
-	down, wake := SilentDown(p.Rows, st.Slots, p.Now)
+	down, wake := DownMembers(p.Rows, st.Slots, p.TargetDigest, p.Now)
 	p.WakeIn(wake)
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(p.Now)})
@@ -349,7 +350,7 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 			"drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): "+TruncateList(blocked))
 	case len(down) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesUnavailable,
-			"nodes not Ready with no report from their daemon, each counted against maxUnavailable until it is Ready, reports or is deleted: "+TruncateList(down))
+			"member nodes are down outside a slot (one whose daemon never reported counts against maxUnavailable until it is Ready, reports or is deleted; fix or delete them): "+TruncateList(down))
 	case len(daemons) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDaemonErrors,
 			"node daemons report errors or do not report: "+TruncateList(daemons))
@@ -409,34 +410,60 @@ func Unreported(bn *v1alpha1.BootcNode) bool {
 	return bn == nil || (bn.Status.Booted == nil && bn.Status.Daemon.Phase == "" && bn.Status.Daemon.BootID == "")
 }
 
-// SilentDown lists the members outside a slot whose Node is not Ready
-// (and not joining on an old image) and whose daemon has not reported
-// since their record was created DaemonSilence ago or more, with how long
-// the Node has been not Ready. Slots counts each against maxUnavailable
-// from the start; the pool says so once DaemonSilence has passed, and
+// DownMembers lists the members outside a slot whose Node is not Ready
+// (and not joining on an old image), for the pool's Degraded condition,
+// each with its Ready condition and why it holds the pool up:
+//   - its daemon has never reported to its record (Unreported), created
+//     DaemonSilence ago or more: Slots counts it against maxUnavailable
+//     from the start;
+//   - it is not on the target and not done with it (a node down in a
+//     failed image that the pool was retargeted from, say), not Ready for
+//     DaemonSilence or more: nothing can update it until it is back.
+//
 // wake is how soon the next such member's DaemonSilence passes (zero for
 // none).
-func SilentDown(rows []Row, slots []v1alpha1.Slot, now time.Time) (out []string, wake time.Duration) {
+func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
 	for i := range rows {
 		row := &rows[i]
 		bn := row.Record
-		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) || !Unreported(bn) ||
-			bn.CreationTimestamp.IsZero() || slotted(slots, row.Name) {
+		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) || slotted(slots, row.Name) {
 			continue
 		}
-		if left := DaemonSilence - now.Sub(bn.CreationTimestamp.Time); left > 0 {
+		ready := corev1.NodeCondition{Status: corev1.ConditionUnknown}
+		for _, c := range row.Node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c
+			}
+		}
+		var since time.Time
+		var note string
+		switch {
+		case Unreported(bn):
+			since = bn.CreationTimestamp.Time
+			note = "its daemon has not reported since the record was created at " + since.UTC().Format(time.RFC3339)
+		case !Done(row.Phase) && RebootUnreported(bn):
+			since = ready.LastTransitionTime.Time
+			note = "its daemon has not reported since the reboot it asked for at " + bn.Status.Daemon.LastReboot.At.UTC().Format(time.RFC3339)
+		case !Done(row.Phase) && row.Booted != targetDigest:
+			since = ready.LastTransitionTime.Time
+			note = "not on the target, which it cannot take until it is back"
+		default:
+			continue
+		}
+		if since.IsZero() {
+			continue
+		}
+		if left := DaemonSilence - now.Sub(since); left > 0 {
 			if wake == 0 || left < wake {
 				wake = left
 			}
 			continue
 		}
-		why := "not Ready"
-		for _, c := range row.Node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				why = fmt.Sprintf("Ready=%s since %s", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339))
-			}
+		why := fmt.Sprintf("Ready=%s", ready.Status)
+		if !ready.LastTransitionTime.IsZero() {
+			why += " since " + ready.LastTransitionTime.UTC().Format(time.RFC3339)
 		}
-		out = append(out, row.Name+": "+why+", its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339))
+		out = append(out, row.Name+": "+why+", "+note)
 	}
 	return out, wake
 }
@@ -473,10 +500,13 @@ func DaemonTrouble(rows []Row, now time.Time) []string {
 }
 
 // OnTarget reports whether a row that booted the target counts as
-// updated: it is out of its slot, and not a Failed node that is down (a
-// node that failed the target and is not Ready has not been updated).
+// updated: it is out of its slot, not a Failed node that is down (a node
+// that failed the target and is not Ready has not been updated), and its
+// daemon has reported since the last reboot it asked for (until then
+// status.booted names the boot the node left).
 func OnTarget(row *Row) bool {
-	return !HoldsSlot(row.Phase) && !(row.Phase == v1alpha1.PhaseFailed && (row.Node == nil || !NodeReady(row.Node)))
+	return !HoldsSlot(row.Phase) && !(row.Phase == v1alpha1.PhaseFailed && (row.Node == nil || !NodeReady(row.Node))) &&
+		(row.Record == nil || !RebootUnreported(row.Record))
 }
 
 // Stalled reports whether the rollout of target cannot go on: some
@@ -496,11 +526,11 @@ func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duratio
 		if row.Record == nil || row.Conflict != "" {
 			return false, 0
 		}
-		ro, d := &row.Record.Status.Rollout, &row.Record.Status.Daemon
+		ro := &row.Record.Status.Rollout
 		switch {
 		case row.Booted == targetDigest && OnTarget(row):
 		case row.Failed == target && Done(row.Phase) && !ro.Cordoned:
-			if row.Phase == v1alpha1.PhaseFailed && d.LastReboot != nil && d.LastReboot.BootID == d.BootID && ro.PhaseSince != nil {
+			if row.Phase == v1alpha1.PhaseFailed && RebootUnreported(row.Record) && ro.PhaseSince != nil {
 				if left := ro.PhaseSince.Add(healthTimeout).Sub(now); left > 0 {
 					if wait == 0 || left < wait {
 						wait = left

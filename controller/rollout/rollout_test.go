@@ -157,6 +157,10 @@ func TestStagingPhase(t *testing.T) {
 	}{
 		{"no target", v1alpha1.BootcNode{}, v1alpha1.PhasePending, "", v1alpha1.PhasePending},
 		{"running target", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(imageref.Digest(target))}}, v1alpha1.PhaseUpdated, "", v1alpha1.PhasePending},
+		{"booted the target before a reboot it has not reported since", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(imageref.Digest(target)),
+			Daemon: v1alpha1.DaemonStatus{BootID: "b1", LastReboot: &v1alpha1.RebootRecord{Image: "registry.example/os@" + old, BootID: "b1"}}}}, v1alpha1.PhasePending, "", v1alpha1.PhasePending},
+		{"reported since its last reboot", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(imageref.Digest(target)),
+			Daemon: v1alpha1.DaemonStatus{BootID: "b2", LastReboot: &v1alpha1.RebootRecord{Image: target, BootID: "b1"}}}}, v1alpha1.PhaseUpdated, "", v1alpha1.PhasePending},
 		{"staged", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Staged: img(imageref.Digest(target))}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaged},
 		{"staging", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaging}}}, v1alpha1.PhasePending, "", v1alpha1.PhaseStaging},
 		{"stage failed is Degraded, not Failed", v1alpha1.BootcNode{Spec: v1alpha1.BootcNodeSpec{DesiredImage: target}, Status: v1alpha1.BootcNodeStatus{Booted: img(old), Daemon: v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonError, StageAttempts: 2, LastError: "manifest unknown"}}}, v1alpha1.PhaseDegraded, "StageFailed", v1alpha1.PhasePending},

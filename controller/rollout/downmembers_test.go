@@ -12,14 +12,17 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// TestSilentDownTakesASlot: a member whose Node is not Ready and whose
+// TestDownMembers: a member whose Node is not Ready and whose
 // daemon never reported to its record (a node left down in a reboot an
 // earlier pool ordered, its record made again) counts against
 // maxUnavailable at once, so no other node gets the pool's only slot; the
 // pool says Degraded/NodesUnavailable, naming it, once DaemonSilence has
 // passed, and wakes for that. A Ready member, a member whose daemon
 // reported, and one joining on an old image (os-not-ready) do not count.
-func TestSilentDownTakesASlot(t *testing.T) {
+// A member down for DaemonSilence that reported, is not on the target and
+// is not done with it is named too (it holds the pool up); a Failed one
+// is not (NodesFailed names it).
+func TestDownMembers(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
@@ -77,10 +80,19 @@ func TestSilentDownTakesASlot(t *testing.T) {
 	if p.Wake != time.Minute {
 		t.Errorf("wake in %s, want 1m (when DaemonSilence passes)", p.Wake)
 	}
-	_, p = free([]Row{silent("a", DaemonSilence, corev1.ConditionUnknown), staged("b")})
+	behind := staged("c")
+	behind.Node = node("c", corev1.ConditionFalse)
+	behind.Phase = v1alpha1.PhasePending
+	failed := staged("d")
+	failed.Node = node("d", corev1.ConditionFalse)
+	failed.Phase = v1alpha1.PhaseFailed
+	_, p = free([]Row{silent("a", DaemonSilence, corev1.ConditionUnknown), staged("b"), behind, failed})
 	p.conditions(nil, nil, nil, nil, false, true)
 	c := findCondition(p.Pool.Status.Conditions, v1alpha1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNodesUnavailable || !strings.Contains(c.Message, "a: Ready=Unknown since 2026-01-05T09:00:00Z") {
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNodesUnavailable || !strings.Contains(c.Message, "a: Ready=Unknown since 2026-01-05T09:00:00Z, its daemon has not reported") {
 		t.Errorf("Degraded = %+v, want True/NodesUnavailable naming a", c)
+	}
+	if c == nil || !strings.Contains(c.Message, "c: Ready=False since 2026-01-05T09:00:00Z, not on the target") || strings.Contains(c.Message, "d:") {
+		t.Errorf("Degraded = %+v, want c named as down and behind, not d (failed)", c)
 	}
 }
