@@ -61,7 +61,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + ", or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them) is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + ", or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + "; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them) is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -462,6 +462,10 @@ func (c *Checker) Finish(out Outcome) {
 				// the world's doing, reported honestly.
 				continue
 			}
+			if p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonDaemonErrors && c.diskBlocks(p) {
+				// Stalled by full disks its daemons report, and says so.
+				continue
+			}
 			if p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonNodesUnavailable && c.downNodesBlock(p) {
 				// Stalled by member nodes that are down, as many as its
 				// slots or all it has left to update, and says so.
@@ -481,7 +485,7 @@ func (c *Checker) Finish(out Outcome) {
 		}
 		if len(objs) > 0 {
 			c.record(Violation{Invariant: string(scenario.InvConverges), At: at, Objects: objs,
-				Message: fmt.Sprintf("not every pool is UpToDate or Halted with a reason, or Degraded/%s while a PodDisruptionBudget blocks evictions, or Degraded/%s while its down members block it, at the end (%s): %s", reasonDrainsBlocked, reasonNodesUnavailable, at, strings.Join(parts, "; "))})
+				Message: fmt.Sprintf("not every pool is UpToDate or Halted with a reason, or Degraded/%s while a PodDisruptionBudget blocks evictions, or Degraded/%s or %s while down members or full disks block it, at the end (%s): %s", reasonDrainsBlocked, reasonNodesUnavailable, reasonDaemonErrors, at, strings.Join(parts, "; "))})
 		}
 	}
 	c.finishKarpenter(at)
@@ -493,6 +497,10 @@ func (c *Checker) Finish(out Outcome) {
 // PodDisruptionBudgets refuse (the API's documented value, written here so
 // the invariant does not read it from the code it judges).
 const reasonDrainsBlocked = "DrainsBlocked"
+
+// reasonDaemonErrors is the Degraded reason of a pool whose node daemons
+// report errors (the API's documented value).
+const reasonDaemonErrors = "DaemonErrors"
 
 // reasonNodesUnavailable is the Degraded reason of a pool whose member
 // nodes are down with no report from their daemons (the API's documented

@@ -732,6 +732,53 @@ func TestConvergesExcusesOnlyPoolsBlockedByDownNodes(t *testing.T) {
 	}
 }
 
+// converges excuses a pool that says Degraded/DaemonErrors only when the
+// model saw each member not on the target fail an OS staging for lack of
+// space, with the pinned images not to blame, within StallEvidence, or
+// down (found by the explorer: pool-image-revert-mid-reboot.converges.
+// seed80071 and storage-exhaustion-during-prefetch.converges.seed80043, a
+// disk filled for good).
+func TestConvergesExcusesOnlyPoolsBlockedByFullDisks(t *testing.T) {
+	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	full := facts.StageStarvation{Node: "a", Image: "v2", Need: 8, Available: 2}
+	for _, tc := range []struct {
+		name     string
+		degraded string
+		starved  []facts.StageStarvation
+		at       time.Duration // when the starvation is seen
+		bOn      bool          // b runs the target
+		want     int
+	}{
+		{"a's disk full lately, b updated", "DaemonErrors", []facts.StageStarvation{full}, 50 * time.Minute, true, 0},
+		{"a's disk full lately, b Ready and behind", "DaemonErrors", []facts.StageStarvation{full}, 50 * time.Minute, false, 1},
+		{"a's disk full long ago", "DaemonErrors", []facts.StageStarvation{full}, time.Minute, true, 1},
+		{"a starved by the pinned images", "DaemonErrors", []facts.StageStarvation{{Node: "a", Image: "v2", Need: 8, Available: 2, PinnedHeld: 6}}, 50 * time.Minute, true, 1},
+		{"no staging failed", "DaemonErrors", nil, 50 * time.Minute, true, 1},
+		{"a's disk full lately, another reason", "NodesFailed", []facts.StageStarvation{full}, 50 * time.Minute, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+			pending := tc.starved
+			f.c.SetPinnedSources(PinnedSources{TakeStageStarvations: func() []facts.StageStarvation { p := pending; pending = nil; return p }})
+			if tc.bOn {
+				f.bn("b", func(bn *v1alpha1.BootcNode) {
+					bn.Status.Booted = &v1alpha1.HostImage{Image: target, Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}
+				})
+			}
+			p := f.pool.DeepCopy()
+			p.Status.ObservedGeneration = p.Generation
+			p.Status.TargetImage = target
+			p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation},
+				{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation}}
+			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
+			f.check(tc.at)
+			f.check(time.Hour + 30*time.Minute)
+			f.c.Finish(Outcome{End: time.Hour + 30*time.Minute})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // no-leaked-annotation also catches bootroll taking away a protection it
 // did not add: one the Node had, or one an operator set and left (the
 // planted testOnly.dropAnnotationOwnership does this).

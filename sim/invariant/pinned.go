@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/facts"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -38,6 +39,34 @@ type pinnedState struct {
 	src   PinnedSources
 	sets  map[string]*v1alpha1.PinnedImageSet
 	nodes map[string]*v1alpha1.BootcNode
+	// diskFull is when each node's last OS staging failed for lack of
+	// space that the pinned images did not take (its disk is full).
+	diskFull map[string]time.Time
+}
+
+// diskBlocks reports whether pool p's members that do not run its target
+// cannot take it because of the world, by the model's own account: each is
+// not Ready, or its last OS staging failed for lack of space, with the
+// pinned images not to blame, within StallEvidence; and at least one is
+// the latter.
+func (c *Checker) diskBlocks(p *Pool) bool {
+	if c.pinned == nil || len(c.pinned.diskFull) == 0 {
+		return false
+	}
+	target := imageref.Digest(p.TargetImage)
+	full := 0
+	for _, name := range c.world.Members(p.Name) {
+		n := c.world.Node(name)
+		switch at, ok := c.pinned.diskFull[name]; {
+		case target != "" && n.Ready && n.BootedDigest == target:
+		case ok && c.now().Sub(at) <= StallEvidence:
+			full++
+		case !n.Ready:
+		default:
+			return false
+		}
+	}
+	return full > 0
 }
 
 // SetPinnedSources gives the checker the cluster model's pinned-image
@@ -82,6 +111,14 @@ func (c *Checker) checkPinned(at time.Duration) {
 		return
 	}
 	for _, s := range c.pinned.src.TakeStageStarvations() {
+		if s.Available+s.PinnedHeld < s.Need {
+			// The disk is full without the pinned images: the world's
+			// doing (converges, diskBlocks).
+			if c.pinned.diskFull == nil {
+				c.pinned.diskFull = map[string]time.Time{}
+			}
+			c.pinned.diskFull[s.Node] = c.now()
+		}
 		if !c.enabled[scenario.InvOSStagingNotStarved] || s.PinnedHeld <= 0 || s.Available+s.PinnedHeld < s.Need {
 			continue
 		}
