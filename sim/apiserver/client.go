@@ -29,6 +29,17 @@ import (
 type simClient struct {
 	s     *Server
 	admin bool
+	// manager is the field manager of writes that name none.
+	manager string
+}
+
+// managerOf is the field manager of a write: the request's, or the
+// client's default.
+func (c *simClient) managerOf(requested string) string {
+	if requested != "" {
+		return requested
+	}
+	return c.manager
 }
 
 var _ client.Client = (*simClient)(nil)
@@ -321,7 +332,7 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 	if err != nil {
 		return err
 	}
-	if err := c.s.create(k, in); err != nil {
+	if err := c.s.create(k, in, c.managerOf(o.FieldManager)); err != nil {
 		return err
 	}
 	return k.out(in, obj)
@@ -330,10 +341,11 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 // Update replaces an object; with a status subresource, its status is kept.
 func (c *simClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	o := client.UpdateOptions{}
-	return c.update(ctx, VerbUpdate, obj, false, o.ApplyOptions(opts).DryRun, echoes(opts))
+	o.ApplyOptions(opts)
+	return c.update(ctx, VerbUpdate, obj, false, o.DryRun, c.managerOf(o.FieldManager), echoes(opts))
 }
 
-func (c *simClient) update(ctx context.Context, verb string, obj client.Object, status bool, dry []string, echo bool) error {
+func (c *simClient) update(ctx context.Context, verb string, obj client.Object, status bool, dry []string, manager string, echo bool) error {
 	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return err
@@ -355,7 +367,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), int64(0), "must be specified for an update"),
 		})
 	}
-	stored, err := c.s.update(k, e, in, status, anyDiff)
+	stored, err := c.s.update(k, e, in, status, anyDiff, manager)
 	if err != nil || !echo {
 		return err
 	}
@@ -376,10 +388,11 @@ func (c *simClient) checkWrite(k *kind, verb string, status bool, dry []string) 
 // optimistic lock.
 func (c *simClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	o := client.PatchOptions{}
-	return c.patch(ctx, VerbPatch, obj, patch, false, o.ApplyOptions(opts).DryRun, echoes(opts))
+	o.ApplyOptions(opts)
+	return c.patch(ctx, VerbPatch, obj, patch, false, o.DryRun, c.managerOf(o.FieldManager), echoes(opts))
 }
 
-func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, patch client.Patch, status bool, dry []string, echo bool) error {
+func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, patch client.Patch, status bool, dry []string, manager string, echo bool) error {
 	k, key, err := c.begin(ctx, verb, obj, client.ObjectKeyFromObject(obj))
 	if err != nil {
 		return err
@@ -402,7 +415,7 @@ func (c *simClient) patch(ctx context.Context, verb string, obj client.Object, p
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(k, e, in, status, d)
+	stored, err := c.s.update(k, e, in, status, d, manager)
 	if err != nil || !echo {
 		return err
 	}

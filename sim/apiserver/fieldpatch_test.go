@@ -291,6 +291,14 @@ func serverTimes(obj client.Object) client.Object {
 	if ts := out.GetDeletionTimestamp(); ts != nil {
 		out.SetDeletionTimestamp(new(metav1.NewTime(ts.UTC())))
 	}
+	if mf := out.GetManagedFields(); len(mf) > 0 {
+		for i := range mf {
+			if mf[i].Time != nil {
+				mf[i].Time = new(metav1.NewTime(mf[i].Time.UTC()))
+			}
+		}
+		out.SetManagedFields(mf)
+	}
 	return out
 }
 

@@ -185,8 +185,8 @@ func newServer(scheme *runtime.Scheme, clk clock.PassiveClock) *Server {
 		kindCounts:  map[verbKind]uint64{},
 		mapperStale: true,
 	}
-	s.client = &simClient{s: s}
-	s.admin = &simClient{s: s, admin: true}
+	s.client = &simClient{s: s, manager: ControllerManager}
+	s.admin = &simClient{s: s, admin: true, manager: AdminManager}
 	return s
 }
 

@@ -51,7 +51,7 @@ func (r *subResourceClient) Update(ctx context.Context, obj client.Object, opts 
 	}
 	o := client.SubResourceUpdateOptions{}
 	o.ApplyOptions(opts)
-	return r.c.update(ctx, VerbUpdateStatus, obj, true, o.DryRun, echoes(opts))
+	return r.c.update(ctx, VerbUpdateStatus, obj, true, o.DryRun, r.c.managerOf(o.FieldManager), echoes(opts))
 }
 
 // Patch patches the status of obj.
@@ -61,7 +61,7 @@ func (r *subResourceClient) Patch(ctx context.Context, obj client.Object, patch 
 	}
 	o := client.SubResourcePatchOptions{}
 	o.ApplyOptions(opts)
-	return r.c.patch(ctx, VerbPatchStatus, obj, patch, true, o.DryRun, echoes(opts))
+	return r.c.patch(ctx, VerbPatchStatus, obj, patch, true, o.DryRun, r.c.managerOf(o.FieldManager), echoes(opts))
 }
 
 // Apply is not supported.

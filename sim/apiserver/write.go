@@ -32,7 +32,7 @@ func conflict(k *kind, name string) error {
 }
 
 // create stores obj, a server-owned object of kind k, as a new object.
-func (s *Server) create(k *kind, obj client.Object) error {
+func (s *Server) create(k *kind, obj client.Object, manager string) error {
 	if !k.namespaced {
 		obj.SetNamespace("")
 	} else if obj.GetNamespace() == "" {
@@ -78,6 +78,8 @@ func (s *Server) create(k *kind, obj client.Object) error {
 	if k.status && k.gvk.Group != "" {
 		k.clearStatus(obj)
 	}
+	dropEmptyMaps(obj)
+	manageAnnotations(nil, obj, manager, k.gvk.GroupVersion().String(), s.now())
 	obj.SetResourceVersion(s.nextRV())
 	e := &entry{key: key, obj: obj}
 	k.store.insert(e)
@@ -94,7 +96,7 @@ func (s *Server) create(k *kind, obj client.Object) error {
 // differ from the stored object: the others are the stored object's own
 // (shared) and are not compared. It returns the object stored, or the
 // final state of an object removed because its last finalizer went.
-func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff) (client.Object, error) {
+func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff, manager string) (client.Object, error) {
 	cur := e.obj
 	if rv := in.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 		return nil, conflict(k, cur.GetName())
@@ -115,6 +117,8 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 			k.takeStatus(next, cur)
 		}
 		takeServerMeta(next, cur)
+		dropEmptyMaps(next)
+		manageAnnotations(cur, next, manager, k.gvk.GroupVersion().String(), s.now())
 		sameContent := k.sameContent(cur, next, d)
 		if !sameContent && k.generation {
 			next.SetGeneration(cur.GetGeneration() + 1)
@@ -186,6 +190,17 @@ var serverMetaFields = []struct {
 	{"DeletionTimestamp", func(d, s client.Object) { d.SetDeletionTimestamp(s.GetDeletionTimestamp()) }},
 	{"DeletionGracePeriodSeconds", func(d, s client.Object) { d.SetDeletionGracePeriodSeconds(s.GetDeletionGracePeriodSeconds()) }},
 	{"Generation", func(d, s client.Object) { d.SetGeneration(s.GetGeneration()) }},
+}
+
+// dropEmptyMaps stores empty labels and annotations as none, as
+// kube-apiserver does (an empty map is not serialised).
+func dropEmptyMaps(obj client.Object) {
+	if a := obj.GetAnnotations(); a != nil && len(a) == 0 {
+		obj.SetAnnotations(nil)
+	}
+	if l := obj.GetLabels(); l != nil && len(l) == 0 {
+		obj.SetLabels(nil)
+	}
 }
 
 // takeServerMeta sets the serverMeta fields of dst to those of src.
