@@ -129,6 +129,18 @@ var slotsGranted = handler.Funcs{
 		}
 	},
 	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		po, pn := e.ObjectOld.(*v1alpha1.BootcNodePool), e.ObjectNew.(*v1alpha1.BootcNodePool)
+		if po.Generation != pn.Generation || (po.DeletionTimestamp == nil) != (pn.DeletionTimestamp == nil) {
+			// A pool being deleted, or whose spec changed (its selector,
+			// its image), may leave its slot holders out of the pool or
+			// void their boot orders: each looks again now, not at its
+			// next event (a staging daemon rebooted 43s after its pool was
+			// deleted: explorer seed 90128 of plain-rollout-10).
+			for _, s := range pn.Status.Slots {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+			}
+			return
+		}
 		// One pass over each table (a pool at 10,000 nodes and 10% holds
 		// 1,000 slots, and its status changes with every node update).
 		old := e.ObjectOld.(*v1alpha1.BootcNodePool).Status.Slots

@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// TestSlotsGrantedWakesSlotHoldersOnDeletion: a pool update wakes the
+// records of the slots it granted; one that deletes the pool or changes
+// its spec wakes every slot holder, which must give the node back or
+// withdraw a boot order the change voids (explorer seed 90128 of
+// plain-rollout-10: a slot holder heard of its pool's deletion only at its
+// daemon's next report, and its daemon rebooted meanwhile).
+func TestSlotsGrantedWakesSlotHoldersOnDeletion(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	pool.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: "i", Since: since}, {Node: "b", Image: "i", Since: since}}
+	woken := func(mutate func(*v1alpha1.BootcNodePool)) []string {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		defer q.ShutDown()
+		next := pool.DeepCopy()
+		mutate(next)
+		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: pool, ObjectNew: next}, q)
+		var out []string
+		for q.Len() > 0 {
+			r, _ := q.Get()
+			out = append(out, r.Name)
+			q.Done(r)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Status.Summary = "x" }); len(got) != 0 {
+		t.Errorf("a status change with the same slots woke %v, want none", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) {
+		p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: "c", Image: "i", Since: since})
+	}); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("a slot granted woke %v, want [c]", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) {
+		p.DeletionTimestamp = &since
+		p.Generation = 2
+	}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("the pool's deletion woke %v, want both slot holders [a b]", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Generation = 2 }); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("a spec change woke %v, want both slot holders [a b]", got)
+	}
+}
