@@ -96,3 +96,32 @@ func TestDownMembers(t *testing.T) {
 		t.Errorf("Degraded = %+v, want c named as down and behind, not d (failed)", c)
 	}
 }
+
+// TestDirectSkipsBackingOffStagings: with maxStaging 1, a node directed
+// to the target whose staging failed and backs off (Degraded: its disk
+// stays full, say) holds no staging place, so the next node is directed;
+// one that stages holds it.
+func TestDirectSkipsBackingOffStagings(t *testing.T) {
+	one := int32(1)
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	pool.Spec.Rollout.MaxStaging = &one
+	row := func(name string, phase v1alpha1.NodePhase, desired string) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		return Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			Facts: Facts{Phase: phase, Desired: desired, Booted: dig("A")}}
+	}
+	direct := func(first v1alpha1.NodePhase) []string {
+		p := &Pass{Pool: pool, Rows: []Row{row("a", first, img("B")), row("b", v1alpha1.PhasePending, img("A"))}, Members: 2, Target: img("B"), TargetDigest: dig("B")}
+		var out []string
+		for _, r := range p.Direct() {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	if got := direct(v1alpha1.PhasePending); len(got) != 0 {
+		t.Errorf("a staging: directed %v, want none (maxStaging 1 is taken)", got)
+	}
+	if got := direct(v1alpha1.PhaseDegraded); len(got) != 1 || got[0] != "b" {
+		t.Errorf("a backing off: directed %v, want [b]", got)
+	}
+}

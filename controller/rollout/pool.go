@@ -115,8 +115,9 @@ func (p *Pass) Open() bool {
 
 // Direct returns the rows whose spec.desiredImage should become the
 // target, keeping at most maxStaging nodes staging at once. Nodes that
-// already run the target, or that failed this very target and are still
-// down on that failure, are not counted. A node asked to reboot
+// already run the target, that failed this very target and are still
+// down on that failure, or whose staging failed and backs off (Degraded)
+// are not counted. A node asked to reboot
 // (Rebooting, Verifying) keeps its image until it has finished and been
 // verified; then it stages the new target and takes a fresh slot, cordon
 // and drain for it. A node that joined with an old boot image (startup
@@ -137,7 +138,12 @@ func (p *Pass) Direct() []*Row {
 		if row.Desired == target {
 			// A node that failed the target and is out of its slot
 			// (Failed, or RolledBack off it) does not stage it again.
-			if row.Booted != targetDigest && row.Staged != targetDigest && !(row.Failed == target && Done(row.Phase)) {
+			// One whose staging failed and backs off (Degraded) holds no
+			// place either: a disk that stays full would keep the pool's
+			// only place for good (explorer seed 90162 of
+			// storage-exhaustion-during-prefetch; its retries may run
+			// beside the places' downloads).
+			if row.Booted != targetDigest && row.Staged != targetDigest && !(row.Failed == target && Done(row.Phase)) && row.Phase != v1alpha1.PhaseDegraded {
 				staging++
 			}
 			continue
