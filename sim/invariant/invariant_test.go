@@ -55,7 +55,7 @@ func newFixture(t *testing.T, sc *scenario.Scenario, maxU intstr.IntOrString, no
 		Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "p"}, Rollout: v1alpha1.RolloutSpec{MaxUnavailable: &maxU}}}
 	c.Observe(apiserver.Event{Type: apiserver.Added, Object: f.pool.DeepCopy()})
 	for _, n := range nodes {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "p"}}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "p"}, CreationTimestamp: metav1.NewTime(t0)}}
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		f.nodes[n] = node
 		c.Observe(apiserver.Event{Type: apiserver.Added, Object: node.DeepCopy()})

@@ -893,18 +893,21 @@ func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
 		name       string
 		reboot     scenario.Distribution
 		life       map[string]string // node -> its NodeClaim's spec.expireAfter ("-": no NodeClaim, "": unset)
+		registered time.Duration     // from the NodeClaim's creation to its Node's
 		onTarget   []string
 		staleGen   bool
 		want, excs int
 	}{
-		{"every node expires before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "90s"}, nil, false, 0, 1},
-		{"the nodes not on the target expire before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, []string{"b"}, false, 0, 1},
-		{"a node lives longer than a reboot", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "3m"}, nil, false, 1, 0},
-		{"a reboot may be shorter than the node's life", scenario.Distribution{Dist: scenario.DistUniform, Min: time.Minute, Max: 3 * time.Minute}, map[string]string{"a": "2m", "b": "2m"}, nil, false, 1, 0},
-		{"a static node not on the target", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, nil, false, 1, 0},
-		{"a NodeClaim that never expires", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "Never"}, nil, false, 1, 0},
-		{"a NodeClaim with the default expireAfter", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": ""}, nil, false, 1, 0},
-		{"the status is of an older generation", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "2m"}, nil, true, 1, 0},
+		{"every node expires before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "90s"}, 0, nil, false, 0, 1},
+		{"the nodes not on the target expire before a reboot ends", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, 0, []string{"b"}, false, 0, 1},
+		{"a node lives longer than a reboot", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "3m"}, 0, nil, false, 1, 0},
+		{"a reboot may be shorter than the node's life", scenario.Distribution{Dist: scenario.DistUniform, Min: time.Minute, Max: 3 * time.Minute}, map[string]string{"a": "2m", "b": "2m"}, 0, nil, false, 1, 0},
+		{"a static node not on the target", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "-"}, 0, nil, false, 1, 0},
+		{"a NodeClaim that never expires", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "Never"}, 0, nil, false, 1, 0},
+		{"a NodeClaim with the default expireAfter", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": ""}, 0, nil, false, 1, 0},
+		{"a node lives less than a reboot once registered", fixed(time.Minute), map[string]string{"a": "90s", "b": "90s"}, 30 * time.Second, nil, false, 0, 1},
+		{"a node lives longer than a reboot once registered", fixed(time.Minute), map[string]string{"a": "90s", "b": "90s"}, 20 * time.Second, nil, false, 1, 0},
+		{"the status is of an older generation", fixed(2 * time.Minute), map[string]string{"a": "2m", "b": "2m"}, 0, nil, true, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &scenario.Scenario{Name: "test", Host: scenario.Host{Reboot: tc.reboot}, Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
@@ -923,7 +926,7 @@ func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
 					spec["expireAfter"] = life
 				}
 				claim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-					"metadata": map[string]any{"name": "claim-" + name}, "spec": spec, "status": map[string]any{"nodeName": name}}}
+					"metadata": map[string]any{"name": "claim-" + name, "creationTimestamp": t0.Add(-tc.registered).Format(time.RFC3339)}, "spec": spec, "status": map[string]any{"nodeName": name}}}
 				f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: claim})
 				f.node(name, func(n *corev1.Node) {
 					n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-" + name}}

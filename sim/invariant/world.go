@@ -57,6 +57,8 @@ type World struct {
 	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
 	// when unset), by name; a claim that never expires has no entry.
 	claimLife map[string]time.Duration
+	// claimBorn is each expiring NodeClaim's creationTimestamp.
+	claimBorn map[string]time.Time
 	// pdbs are the PodDisruptionBudgets' selectors, sorted by
 	// namespace/name.
 	pdbs []pdbSelector
@@ -102,6 +104,8 @@ type Node struct {
 	Taints []string
 	// Claim names the NodeClaim that owns the Node, "" when none.
 	Claim string
+	// Created is the Node's creationTimestamp.
+	Created time.Time
 	// WorkloadPods counts the pods bound to the node that a drain must
 	// remove: all but DaemonSet pods, mirror pods and finished pods;
 	// terminating pods count until they are gone.
@@ -281,7 +285,7 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
 }
 
 // Observe applies one watch event.
@@ -368,10 +372,12 @@ func (w *World) observeClaim(t apiserver.EventType, o *unstructured.Unstructured
 	if t == apiserver.Deleted {
 		delete(w.claims, o.GetName())
 		delete(w.claimLife, o.GetName())
+		delete(w.claimBorn, o.GetName())
 	} else {
 		w.claims[o.GetName()] = ownedOf(o.GetAnnotations())
 		if d, ok := claimLife(o); ok {
 			w.claimLife[o.GetName()] = d
+			w.claimBorn[o.GetName()] = o.GetCreationTimestamp().Time
 		} else {
 			delete(w.claimLife, o.GetName())
 		}
@@ -400,13 +406,18 @@ func claimLife(o *unstructured.Unstructured) (time.Duration, bool) {
 	return d, true
 }
 
-// ClaimLife returns the expireAfter of the node's NodeClaim, and whether
-// the node has a NodeClaim that expires.
+// ClaimLife returns how long the Node lives before its NodeClaim expires:
+// the claim's expireAfter less the time from the claim's creation to the
+// Node's (its launch and registration), and whether the node has a
+// NodeClaim that expires.
 func (w *World) ClaimLife(n *Node) (time.Duration, bool) {
 	if n.Claim == "" {
 		return 0, false
 	}
 	d, ok := w.claimLife[n.Claim]
+	if born := w.claimBorn[n.Claim]; ok && !born.IsZero() && !n.Created.IsZero() && n.Created.After(born) {
+		d -= n.Created.Sub(born)
+	}
 	return d, ok
 }
 
@@ -539,6 +550,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 	if t == apiserver.Added || !n.Exists {
 		n.InitialUnschedulable = o.Spec.Unschedulable
 		n.InitialOwned = owned
+		n.Created = o.CreationTimestamp.Time
 	}
 	n.Exists = true
 	n.Deleting = o.DeletionTimestamp != nil
