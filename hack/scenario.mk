@@ -36,7 +36,7 @@ WHATIF_OUT       ?= out/whatif-bench
 # make whatif-examples: the example reports under docs/whatif-examples/
 # (issue 14): maxUnavailable 1, 2, 5, 10, 20% on a 200-node pool with
 # Karpenter consolidation on, and consolidateAfter 0s, 30s, 5m against
-# postUpdateProtection off ({}: no karpenter settings) and on (5m).
+# postUpdateProtection off (0s) and on (5m, the default).
 # WHATIF_EXAMPLE_SEEDS seeds per point. Exit status 1 (a run violated an
 # invariant) is expected of the unprotected runs and is not an error here.
 WHATIF_EXAMPLE_SEEDS ?= 10
