@@ -124,4 +124,12 @@ func TestDirectSkipsBackingOffStagings(t *testing.T) {
 	if got := direct(v1alpha1.PhaseDegraded); len(got) != 1 || got[0] != "b" {
 		t.Errorf("a backing off: directed %v, want [b]", got)
 	}
+	// A record whose Node left the pool is not directed (its withdrawn
+	// boot order stays until its reboot is over).
+	left := row("c", v1alpha1.PhaseDraining, img("A"))
+	left.Node = nil
+	p := &Pass{Pool: pool, Rows: []Row{left}, Members: 0, Target: img("B"), TargetDigest: dig("B")}
+	if got := p.Direct(); len(got) != 0 {
+		t.Errorf("a record with no member Node: directed %v, want none", got)
+	}
 }

@@ -132,7 +132,13 @@ func (p *Pass) Direct() []*Row {
 	var todo []*Row
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if row.Record == nil || row.Conflict != "" {
+		// A record whose Node left the pool (no member Node) is the node
+		// reconciler's to release, and its boot order, withdrawn, must
+		// stay until the reboot it may have started is over: directing
+		// it to a new target cleared the order, and the node was given
+		// back and its slot to another node mid-reboot (explorer seed
+		// 91297 of cluster-node-churn).
+		if row.Record == nil || row.Conflict != "" || row.Node == nil {
 			continue
 		}
 		if row.Desired == target {
