@@ -422,6 +422,12 @@ type Slot struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	UID string `json:"uid,omitempty"`
+	// Down is set on a slot given to a node that is down in the reboot of
+	// an earlier slot whose record was deleted (the slot given in place of
+	// that one): the node may take it while not Ready, as a node down on
+	// the image it failed may.
+	// +optional
+	Down bool `json:"down,omitempty"`
 }
 
 // Condition types and reasons of a BootcNodePool.

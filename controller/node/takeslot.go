@@ -80,7 +80,7 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 	// Karpenter was draining, and its evictions counted as a reap of a
 	// node in its slot).
 	ro := &s.bn.Status.Rollout
-	downOnFailed := ro.FailedImage != "" && rollout.DigestOfHost(s.bn.Status.Booted) == imageref.Digest(ro.FailedImage)
+	downOnFailed := (ro.FailedImage != "" && rollout.DigestOfHost(s.bn.Status.Booted) == imageref.Digest(ro.FailedImage)) || slot.Down
 	why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), grant.node, downOnFailed)
 	if err != nil {
 		return reconcile.Result{}, err

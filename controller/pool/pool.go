@@ -243,6 +243,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
+	// A node down in the reboot of a deleted record's slot, whose new
+	// record is staged for the target, gets a fresh grant in place of the
+	// entry it holds: it takes no free slot, and may take it while not
+	// Ready (it is down because of bootroll), as a node down on the
+	// image it failed may.
+	for _, name := range p.Takeovers {
+		row := rollout.FindRow(rows, name)
+		why, err := karpenter.SlotBlocker(ctx, r.reader, r.client.RESTMapper(), row.Node, true)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if why != "" {
+			p.Defer(name, why)
+			p.WakeIn(rollout.DrainPoll)
+			continue
+		}
+		slot := v1alpha1.Slot{Node: name, Image: target, Since: metav1.NewTime(now), UID: string(row.Record.UID), Down: true}
+		held = slices.DeleteFunc(held, func(s v1alpha1.Slot) bool { return s.Node == name })
+		held = append(held, slot)
+	}
 	for granted := 0; granted < free; {
 		name, ok := next()
 		if !ok {

@@ -133,3 +133,39 @@ func TestDirectSkipsBackingOffStagings(t *testing.T) {
 		t.Errorf("a record with no member Node: directed %v, want none", got)
 	}
 }
+
+// TestTakeoverOfASlotReleasedDown: a slot held for a node whose record
+// was deleted while it was down in that slot's reboot (ReleasedDown) is
+// offered back to the node's new record once it is staged for the target
+// (Takeovers), so the node is rebooted out of the bad image instead of
+// holding its slot down for good; not while the new record is not ready,
+// nor when the node is Ready (the entry is then dropped).
+func TestTakeoverOfASlotReleasedDown(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	since := metav1.NewTime(now.Add(-time.Hour))
+	two := intstr.FromInt32(2)
+	row := func(ready corev1.ConditionStatus, phase v1alpha1.NodePhase, staged string) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "new"}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+		return Row{Name: "a", Record: bn, Node: n, Facts: Facts{Phase: phase, Desired: img("B"), Target: img("B"), Booted: dig("X"), Staged: staged}}
+	}
+	takeovers := func(r Row) []string {
+		pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+		pool.Spec.Rollout.MaxUnavailable = &two
+		pool.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: img("X"), Since: since, UID: "old"}}
+		p := &Pass{Pool: pool, Rows: []Row{r}, Members: 1, Target: img("B"), TargetDigest: dig("B"), Now: now}
+		if _, _, _, _, err := p.Slots(false, true, true, false); err != nil {
+			t.Fatal(err)
+		}
+		return p.Takeovers
+	}
+	if got := takeovers(row(corev1.ConditionFalse, v1alpha1.PhaseStaged, dig("B"))); len(got) != 1 || got[0] != "a" {
+		t.Errorf("down, new record staged: takeovers %v, want [a]", got)
+	}
+	if got := takeovers(row(corev1.ConditionFalse, v1alpha1.PhaseStaging, "")); len(got) != 0 {
+		t.Errorf("down, new record staging: takeovers %v, want none", got)
+	}
+	if got := takeovers(row(corev1.ConditionTrue, v1alpha1.PhaseStaged, dig("B"))); len(got) != 0 {
+		t.Errorf("Ready: takeovers %v, want none", got)
+	}
+}

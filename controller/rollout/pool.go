@@ -39,6 +39,13 @@ type Pass struct {
 	// Deferred lists the candidates the caller did not grant a slot and
 	// why (Defer), for the status.
 	Deferred []string
+	// Takeovers are the nodes whose held slot was released down (its
+	// record deleted while the node was down, a new record in its place)
+	// and whose new record is ready for a slot of the target: the caller
+	// gives each a fresh grant in place of its held entry, before the
+	// free slots, and lets it take it while not Ready (it is down because
+	// of bootroll's earlier reboot; Slots).
+	Takeovers []string
 }
 
 // Defer records that candidate name did not get a free slot, and why.
@@ -202,8 +209,9 @@ func Directable(phase v1alpha1.NodePhase, desired, failed, target string) bool {
 // and grants free slots to the first that pass. It writes no status:
 // the caller sets status.slots to held plus its grants.
 func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1.Slot, maxU, free int, next func() (string, bool), err error) {
-	st, target, targetDigest, now := &p.Pool.Status, p.Target, p.TargetDigest, p.Now
+	st, target, targetDigest := &p.Pool.Status, p.Target, p.TargetDigest
 	slots := st.Slots
+	p.Takeovers = p.Takeovers[:0]
 	if p.TestOnly.ForgetSlotsOnRestart && firstPass {
 		slots = nil
 	}
@@ -223,6 +231,13 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 			continue
 		}
 		held = append(held, s)
+		if _, ok := p.candidate(row); down && ok {
+			// Down in the reboot of its old record's slot, with a new
+			// record staged for the target: without a grant of its own
+			// its held entry would keep the slot and the node down for
+			// good (explorer seed 91127 of rollback-on-failed-boot).
+			p.Takeovers = append(p.Takeovers, s.Node)
+		}
 	}
 	maxU, err = MaxUnavailable(p.Pool.Spec.Rollout.MaxUnavailable, p.Members)
 	if err != nil {
@@ -233,6 +248,9 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	if p.TestOnly.IgnoreSlotLimit {
 		free = len(p.Rows)
 	}
+	if !active || !open {
+		p.Takeovers = p.Takeovers[:0]
+	}
 	// With no free slot there is nothing to choose: a slot that frees
 	// up is a BootcNode change, which brings the pool back.
 	if !active || !open || free <= 0 {
@@ -242,6 +260,8 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	for _, s := range held {
 		inSlot[s.Node] = true
 	}
+	// (Takeovers are granted by the caller from p.Takeovers, not in the
+	// candidates' order: they are in inSlot.)
 	// A member that runs the target but is not Ready, outside any slot,
 	// is down on the image this pool rolls out (released mid-boot when an
 	// earlier pool or record went, say, and its failure lost with the
@@ -262,27 +282,40 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	var cands []Candidate
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		bn := row.Record
-		if bn == nil || row.Conflict != "" || row.Node == nil {
+		if inSlot[row.Name] {
 			continue
 		}
-		if row.Phase != v1alpha1.PhaseStaged || row.Desired != target || row.Staged != targetDigest || row.Target != target || inSlot[row.Name] {
-			continue
+		if since, ok := p.candidate(row); ok {
+			cands = append(cands, Candidate{Name: row.Name, StagedSince: since})
 		}
-		if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
-			p.WakeIn(ra.Sub(now))
-			continue
-		}
-		if row.OSNotReady {
-			continue // updated without a slot by the node reconciler
-		}
-		since := now
-		if bn.Status.Rollout.PhaseSince != nil {
-			since = bn.Status.Rollout.PhaseSince.Time
-		}
-		cands = append(cands, Candidate{Name: row.Name, StagedSince: since})
 	}
 	return held, maxU, max(free, 0), SlotOrder(cands), nil
+}
+
+// candidate reports whether row's record is ready for a slot of the
+// target (staged it, not backing off, not on the os-not-ready path), and
+// since when it has been staged.
+func (p *Pass) candidate(row *Row) (time.Time, bool) {
+	target, targetDigest, now := p.Target, p.TargetDigest, p.Now
+	bn := row.Record
+	if bn == nil || row.Conflict != "" || row.Node == nil {
+		return time.Time{}, false
+	}
+	if row.Phase != v1alpha1.PhaseStaged || row.Desired != target || row.Staged != targetDigest || row.Target != target {
+		return time.Time{}, false
+	}
+	if ra := bn.Status.Rollout.RetryAfter; ra != nil && now.Before(ra.Time) {
+		p.WakeIn(ra.Sub(now))
+		return time.Time{}, false
+	}
+	if row.OSNotReady {
+		return time.Time{}, false // updated without a slot by the node reconciler
+	}
+	since := now
+	if bn.Status.Rollout.PhaseSince != nil {
+		since = bn.Status.Rollout.PhaseSince.Time
+	}
+	return since, true
 }
 
 // Report writes the pool's summary (node and phase counts, deployed
