@@ -169,3 +169,35 @@ func TestTakeoverOfASlotReleasedDown(t *testing.T) {
 		t.Errorf("Ready: takeovers %v, want none", got)
 	}
 }
+
+// TestGrantToANodeGoneIsDroppedAfterGrantSettle: a slot granted to a
+// record whose Node left the pool (or was deleted) before it took the
+// grant up is held for GrantSettle, with the pass woken for its end, and
+// dropped after it.
+func TestGrantToANodeGoneIsDroppedAfterGrantSettle(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	one := intstr.FromInt32(1)
+	held := func(age time.Duration) ([]v1alpha1.Slot, time.Duration) {
+		since := metav1.NewTime(now.Add(-age))
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "u"}}
+		bn.Status.Phase = v1alpha1.PhasePending
+		bn.Status.Rollout.TargetImage = img("B")
+		bn.Status.Staged = &v1alpha1.HostImage{Image: img("B"), Digest: dig("B")}
+		row := Row{Name: "a", Record: bn, Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img("B"), Target: img("B"), Staged: dig("B")}}
+		pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+		pool.Spec.Rollout.MaxUnavailable = &one
+		pool.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: img("B"), Since: since, UID: "u"}}
+		p := &Pass{Pool: pool, Rows: []Row{row}, Target: img("B"), TargetDigest: dig("B"), Now: now}
+		h, _, _, _, err := p.Slots(false, true, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, p.Wake
+	}
+	if h, wake := held(GrantSettle - time.Minute); len(h) != 1 || wake != time.Minute {
+		t.Errorf("a minute before GrantSettle: held %v, wake %s; want the slot, and a wake in 1m", h, wake)
+	}
+	if h, _ := held(GrantSettle); len(h) != 0 {
+		t.Errorf("after GrantSettle: held %v, want none", h)
+	}
+}

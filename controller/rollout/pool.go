@@ -209,7 +209,7 @@ func Directable(phase v1alpha1.NodePhase, desired, failed, target string) bool {
 // and grants free slots to the first that pass. It writes no status:
 // the caller sets status.slots to held plus its grants.
 func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1.Slot, maxU, free int, next func() (string, bool), err error) {
-	st, target, targetDigest := &p.Pool.Status, p.Target, p.TargetDigest
+	st, target, targetDigest, now := &p.Pool.Status, p.Target, p.TargetDigest, p.Now
 	slots := st.Slots
 	p.Takeovers = p.Takeovers[:0]
 	if p.TestOnly.ForgetSlotsOnRestart && firstPass {
@@ -226,6 +226,18 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 		}
 		if !down && halted && s.Image == target && !row.Record.Status.Rollout.Cordoned && !HoldsSlot(row.Phase) {
 			continue
+		}
+		if !down && row.Node == nil && !row.Record.Status.Rollout.Cordoned && !HoldsSlot(row.Phase) {
+			// Granted to a node that left the pool, or was deleted,
+			// before it took the grant up: held for GrantSettle (a node
+			// reconciler on a stale cache may still take it up), then
+			// dropped; held for good, it kept the pool's only slot
+			// (explorer seed 91308 of cluster-node-churn).
+			left := GrantSettle - now.Sub(s.Since.Time)
+			if left <= 0 {
+				continue
+			}
+			p.WakeIn(left)
 		}
 		if p.TestOnly.FreeSlotBeforeVerify && (row.Phase == v1alpha1.PhaseRebooting || row.Phase == v1alpha1.PhaseVerifying) {
 			continue
