@@ -241,6 +241,30 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.update("a", true)
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+20*time.Second)
 	f.want(scenario.InvNoChurn, 0, "consolidation of a node given back after its BootcNode was deleted")
+	// Workload pods bound before the slot ends (an admin uncordoned the
+	// node in its slot): the protection ends at the release, as the API
+	// says, and drift a minute later is not bootroll's (explorer seed
+	// 92198 of nodeclass-drift-mid-rollout).
+	f = churnFixture(t, 5*time.Minute)
+	f.at(time.Minute)
+	f.node("a", protect)
+	w := f.webPod("w-a", "a")
+	f.at(2 * time.Minute)
+	f.evicted++
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: w})
+	f.check(2 * time.Minute)
+	f.at(3 * time.Minute)
+	f.c.Reboot("a", imgA, imgB)
+	f.at(8 * time.Minute)
+	f.webPod("early", "a")
+	f.at(10 * time.Minute)
+	f.node("a", func(n *corev1.Node) {
+		n.Spec.Unschedulable = false
+		delete(n.Annotations, v1alpha1.AnnotationSlot)
+	})
+	f.check(10 * time.Minute)
+	f.disrupt("a", fakekarpenter.ReasonDrifted, 11*time.Minute)
+	f.want(scenario.InvNoChurn, 0, "drift of a node that ran workloads when its slot ended")
 	// A drain abandoned without an update: no post-update protection is
 	// promised, so drift a minute later is the operator's.
 	f = churnFixture(t, 5*time.Minute)

@@ -57,7 +57,8 @@ type churnRecord struct {
 	rebooted     bool
 	drainedAt    time.Time
 	// refilled is set when a workload pod is bound to the node after the
-	// marker's removal: the post-update protection ends then (the API:
+	// marker's removal, or runs on it at the removal: the post-update
+	// protection ends then (the API:
 	// "or until the node runs non-DaemonSet pods again"), and Karpenter's
 	// consolidateAfter counts from that pod event, not bootroll's drain.
 	refilled bool
@@ -103,6 +104,13 @@ func (c *Checker) followChurn(n *Node, old *corev1.Node, now time.Time) {
 		}
 		n.churn.releasedAt = now
 		n.churn.protectUntil = now.Add(pup)
+		if n.WorkloadPods > 0 {
+			// It runs workloads already (bound while an admin had it
+			// uncordoned in its slot): the protection ends at once, as
+			// the API says (explorer seed 92198 of
+			// nodeclass-drift-mid-rollout).
+			n.churn.refilled = true
+		}
 	}
 }
 
