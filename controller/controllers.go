@@ -244,12 +244,15 @@ func BootcNodeToPool(o client.Object) []reconcile.Request {
 }
 
 // BootcNodeChangeMatters reports whether a BootcNode update can change its
-// pool's decisions or status: its phase, images, slot-relevant record.
+// pool's decisions or status: its phase, images, slot-relevant record, the
+// reason of its last step (a drain a budget blocks makes the pool
+// Degraded).
 func BootcNodeChangeMatters(old, cur *v1alpha1.BootcNode) bool {
 	if old.Status.Phase != cur.Status.Phase || old.Spec.DesiredImage != cur.Spec.DesiredImage ||
 		old.Status.Daemon.Phase != cur.Status.Daemon.Phase ||
 		old.Status.Rollout.Cordoned != cur.Status.Rollout.Cordoned ||
-		old.Status.Rollout.TargetImage != cur.Status.Rollout.TargetImage {
+		old.Status.Rollout.TargetImage != cur.Status.Rollout.TargetImage ||
+		old.Status.Rollout.Reason != cur.Status.Rollout.Reason {
 		return true
 	}
 	return rollout.DigestOfHost(old.Status.Booted) != rollout.DigestOfHost(cur.Status.Booted) ||

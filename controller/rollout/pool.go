@@ -622,9 +622,24 @@ func DrainsBlocked(rows []Row) []string {
 		case row.Phase == v1alpha1.PhaseDraining && ro.Reason == "DrainBlocked",
 			row.Record.Status.Phase == v1alpha1.PhasePending && ro.Reason == "DrainTimeout":
 			out = append(out, row.Name+" ("+ro.Message+")")
+		case row.Phase == v1alpha1.PhaseDraining && ro.Failures > 0:
+			// A retry of a drain that timed out: still held up until it
+			// finishes (the pool said so between its retries only, and
+			// went back to AsExpected at each new slot: explorer seed
+			// 92305 of cluster-static-faults-3).
+			out = append(out, fmt.Sprintf("%s (draining again after %d drain timeout(s); the last: %s)", row.Name, ro.Failures, lastDrainTimeout(row.Record)))
 		}
 	}
 	return out
+}
+
+// lastDrainTimeout says when the record's last drain timed out, as far as
+// its status tells (the retry's time).
+func lastDrainTimeout(bn *v1alpha1.BootcNode) string {
+	if ra := bn.Status.Rollout.RetryAfter; ra != nil {
+		return "retried at " + ra.UTC().Format(time.RFC3339)
+	}
+	return "time unknown"
 }
 
 // TruncateList joins items for a message, at most ten of them.

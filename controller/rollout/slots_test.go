@@ -22,15 +22,19 @@ func TestDrainsBlockedIsReported(t *testing.T) {
 		bn.Status.Rollout.Reason, bn.Status.Rollout.Message = reason, msg
 		return Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Facts: Facts{Phase: phase}}
 	}
+	retry := row("e", v1alpha1.PhaseDraining, "SlotGranted", "reboot slot granted")
+	retry.Record.Status.Rollout.Failures = 2
 	rows := []Row{
 		row("a", v1alpha1.PhaseDraining, "DrainBlocked", "eviction refused by a PodDisruptionBudget: default/web-1"),
 		row("b", v1alpha1.PhasePending, "DrainTimeout", "drain did not finish in 10m0s"),
 		row("c", v1alpha1.PhaseDraining, "SlotGranted", "reboot slot 1/2"),
 		row("d", v1alpha1.PhaseStaged, "", ""),
+		retry,
 	}
 	got := DrainsBlocked(rows)
-	if len(got) != 2 || !strings.HasPrefix(got[0], "a (eviction refused") || !strings.HasPrefix(got[1], "b (drain did not finish") {
-		t.Fatalf("drainsBlocked = %q, want a and b with their messages", got)
+	if len(got) != 3 || !strings.HasPrefix(got[0], "a (eviction refused") || !strings.HasPrefix(got[1], "b (drain did not finish") ||
+		!strings.HasPrefix(got[2], "e (draining again after 2 drain timeout(s)") {
+		t.Fatalf("drainsBlocked = %q, want a and b with their messages, and e retrying", got)
 	}
 
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
@@ -40,7 +44,7 @@ func TestDrainsBlockedIsReported(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDrainsBlocked || !strings.Contains(c.Message, "a (eviction refused") {
 		t.Errorf("Degraded = %+v, want True/DrainsBlocked naming node a", c)
 	}
-	p.conditions(nil, nil, nil, DrainsBlocked(rows[2:]), false, true)
+	p.conditions(nil, nil, nil, DrainsBlocked(rows[2:4]), false, true)
 	if c := findCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v with no drain held up, want False", c)
 	}
