@@ -400,11 +400,18 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonResolveFailed, fmt.Sprintf("%s: %v; keeping target %q", kind, resolveErr, st.TargetImage))
 	case len(conflicts) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodeConflict, "nodes left alone because more than one pool selects them: "+TruncateList(conflicts))
+	case len(blocked) > 0:
+		// Before NodesFailed: the drains are what holds the rollout up
+		// now (a pool that said NodesFailed while its budgets blocked
+		// every drain did not say why it was stuck: explorer seed 92228
+		// of cluster-halt-lifted-by-node-delete); the failures follow.
+		msg := "drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): " + TruncateList(blocked)
+		if len(failed) > 0 {
+			msg += "; failed: " + TruncateList(failed)
+		}
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked, msg)
 	case len(failed) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+TruncateList(failed))
-	case len(blocked) > 0:
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked,
-			"drains cannot finish (a PodDisruptionBudget refuses an eviction: check that the workloads have room on other nodes and that their budgets allow a disruption; or a pod needs spec.drain.force or spec.drain.deleteEmptyDirData): "+TruncateList(blocked))
 	case len(down) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesUnavailable,
 			"member nodes are down outside a slot (one whose daemon never reported counts against maxUnavailable until it is Ready, reports or is deleted; fix or delete them): "+TruncateList(down))

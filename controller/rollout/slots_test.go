@@ -44,6 +44,12 @@ func TestDrainsBlockedIsReported(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDrainsBlocked || !strings.Contains(c.Message, "a (eviction refused") {
 		t.Errorf("Degraded = %+v, want True/DrainsBlocked naming node a", c)
 	}
+	// With failed nodes too the drains come first: they hold the rollout
+	// up now; the failures follow in the message.
+	p.conditions(nil, nil, []string{"f (HealthTimeout)"}, got, false, true)
+	if c := findCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Reason != v1alpha1.ReasonDrainsBlocked || !strings.Contains(c.Message, "; failed: f (HealthTimeout)") {
+		t.Errorf("Degraded = %+v with failed nodes and blocked drains, want DrainsBlocked naming the failure too", c)
+	}
 	p.conditions(nil, nil, nil, DrainsBlocked(rows[2:4]), false, true)
 	if c := findCondition(pool.Status.Conditions, v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v with no drain held up, want False", c)
