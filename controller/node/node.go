@@ -404,6 +404,17 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 		// target). The events and the pool's lastHalt keep it.
 		ro.FailedImage = ""
 	}
+	if o := s.bn.Spec.BootOrder; !r.opts.TestOnly.KeepBootOrder && o != nil && !o.Withdrawn && o.Image != target {
+		// An order for the image the node leaves (a spent rollback of a
+		// failed image, say) is withdrawn now: left standing, it stood
+		// again when the pool went back to that image, and a daemon
+		// reads a standing rollback order as "done, stage nothing"
+		// (explorer seed 92351 of rollback-on-failed-boot).
+		if err := r.withdrawBootOrder(ctx, s); err != nil {
+			return err
+		}
+		ro = &s.bn.Status.Rollout
+	}
 	if o := s.bn.Spec.BootOrder; r.opts.TestOnly.KeepBootOrder && o != nil && o.Image != target {
 		// Planted: the last order follows the node to its new image.
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder.Image, b.Spec.BootOrder.Withdrawn = target, false }); err != nil {
