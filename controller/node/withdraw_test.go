@@ -90,3 +90,35 @@ func TestFellBackAfterLeaving(t *testing.T) {
 		t.Errorf("back on v2: fell %v unknown %v; want neither", fell, unknown)
 	}
 }
+
+// TestRetargetWithdrawsTheLeftImagesOrder: a record that rolled back off
+// v2 (its rollback order for v2 spent) and is retargeted to v1 has that
+// order withdrawn, so it does not stand again when the pool goes back to
+// v2: a daemon reads a standing rollback order as done and stages nothing
+// (explorer seed 92351 of rollback-on-failed-boot).
+func TestRetargetWithdrawsTheLeftImagesOrder(t *testing.T) {
+	const v1 = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const v2 = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	bn.Spec.Pool, bn.Spec.DesiredImage = "p", v1
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: v2, Rollback: true, At: metav1.NewTime(time.Date(2026, 1, 5, 0, 5, 31, 0, time.UTC))}
+	bn.Status.Phase = v1alpha1.PhaseRolledBack
+	bn.Status.Rollout.TargetImage, bn.Status.Rollout.FailedImage = v2, v2
+	cl := fakeapi.Client(t, bn.DeepCopy())
+	r := NewReconciler(cl, options.Options{})
+	var cur v1alpha1.BootcNode
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: "n"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	s := &nodeStep{bn: cur.DeepCopy(), orig: recordOf(&cur)}
+	if err := r.retarget(context.Background(), s, v1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: "n"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.DesiredImage = v2
+	if o := cur.Spec.Order(); o != nil || cur.Spec.RollingBack() {
+		t.Errorf("with v2 desired again the spent rollback order stands: %+v", cur.Spec.BootOrder)
+	}
+}
