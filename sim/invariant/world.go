@@ -810,6 +810,13 @@ func (w *World) countPhase(n *Node, from, to v1alpha1.NodePhase) {
 func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p := w.pools[o.Name]
 	if t == apiserver.Deleted || o.DeletionTimestamp != nil {
+		if p != nil && t != apiserver.Deleted {
+			// The controller's release waits for a reboot in progress
+			// up to the deleting pool's healthTimeout, which may still
+			// be edited (cleanup's cap; explorer seed 92171 of
+			// bootcnode-deleted-mid-reboot).
+			p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
+		}
 		if p != nil && p.live {
 			if w.poolHook != nil {
 				w.poolHook(p, o, true)
