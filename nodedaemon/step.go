@@ -249,6 +249,16 @@ func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatu
 	}
 	if holds(obs.Booted, want) {
 		st.Phase = v1alpha1.DaemonIdle
+		if obs.RebootAsked {
+			// The pool went back to the image the host runs after this
+			// process asked it to reboot into another: the host goes
+			// down anyway, so say so (reported Idle, the controller let
+			// the node go mid-reboot: explorer seed 94094 of
+			// rollout-100-nodes).
+			st.Phase = v1alpha1.DaemonRebooting
+			st.LastError = "a reboot already requested cannot be taken back: the host goes down"
+			return decision{status: st, requeue: RebootRecheck}
+		}
 		return decision{status: st}
 	}
 	// Only a standing boot order reboots (one for another image is void).

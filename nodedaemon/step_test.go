@@ -116,6 +116,16 @@ func TestStep(t *testing.T) {
 			wantActions: []Action{report(Observation{Booted: hi(imgA), Staged: hi(imgB), BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle})},
 		},
 		{
+			// The pool went back to the image the host runs after this
+			// process asked it to reboot into another: the host goes down
+			// anyway (explorer seed 94094 of rollout-100-nodes).
+			name:        "booted is desired but a reboot was asked in this boot: rebooting",
+			spec:        staged(true),
+			obs:         Observation{Booted: hi(imgA), Staged: hi(imgB), BootID: boot1, RebootAsked: true},
+			wantActions: []Action{report(Observation{Booted: hi(imgA), Staged: hi(imgB), BootID: boot1, RebootAsked: true}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastError: "a reboot already requested cannot be taken back: the host goes down"})},
+			wantRequeue: RebootRecheck,
+		},
+		{
 			name:    "booted is desired under a different name: digests compared",
 			spec:    staged(true),
 			current: status(Observation{Booted: &v1alpha1.HostImage{Image: "mirror.local/os:1", Digest: imageref.Digest(imgA)}, BootID: boot1}, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonIdle}),

@@ -375,7 +375,18 @@ func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed 
 // its slot and is drained again before it may boot the new image.
 func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) error {
 	ro := &s.bn.Status.Rollout
-	switch rollout.RecordPhase(s.bn) {
+	phase := rollout.RecordPhase(s.bn)
+	if o, d := s.bn.Spec.BootOrder, &s.bn.Status.Daemon; phase == v1alpha1.PhaseDraining && o != nil && !o.Withdrawn &&
+		(ro.DrainStartedAt == nil || !o.At.Time.Before(ro.DrainStartedAt.Truncate(time.Second))) &&
+		(d.Phase == v1alpha1.DaemonRebooting || d.ObservedGeneration < s.bn.Generation) {
+		// An order given in this slot, void under the new image: until
+		// the daemon has seen the change and says it is not rebooting,
+		// the node may be going down, and is handled as rebooting (kept
+		// in its slot and cordoned); an abandoned drain gave it back
+		// mid-reboot (explorer seed 94094 of rollout-100-nodes).
+		phase = v1alpha1.PhaseRebooting
+	}
+	switch phase {
 	case v1alpha1.PhaseDraining:
 		if err := r.finish(ctx, s, v1alpha1.PhasePending, "Retargeted", "drain abandoned: the pool image changed", false); err != nil {
 			return err
@@ -1131,6 +1142,17 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 		pods, err := WorkloadPods(ctx, r.client, s.node.Name)
 		if err != nil {
 			return 0, err
+		}
+		if pods > 0 {
+			// The cache may still show the pods the drain evicted: the
+			// protection ends early only on what the API server says
+			// (a stale cache ended it at once, and Karpenter reaped the
+			// emptied node: explorer seed 94145 of
+			// post-update-emptiness-reaping), as the drain confirms its
+			// end with the same read.
+			if pods, err = WorkloadPods(ctx, r.reader, s.node.Name); err != nil {
+				return 0, err
+			}
 		}
 		if pods == 0 {
 			wait := until.Sub(s.now)

@@ -201,3 +201,26 @@ func TestGrantToANodeGoneIsDroppedAfterGrantSettle(t *testing.T) {
 		t.Errorf("after GrantSettle: held %v, want none", h)
 	}
 }
+
+// TestArrivedNotBeforeAnAskedReboot: a record whose node runs its desired
+// image has not arrived while its daemon has asked, from the boot it
+// reports, for a reboot not yet seen (the pool went back to the image the
+// host runs just after the daemon asked to reboot into another): the
+// host is about to go down (explorer seed 94094 of rollout-100-nodes).
+func TestArrivedNotBeforeAnAskedReboot(t *testing.T) {
+	bn := &v1alpha1.BootcNode{}
+	bn.Spec.DesiredImage = img("B")
+	bn.Status.Booted = &v1alpha1.HostImage{Image: img("B"), Digest: dig("B")}
+	bn.Status.Daemon.BootID = "boot-1"
+	if !Arrived(bn) {
+		t.Fatal("on its desired image, no reboot asked: want arrived")
+	}
+	bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img("A"), BootID: "boot-1"}
+	if Arrived(bn) {
+		t.Error("a reboot into A asked from this boot: want not arrived")
+	}
+	bn.Status.Daemon.BootID = "boot-2"
+	if !Arrived(bn) {
+		t.Error("reported from the boot after it: want arrived")
+	}
+}

@@ -356,6 +356,13 @@ func rebootedAt(bn *v1alpha1.BootcNode) time.Time {
 // leaves), off it.
 func Arrived(bn *v1alpha1.BootcNode) bool {
 	want, booted := imageref.Digest(bn.Spec.DesiredImage), DigestOfHost(bn.Status.Booted)
+	if RebootUnreported(bn) {
+		// A reboot asked for in this boot is still to come (the pool went
+		// back to the image the host runs after the daemon asked it to
+		// reboot into another): the host is about to go down (explorer
+		// seed 94094 of rollout-100-nodes).
+		return false
+	}
 	if bn.Spec.RollingBack() {
 		return booted != "" && booted != want
 	}
