@@ -28,7 +28,7 @@ func TestPoolDeletionCleansUp(t *testing.T) {
 	if cfg == nil {
 		t.Skip("needs a real API server (KUBEBUILDER_ASSETS); run make test")
 	}
-	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{karpenterCRDs}, ErrorIfPathMissing: true})
+	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{karpenterCRDs}, ErrorIfPathMissing: true, MaxTime: crdInstallWait})
 	if err != nil {
 		t.Fatalf("install Karpenter CRDs: %v", err)
 	}

@@ -23,6 +23,11 @@ import (
 
 var karpenterCRDs = filepath.Join("..", "config", "testdata", "karpenter")
 
+// crdInstallWait bounds the wait for Karpenter's CRDs installed mid-test to
+// be served: envtest's default of 10s ran out on a loaded 2-core machine
+// (CI of 2026-12-05, "waiting for CRDs to appear as API resources").
+const crdInstallWait = time.Minute
+
 func newClaim(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(karpenter.NodeClaimGVK)
@@ -95,7 +100,7 @@ func TestKarpenter(t *testing.T) {
 	}, 10*time.Second).Should(Succeed())
 
 	// 2. Install Karpenter's real CRDs while the controller runs.
-	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{karpenterCRDs}, ErrorIfPathMissing: true})
+	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{karpenterCRDs}, ErrorIfPathMissing: true, MaxTime: crdInstallWait})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = envtest.UninstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}) })
 
