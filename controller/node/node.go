@@ -377,8 +377,7 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 	ro := &s.bn.Status.Rollout
 	phase := rollout.RecordPhase(s.bn)
 	if o, d := s.bn.Spec.BootOrder, &s.bn.Status.Daemon; phase == v1alpha1.PhaseDraining && o != nil && !o.Withdrawn &&
-		(ro.DrainStartedAt == nil || !o.At.Time.Before(ro.DrainStartedAt.Truncate(time.Second))) &&
-		(d.Phase == v1alpha1.DaemonRebooting || d.ObservedGeneration < s.bn.Generation) {
+		rollout.OrderedInSlot(s.bn, o) && (d.Phase == v1alpha1.DaemonRebooting || d.ObservedGeneration < s.bn.Generation) {
 		// An order given in this slot, void under the new image: until
 		// the daemon has seen the change and says it is not rebooting,
 		// the node may be going down, and is handled as rebooting (kept

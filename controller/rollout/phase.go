@@ -86,9 +86,12 @@ func RecordPhase(bn *v1alpha1.BootcNode) v1alpha1.NodePhase {
 // count: the node is drained again and ordered afresh.
 func BootOrdered(bn *v1alpha1.BootcNode) bool {
 	o := bn.Spec.Order()
-	if o == nil {
-		return false
-	}
+	return o != nil && OrderedInSlot(bn, o)
+}
+
+// OrderedInSlot reports whether boot order o of the record was given in
+// its current slot: at or after the drain started, or with no drain.
+func OrderedInSlot(bn *v1alpha1.BootcNode, o *v1alpha1.BootOrder) bool {
 	ds := bn.Status.Rollout.DrainStartedAt
 	return ds == nil || !o.At.Time.Before(ds.Time.Truncate(time.Second))
 }
@@ -159,12 +162,20 @@ func NodeNotReady(n *corev1.Node) bool { return readyStatus(n) == corev1.Conditi
 
 // readyStatus is the status of the Node's Ready condition, "" without one.
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
+	if c := readyCondition(n); c != nil {
+		return c.Status
 	}
 	return ""
+}
+
+// readyCondition is the Node's Ready condition, nil without one.
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // HasTaint reports whether the Node carries a taint with key.

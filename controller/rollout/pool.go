@@ -487,17 +487,16 @@ func Unreported(bn *v1alpha1.BootcNode) bool {
 // wake is how soon the next such member's DaemonSilence passes (zero for
 // none).
 func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
+	var inSlot map[string]bool // built once, when first needed
 	for i := range rows {
 		row := &rows[i]
 		bn := row.Record
-		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) || slotted(slots, row.Name) {
+		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) {
 			continue
 		}
-		ready := corev1.NodeCondition{Status: corev1.ConditionUnknown}
-		for _, c := range row.Node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				ready = c
-			}
+		ready := readyCondition(row.Node)
+		if ready == nil {
+			ready = &corev1.NodeCondition{Status: corev1.ConditionUnknown}
 		}
 		var since time.Time
 		var note string
@@ -517,6 +516,15 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 		if since.IsZero() {
 			continue
 		}
+		if inSlot == nil {
+			inSlot = make(map[string]bool, len(slots))
+			for _, s := range slots {
+				inSlot[s.Node] = true
+			}
+		}
+		if inSlot[row.Name] {
+			continue
+		}
 		if left := DaemonSilence - now.Sub(since); left > 0 {
 			if wake == 0 || left < wake {
 				wake = left
@@ -530,15 +538,6 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 		out = append(out, row.Name+": "+why+", "+note)
 	}
 	return out, wake
-}
-
-func slotted(slots []v1alpha1.Slot, name string) bool {
-	for _, s := range slots {
-		if s.Node == name {
-			return true
-		}
-	}
-	return false
 }
 
 // DaemonTrouble lists the nodes whose daemon reports an error (with its
