@@ -345,6 +345,13 @@ type RolloutStatus struct {
 	// after the node is retargeted.
 	// +optional
 	FailedImage string `json:"failedImage,omitempty"`
+	// RollbackTo is the image the node's last rollback order returns it
+	// to (its rollback deployment when the order was given). While the
+	// node is Failed that rollback failed, and the image failed on this
+	// node too: the pool does not direct the node to it again until the
+	// node has been directed to another image.
+	// +optional
+	RollbackTo string `json:"rollbackTo,omitempty"`
 	// Reason is a CamelCase reason of the last failure or wait.
 	// +optional
 	Reason string `json:"reason,omitempty"`

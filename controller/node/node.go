@@ -435,6 +435,10 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 	ro.TargetImage = target
 	ro.Failures = 0
 	ro.RetryAfter = nil
+	// A failed rollback's image is history once the node is directed
+	// elsewhere (the pool never directs it to that image while it is
+	// Failed), as FailedImage is.
+	ro.RollbackTo = ""
 	if !inSlot {
 		// Outside a slot nothing waits on it: it goes with the step's
 		// own write (its phase), one write where there were two. The
@@ -702,10 +706,18 @@ func (r *Reconciler) recordFailure(ctx context.Context, s *nodeStep, reason, msg
 		// target stays spec.desiredImage, the pool its one writer); the
 		// daemon returns to the rollback deployment the host reported.
 		prev := bn.Status.RollbackImage.Image
-		// The failed image is recorded before the rollback order, so that
-		// no crash between the writes can lose it.
-		if s.bn.Status.Rollout.FailedImage != failedImage {
-			s.bn.Status.Rollout.FailedImage = failedImage
+		// The failed image, and the one the rollback returns to, are
+		// recorded before the rollback order, so that no crash between
+		// the writes can lose them: should the rollback fail, the node
+		// failed that image too (Facts.FailedOn; explorer seed 92018 of
+		// rollback-on-failed-boot: the pool, gone back to it, booted the
+		// node into the image its rollback had crash-looped on).
+		to, err := imageref.WithDigest(prev, bn.Status.RollbackImage.Digest)
+		if err != nil {
+			to = prev // the daemon reported a reference that does not parse: kept to be read
+		}
+		if ro := &s.bn.Status.Rollout; ro.FailedImage != failedImage || ro.RollbackTo != to {
+			ro.FailedImage, ro.RollbackTo = failedImage, to
 			if err := r.patchStatus(ctx, s); err != nil {
 				return err
 			}
@@ -1088,8 +1100,12 @@ func (r *Reconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection b
 		// Only the cordon bootroll made is undone: a node that someone
 		// cordoned before the update stays cordoned. A node that someone
 		// uncordoned during the slot stays uncordoned: bootroll never
-		// cordons a node to give it back.
-		m.Spec.Unschedulable = want && n.Spec.Unschedulable
+		// cordons a node to give it back. Nor does it undo a cordon that
+		// another field manager wrote since bootroll's (an admin's
+		// uncordon and cordon again while the node verified: bootroll's
+		// cordon is no longer there to undo).
+		keep := want || (cordonedByOther(n) && !r.opts.TestOnly.ForgetPriorCordon)
+		m.Spec.Unschedulable = keep && n.Spec.Unschedulable
 	}
 	delete(m.Annotations, v1alpha1.AnnotationSlot)
 	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {
@@ -1105,6 +1121,23 @@ func (r *Reconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection b
 		ro.AddedAnnotations = nil
 	}
 	return nil
+}
+
+// cordonedByOther reports whether a field manager other than bootroll's
+// owns n's spec.unschedulable by its managedFields: it wrote the cordon n
+// has (an update that leaves the field as it was moves no ownership, and
+// an uncordon leaves the field to no one). A cordon bootroll wrote is
+// bootroll's until someone else uncordons and cordons the node again.
+func cordonedByOther(n *corev1.Node) bool {
+	for _, mf := range n.ManagedFields {
+		if mf.Manager == v1alpha1.FieldManager || mf.FieldsV1 == nil {
+			continue
+		}
+		if strings.Contains(string(mf.FieldsV1.Raw), `"f:unschedulable"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // freshNode reads the step's Node from the API server, or nil when it is

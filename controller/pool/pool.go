@@ -522,7 +522,9 @@ func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, t
 			// so): decide again on the record read afresh, once.
 			var fresh v1alpha1.BootcNode
 			if err = r.reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err == nil {
-				if !rollout.Directable(fresh.Status.Phase, fresh.Spec.DesiredImage, fresh.Status.Rollout.FailedImage, target) {
+				var f rollout.Facts
+				f.SetFrom(&fresh, func(s string) string { return s })
+				if !rollout.Directable(fresh.Status.Phase, fresh.Spec.DesiredImage, target, f.FailedOn(target, imageref.Digest(target))) {
 					continue
 				}
 				b, err = r.retarget(ctx, &fresh, target)

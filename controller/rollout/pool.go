@@ -74,10 +74,10 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	var live []v1alpha1.NodeFailure
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if row.Record == nil || target == "" || row.Failed != target {
+		if row.Record == nil || target == "" {
 			continue
 		}
-		if Done(row.Phase) || HoldsSlot(row.Phase) {
+		if (row.Failed == target && HoldsSlot(row.Phase)) || row.FailedOn(target, p.TargetDigest) {
 			ro := &row.Record.Status.Rollout
 			at := p.Now
 			if ro.PhaseSince != nil {
@@ -156,12 +156,12 @@ func (p *Pass) Direct() []*Row {
 			// only place for good (explorer seed 90162 of
 			// storage-exhaustion-during-prefetch; its retries may run
 			// beside the places' downloads).
-			if row.Booted != targetDigest && row.Staged != targetDigest && !(row.Failed == target && Done(row.Phase)) && row.Phase != v1alpha1.PhaseDegraded {
+			if row.Booted != targetDigest && row.Staged != targetDigest && !row.FailedOn(target, targetDigest) && row.Phase != v1alpha1.PhaseDegraded {
 				staging++
 			}
 			continue
 		}
-		if !Directable(row.Phase, row.Desired, row.Failed, target) {
+		if !Directable(row.Phase, row.Desired, target, row.FailedOn(target, targetDigest)) {
 			continue
 		}
 		todo = append(todo, row)
@@ -180,19 +180,21 @@ func (p *Pass) Direct() []*Row {
 	return out
 }
 
-// Directable reports whether a record in phase, directed to desired and
-// failed on failed, may be directed to target. A node that failed this
+// Directable reports whether a record in phase, directed to desired, may
+// be directed to target. A node that failed this
 // target and is still down on that failure is not tried again (a new
 // spec.image retargets it); a failure of the target the record keeps
 // from an earlier rollout of it, the node since updated to another image,
 // is history (host-faults-mid-rollout seed54: B failed, back to A, B
 // again, and the pool skipped the node for good). A node asked to reboot
 // keeps its image until it has finished.
-func Directable(phase v1alpha1.NodePhase, desired, failed, target string) bool {
+// failedOn is Facts.FailedOn for target: the node failed it (or its failed
+// rollback was to return it there) and is out of its slot.
+func Directable(phase v1alpha1.NodePhase, desired, target string, failedOn bool) bool {
 	switch {
 	case desired == target:
 		return false
-	case failed == target && Done(phase):
+	case failedOn:
 		return false
 	case phase == v1alpha1.PhaseRebooting || phase == v1alpha1.PhaseVerifying:
 		return false
@@ -592,7 +594,7 @@ func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duratio
 		ro := &row.Record.Status.Rollout
 		switch {
 		case row.Booted == targetDigest && OnTarget(row):
-		case row.Failed == target && Done(row.Phase) && !ro.Cordoned:
+		case row.FailedOn(target, targetDigest) && !ro.Cordoned:
 			if row.Phase == v1alpha1.PhaseFailed && RebootUnreported(row.Record) && ro.PhaseSince != nil {
 				if left := ro.PhaseSince.Add(healthTimeout).Sub(now); left > 0 {
 					if wait == 0 || left < wait {

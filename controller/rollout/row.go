@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/imageref"
 )
 
 // Row is one node name of a pool pass: its record (nil when there is
@@ -25,14 +26,17 @@ type Row struct {
 // strings may be interned (equal ones share their bytes, so comparing
 // them is a pointer check).
 type Facts struct {
-	Phase      v1alpha1.NodePhase // ObservedPhase of the record, Pending when empty
-	PhaseIdx   int8               // its v1alpha1.PhaseIndex, -1 for none
-	Desired    string             // spec.desiredImage
-	Failed     string             // status.rollout.failedImage
-	Target     string             // status.rollout.targetImage
-	Booted     string             // status.booted.digest
-	Staged     string             // status.staged.digest
-	OSNotReady bool               // the Node has the startup taint
+	Phase    v1alpha1.NodePhase // ObservedPhase of the record, Pending when empty
+	PhaseIdx int8               // its v1alpha1.PhaseIndex, -1 for none
+	Desired  string             // spec.desiredImage
+	Failed   string             // status.rollout.failedImage
+	// FailedRollback is the digest of status.rollout.rollbackTo while the
+	// record is Failed (its rollback failed), "" otherwise.
+	FailedRollback string
+	Target         string // status.rollout.targetImage
+	Booted         string // status.booted.digest
+	Staged         string // status.staged.digest
+	OSNotReady     bool   // the Node has the startup taint
 }
 
 // SetRecord sets the row's record and the facts taken from it; intern
@@ -44,6 +48,11 @@ func (row *Row) SetRecord(bn *v1alpha1.BootcNode, intern func(string) string) {
 		*f = Facts{PhaseIdx: -1, OSNotReady: f.OSNotReady}
 		return
 	}
+	f.SetFrom(bn, intern)
+}
+
+// SetFrom sets the facts taken from record bn (not nil).
+func (f *Facts) SetFrom(bn *v1alpha1.BootcNode, intern func(string) string) {
 	f.Phase = v1alpha1.NodePhase(intern(string(ObservedPhase(bn))))
 	f.PhaseIdx = -1
 	if i, ok := v1alpha1.PhaseIndex(f.Phase); ok {
@@ -51,6 +60,10 @@ func (row *Row) SetRecord(bn *v1alpha1.BootcNode, intern func(string) string) {
 	}
 	f.Desired = intern(bn.Spec.DesiredImage)
 	f.Failed = intern(bn.Status.Rollout.FailedImage)
+	f.FailedRollback = ""
+	if f.Phase == v1alpha1.PhaseFailed {
+		f.FailedRollback = intern(imageref.Digest(bn.Status.Rollout.RollbackTo))
+	}
 	f.Target = intern(bn.Status.Rollout.TargetImage)
 	f.Booted = intern(DigestOfHost(bn.Status.Booted))
 	f.Staged = intern(DigestOfHost(bn.Status.Staged))
@@ -60,6 +73,14 @@ func (row *Row) SetRecord(bn *v1alpha1.BootcNode, intern func(string) string) {
 func (row *Row) SetNode(n *corev1.Node) {
 	row.Node = n
 	row.OSNotReady = n != nil && HasTaint(n, v1alpha1.TaintOSNotReady)
+}
+
+// FailedOn reports whether the row's node failed target (whose digest is
+// targetDigest) and is out of its slot (Failed or RolledBack): the image
+// it failed, or the one its failed rollback was to return it to. The pool
+// does not direct such a node to target again.
+func (f *Facts) FailedOn(target, targetDigest string) bool {
+	return Done(f.Phase) && (f.Failed == target || (f.FailedRollback != "" && f.FailedRollback == targetDigest))
 }
 
 // FindRow returns the row of name in rows sorted by name, or nil.

@@ -6,77 +6,126 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// This file keeps metadata.managedFields for one part of an object: the
-// keys of metadata.annotations, which is what bootroll reads of them (a
-// protection annotation another field manager has written is someone
-// else's, and stays: controller/karpenter.ForeignOwned). It follows
-// kube-apiserver's rules for create, update and patch (not apply):
-//   - the manager of a write owns every annotation key it adds or whose
+// This file keeps metadata.managedFields for the fields bootroll reads the
+// owners of: the keys of metadata.annotations (a protection annotation
+// another field manager has written is someone else's, and stays:
+// controller/karpenter.ForeignOwned) and a Node's spec.unschedulable (a
+// cordon another manager wrote during a slot is someone else's, and stays:
+// controller/node's release). It follows kube-apiserver's rules for
+// create, update and patch (not apply):
+//   - the manager of a write owns every tracked field it adds or whose
 //     value it changes, and other managers lose it;
-//   - a key removed is owned by no one;
-//   - a write that leaves a key as it was changes no ownership, and a
+//   - a field removed (an annotation deleted, unschedulable set false,
+//     which is its zero value and not stored) is owned by no one;
+//   - a write that leaves a field as it was changes no ownership, and a
 //     manager left owning nothing loses its entry.
 //
 // The manager is the request's fieldManager, or the client's default: on
 // a real cluster the prefix of its user agent, i.e. the binary's name.
-// The conformance test compares the owners of each key with a real
+// The conformance test compares the owners of each field with a real
 // kube-apiserver's; the other fields of an entry (operation, time, the
-// fields it owns outside metadata.annotations) are not modelled.
+// fields it owns outside the tracked ones) are not modelled.
 
 // Default field managers of the twin's clients: the bootroll binaries
 // (the controller's and the daemon's writes share the twin's client; only
-// the controller writes annotations) and the twin's own models.
+// the controller writes annotations and cordons) and the twin's own models.
 const (
 	ControllerManager = "bootroll-controller"
 	AdminManager      = "twin"
 )
 
-// annotationOwners returns who owns each annotation key by managedFields.
-func annotationOwners(entries []metav1.ManagedFieldsEntry) map[string]string {
+// unschedulableField is the owners' key of a Node's spec.unschedulable;
+// annotation keys are keyed by themselves (an annotation key has no space).
+const unschedulableField = "spec unschedulable"
+
+// managedEntry is the part of a FieldsV1 set this file models.
+type managedEntry struct {
+	Metadata *struct {
+		Annotations map[string]json.RawMessage `json:"f:annotations"`
+	} `json:"f:metadata,omitempty"`
+	Spec *struct {
+		Unschedulable *json.RawMessage `json:"f:unschedulable"`
+	} `json:"f:spec,omitempty"`
+}
+
+// fieldOwners returns who owns each tracked field by managedFields.
+func fieldOwners(entries []metav1.ManagedFieldsEntry) map[string]string {
 	owners := map[string]string{}
 	for _, e := range entries {
 		if e.FieldsV1 == nil {
 			continue
 		}
-		var f struct {
-			Metadata struct {
-				Annotations map[string]json.RawMessage `json:"f:annotations"`
-			} `json:"f:metadata"`
-		}
+		var f managedEntry
 		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
 			continue
 		}
-		for k := range f.Metadata.Annotations {
-			if key, ok := strings.CutPrefix(k, "f:"); ok {
-				owners[key] = e.Manager
+		if f.Metadata != nil {
+			for k := range f.Metadata.Annotations {
+				if key, ok := strings.CutPrefix(k, "f:"); ok {
+					owners[key] = e.Manager
+				}
 			}
+		}
+		if f.Spec != nil && f.Spec.Unschedulable != nil {
+			owners[unschedulableField] = e.Manager
 		}
 	}
 	return owners
 }
 
+// trackedFields returns the tracked fields of o that are set, with their
+// values.
+func trackedFields(o client.Object) map[string]string {
+	out := maps.Clone(o.GetAnnotations())
+	if n, ok := o.(*corev1.Node); ok && n.Spec.Unschedulable {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[unschedulableField] = "true"
+	}
+	return out
+}
+
+// sameTracked reports whether a write from cur to next leaves every
+// tracked field as it was (the common case, checked without allocating).
+func sameTracked(cur, next client.Object) bool {
+	if !maps.Equal(cur.GetAnnotations(), next.GetAnnotations()) {
+		return false
+	}
+	if a, ok := cur.(*corev1.Node); ok {
+		if b, ok := next.(*corev1.Node); ok && a.Spec.Unschedulable != b.Spec.Unschedulable {
+			return false
+		}
+	}
+	return true
+}
+
 // manageAnnotations sets next's managedFields for a write by manager that
 // turns cur (nil for a create) into next: cur's entries, with the
-// ownership of the annotation keys the write added, changed or removed
+// ownership of the tracked fields the write added, changed or removed
 // moved as kube-apiserver moves it. apiVersion is next's.
 func manageAnnotations(cur, next client.Object, manager, apiVersion string, now metav1.Time) {
-	var before map[string]string
 	var entries []metav1.ManagedFieldsEntry
 	if cur != nil {
-		before, entries = cur.GetAnnotations(), cur.GetManagedFields()
+		entries = cur.GetManagedFields()
+		if sameTracked(cur, next) {
+			next.SetManagedFields(entries)
+			return
+		}
 	} else {
 		entries = next.GetManagedFields()
 	}
-	after := next.GetAnnotations()
-	if cur != nil && maps.Equal(before, after) {
-		next.SetManagedFields(entries)
-		return
+	var before map[string]string
+	if cur != nil {
+		before = trackedFields(cur)
 	}
-	owners := annotationOwners(entries)
+	after := trackedFields(next)
+	owners := fieldOwners(entries)
 	changed := false
 	for k, v := range after {
 		if old, ok := before[k]; (!ok || old != v) && owners[k] != manager {
@@ -100,17 +149,25 @@ func manageAnnotations(cur, next client.Object, manager, apiVersion string, now 
 	}
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
-		if e.FieldsV1 != nil && annotationEntry(e) {
+		if e.FieldsV1 != nil && modelledEntry(e) {
 			continue // rebuilt below
 		}
 		out = append(out, e)
 	}
 	for _, m := range slices.Sorted(maps.Keys(byManager)) {
-		fields := map[string]struct{}{}
+		set := map[string]any{}
+		annotations := map[string]struct{}{}
 		for _, k := range byManager[m] {
-			fields["f:"+k] = struct{}{}
+			if k == unschedulableField {
+				set["f:spec"] = map[string]any{"f:unschedulable": struct{}{}}
+				continue
+			}
+			annotations["f:"+k] = struct{}{}
 		}
-		raw, _ := json.Marshal(map[string]any{"f:metadata": map[string]any{"f:annotations": fields}})
+		if len(annotations) > 0 {
+			set["f:metadata"] = map[string]any{"f:annotations": annotations}
+		}
+		raw, _ := json.Marshal(set)
 		t := now
 		out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
 			Time: &t, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
@@ -118,17 +175,26 @@ func manageAnnotations(cur, next client.Object, manager, apiVersion string, now 
 	next.SetManagedFields(out)
 }
 
-// annotationEntry reports whether e is an entry manageAnnotations builds:
-// its fields are annotation keys only.
-func annotationEntry(e metav1.ManagedFieldsEntry) bool {
+// modelledEntry reports whether e is an entry manageAnnotations builds:
+// its fields are tracked fields only.
+func modelledEntry(e metav1.ManagedFieldsEntry) bool {
 	var f map[string]map[string]json.RawMessage
-	if json.Unmarshal(e.FieldsV1.Raw, &f) != nil || len(f) != 1 {
+	if json.Unmarshal(e.FieldsV1.Raw, &f) != nil || len(f) == 0 {
 		return false
 	}
-	m, ok := f["f:metadata"]
-	if !ok || len(m) != 1 {
-		return false
+	for top, m := range f {
+		switch top {
+		case "f:metadata":
+			if _, ok := m["f:annotations"]; !ok || len(m) != 1 {
+				return false
+			}
+		case "f:spec":
+			if _, ok := m["f:unschedulable"]; !ok || len(m) != 1 {
+				return false
+			}
+		default:
+			return false
+		}
 	}
-	_, ok = m["f:annotations"]
-	return ok
+	return true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -75,4 +76,56 @@ func annotationOwnership(ctx context.Context, b *backend, tr *transcript) {
 	patch("conf-c adds y again", "conf-c", `{"metadata":{"annotations":{"y":"3"}}}`)
 	patch("conf-b removes x", "conf-b", `{"metadata":{"annotations":{"x":null}}}`)
 	patch("conf-a removes y and z", "conf-a", `{"metadata":{"annotations":{"y":null,"z":null}}}`)
+}
+
+// TestCordonOwners: who owns a Node's spec.unschedulable after cordons and
+// uncordons by several field managers (bootroll's release keeps a cordon
+// another manager wrote during the slot: controller/node's uncordon). The
+// transcript shows the owners of spec.unschedulable only, for the managers
+// named here; annotation writes beside a cordon must not move it.
+func TestCordonOwners(t *testing.T) { run(t, cordonOwnership) }
+
+// cordonOwner names the conf- manager that owns spec.unschedulable.
+func cordonOwner(o client.Object) string {
+	var who []string
+	for _, e := range o.GetManagedFields() {
+		if !strings.HasPrefix(e.Manager, "conf-") || e.FieldsV1 == nil {
+			continue
+		}
+		var f struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &f); err != nil {
+			return "<" + err.Error() + ">"
+		}
+		if _, ok := f.Spec["f:unschedulable"]; ok {
+			who = append(who, e.Manager)
+		}
+	}
+	slices.Sort(who)
+	return "unschedulable owned by [" + strings.Join(who, ",") + "]"
+}
+
+func cordonOwnership(ctx context.Context, b *backend, tr *transcript) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "conf-cordon"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	tr.add("create a cordoned node as conf-a", "%s %s", outcome(b.c.Create(ctx, n, client.FieldOwner("conf-a"))), cordonOwner(n))
+	patch := func(step, manager, data string) {
+		var cur corev1.Node
+		_ = b.c.Get(ctx, client.ObjectKeyFromObject(n), &cur)
+		err := b.c.Patch(ctx, &cur, client.RawPatch(types.MergePatchType, []byte(data)), client.FieldOwner(manager))
+		tr.add(step, "%s unschedulable=%v %s", outcome(err), cur.Spec.Unschedulable, cordonOwner(&cur))
+	}
+	patch("conf-b cordons it again, with a marker", "conf-b", `{"metadata":{"annotations":{"m":"p"}},"spec":{"unschedulable":true}}`)
+	patch("conf-b uncordons", "conf-b", `{"spec":{"unschedulable":null}}`)
+	patch("conf-b cordons, with a marker", "conf-b", `{"metadata":{"annotations":{"m":"q"}},"spec":{"unschedulable":true}}`)
+	patch("conf-c cordons the cordoned node", "conf-c", `{"spec":{"unschedulable":true}}`)
+	patch("conf-c uncordons with false", "conf-c", `{"spec":{"unschedulable":false}}`)
+	patch("conf-c cordons", "conf-c", `{"spec":{"unschedulable":true}}`)
+	patch("conf-b removes its marker only", "conf-b", `{"metadata":{"annotations":{"m":null}}}`)
+	var cur corev1.Node
+	_ = b.c.Get(ctx, client.ObjectKeyFromObject(n), &cur)
+	cur.Spec.Unschedulable = false
+	err := b.c.Update(ctx, &cur, client.FieldOwner("conf-a"))
+	tr.add("conf-a uncordons by update", "%s unschedulable=%v %s", outcome(err), cur.Spec.Unschedulable, cordonOwner(&cur))
+	_ = b.c.Delete(ctx, n)
 }
