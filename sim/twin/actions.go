@@ -459,7 +459,14 @@ func (r *runner) removeKarpenter() error {
 }
 
 // createExistingClaim creates the NodeClaim through which Karpenter adopts
-// an existing node of a group that names NodePool pool.
+// an existing node of a group that names NodePool pool: the claim the node
+// had, as far as Karpenter's initialization reads it. Its startupTaints
+// are those of the NodePool the node still has: a node launched before
+// Karpenter's CRDs were removed and not yet initialized keeps waiting for
+// them to be removed (explorer seed 92131 of boot-image-skew: the claim
+// made on reinstall was initialized at once, and Karpenter reaped the
+// node bootroll was booting on the startup-taint path), while a node
+// that has none is initialized as before, and registration adds none.
 func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(fakekarpenter.NodeClaimGVK)
@@ -473,11 +480,28 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 	u.SetFinalizers([]string{fakekarpenter.FinalizerTermination})
 	var ncName string
 	spec := map[string]any{}
+	var n corev1.Node
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return fmt.Errorf("reading node %s to adopt it: %w", node, err)
+	}
 	for _, np := range r.sc.Karpenter.NodePools {
 		if np.Name == pool {
 			ncName = np.NodeClass
 			if !np.ExpireAfter.Never {
 				spec["expireAfter"] = np.ExpireAfter.Duration.String()
+			}
+			var startup []any
+			for _, t := range np.StartupTaints {
+				if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == t.Key && string(x.Effect) == string(t.Effect) }) {
+					m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+					if t.Value != "" {
+						m["value"] = t.Value
+					}
+					startup = append(startup, m)
+				}
+			}
+			if len(startup) > 0 {
+				spec["startupTaints"] = startup
 			}
 		}
 	}
