@@ -244,12 +244,49 @@ func nameHash(s string) uint64 {
 // 70028). A run that converges stops early, so only stalled runs pay.
 const RecoveryFloor = 35 * time.Minute
 
-// limitFor gives a run the scenario's limit, and at least RecoveryFloor,
-// after its last item ends, so the world has as long to recover from the
-// schedule as the scenario gives it to finish and the controller's
-// timeouts need to judge what failed.
-func limitFor(limit time.Duration, s Schedule) time.Duration {
-	return max(limit, s.End()+max(limit, RecoveryFloor))
+// limitFor gives a run the scenario's limit, and at least RecoveryFloor
+// and the scenario's own judgeTime, after its last item ends, so the world
+// has as long to recover from the schedule as the scenario gives it to
+// finish and the controller's timeouts need to judge what failed.
+func limitFor(sc *scenario.Scenario, s Schedule) time.Duration {
+	return max(sc.Limit, s.End()+max(sc.Limit, RecoveryFloor, judgeTime(sc)))
+}
+
+// judgeTime is how long a scenario's own timeouts and reboots may take to
+// judge a node that failed after the last item and roll it on: its
+// longest drainTimeout and healthTimeout (the controller's defaults where
+// unset) and two of its longest reboots (the one that failed, and the one
+// into the next image). A scenario with a 30m healthTimeout and 10m40s
+// reboots needs 61m20s where RecoveryFloor gives 35m (explorer seed 95052
+// of cluster-repair-during-slow-reboot: the node was judged at 30m and
+// its next reboot cut off by the limit).
+func judgeTime(sc *scenario.Scenario) time.Duration {
+	var worst time.Duration
+	for _, p := range sc.Bootroll.Pools {
+		health, drain := 15*time.Minute, 10*time.Minute
+		if p.HealthTimeout != nil {
+			health = p.HealthTimeout.Duration
+		}
+		if p.DrainTimeout != nil {
+			drain = p.DrainTimeout.Duration
+		}
+		worst = max(worst, health+drain)
+	}
+	return worst + 2*upperBound(sc.Host.Reboot)
+}
+
+// upperBound is the longest duration d draws, or an estimate of it for an
+// unclamped normal or lognormal distribution.
+func upperBound(d scenario.Distribution) time.Duration {
+	switch {
+	case d.Max > 0:
+		return d.Max
+	case d.Value > 0:
+		return d.Value
+	case d.Stddev > 0:
+		return d.Mean + 3*d.Stddev
+	}
+	return max(d.Mean, 3*d.Median)
 }
 
 // prepare loads a target and measures its horizon: the schedule's times
@@ -281,7 +318,7 @@ func prepare(t Target, cfg Config) (prepared, error) {
 // name alone) and runs it.
 func runSeed(p prepared, seed uint64, cfg Config) runOut {
 	sched := draw(newWorld(p.sc, p.doc, p.horizon), cfg.Categories, rand.New(rand.NewPCG(seed, nameHash(p.sc.Name))))
-	return run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc.Limit, sched)}, cfg.Now)
+	return run(p.doc, variant{seed: seed, schedule: sched, limit: limitFor(p.sc, sched)}, cfg.Now)
 }
 
 // run renders and runs one variant.
@@ -399,7 +436,7 @@ func shrink(p prepared, v variant, inv string, cfg Config) (variant, int) {
 			return false
 		}
 		runs++
-		c.limit = limitFor(p.sc.Limit, c.schedule)
+		c.limit = limitFor(p.sc, c.schedule)
 		return run(p.doc, c, cfg.Now).violates(inv)
 	}
 	cur := v
@@ -480,7 +517,7 @@ func shrink(p prepared, v variant, inv string, cfg Config) (variant, int) {
 			}
 		}
 	}
-	cur.limit = limitFor(p.sc.Limit, cur.schedule)
+	cur.limit = limitFor(p.sc, cur.schedule)
 	return cur, runs
 }
 

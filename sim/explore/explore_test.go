@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
 )
@@ -74,7 +76,7 @@ func TestEveryDrawnScheduleLoads(t *testing.T) {
 					}
 				}
 			}
-			data, err := doc.render(variant{seed: seed + 1, schedule: s, limit: limitFor(sc.Limit, s)})
+			data, err := doc.render(variant{seed: seed + 1, schedule: s, limit: limitFor(sc, s)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,10 +248,21 @@ func TestWindowOpeningWithinLimit(t *testing.T) {
 // scenario's limit, so that a failure is judged before the end.
 func TestLimitCoversTimeouts(t *testing.T) {
 	s := Schedule{one(Host, Faults, time.Minute, "bootFailure", map[string]any{"node": "a-0", "mode": "NeverReady"})}
-	if got := limitFor(4*time.Minute, s); got < time.Minute+15*time.Minute+10*time.Minute {
+	short := &scenario.Scenario{Limit: 4 * time.Minute}
+	if got := limitFor(short, s); got < time.Minute+15*time.Minute+10*time.Minute {
 		t.Errorf("limit %s after a boot failure at 1m of a 4m scenario: shorter than the default health and drain timeouts", got)
 	}
-	if got := limitFor(2*time.Hour, s); got != time.Minute+2*time.Hour {
+	long := &scenario.Scenario{Limit: 2 * time.Hour}
+	if got := limitFor(long, s); got != time.Minute+2*time.Hour {
 		t.Errorf("limit %s for a 2h scenario, want 2h1m", got)
+	}
+	// A scenario's own long timeouts and reboots (explorer seed 95052 of
+	// cluster-repair-during-slow-reboot): a 30m healthTimeout and 12m
+	// reboots need 30m+10m+2×12m after the last item.
+	slow := &scenario.Scenario{Limit: 17 * time.Minute}
+	slow.Host.Reboot = scenario.Distribution{Dist: scenario.DistFixed, Value: 12 * time.Minute}
+	slow.Bootroll.Pools = []scenario.Pool{{HealthTimeout: &metav1.Duration{Duration: 30 * time.Minute}}}
+	if got, want := limitFor(slow, s), time.Minute+30*time.Minute+10*time.Minute+24*time.Minute; got != want {
+		t.Errorf("limit %s for a scenario with healthTimeout 30m and 12m reboots, want %s", got, want)
 	}
 }
