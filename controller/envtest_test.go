@@ -673,6 +673,41 @@ func TestPriorCordonKept(t *testing.T) {
 	g.Expect(h.node("cord-1").Spec.Unschedulable).To(BeFalse())
 }
 
+// TestAdminCordonDuringSlotKept: an admin uncordons a node while it
+// verifies and cordons it again (kubectl's merge patches, under its own
+// field manager): bootroll's release, which restores the cordon state from
+// before the slot, leaves that cordon (managedFields show it is not
+// bootroll's), and removes its slot marker (explorer seeds 94019, 94277).
+func TestAdminCordonDuringSlotKept(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t, "acd", 1, clock.RealClock{})
+	slow := digestRef("slow-to-ready")
+	h.mu.Lock()
+	h.sick[imageref.Digest(slow)] = true // boots, NotReady until told
+	h.mu.Unlock()
+	h.pool("acd", slow, intstr.FromInt32(1))
+	g.Eventually(func() v1alpha1.NodePhase { bn := h.bootcNodes()["acd-0"]; return bn.Status.Phase }, 60*time.Second, 100*time.Millisecond).
+		Should(Equal(v1alpha1.PhaseVerifying))
+	kubectl := func(unschedulable bool) {
+		t.Helper()
+		data := `{"spec":{"unschedulable":null}}`
+		if unschedulable {
+			data = `{"spec":{"unschedulable":true}}`
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "acd-0"}}
+		g.Expect(k8s.Patch(h.ctx, n, client.RawPatch(types.StrategicMergePatchType, []byte(data)), client.FieldOwner("kubectl-cordon"))).To(Succeed())
+	}
+	kubectl(false)
+	kubectl(true)
+	setReady(t, h.ctx, "acd-0", true)
+	g.Eventually(func() v1alpha1.NodePhase { bn := h.bootcNodes()["acd-0"]; return bn.Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(v1alpha1.PhaseUpdated))
+	g.Eventually(func() map[string]string { return h.node("acd-0").Annotations }, 10*time.Second, 100*time.Millisecond).
+		ShouldNot(HaveKey(v1alpha1.AnnotationSlot))
+	g.Consistently(func() bool { return h.node("acd-0").Spec.Unschedulable }, 2*time.Second, 100*time.Millisecond).
+		Should(BeTrue(), "the admin's cordon, written during the slot, must stay")
+}
+
 func TestControllerRestartMidRollout(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t, "rs", 4, clock.RealClock{})
