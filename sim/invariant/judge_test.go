@@ -440,15 +440,24 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 		restored time.Duration // when the Node is given back; 0: never
 		want     int
 		wantAt   time.Duration
+		// downAgain..upAgain: the node goes down again after the reboot
+		// (a power cycle before its daemon reported), 0: not.
+		downAgain, upAgain time.Duration
 	}{
-		{"given back after the reboot", 5 * time.Minute, 6 * time.Minute, 0, 0},
-		{"kept past the grace after the reboot", 5 * time.Minute, 0, 1, 5*time.Minute + CleanupBound},
-		{"never Ready again", 0, 0, 1, 10*time.Second + CleanupRebootCap},
+		{"given back after the reboot", 5 * time.Minute, 6 * time.Minute, 0, 0, 0, 0},
+		{"kept past the grace after the reboot", 5 * time.Minute, 0, 1, 5*time.Minute + CleanupBound, 0, 0},
+		{"never Ready again", 0, 0, 1, 10*time.Second + CleanupRebootCap, 0, 0},
 		// A reboot that ends before the plain bound still moves it: the
 		// grace runs from the end of the reboot (found by the explorer:
 		// controller-restart-mid-drain.cleanup.seed58).
-		{"given back within the grace after a short reboot", 90 * time.Second, 3 * time.Minute, 0, 0},
-		{"kept past the grace after a short reboot", 90 * time.Second, 0, 1, 90*time.Second + CleanupBound},
+		{"given back within the grace after a short reboot", 90 * time.Second, 3 * time.Minute, 0, 0, 0, 0},
+		{"kept past the grace after a short reboot", 90 * time.Second, 0, 1, 90*time.Second + CleanupBound, 0, 0},
+		// Down again once the grace had started: the grace runs again
+		// from the end of that down time (explorer seed 96098 of
+		// bootcnode-deleted-mid-reboot: a power cycle 5 s after the
+		// reboot, its daemon reported 2m27s later).
+		{"given back within the grace after going down again", 5 * time.Minute, 10 * time.Minute, 0, 0, 6 * time.Minute, 9 * time.Minute},
+		{"kept past the grace after going down again", 5 * time.Minute, 0, 1, 9*time.Minute + CleanupBound, 6 * time.Minute, 9 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")
@@ -465,6 +474,10 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 				if tc.backAt > 0 && at == tc.backAt {
 					f.at(at)
 					f.node("a", readyCond(true))
+				}
+				if tc.downAgain > 0 && (at == tc.downAgain || at == tc.upAgain) {
+					f.at(at)
+					f.node("a", readyCond(at == tc.upAgain))
 				}
 				if tc.restored > 0 && at == tc.restored {
 					f.at(at)

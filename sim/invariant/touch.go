@@ -455,8 +455,11 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		rebootCap := c.cleanupRebootCap(d.pool)
 		if down(n) && now.Before(d.since.Add(rebootCap)) {
 			// A reboot in progress holds the cleanup back: look again
-			// CleanupBound after it ends, or at the cap.
-			d.waited = true
+			// CleanupBound after it ends, or at the cap. A node down
+			// again after a grace had started (a power cycle before its
+			// daemon reported what it booted) gets the grace anew once
+			// it is up (explorer seed 96098 of bootcnode-deleted-mid-reboot).
+			d.waited, d.graced = true, false
 			d.at = now.Add(cleanupPoll)
 			if cap := d.since.Add(rebootCap); cap.Before(d.at) {
 				d.at = cap
