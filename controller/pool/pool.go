@@ -52,6 +52,37 @@ type Reconciler struct {
 	mu    sync.Mutex
 	last  map[string]pass
 	views map[string]*poolView
+	// wrote is the status each pool's last status write stored (by pool
+	// name, for the pool's UID): a cache that has not shown that write
+	// yet must not make a pass skip the write it needs (cacheBehind).
+	wrote map[string]wroteStatus
+}
+
+// wroteStatus is a pool status this controller wrote.
+type wroteStatus struct {
+	uid    types.UID
+	status v1alpha1.BootcNodePoolStatus
+}
+
+// CacheLagPoll is how soon a pass looks again when the cache has not yet
+// shown the pool's last status write.
+const CacheLagPoll = time.Second
+
+// cacheBehind reports whether the pool as cached (its status cached) is
+// older than this controller's last status write of it, which differs
+// from st, the status the pass computed: a pass that found cached equal
+// to st would write nothing, and the API server would keep the older
+// write for good (a pool's own status writes do not wake it). Explorer
+// seed 96057 of cluster-pool-image-revert-mid-reboot: a record deleted
+// and made again was "1 pending" at the last write; the pool's event of
+// that write reached the cache 20 s late, and the pass after the node
+// was updated found the cache's older "3/3 updated" equal to its own and
+// wrote nothing, so the pool said "1 pending" to the end.
+func (r *Reconciler) cacheBehind(pool *v1alpha1.BootcNodePool, cached, st *v1alpha1.BootcNodePoolStatus) bool {
+	r.mu.Lock()
+	w, ok := r.wrote[pool.Name]
+	r.mu.Unlock()
+	return ok && w.uid == pool.UID && !equalStatus(&w.status, st) && !equalStatus(&w.status, cached)
 }
 
 // poolView is a pool's row table kept between passes and updated from the
@@ -299,6 +330,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.metrics.SetPoolPhases(pool.Name, st.Phases)
 		r.metrics.Halted.WithLabelValues(pool.Name).Set(b2f(halted))
 	}
+	if equalStatus(&orig.Status, st) && r.cacheBehind(&pool, &orig.Status, st) && (requeue == 0 || requeue > CacheLagPoll) {
+		requeue = CacheLagPoll
+	}
 	if !equalStatus(&orig.Status, st) {
 		// The controller is the only writer of a pool's status, so it is
 		// replaced whole. The update carries the resourceVersion read, an
@@ -316,6 +350,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			return reconcile.Result{}, fmt.Errorf("update status of pool %s: %w", pool.Name, err)
 		}
+		r.mu.Lock()
+		if r.wrote == nil {
+			r.wrote = map[string]wroteStatus{}
+		}
+		r.wrote[pool.Name] = wroteStatus{uid: pool.UID, status: *pool.Status.DeepCopy()}
+		r.mu.Unlock()
 		// Once written: a reason the rollout stopped moving for is also
 		// an Event, so `kubectl describe` and event exporters show it.
 		for _, e := range rollout.StuckEvents(orig.Status.Conditions, st.Conditions) {
