@@ -349,11 +349,20 @@ func (p *Pass) aggregate() {
 		n      int32
 	}
 	var digests []digestCount
-	var updated int32
+	var updated, leaving int32
 	for i := range p.Rows {
 		row := &p.Rows[i]
 		if row.Record == nil {
 			continue // deleted, or not created
+		}
+		if row.Node == nil {
+			// A record whose Node left the pool (or is gone), kept until
+			// bootroll has given the node back: not a member, so not in
+			// status.phases (members per phase), which counted it (a
+			// pool of 2 said "0/2 updated; 3 staged"); the summary says
+			// how many are leaving.
+			leaving++
+			continue
 		}
 		if row.PhaseIdx >= 0 {
 			counts[row.PhaseIdx]++
@@ -385,7 +394,7 @@ func (p *Pass) aggregate() {
 	}
 	st.Nodes = int32(p.Members)
 	st.UpdatedNodes = updated
-	st.Summary = Summary(updated, st.Nodes, st.Phases)
+	st.Summary = Summary(updated, st.Nodes, st.Phases, leaving)
 }
 
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {

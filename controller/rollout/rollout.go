@@ -168,13 +168,16 @@ func (h *candHeap) Pop() any {
 }
 
 // Summary breaks a pool down for a person: "7/10 updated; 2 staging; 1 rebooting".
-func Summary(updated, total int32, phases []v1alpha1.PhaseCount) string {
+func Summary(updated, total int32, phases []v1alpha1.PhaseCount, leaving int32) string {
 	parts := []string{fmt.Sprintf("%d/%d updated", updated, total)}
 	for _, pc := range phases {
 		if pc.Phase == v1alpha1.PhaseUpdated || pc.Nodes == 0 {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", pc.Nodes, strings.ToLower(string(pc.Phase))))
+	}
+	if leaving > 0 {
+		parts = append(parts, fmt.Sprintf("%d leaving", leaving))
 	}
 	return strings.Join(parts, "; ")
 }

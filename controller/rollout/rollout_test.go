@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -135,8 +136,12 @@ func TestPickSlots(t *testing.T) {
 }
 
 func TestSummary(t *testing.T) {
-	got := Summary(7, 10, []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseStaging, Nodes: 2}, {Phase: v1alpha1.PhaseRebooting, Nodes: 1}, {Phase: v1alpha1.PhaseUpdated, Nodes: 7}})
+	got := Summary(7, 10, []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseStaging, Nodes: 2}, {Phase: v1alpha1.PhaseRebooting, Nodes: 1}, {Phase: v1alpha1.PhaseUpdated, Nodes: 7}}, 0)
 	if want := "7/10 updated; 2 staging; 1 rebooting"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	got = Summary(0, 2, []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseStaged, Nodes: 2}}, 1)
+	if want := "0/2 updated; 2 staged; 1 leaving"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -247,5 +252,40 @@ func TestPostUpdateProtection(t *testing.T) {
 		if got := PostUpdateProtection(pool(tt.d), tt.claimed); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestAggregateCountsMembersOnly: a record whose Node left the pool is not
+// a member (status.phases counts members per phase, updatedNodes members on
+// the target); the summary says it is leaving (a pool of 2 said "0/2
+// updated; 3 staged").
+func TestAggregateCountsMembersOnly(t *testing.T) {
+	target := "registry.example/os@sha256:" + "b" + zeros(63)
+	staged := func(name string, member bool) Row {
+		bn := &v1alpha1.BootcNode{}
+		bn.Name = name
+		bn.Spec.DesiredImage = target
+		bn.Status.Phase = v1alpha1.PhasePending
+		bn.Status.Staged = &v1alpha1.HostImage{Image: target, Digest: "sha256:b" + zeros(63)}
+		bn.Status.Booted = &v1alpha1.HostImage{Image: "registry.example/os@sha256:" + "a" + zeros(63), Digest: "sha256:a" + zeros(63)}
+		r := Row{Name: name}
+		r.SetRecord(bn, func(s string) string { return s })
+		if member {
+			r.SetNode(&corev1.Node{})
+		}
+		return r
+	}
+	pool := &v1alpha1.BootcNodePool{}
+	p := &Pass{Pool: pool, Rows: []Row{staged("a", true), staged("b", true), staged("c", false)}, Members: 2, Target: target, TargetDigest: "sha256:b" + zeros(63)}
+	p.aggregate()
+	if got, want := pool.Status.Summary, "0/2 updated; 2 staged; 1 leaving"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	var n int32
+	for _, pc := range pool.Status.Phases {
+		n += pc.Nodes
+	}
+	if n != 2 {
+		t.Errorf("status.phases counts %d nodes, want the 2 members: %v", n, pool.Status.Phases)
 	}
 }
