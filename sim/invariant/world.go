@@ -233,6 +233,10 @@ type Pool struct {
 	postUpdateProtectionSet bool
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
+	// Windows is spec.windows; LastGrant the latest grant time (since) of
+	// a slot the pool's status listed.
+	Windows   []v1alpha1.MaintenanceWindow
+	LastGrant time.Time
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int
@@ -856,6 +860,12 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
 	p.postUpdateProtectionSet = o.Spec.Karpenter.PostUpdateProtection != nil
 	p.setHealthChecks(&o.Spec.HealthChecks)
+	p.Windows = o.Spec.Windows
+	for _, s := range o.Status.Slots {
+		if s.Since.After(p.LastGrant) {
+			p.LastGrant = s.Since.Time
+		}
+	}
 	p.prevSlots = p.slots
 	w.setSlots(p, o.Status.Slots)
 	p.Generation = o.Generation
