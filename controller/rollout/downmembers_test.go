@@ -224,3 +224,32 @@ func TestArrivedNotBeforeAnAskedReboot(t *testing.T) {
 		t.Error("reported from the boot after it: want arrived")
 	}
 }
+
+// TestDownMembersInAPredecessorsSlot: a node down in a slot held for an
+// earlier record of it (released down: the record was deleted mid-reboot)
+// is a down member of its current record once DaemonSilence has passed; one
+// down in its own record's slot is judged by the slot's timeouts (explorer
+// seed 98400 of boot-failure-modes).
+func TestDownMembersInAPredecessorsSlot(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	down := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}}}
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "new", CreationTimestamp: metav1.NewTime(now.Add(-10 * time.Minute))}}
+	rows := []Row{{Name: "a", Record: bn, Node: down, Facts: Facts{Phase: v1alpha1.PhasePending}}}
+	for _, tc := range []struct {
+		name string
+		uid  string
+		want int
+	}{
+		{"slot of an earlier record", "old", 1},
+		{"slot of this record", "new", 0},
+		{"slot from before slot UIDs", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := DownMembers(rows, []v1alpha1.Slot{{Node: "a", Image: img("B"), UID: tc.uid, Down: true}}, dig("B"), now)
+			if len(got) != tc.want {
+				t.Errorf("DownMembers = %q, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -485,7 +485,8 @@ func Unreported(bn *v1alpha1.BootcNode) bool {
 	return bn == nil || (bn.Status.Booted == nil && bn.Status.Daemon.Phase == "" && bn.Status.Daemon.BootID == "")
 }
 
-// DownMembers lists the members outside a slot whose Node is not Ready
+// DownMembers lists the members outside a slot of their own record whose
+// Node is not Ready
 // (and not joining on an old image), for the pool's Degraded condition,
 // each with its Ready condition and why it holds the pool up:
 //   - its daemon has never reported to its record (Unreported), created
@@ -498,7 +499,7 @@ func Unreported(bn *v1alpha1.BootcNode) bool {
 // wake is how soon the next such member's DaemonSilence passes (zero for
 // none).
 func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
-	var inSlot map[string]bool // built once, when first needed
+	var inSlot map[string]string // node -> its slot's record UID, built once, when first needed
 	for i := range rows {
 		row := &rows[i]
 		bn := row.Record
@@ -528,12 +529,18 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 			continue
 		}
 		if inSlot == nil {
-			inSlot = make(map[string]bool, len(slots))
+			inSlot = make(map[string]string, len(slots))
 			for _, s := range slots {
-				inSlot[s.Node] = true
+				inSlot[s.Node] = s.UID
 			}
 		}
-		if inSlot[row.Name] {
+		if uid, ok := inSlot[row.Name]; ok && (uid == "" || uid == string(bn.UID)) {
+			// Down in its own slot: the slot's timeouts judge it. A slot
+			// held for an earlier record of the node (released down, its
+			// record deleted mid-reboot) is not the current record's: a
+			// node that stays down there is a down member (explorer seed
+			// 98400 of boot-failure-modes: the pool said RollingOut for
+			// hours over a node that never came up).
 			continue
 		}
 		if left := DaemonSilence - now.Sub(since); left > 0 {
