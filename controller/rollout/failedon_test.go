@@ -12,15 +12,10 @@ import (
 // record directed elsewhere since (rollbackTo cleared) are directable
 // (explorer seed 92018 of rollback-on-failed-boot).
 func TestFailedOnRollback(t *testing.T) {
-	const (
-		v1  = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
-		v1d = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
-		bad = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
-		v3  = "registry.example/os@sha256:3333333333333333333333333333333333333333333333333333333333333333"
-	)
+	v1, bad, v3 := img("A"), img("B"), img("C")
 	// rollbackTo as the daemon's report spelled it: another spelling of
 	// the repository than the pool's target, the same digest.
-	const v1Tagged = "registry.example/os:v1@" + v1d
+	v1Tagged := "registry.example/os:v1@" + dig("A")
 	id := func(s string) string { return s }
 	for _, tc := range []struct {
 		name       string
@@ -44,10 +39,7 @@ func TestFailedOnRollback(t *testing.T) {
 			bn.Status.Rollout.RollbackTo = tc.rollbackTo
 			var f Facts
 			f.SetFrom(bn, id)
-			digest := ""
-			if d := tc.target; d != "" {
-				digest = d[len(d)-len(v1d):]
-			}
+			digest := tc.target[len("registry.example/os@"):]
 			if got := f.FailedOn(tc.target, digest); got != tc.failedOn {
 				t.Errorf("FailedOn(%s) = %v, want %v", tc.target, got, tc.failedOn)
 			}
