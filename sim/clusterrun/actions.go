@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -176,6 +177,12 @@ func (a *actor) Do(ctx context.Context, ev *scenario.Event) error {
 		return notFoundSkip(a.mergePatch(ctx, s, map[string]any{"spec": map[string]any{"images": PinnedRefs(e.Images)}}), "PinnedImageSet")
 	case ev.KarpenterCRDs != nil:
 		return a.karpenterCRDs(ctx, ev.KarpenterCRDs.Installed)
+	case ev.SetNodePoolLabels != nil:
+		e := ev.SetNodePoolLabels
+		np := &unstructured.Unstructured{}
+		np.SetGroupVersionKind(schema.GroupVersionKind{Group: KarpenterGroup, Version: "v1", Kind: "NodePool"})
+		np.SetName(e.NodePool)
+		return notFoundSkip(a.mergePatch(ctx, np, map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": labelPatch(e.Set, nil)}}}}), "NodePool")
 	}
 	name, _ := ev.Action()
 	return errSkip{"the cluster target does not carry out " + name}

@@ -173,6 +173,18 @@ func parseClaim(u *unstructured.Unstructured) (*nodeClaim, error) {
 }
 
 // parsePool decodes a NodePool and applies the CRD's defaults.
+// NodePoolHash is the karpenter.sh/nodepool-hash of NodePool u's template,
+// which Karpenter's NodePool hash controller writes on the NodeClaims of
+// the pool that carry none (an adopted node's claim): from then on a
+// change of the template is static drift for them too.
+func NodePoolHash(u *unstructured.Unstructured) (string, error) {
+	np, err := parsePool(u)
+	if err != nil {
+		return "", err
+	}
+	return np.hash, nil
+}
+
 func parsePool(u *unstructured.Unstructured) (*nodePool, error) {
 	np := &nodePool{name: u.GetName(), obj: u}
 	if err := decode(u.Object["spec"], &np.spec); err != nil {

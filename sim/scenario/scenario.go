@@ -726,6 +726,10 @@ type Event struct {
 	// SetNodeClassImage changes the boot image of a Karpenter node class.
 	SetNodeClassImage *SetNodeClassImage `json:"setNodeClassImage,omitempty" oneOf:"action"`
 
+	// SetNodePoolLabels changes the labels of a Karpenter NodePool's node
+	// template (static drift).
+	SetNodePoolLabels *SetNodePoolLabels `json:"setNodePoolLabels,omitempty" oneOf:"action"`
+
 	// human and Karpenter actions (helper actions)
 
 	// DeletePool deletes a BootcNodePool, as kubectl delete does.
@@ -884,6 +888,19 @@ type SetNodeClassImage struct {
 
 	// Image is the short name of the new boot image.
 	Image string `json:"image" required:"true"`
+}
+
+// SetNodePoolLabels sets labels of a Karpenter NodePool's node template
+// (spec.template.metadata.labels), as an operator edits the NodePool:
+// Karpenter marks the NodeClaims made from the old template Drifted
+// (static drift) and replaces them, within the NodePool's Drifted budget
+// and honouring do-not-disrupt; new nodes carry the new labels.
+type SetNodePoolLabels struct {
+	// NodePool is the NodePool's name (karpenter.nodePools).
+	NodePool string `json:"nodePool" required:"true"`
+
+	// Set are labels to add or change on the template.
+	Set map[string]string `json:"set" required:"true"`
 }
 
 // SetPinnedImages replaces a PinnedImageSet's spec.images: images left out

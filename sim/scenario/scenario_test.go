@@ -262,10 +262,10 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:6: nodeGroups[0].bootImage: required field is missing`,
 		}},
 		{"no event action", base + "events:\n  - at: 1m\n", []string{
-			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, deletePool, createPool, setPool, relabelNode, annotateNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs is required`,
+			`t.yaml:6: events[0]: one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, setNodePoolLabels, deletePool, createPool, setPool, relabelNode, annotateNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs is required`,
 		}},
 		{"two event actions", poolDoc + "events:\n  - at: 1m\n    pause: {pool: workers}\n    addNodes: {group: workers, count: 1}\n", []string{
-			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, deletePool, createPool, setPool, relabelNode, annotateNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs may be given, got pause and addNodes`,
+			`t.yaml:17: events[0].addNodes: only one of setPoolImage, pause, scaleWorkload, addNodes, removeNodes, setPinnedImages, setNodeClassImage, setNodePoolLabels, deletePool, createPool, setPool, relabelNode, annotateNode, deleteNode, deleteBootcNode, cordonNode, uncordonNode, setPDB, deletePDB, karpenterCRDs may be given, got pause and addNodes`,
 		}},
 		{"fault time", poolDoc + "faults:\n  - daemonCrash: {node: workers-0}\n", []string{
 			`t.yaml:15: faults[0]: one of at, window is required`,

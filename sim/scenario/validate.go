@@ -534,6 +534,13 @@ func (v *validator) event(p string, e Event) {
 		ap := joinKey(p, "setPinnedImages")
 		v.ref(joinKey(ap, "set"), "PinnedImageSet", e.SetPinnedImages.Set, v.pinnedSets)
 		v.pinnedImages(joinKey(ap, "images"), e.SetPinnedImages.Images)
+	case e.SetNodePoolLabels != nil:
+		ap := joinKey(p, "setNodePoolLabels")
+		v.ref(joinKey(ap, "nodePool"), "Karpenter node pool", e.SetNodePoolLabels.NodePool, v.nodePools)
+		if len(e.SetNodePoolLabels.Set) == 0 {
+			v.errorf(joinKey(ap, "set"), "set at least one label")
+		}
+		v.labels(joinKey(ap, "set"), e.SetNodePoolLabels.Set)
 	case e.SetNodeClassImage != nil:
 		ap := joinKey(p, "setNodeClassImage")
 		v.ref(joinKey(ap, "nodeClass"), "node class", e.SetNodeClassImage.NodeClass, v.nodeClasses)

@@ -484,6 +484,17 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: node}, &n); err != nil {
 		return fmt.Errorf("reading node %s to adopt it: %w", node, err)
 	}
+	np := &unstructured.Unstructured{}
+	np.SetGroupVersionKind(fakekarpenter.NodePoolGVK)
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: pool}, np); err == nil {
+		// The hash Karpenter's NodePool hash controller gives a claim that
+		// has none, so that a later template change drifts it
+		// (setNodePoolLabels), as on a cluster.
+		if h, err := fakekarpenter.NodePoolHash(np); err == nil {
+			ann[fakekarpenter.AnnotationNodePoolHash] = h
+			u.SetAnnotations(ann)
+		}
+	}
 	for _, np := range r.sc.Karpenter.NodePools {
 		if np.Name == pool {
 			ncName = np.NodeClass

@@ -87,6 +87,8 @@ func (r *runner) event(ev scenario.Event) error {
 		return r.setPinnedImages(ev.SetPinnedImages)
 	case ev.SetNodeClassImage != nil:
 		return r.setNodeClassImage(ev.SetNodeClassImage)
+	case ev.SetNodePoolLabels != nil:
+		return r.setNodePoolLabels(ev.SetNodePoolLabels)
 	}
 	return r.action(ev)
 }

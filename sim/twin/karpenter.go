@@ -2,11 +2,13 @@ package twin
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/sim/apiserver"
@@ -180,6 +182,34 @@ func (r *runner) setNodeClassImage(e *scenario.SetNodeClassImage) error {
 				r.kp.queues[i].Add(req)
 			}
 		}
+	}
+	return nil
+}
+
+// setNodePoolLabels sets labels of a NodePool's node template, as an
+// operator edits it: the fake Karpenter's NodeClaim lifecycle sees the
+// NodePool change and marks the claims of the old template Drifted.
+func (r *runner) setNodePoolLabels(e *scenario.SetNodePoolLabels) error {
+	r.tr.emit("scenario.setNodePoolLabels", "NodePool/"+e.NodePool, map[string]any{"set": e.Set})
+	if r.kp == nil || !r.kp.installed {
+		return fmt.Errorf("setNodePoolLabels: Karpenter is not installed (karpenter.installCRDsAt, or karpenterCRDs removed)")
+	}
+	c := r.api.AdminClient()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(fakekarpenter.NodePoolGVK)
+	if err := c.Get(r.ctx, client.ObjectKey{Name: e.NodePool}, u); err != nil {
+		return fmt.Errorf("setNodePoolLabels: %w", err)
+	}
+	labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "labels")
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, e.Set)
+	if err := unstructured.SetNestedStringMap(u.Object, labels, "spec", "template", "metadata", "labels"); err != nil {
+		return fmt.Errorf("setNodePoolLabels: %w", err)
+	}
+	if err := c.Update(r.ctx, u); err != nil {
+		return fmt.Errorf("setNodePoolLabels: updating NodePool %s: %w", e.NodePool, err)
 	}
 	return nil
 }
