@@ -321,7 +321,13 @@ func NodePool(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	if len(np.StartupTaints) > 0 {
 		var ts []any
 		for _, t := range np.StartupTaints {
-			ts = append(ts, map[string]any{"key": t.Key, "value": t.Value, "effect": string(t.Effect)})
+			m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+			if t.Value != "" {
+				// Karpenter's CRD refuses an empty value (its pattern wants
+				// a label value); a taint without one leaves it out.
+				m["value"] = t.Value
+			}
+			ts = append(ts, m)
 		}
 		spec["template"].(map[string]any)["spec"].(map[string]any)["startupTaints"] = ts
 	}
