@@ -31,6 +31,10 @@ type karpenterRun struct {
 	prov       *cluster.KarpenterProvider
 	// images is the boot image reference each node class launches now.
 	images map[string]string
+	// templateLabels are the labels setNodePoolLabels set on each
+	// NodePool's template, kept for a NodePool made again when Karpenter
+	// is installed again (as images are for the node classes).
+	templateLabels map[string]map[string]string
 }
 
 // The CRD objects installing Karpenter creates.
@@ -128,6 +132,13 @@ func (r *runner) installKarpenter() {
 	kp.k = fakekarpenter.New(c, opts)
 	r.chk.SetKarpenter(kp.k.Stats)
 	for _, np := range sk.NodePools {
+		if set := kp.templateLabels[np.Name]; len(set) > 0 {
+			np.Labels = maps.Clone(np.Labels)
+			if np.Labels == nil {
+				np.Labels = map[string]string{}
+			}
+			maps.Copy(np.Labels, set)
+		}
 		if err := c.Create(r.ctx, nodePoolObject(np)); err != nil {
 			r.fail(fmt.Errorf("installing Karpenter: creating NodePool %s: %w", np.Name, err))
 			return
@@ -191,8 +202,20 @@ func (r *runner) setNodeClassImage(e *scenario.SetNodeClassImage) error {
 // NodePool change and marks the claims of the old template Drifted.
 func (r *runner) setNodePoolLabels(e *scenario.SetNodePoolLabels) error {
 	r.tr.emit("scenario.setNodePoolLabels", "NodePool/"+e.NodePool, map[string]any{"set": e.Set})
-	if r.kp == nil || !r.kp.installed {
-		return fmt.Errorf("setNodePoolLabels: Karpenter is not installed (karpenter.installCRDsAt, or karpenterCRDs removed)")
+	if r.kp == nil {
+		return fmt.Errorf("setNodePoolLabels: the scenario has no Karpenter")
+	}
+	if r.kp.templateLabels == nil {
+		r.kp.templateLabels = map[string]map[string]string{}
+	}
+	if r.kp.templateLabels[e.NodePool] == nil {
+		r.kp.templateLabels[e.NodePool] = map[string]string{}
+	}
+	maps.Copy(r.kp.templateLabels[e.NodePool], e.Set)
+	if !r.kp.installed {
+		// No NodePool to edit until Karpenter's CRDs are installed (again):
+		// it is made then with these labels.
+		return nil
 	}
 	c := r.api.AdminClient()
 	u := &unstructured.Unstructured{}
