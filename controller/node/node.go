@@ -1234,6 +1234,15 @@ func (r *Reconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if err != nil || n == nil {
 		return err
 	}
+	if _, marked := n.Annotations[v1alpha1.AnnotationSlot]; !marked && rollout.HoldsSlot(s.bn.Status.Phase) {
+		// In a slot whose cordon is not on the Node yet (the grant's
+		// cordon failed): the drain's cordon writes the marker, the
+		// cordon and the protection in one patch (DESIGN §3), in this
+		// same pass. Written alone here first, the protection looked
+		// like an operator's to anyone reading the Node, and stayed
+		// after the slot (explorer seed 100025 of node-churn).
+		return nil
+	}
 	ann, added := karpenter.Protect(maps.Clone(n.Annotations))
 	if len(added) == 0 {
 		return nil

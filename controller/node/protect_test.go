@@ -251,3 +251,32 @@ func stepOf(t *testing.T, cl client.Client, pool *v1alpha1.BootcNodePool, now ti
 	}
 	return &nodeStep{orig: recordOf(&cur), bn: &cur, node: &n, pool: pool, now: now}
 }
+
+// TestKeepProtectedLeavesAnUnmarkedSlotToTheCordon: a record in its slot
+// whose Node does not carry the slot marker yet (the grant's cordon
+// failed) gets no protection written alone: the drain's cordon writes the
+// marker, the cordon and the protection in one patch (explorer seed 100025
+// of node-churn: written alone first, the protection read as an operator's
+// and outlived the slot).
+func TestKeepProtectedLeavesAnUnmarkedSlotToTheCordon(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	bn.Spec.Pool = "p"
+	bn.Status.Phase = v1alpha1.PhaseDraining
+	bn.Status.Rollout.Cordoned = true
+	cl := fakeapi.Client(t, pool, bn, node)
+	r := NewReconciler(cl, options.Options{})
+	if err := r.keepProtected(context.Background(), stepOf(t, cl, pool, now)); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Node
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Annotations) != 0 {
+		t.Errorf("keepProtected wrote %v on a Node without the slot marker; want nothing until the cordon", got.Annotations)
+	}
+}
