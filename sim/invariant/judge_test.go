@@ -400,6 +400,38 @@ func TestMaxUnavailableGroundTruth(t *testing.T) {
 	f.want(scenario.InvMaxUnavailable, 1, "a slot node deleted by Karpenter, then the next one")
 }
 
+// A node down in a reboot bootroll asked for counts against its pool while
+// it is a member, and no more once an operator relabels it out of the pool
+// (explorer seed 101155 of rollback-on-failed-boot).
+func TestMaxUnavailableCountsMembersOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		relabel bool
+		want    int
+	}{
+		{"still a member", false, 1},
+		{"relabelled out of the pool", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+			for _, n := range []string{"a", "b"} {
+				f.node(n, readyCond(true))
+			}
+			f.c.Reboot("a", imgA, imgB)
+			f.node("a", readyCond(false))
+			f.check(time.Second)
+			if tc.relabel {
+				f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+			}
+			f.check(2 * time.Second)
+			f.slots(imgB, "b")
+			f.node("b", mark)
+			f.check(3 * time.Second)
+			f.want(scenario.InvMaxUnavailable, tc.want, "b's slot beside a down")
+		})
+	}
+}
+
 // TestIndependentOfController keeps the invariants from importing the
 // code they judge: each is computed from the objects, the cluster model
 // and the trace.

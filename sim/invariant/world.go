@@ -726,8 +726,15 @@ func (w *World) updateUnavailable(n *Node) {
 			in = n.slotIn
 		default:
 			// A marker naming no pool still makes the node unavailable;
-			// count it in its BootcNode's pool.
-			in = w.Pool(n.BootcPool)
+			// count it in its BootcNode's pool. A node down in a reboot
+			// bootroll asked for, neither marked nor in a slot table,
+			// counts there only while it is a member: one an operator
+			// took out of the pool is not the pool's capacity any more
+			// (explorer seed 101155 of rollback-on-failed-boot: relabelled
+			// out while down, its deleted record still naming the pool).
+			if p := w.Pool(n.BootcPool); p != nil && (n.Marked || slices.Contains(n.pools, p)) {
+				in = p
+			}
 		}
 	}
 	if in == n.unavailIn {
