@@ -179,6 +179,8 @@ func TestStalled(t *testing.T) {
 		want  bool
 		wait  time.Duration
 		after time.Duration
+		// recorded names a node the pool's failures list for the target.
+		recorded string
 	}{
 		{name: "all updated", rows: []Row{updated}},
 		{name: "the rest rolled back", rows: []Row{updated, row("b", v1alpha1.PhaseRolledBack, "sha256:aa", target, true, false)}, want: true},
@@ -187,9 +189,18 @@ func TestStalled(t *testing.T) {
 		{name: "failed while still rebooting: waits", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: time.Minute, wait: 4 * time.Minute},
 		{name: "failed while still rebooting: healthTimeout later", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, "sha256:aa", target, false, true)}, after: 5 * time.Minute, want: true},
 		{name: "failed on target, Ready again: updated", rows: []Row{updated, row("b", v1alpha1.PhaseFailed, digest, target, true, false)}},
+		// A record made again after the pool recorded its node's failure
+		// (explorer seed 102121 of pool-edited-mid-rollout).
+		{name: "a new record of a node the pool recorded failing, down", rows: []Row{updated, row("b", v1alpha1.PhasePending, "", "", false, false)}, recorded: "b", want: true},
+		{name: "a new record of a node the pool recorded failing, Ready", rows: []Row{updated, row("b", v1alpha1.PhasePending, "", "", true, false)}, recorded: "b"},
+		{name: "a new record, down, no failure recorded", rows: []Row{updated, row("b", v1alpha1.PhasePending, "", "", false, false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, wait := Stalled(tc.rows, target, digest, 5*time.Minute, t0.Add(tc.after))
+			var recorded map[string]bool
+			if tc.recorded != "" {
+				recorded = map[string]bool{tc.recorded: true}
+			}
+			got, wait := Stalled(tc.rows, target, digest, 5*time.Minute, t0.Add(tc.after), recorded)
 			if got != tc.want || wait != tc.wait {
 				t.Errorf("stalled = %v, %s; want %v, %s", got, wait, tc.want, tc.wait)
 			}

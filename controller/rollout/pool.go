@@ -101,7 +101,14 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 		halted = target != "" && len(live) >= maxFailures
 	}
 	healthTimeout := DurationOr(p.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
-	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
+	var recorded map[string]bool // members the pool's own failures name for the target
+	for _, f := range CurrentFailures(st, target) {
+		if recorded == nil {
+			recorded = map[string]bool{}
+		}
+		recorded[f.Node] = true
+	}
+	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now, recorded); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
 		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, CurrentFailures(st, target), live)}
 		halted = true
 	} else {
@@ -596,7 +603,13 @@ func OnTarget(row *Row) bool {
 // a node to the target again). A node that failed while still coming up
 // from its reboot (its daemon has not reported since) may yet boot
 // healthy: it is given healthTimeout more, and wait says when to look again.
-func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duration, now time.Time) (bool, time.Duration) {
+// A member whose failure of the target the pool recorded (recorded, by
+// name), not Ready since and not in a slot of its current record, failed
+// it too, whatever its record says: a record made again after the failure
+// (deleted mid-reboot) does not know it (explorer seed 102121 of
+// pool-edited-mid-rollout: the pool said RollingOut for good over such a
+// node).
+func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duration, now time.Time, recorded map[string]bool) (bool, time.Duration) {
 	failed := false
 	var wait time.Duration
 	for i := range rows {
@@ -619,6 +632,8 @@ func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duratio
 					continue
 				}
 			}
+			failed = true
+		case recorded[row.Name] && !NodeReady(row.Node) && !HoldsSlot(row.Phase) && !ro.Cordoned:
 			failed = true
 		default:
 			return false, 0
