@@ -62,7 +62,9 @@ func TestDeletedNodeInSlotReleasesSlot(t *testing.T) {
 	if gone == "gone-0" {
 		other = "gone-1"
 	}
-	g.Expect(h.node(gone).Spec.Unschedulable).To(BeTrue())
+	// The record says cordoned before the Node is (the state to give back
+	// is recorded first, then the cordon written): the Node follows.
+	g.Eventually(func() bool { return h.node(gone).Spec.Unschedulable }, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
 	// Unblock the other node's future drain.
 	g.Expect(k8s.Delete(h.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: other + "-db-0"}}, client.GracePeriodSeconds(0))).To(Succeed())
 	// The drain stays blocked and the other node waits for the slot.
