@@ -191,8 +191,10 @@ func Protect(annotations map[string]string) (map[string]string, []string) {
 	return annotations, added
 }
 
-// ForeignOwned reports whether a field manager other than bootroll's has
-// written annotation key on obj: then someone else wants it and it stays.
+// ForeignOwned reports whether a field manager other than bootroll's owns
+// field key of obj by its managedFields (an annotation key, or a field
+// name such as a Node's unschedulable): someone else wrote it, and it
+// stays as they left it.
 func ForeignOwned(obj client.Object, key string) bool {
 	needle := `"f:` + key + `"`
 	for _, mf := range obj.GetManagedFields() {

@@ -1128,17 +1128,7 @@ func (r *Reconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection b
 // has (an update that leaves the field as it was moves no ownership, and
 // an uncordon leaves the field to no one). A cordon bootroll wrote is
 // bootroll's until someone else uncordons and cordons the node again.
-func cordonedByOther(n *corev1.Node) bool {
-	for _, mf := range n.ManagedFields {
-		if mf.Manager == v1alpha1.FieldManager || mf.FieldsV1 == nil {
-			continue
-		}
-		if strings.Contains(string(mf.FieldsV1.Raw), `"f:unschedulable"`) {
-			return true
-		}
-	}
-	return false
-}
+func cordonedByOther(n *corev1.Node) bool { return karpenter.ForeignOwned(n, "unschedulable") }
 
 // freshNode reads the step's Node from the API server, or nil when it is
 // gone. What bootroll takes back (its cordon, slot marker and annotations)

@@ -330,10 +330,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.metrics.SetPoolPhases(pool.Name, st.Phases)
 		r.metrics.Halted.WithLabelValues(pool.Name).Set(b2f(halted))
 	}
-	if equalStatus(&orig.Status, st) && r.cacheBehind(&pool, &orig.Status, st) && (requeue == 0 || requeue > CacheLagPoll) {
+	same := equalStatus(&orig.Status, st)
+	if same && r.cacheBehind(&pool, &orig.Status, st) && (requeue == 0 || requeue > CacheLagPoll) {
 		requeue = CacheLagPoll
 	}
-	if !equalStatus(&orig.Status, st) {
+	if !same {
 		// The controller is the only writer of a pool's status, so it is
 		// replaced whole. The update carries the resourceVersion read, an
 		// optimistic lock that makes the slot table safe: a reconcile that

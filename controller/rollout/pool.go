@@ -92,7 +92,8 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	if st.Halt != nil {
 		halt = st.Halt.Failures
 	}
-	failed = FailureLines(Failed(target, halt, CurrentFailures(st, target), live))
+	current := CurrentFailures(st, target)
+	failed = FailureLines(Failed(target, halt, current, live))
 	if p.TestOnly.HaltFromLiveRecords {
 		// The old behaviour: the halt lasts only as long as the failed
 		// records do (the node reconciler records no failure on the pool).
@@ -102,14 +103,14 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 	}
 	healthTimeout := DurationOr(p.Pool.Spec.HealthTimeout, DefaultHealthTimeout)
 	var recorded map[string]bool // members the pool's own failures name for the target
-	for _, f := range CurrentFailures(st, target) {
+	for _, f := range current {
 		if recorded == nil {
 			recorded = map[string]bool{}
 		}
 		recorded[f.Node] = true
 	}
 	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now, recorded); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
-		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, CurrentFailures(st, target), live)}
+		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, current, live)}
 		halted = true
 	} else {
 		p.WakeIn(wait)

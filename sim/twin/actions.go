@@ -476,6 +476,12 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 	if im := r.sc.Image(bootImage); im != nil {
 		ann[fakekarpenter.AnnotationBootImage] = im.Ref
 	}
+	// The hash Karpenter's NodePool hash controller gives a claim that has
+	// none, so that a later template change drifts it (setNodePoolLabels),
+	// as on a cluster.
+	if h := r.nodePoolHash(pool); h != "" {
+		ann[fakekarpenter.AnnotationNodePoolHash] = h
+	}
 	u.SetAnnotations(ann)
 	u.SetFinalizers([]string{fakekarpenter.FinalizerTermination})
 	var ncName string
@@ -483,17 +489,6 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 	var n corev1.Node
 	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: node}, &n); err != nil {
 		return fmt.Errorf("reading node %s to adopt it: %w", node, err)
-	}
-	np := &unstructured.Unstructured{}
-	np.SetGroupVersionKind(fakekarpenter.NodePoolGVK)
-	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: pool}, np); err == nil {
-		// The hash Karpenter's NodePool hash controller gives a claim that
-		// has none, so that a later template change drifts it
-		// (setNodePoolLabels), as on a cluster.
-		if h, err := fakekarpenter.NodePoolHash(np); err == nil {
-			ann[fakekarpenter.AnnotationNodePoolHash] = h
-			u.SetAnnotations(ann)
-		}
 	}
 	for _, np := range r.sc.Karpenter.NodePools {
 		if np.Name == pool {
@@ -504,11 +499,7 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 			var startup []any
 			for _, t := range np.StartupTaints {
 				if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == t.Key && string(x.Effect) == string(t.Effect) }) {
-					m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
-					if t.Value != "" {
-						m["value"] = t.Value
-					}
-					startup = append(startup, m)
+					startup = append(startup, taintObject(t))
 				}
 			}
 			if len(startup) > 0 {

@@ -35,6 +35,8 @@ type karpenterRun struct {
 	// NodePool's template, kept for a NodePool made again when Karpenter
 	// is installed again (as images are for the node classes).
 	templateLabels map[string]map[string]string
+	// hashes memoizes nodePoolHash by NodePool name.
+	hashes map[string]string
 }
 
 // The CRD objects installing Karpenter creates.
@@ -94,6 +96,7 @@ func (r *runner) installKarpenter() {
 		return
 	}
 	kp.installed = true
+	kp.hashes = nil
 	c := r.api.AdminClient()
 	for _, gvk := range karpenterGVKs {
 		if err := r.api.AddKind(gvk); err != nil {
@@ -234,6 +237,7 @@ func (r *runner) setNodePoolLabels(e *scenario.SetNodePoolLabels) error {
 	if err := c.Update(r.ctx, u); err != nil {
 		return fmt.Errorf("setNodePoolLabels: updating NodePool %s: %w", e.NodePool, err)
 	}
+	delete(r.kp.hashes, e.NodePool)
 	return nil
 }
 
@@ -301,6 +305,36 @@ func NodePoolBudgets(np scenario.KarpenterNodePool) []any {
 	return budgets
 }
 
+// taintObject is taint t as a NodePool or NodeClaim spec lists it (no
+// value when it has none).
+func taintObject(t scenario.Taint) map[string]any {
+	m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+	if t.Value != "" {
+		m["value"] = t.Value
+	}
+	return m
+}
+
+// nodePoolHash is the karpenter.sh/nodepool-hash of NodePool pool as the
+// API server holds it, "" when it cannot be read; computed once per
+// NodePool object (kp.hashes, emptied when a NodePool is made or edited).
+func (r *runner) nodePoolHash(pool string) string {
+	if h, ok := r.kp.hashes[pool]; ok {
+		return h
+	}
+	np := &unstructured.Unstructured{}
+	np.SetGroupVersionKind(fakekarpenter.NodePoolGVK)
+	h := ""
+	if err := r.api.AdminClient().Get(r.ctx, client.ObjectKey{Name: pool}, np); err == nil {
+		h, _ = fakekarpenter.NodePoolHash(np)
+	}
+	if r.kp.hashes == nil {
+		r.kp.hashes = map[string]string{}
+	}
+	r.kp.hashes[pool] = h
+	return h
+}
+
 // nodePoolObject is the NodePool of a scenario entry.
 func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -309,11 +343,7 @@ func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	taints := func(ts []scenario.Taint) []any {
 		var out []any
 		for _, t := range ts {
-			m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
-			if t.Value != "" {
-				m["value"] = t.Value
-			}
-			out = append(out, m)
+			out = append(out, taintObject(t))
 		}
 		return out
 	}
