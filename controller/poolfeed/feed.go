@@ -174,15 +174,28 @@ func (f *Feed) row(sc *Scope, name string) (rollout.Row, bool) {
 	return row, row.Record != nil || row.Node != nil
 }
 
+// holds reports whether row's record and Node are the objects the feed
+// holds for its name, both present (a row without one is built again: the
+// feed may hold an object the scope does not select). f.mu is held.
+func (f *Feed) holds(row *rollout.Row) bool {
+	return row.Record != nil && row.Node != nil && f.bns[row.Name] == row.Record && f.nodes[row.Name] == row.Node
+}
+
 // rows builds the pool's rows, sorted by name, from everything in the feed,
 // and starts (or restarts) tracking the pool's changes from this moment.
 func (f *Feed) Rows(sc *Scope) []rollout.Row {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rowsLocked(sc)
+	return f.rowsLocked(sc, nil)
 }
 
-func (f *Feed) rowsLocked(sc *Scope) []rollout.Row {
+// rowsLocked builds the rows; prev (sorted by name, built for the same
+// scope, or nil) lends a row whose record and Node are the very objects the
+// feed holds for its name: a row is a function of those two objects and
+// the scope, and the feed's objects are never changed, so building it again
+// gives the same row. A row the change tracking missed names an object the
+// feed no longer holds, and is built afresh.
+func (f *Feed) rowsLocked(sc *Scope, prev []rollout.Row) []rollout.Row {
 	names := make([]string, 0, len(f.nodes)+len(f.bns))
 	for name := range f.nodes {
 		names = append(names, name)
@@ -194,7 +207,15 @@ func (f *Feed) rowsLocked(sc *Scope) []rollout.Row {
 	}
 	sort.Strings(names)
 	rows := make([]rollout.Row, 0, len(names))
+	k := 0
 	for _, name := range names {
+		for k < len(prev) && prev[k].Name < name {
+			k++
+		}
+		if k < len(prev) && prev[k].Name == name && f.holds(&prev[k]) {
+			rows = append(rows, prev[k])
+			continue
+		}
 		if row, ok := f.row(sc, name); ok {
 			rows = append(rows, row)
 		}
@@ -245,10 +266,10 @@ func (f *Feed) Rebuild(sc *Scope, rows []rollout.Row) (fresh []rollout.Row, diff
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rows, _, ok := f.updateLocked(sc, rows)
-	fresh = f.rowsLocked(sc)
 	if !ok {
-		return fresh, nil
+		return f.rowsLocked(sc, nil), nil
 	}
+	fresh = f.rowsLocked(sc, rows)
 	i, j := 0, 0
 	for i < len(rows) || j < len(fresh) {
 		switch {

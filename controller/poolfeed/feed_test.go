@@ -158,6 +158,34 @@ func TestPoolFeedRebuildReportsDivergence(t *testing.T) {
 	}
 }
 
+// A full rebuild lends the kept row of a name whose record and Node are
+// still the feed's objects; a kept row naming an older object (an event the
+// tracking missed) is built again and reported, even when the facts it
+// carries are the same.
+func TestPoolFeedRebuildChecksEveryObject(t *testing.T) {
+	f := New()
+	sc := scopeP()
+	for _, n := range []string{"a", "b", "c"} {
+		f.Observe(feedNode(n, "p", false), false)
+		f.Observe(feedBN(n, "p"), false)
+	}
+	rows := f.Rows(sc)
+	fresh, diff := f.Rebuild(sc, slices.Clone(rows))
+	if len(diff) != 0 || !slices.Equal(fresh, rows) {
+		t.Fatalf("rebuild of unchanged rows: diff %v, rows equal %v", diff, slices.Equal(fresh, rows))
+	}
+	stale := slices.Clone(rows)
+	stale[1].Record = feedBN("b", "p") // same content, another object
+	stale[2].Node = feedNode("c", "p", false)
+	fresh, diff = f.Rebuild(sc, stale)
+	if !slices.Equal(diff, []string{"b", "c"}) {
+		t.Errorf("diff = %v, want [b c]", diff)
+	}
+	if !slices.Equal(fresh, rows) {
+		t.Errorf("rebuild kept a stale row: %+v", fresh)
+	}
+}
+
 // Reset forgets objects and tracking, as a new controller process.
 func TestPoolFeedReset(t *testing.T) {
 	f := New()
