@@ -492,6 +492,10 @@ func digestRef(im *scenario.Image) string {
 	return ref
 }
 
+// tracing reports whether trace writes anywhere: a hot path builds its
+// details only then.
+func (c *Cluster) tracing() bool { return c.hooks.Trace != nil }
+
 func (c *Cluster) trace(kind, object string, details map[string]any) {
 	if c.hooks.Trace != nil {
 		c.hooks.Trace(kind, object, details)

@@ -578,10 +578,10 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	if p == nil || p.uid != obj.UID {
 		return c.c.Delete(ctx, obj, opts...)
 	}
-	object := "pod/" + p.ns + "/" + p.name
 	if p.terminating {
 		return nil
 	}
+	object := "pod/" + p.ns + "/" + p.name
 	var pdbs []*pdb
 	if p.w != nil {
 		pdbs = p.w.pdbs
@@ -600,7 +600,9 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 		if b.healthy < need {
 			c.evictionsRefused++
 			c.blocked(p.node)
-			c.trace("pod/evict-refused", object, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
+			if c.tracing() { // a refusal is retried every few seconds: no details built for nobody
+				c.trace("pod/evict-refused", object, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
+			}
 			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
 				Type:    policyv1.DisruptionBudgetCause,

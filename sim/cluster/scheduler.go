@@ -216,7 +216,9 @@ func (c *Cluster) bind(p *pod, n *node) {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeName": n.name}})
 	must(err, "encoding the binding of pod "+p.ns+"/"+p.name)
 	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
-	c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
+	if c.tracing() {
+		c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
+	}
 	if n.host.kubeletRuns() {
 		c.startPodAfter(p, PodStartup)
 	}
