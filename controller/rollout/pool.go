@@ -518,18 +518,24 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 		if ready == nil {
 			ready = &corev1.NodeCondition{Status: corev1.ConditionUnknown}
 		}
+		// The note is written only for a node that is listed (most down
+		// nodes are in their slot): a pass runs every second.
 		var since time.Time
-		var note string
+		var note func() string
 		switch {
 		case Unreported(bn):
 			since = bn.CreationTimestamp.Time
-			note = "its daemon has not reported since the record was created at " + since.UTC().Format(time.RFC3339)
+			note = func() string {
+				return "its daemon has not reported since the record was created at " + since.UTC().Format(time.RFC3339)
+			}
 		case !Done(row.Phase) && RebootUnreported(bn):
 			since = ready.LastTransitionTime.Time
-			note = "its daemon has not reported since the reboot it asked for at " + bn.Status.Daemon.LastReboot.At.UTC().Format(time.RFC3339)
+			note = func() string {
+				return "its daemon has not reported since the reboot it asked for at " + bn.Status.Daemon.LastReboot.At.UTC().Format(time.RFC3339)
+			}
 		case !Done(row.Phase) && row.Booted != targetDigest:
 			since = ready.LastTransitionTime.Time
-			note = "not on the target, which it cannot take until it is back"
+			note = func() string { return "not on the target, which it cannot take until it is back" }
 		default:
 			continue
 		}
@@ -561,7 +567,7 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 		if !ready.LastTransitionTime.IsZero() {
 			why += " since " + ready.LastTransitionTime.UTC().Format(time.RFC3339)
 		}
-		out = append(out, row.Name+": "+why+", "+note)
+		out = append(out, row.Name+": "+why+", "+note())
 	}
 	return out, wake
 }
