@@ -32,13 +32,25 @@ type KarpenterRecord struct {
 //     which Karpenter's expiration controller does by deleting the claim.
 //     A claim deleted otherwise (an admin, the run's removeNodes) is not
 //     Karpenter's decision, as in the twin.
+//
 //   - karpenter/tainted: a Node gains the karpenter.sh/disrupted taint.
+//
 //   - karpenter/terminated: a Node is deleted.
 //
-// Evictions by Karpenter's termination are not told apart from others
-// (they do not go through the run's proxies), so the checker's
-// "karpenter/evicted" records are not produced.
+//   - karpenter/evicted: a pod starts terminating (or is deleted) on a
+//     Node that carries the karpenter.sh/disrupted taint, and bootroll
+//     (the controller or the daemon, through the run's proxies: Asked)
+//     did not ask for it. Karpenter's termination taints the Node before
+//     it evicts, and evicts only pods of Nodes it terminates; this
+//     covers its deletions at the drain deadline too (the twin's
+//     karpenter/pod-deleted, which the checker judges the same way). A
+//     pod that someone else removed from such a Node in the same moment
+//     (a scale-down) would be counted as Karpenter's.
 type KarpenterDecisions struct {
+	// Asked, when set, reports whether bootroll asked to remove the pod
+	// namespace/name; without it no karpenter/evicted record is made.
+	Asked     func(key string) bool
+	disrupted map[string]bool   // node -> it carries karpenter.sh/disrupted
 	claimNode map[string]string // claim -> its Node (status.nodeName)
 	reason    map[string]string // claim -> the DisruptionReason already reported
 	deleting  map[string]bool
@@ -54,7 +66,7 @@ type KarpenterDecisions struct {
 
 // NewKarpenterDecisions returns an empty reader.
 func NewKarpenterDecisions() *KarpenterDecisions {
-	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}, notReady: map[string]time.Time{}}
+	return &KarpenterDecisions{claimNode: map[string]string{}, reason: map[string]string{}, deleting: map[string]bool{}, notReady: map[string]time.Time{}, disrupted: map[string]bool{}}
 }
 
 // DecisionUnseen is the decision of a karpenter/disrupt record read from
@@ -90,13 +102,26 @@ func (k *KarpenterDecisions) Observe(ev apiserver.Event) []KarpenterRecord {
 	case *corev1.Node:
 		if ev.Type == apiserver.Deleted {
 			delete(k.notReady, o.Name)
+			delete(k.disrupted, o.Name)
 			return []KarpenterRecord{{Kind: "karpenter/terminated", Object: "node/" + o.Name, Details: map[string]any{}}}
 		}
 		k.observeReady(o)
-		old, _ := ev.Old.(*corev1.Node)
-		if hasDisruptedTaint(o) && (old == nil || !hasDisruptedTaint(old)) {
+		tainted := hasDisruptedTaint(o)
+		was := k.disrupted[o.Name]
+		if tainted {
+			k.disrupted[o.Name] = true
+		} else {
+			delete(k.disrupted, o.Name)
+		}
+		if tainted && !was {
 			return []KarpenterRecord{{Kind: "karpenter/tainted", Object: "node/" + o.Name, Details: map[string]any{}}}
 		}
+	case *corev1.Pod:
+		key, removed := PodRemoval(ev)
+		if !removed || k.Asked == nil || !k.disrupted[o.Spec.NodeName] || k.Asked(key) {
+			return nil
+		}
+		return []KarpenterRecord{{Kind: "karpenter/evicted", Object: "pod/" + key, Details: map[string]any{"node": o.Spec.NodeName}}}
 	case *unstructured.Unstructured:
 		if o.GetKind() != "NodeClaim" {
 			return nil

@@ -1,6 +1,8 @@
 package clusterrun
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +82,60 @@ func TestKarpenterDecisions(t *testing.T) {
 	check("taint", kinds(apiserver.Event{Type: apiserver.Modified, Old: plain, Object: tainted}), "karpenter/tainted node/n-a")
 	check("taint kept", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: tainted}))
 	check("node gone", kinds(apiserver.Event{Type: apiserver.Deleted, Object: tainted}), "karpenter/terminated node/n-a")
+}
+
+// A pod leaving a Node that carries the karpenter.sh/disrupted taint,
+// which bootroll did not ask to remove, is Karpenter's eviction; one
+// bootroll asked for, one on an untainted Node, and one on a Node whose
+// taint is gone again are not.
+func TestKarpenterEvictions(t *testing.T) {
+	k := NewKarpenterDecisions()
+	asked := map[string]bool{"default/web-1": true}
+	k.Asked = func(key string) bool { return asked[key] }
+	node := func(name string, tainted bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if tainted {
+			n.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		return n
+	}
+	pod := func(name, node string, terminating bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+		if terminating {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	leaves := func(name, node string) string {
+		var out []string
+		for _, r := range k.Observe(apiserver.Event{Type: apiserver.Modified, Old: pod(name, node, false), Object: pod(name, node, true)}) {
+			out = append(out, fmt.Sprintf("%s %s %v", r.Kind, r.Object, r.Details["node"]))
+		}
+		return strings.Join(out, ", ")
+	}
+	k.Observe(apiserver.Event{Type: apiserver.Added, Object: node("a", false)})
+	k.Observe(apiserver.Event{Type: apiserver.Added, Object: node("b", false)})
+	if got := leaves("web-0", "a"); got != "" {
+		t.Errorf("untainted node: %q", got)
+	}
+	k.Observe(apiserver.Event{Type: apiserver.Modified, Old: node("a", false), Object: node("a", true)})
+	if got, want := leaves("web-0", "a"), "karpenter/evicted pod/default/web-0 a"; got != want {
+		t.Errorf("tainted node: %q, want %q", got, want)
+	}
+	if got := leaves("web-1", "a"); got != "" {
+		t.Errorf("bootroll's own eviction: %q", got)
+	}
+	if got := leaves("web-2", "b"); got != "" {
+		t.Errorf("another node: %q", got)
+	}
+	gone := k.Observe(apiserver.Event{Type: apiserver.Deleted, Object: pod("web-3", "a", false)})
+	if len(gone) != 1 || gone[0].Kind != "karpenter/evicted" {
+		t.Errorf("deleted outright on the tainted node: %v", gone)
+	}
+	k.Observe(apiserver.Event{Type: apiserver.Modified, Old: node("a", true), Object: node("a", false)})
+	if got := leaves("web-4", "a"); got != "" {
+		t.Errorf("taint removed: %q", got)
+	}
 }
 
 // Karpenter v1.14 repairs by deleting the NodeClaim (node.health), with no

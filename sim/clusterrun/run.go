@@ -265,6 +265,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	asked := func(key string) bool { return r.ctrlProxy.Asked(key) || r.daemonProxy.Asked(key) }
 	refused := func() uint64 { return r.ctrlProxy.Refused() + r.daemonProxy.Refused() }
 	r.obs = NewObserver(time.Now, asked, refused) // edge: the cluster's time is the wall clock
+	r.kd.Asked = asked
 	r.obs.crashed = r.crashed
 
 	// The watch starts before anything is created; its events wait in
