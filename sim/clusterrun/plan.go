@@ -78,7 +78,7 @@ const (
 	whyExternalDaemon = "the daemons are external (--daemon=external): the run cannot restart them, and they play the hosts they were deployed with, not this scenario's"
 	whyWatch          = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
 	whyWriteCrash     = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
-	whyDaemonOne      = "the host-mode daemon is one process for every node: all nodes' daemons restart, not only the targeted ones, and the simulated hosts live in that process, so a stage or reboot in flight is lost as in a power cycle (a reboot cut short is asked for again, which no-double-reboot may flag)"
+	whyDaemonHost     = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second): the targeted nodes' daemon processes stop, losing what they kept in memory and a stage in flight, and start again downFor later; a window's time and a group's nodes are drawn from host mode's own seeded source"
 	whyNodeCrash      = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
 	whyNodeClassIm    = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
 	whyAdopted        = "the nodes exist from the setup on as KWOK Nodes with a KWOK provider ID; when Karpenter is installed (time 0, or karpenter.installCRDsAt) the run creates their NodeClaims already marked Launched and then starts karpenter-kwok, which registers them instead of launching new ones (real Karpenter does not adopt nodes it did not launch; the twin's fake one does)"
@@ -134,7 +134,7 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 			}
 		case f.DaemonCrash != nil:
 			s.Until = at + f.DaemonCrash.DownFor
-			s.Approx = whyDaemonOne
+			s.Approx = whyDaemonHost
 			if o.ExternalDaemon {
 				s.Skip, s.Approx = whyExternalDaemon, ""
 			}

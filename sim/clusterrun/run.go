@@ -134,19 +134,18 @@ type runner struct {
 	notices []Notice
 	trace   *json.Encoder
 
-	ctrl, daemon    *proc
-	ctrlProxy       *Proxy
-	daemonProxy     *Proxy
-	ctrlDownUntil   time.Time
-	daemonDownUntil time.Time
-	crashed         map[string]bool
-	quietAfter      time.Duration
-	convergedSince  time.Time
-	nodes           map[string]string // existing Nodes and their group label
-	daemonOK        bool
-	chaosOn         bool            // faults go through Chaos Mesh objects
-	chaosObjs       []client.Object // the Chaos Mesh objects created
-	chaosN          int
+	ctrl, daemon   *proc
+	ctrlProxy      *Proxy
+	daemonProxy    *Proxy
+	ctrlDownUntil  time.Time
+	crashed        map[string]bool
+	quietAfter     time.Duration
+	convergedSince time.Time
+	nodes          map[string]string // existing Nodes and their group label
+	daemonOK       bool
+	chaosOn        bool            // faults go through Chaos Mesh objects
+	chaosObjs      []client.Object // the Chaos Mesh objects created
+	chaosN         int
 
 	// ownKarpenter is set when the run started the local cluster without
 	// Karpenter's process (and, with karpenter.installCRDsAt, without its
@@ -936,19 +935,10 @@ func (r *runner) step(s Step) {
 			r.chk.ControllerRunning(true)
 		})
 	case f.DaemonCrash != nil:
-		if r.daemon == nil {
-			return
-		}
-		r.daemon.kill()
-		r.daemonDownUntil = maxTime(r.daemonDownUntil, now.Add(f.DaemonCrash.DownFor))
-		r.at(r.daemonDownUntil, func() {
-			if r.daemon.running() || time.Now().Before(r.daemonDownUntil) { // edge: process restarts are timed on the wall clock
-				return
-			}
-			if err := r.daemon.start(); err != nil {
-				r.notices = append(r.notices, Notice{Name: s.Label(), Why: "restart failed: " + err.Error()})
-			}
-		})
+		// Played by the host-mode daemon itself, node by node, from the
+		// scenario file (sim/hostmode planFaults): killing its process
+		// would restart every node's daemon and lose the hosts' reboots
+		// in flight.
 	case f.NodeCrash != nil, f.PowerCycle != nil:
 		t := f.NodeCrash
 		var target scenario.Target

@@ -19,8 +19,8 @@ import (
 type hostFault struct {
 	at     time.Duration
 	target scenario.Target
-	// arm applies the fault to a host.
-	arm  func(h *Host)
+	// arm applies the fault to a played node (its host or its daemon).
+	arm  func(p *player)
 	name string
 }
 
@@ -72,9 +72,11 @@ func FaultName(i int, f *scenario.Fault) string {
 	return fmt.Sprintf("faults[%d].%s", i, kind)
 }
 
-// planFaults picks the faults host mode plays: bootFailure and
-// longReboot, timed from the start of the run (a window's time drawn from
-// the seeded source). The others are named in skipped.
+// planFaults picks the faults host mode plays: bootFailure, longReboot
+// and daemonCrash (one node's daemon process, not the host-mode process:
+// the other nodes and the hosts' reboots in flight go on), timed from the
+// start of the run (a window's time drawn from the seeded source). The
+// others are named in skipped.
 func planFaults(sc *scenario.Scenario, seed uint64) faultPlan {
 	fp := faultPlan{rng: NodeRand(seed, "faults")}
 	for i := range sc.Faults {
@@ -83,10 +85,13 @@ func planFaults(sc *scenario.Scenario, seed uint64) faultPlan {
 		switch {
 		case f.BootFailure != nil:
 			mode := f.BootFailure.Mode
-			hf.target, hf.arm = f.BootFailure.Target, func(h *Host) { h.FailNextBoot(mode) }
+			hf.target, hf.arm = f.BootFailure.Target, func(p *player) { p.host.FailNextBoot(mode) }
 		case f.LongReboot != nil:
 			d := f.LongReboot.Duration
-			hf.target, hf.arm = f.LongReboot.Target, func(h *Host) { h.LongNextReboot(d) }
+			hf.target, hf.arm = f.LongReboot.Target, func(p *player) { p.host.LongNextReboot(d) }
+		case f.DaemonCrash != nil:
+			d := f.DaemonCrash.DownFor
+			hf.target, hf.arm = f.DaemonCrash.Target, func(p *player) { p.crashDaemon(d) }
 		default:
 			fp.skipped = append(fp.skipped, hf.name)
 			continue
@@ -121,7 +126,7 @@ func (fp faultPlan) run(ctx context.Context, clk clock.Clock, ps *players) {
 		for _, name := range Targets(f.target, ps.names(), fp.rng) {
 			if p := ps.get(name); p != nil {
 				p.log.Info("fault armed", "fault", f.name)
-				f.arm(p.host)
+				f.arm(p)
 			}
 		}
 	}

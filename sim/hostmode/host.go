@@ -220,6 +220,14 @@ func (h *Host) BootID() (string, error) {
 
 // Booted returns the booted image's reference and the rollback
 // deployment's ("" when none).
+// Up reports whether the host is running: not between a reboot request
+// and the boot that ends it.
+func (h *Host) Up() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.down
+}
+
 func (h *Host) Booted() (booted, rollback string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

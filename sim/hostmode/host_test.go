@@ -262,18 +262,19 @@ func TestInitialState(t *testing.T) {
 func TestFaultPlan(t *testing.T) {
 	sc := loadTest(t)
 	fp := planFaults(sc, 7)
-	if len(fp.skipped) != 1 || fp.skipped[0] != "faults[2].daemonCrash" {
-		t.Errorf("skipped %v, want [faults[2].daemonCrash]", fp.skipped)
+	if len(fp.skipped) != 0 {
+		t.Errorf("skipped %v, want none", fp.skipped)
 	}
-	if len(fp.timed) != 2 || fp.timed[0].name != "faults[1].longReboot" || fp.timed[1].at != 10*time.Minute {
-		t.Fatalf("timed %+v, want longReboot in [1m,2m) then bootFailure at 10m", fp.timed)
+	if len(fp.timed) != 3 || fp.timed[0].name != "faults[2].daemonCrash" || fp.timed[0].at != time.Minute ||
+		fp.timed[1].name != "faults[1].longReboot" || fp.timed[2].at != 10*time.Minute {
+		t.Fatalf("timed %+v, want daemonCrash at 1m, longReboot in [1m,2m), then bootFailure at 10m", fp.timed)
 	}
-	if at := fp.timed[0].at; at < time.Minute || at >= 2*time.Minute {
+	if at := fp.timed[1].at; at < time.Minute || at >= 2*time.Minute {
 		t.Errorf("window draw %v outside [1m, 2m)", at)
 	}
 	again := planFaults(sc, 7)
-	if again.timed[0].at != fp.timed[0].at {
-		t.Errorf("one seed drew %v and %v", fp.timed[0].at, again.timed[0].at)
+	if again.timed[1].at != fp.timed[1].at {
+		t.Errorf("one seed drew %v and %v", fp.timed[1].at, again.timed[1].at)
 	}
 	played := []string{"infra-0", "workers-0", "workers-1", "workers-10", "workers-2", "workers-x"}
 	got := Targets(scenario.Target{Group: "workers", Count: 2}, played, NodeRand(7, "t"))

@@ -241,6 +241,37 @@ func (p *player) stopDaemon() {
 	}
 }
 
+// crashDaemon kills the node's daemon process, as a daemonCrash fault
+// does in the twin (sim/cluster CrashDaemonFor): what it kept in memory
+// is lost and its background stage ends, and its pod starts it again
+// after downFor, taking host.daemonStartup to run, when the host is up
+// and no daemon runs (a reboot in the meantime starts one after its
+// boot, as all the node's pods start again then). A daemon that is not
+// running is not crashed.
+func (p *player) crashDaemon(downFor time.Duration) {
+	p.mu.Lock()
+	up := p.daemon != nil
+	p.mu.Unlock()
+	if !up {
+		p.log.Info("daemon crash: the daemon is not running")
+		return
+	}
+	p.stopDaemon()
+	p.log.Info("daemon crashed", "downFor", downFor.String())
+	go func() { // edge: the restart on the clock beside the daemon loop
+		if !p.sleep(p.ctx, downFor) {
+			return
+		}
+		p.mu.Lock()
+		running := p.daemon != nil
+		p.mu.Unlock()
+		if running || !p.host.Up() {
+			return
+		}
+		p.startDaemonAfter(p.e.sc.Host.DaemonStartup)
+	}()
+}
+
 // Reconcile hands a request to the running daemon process; while it is
 // down, requests are dropped (its start wakes it).
 func (p *player) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

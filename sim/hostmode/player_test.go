@@ -114,6 +114,71 @@ func TestPlayerReboot(t *testing.T) {
 	}
 }
 
+// TestPlayerDaemonCrash: a daemonCrash stops the node's daemon process
+// alone, and a new one starts downFor plus daemonStartup later, as in the
+// twin; one that ends while the host reboots starts none (the boot does);
+// a daemon that is down is not crashed.
+func TestPlayerDaemonCrash(t *testing.T) {
+	sc := loadTest(t)
+	node, c, fc := playerFixture()
+	e := &env{
+		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
+		resync: time.Hour, retry: time.Second, wake: func(string) {},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newPlayer(ctx, e, node)
+	defer p.end()
+	daemon := func() *nodedaemon.Daemon { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon }
+	waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
+	fc.Step(5 * time.Second)
+	waitFor(t, "the daemon to start", func() bool { return daemon() != nil })
+	first := daemon()
+
+	p.crashDaemon(10 * time.Second)
+	if daemon() != nil {
+		t.Fatal("daemon still up after the crash")
+	}
+	if !p.host.Up() {
+		t.Fatal("the crash took the host down")
+	}
+	waitFor(t, "the restart to wait", fc.HasWaiters)
+	fc.Step(9 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if daemon() != nil {
+		t.Fatal("daemon back before downFor")
+	}
+	fc.Step(time.Second)
+	waitFor(t, "daemonStartup to wait", fc.HasWaiters)
+	fc.Step(4 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if daemon() != nil {
+		t.Fatal("daemon back before downFor + daemonStartup")
+	}
+	fc.Step(time.Second)
+	waitFor(t, "a new daemon", func() bool { d := daemon(); return d != nil && d != first })
+
+	// A crash, then a reboot while it is down: the restart finds the host
+	// down and leaves the start to the boot.
+	p.crashDaemon(10 * time.Second)
+	waitFor(t, "the restart to wait", fc.HasWaiters)
+	if _, err := p.host.Run(ctx, "systemctl", "reboot"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host to go down", func() bool { return !p.host.Up() })
+	fc.Step(10 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if daemon() != nil {
+		t.Error("a daemon started on a host that is down")
+	}
+	p.crashDaemon(time.Second) // down already: nothing to crash, nothing to restart
+	fc.Step(10 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if daemon() != nil {
+		t.Error("a crash of a daemon that was down started one")
+	}
+}
+
 // TestPlayerDaemonTestOnly: a scenario's bootroll.testOnly.forgetLastReboot
 // reaches the daemons host mode starts (a negative control on the
 // cluster), and without it they run as shipped.
