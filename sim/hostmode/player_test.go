@@ -142,20 +142,19 @@ func TestPlayerDaemonCrash(t *testing.T) {
 	if !p.host.Up() {
 		t.Fatal("the crash took the host down")
 	}
-	waitFor(t, "the restart to wait", fc.HasWaiters)
-	fc.Step(9 * time.Second)
-	time.Sleep(20 * time.Millisecond)
-	if daemon() != nil {
-		t.Fatal("daemon back before downFor")
+	// Still down a second before downFor, then before daemonStartup ends.
+	for _, wait := range []struct {
+		what string
+		d    time.Duration
+	}{{"downFor", 10 * time.Second}, {"daemonStartup", 5 * time.Second}} {
+		waitFor(t, wait.what+" to wait", fc.HasWaiters)
+		fc.Step(wait.d - time.Second)
+		time.Sleep(20 * time.Millisecond)
+		if daemon() != nil {
+			t.Fatalf("daemon back a second before %s ended", wait.what)
+		}
+		fc.Step(time.Second)
 	}
-	fc.Step(time.Second)
-	waitFor(t, "daemonStartup to wait", fc.HasWaiters)
-	fc.Step(4 * time.Second)
-	time.Sleep(20 * time.Millisecond)
-	if daemon() != nil {
-		t.Fatal("daemon back before downFor + daemonStartup")
-	}
-	fc.Step(time.Second)
 	waitFor(t, "a new daemon", func() bool { d := daemon(); return d != nil && d != first })
 
 	// A crash, then a reboot while it is down: the restart finds the host
