@@ -21,7 +21,8 @@ import (
 // reported, and one joining on an old image (os-not-ready) do not count.
 // A member down for DaemonSilence that reported, is not on the target and
 // is not done with it is named too (it holds the pool up); a Failed one
-// is not (NodesFailed names it).
+// is not (NodesFailed names it). With failures as well, the down members
+// come first.
 func TestDownMembers(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
@@ -94,6 +95,16 @@ func TestDownMembers(t *testing.T) {
 	}
 	if c == nil || !strings.Contains(c.Message, "c: Ready=False since 2026-01-05T09:00:00Z, not on the target") || strings.Contains(c.Message, "d:") {
 		t.Errorf("Degraded = %+v, want c named as down and behind, not d (failed)", c)
+	}
+
+	// With failures short of maxFailures too, the down member is what
+	// holds the rollout up: NodesUnavailable, the failures after it
+	// (explorer seed 106317 of boot-failure-modes said NodesFailed for
+	// hours over a node that never came back).
+	p.conditions(nil, nil, []string{"d (BootFailed: came back on A)"}, nil, false, true)
+	c = findCondition(p.Pool.Status.Conditions, v1alpha1.ConditionDegraded)
+	if c == nil || c.Reason != v1alpha1.ReasonNodesUnavailable || !strings.Contains(c.Message, "a: Ready=Unknown") || !strings.Contains(c.Message, "; failed: d (BootFailed: came back on A)") {
+		t.Errorf("Degraded with a failure and a down member = %+v, want NodesUnavailable naming a, then the failure", c)
 	}
 }
 

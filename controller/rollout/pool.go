@@ -429,11 +429,18 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 			msg += "; failed: " + TruncateList(failed)
 		}
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDrainsBlocked, msg)
+	case len(down) > 0:
+		// Before NodesFailed too: failures short of maxFailures do not
+		// stop the rollout, a member that stays down does; a pool that
+		// said NodesFailed over a node down for hours did not say why it
+		// was stuck (explorer seed 106317 of boot-failure-modes).
+		msg := "member nodes are down outside a slot (one whose daemon never reported counts against maxUnavailable until it is Ready, reports or is deleted; fix or delete them): " + TruncateList(down)
+		if len(failed) > 0 {
+			msg += "; failed: " + TruncateList(failed)
+		}
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesUnavailable, msg)
 	case len(failed) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesFailed, "failed: "+TruncateList(failed))
-	case len(down) > 0:
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonNodesUnavailable,
-			"member nodes are down outside a slot (one whose daemon never reported counts against maxUnavailable until it is Ready, reports or is deleted; fix or delete them): "+TruncateList(down))
 	case len(daemons) > 0:
 		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonDaemonErrors,
 			"node daemons report errors or do not report: "+TruncateList(daemons))
