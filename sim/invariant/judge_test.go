@@ -527,6 +527,54 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 	}
 }
 
+// A node that goes down after its cleanup began and is up again before
+// the bound (powered off just before its pool went, NotReady, back before
+// the check: explorer seed 106174 of cluster-pool-deleted-mid-rollout)
+// gets CleanupBound from its return; one that stayed up has the plain
+// bound.
+func TestCleanupGraceAfterADownTimeBetweenLooks(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		downAt, upAt     time.Duration // 0: never down
+		restored, wantAt time.Duration // restored 0: never; wantAt 0: no violation
+	}{
+		{"given back within the grace after its return", 50 * time.Second, 2 * time.Minute, 3*time.Minute + 30*time.Second, 0},
+		{"kept past the grace after its return", 50 * time.Second, 2 * time.Minute, 0, 2*time.Minute + CleanupBound},
+		{"never down: the plain bound", 0, 0, 3*time.Minute + 30*time.Second, 10*time.Second + CleanupBound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.node("a", readyCond(true))
+			f.slots(imgB, "a")
+			f.node("a", protect)
+			f.check(time.Second)
+			f.at(10 * time.Second)
+			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+			f.check(10 * time.Second)
+			for at := 15 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
+				for _, step := range []struct {
+					at time.Duration
+					fn func(*corev1.Node)
+				}{{tc.downAt, readyCond(false)}, {tc.upAt, readyCond(true)}, {tc.restored, unmark}} {
+					if step.at == at {
+						f.at(at)
+						f.node("a", step.fn)
+					}
+				}
+				f.check(at)
+			}
+			if tc.wantAt == 0 {
+				f.want(scenario.InvCleanup, 0, "by 20m")
+				return
+			}
+			f.want(scenario.InvCleanup, 1, "by 20m")
+			if v := f.of(scenario.InvCleanup); len(v) == 1 && (v[0].At < tc.wantAt || v[0].At > tc.wantAt+cleanupPoll) {
+				t.Errorf("violation at %s, want %s (within %s): %s", v[0].At, tc.wantAt, cleanupPoll, v[0])
+			}
+		})
+	}
+}
+
 // A node in a deleted pool's slot table counts as unavailable no more once
 // bootroll gave it back, and not in a pool created again under the same
 // name: no max-unavailable there (the twin's World once kept it).

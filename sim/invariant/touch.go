@@ -474,6 +474,19 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 			c.push(d)
 			return
 		}
+		if !d.graced && n.upAt.After(d.since) && now.Before(n.upAt.Add(CleanupBound)) && now.Before(d.since.Add(rebootCap)) {
+			// Down after the cleanup began and up again before this
+			// check, unseen by the polls above (a node powered off just
+			// before its pool was deleted went NotReady and came back
+			// between two looks): bootroll hears nothing from the
+			// daemon of a node that is down, so the grace runs anew
+			// from its return (explorer seed 106174 of
+			// cluster-pool-deleted-mid-rollout).
+			d.waited, d.graced = true, true
+			d.at = n.upAt.Add(CleanupBound)
+			c.push(d)
+			return
+		}
 		if c.enabled[scenario.InvCleanup] {
 			bound := CleanupBound.String()
 			if d.waited {

@@ -144,6 +144,9 @@ type Node struct {
 	// health is what updated-healthy judges the node by (health.go).
 	health nodeHealth
 
+	// upAt is when the Node was last seen up again (Ready, not in a
+	// reboot) after it was down (not Ready, or in a reboot).
+	upAt time.Time
 	// rebooting is set by the Checker from a reboot request until the Node
 	// was NotReady and is Ready again (rebootDown records the first half)
 	// or is Ready with a new boot ID, or its BootcNode is Failed or
@@ -585,6 +588,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		}
 	}
 	n.nodeBootID = o.Status.NodeInfo.BootID
+	wasDown := t != apiserver.Added && (n.rebooting || !wasReady)
 	if n.rebooting {
 		switch {
 		case !n.Ready:
@@ -592,6 +596,9 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		case n.rebootDown, n.nodeBootID != n.rebootBootID:
 			n.rebooting, n.rebootDown = false, false
 		}
+	}
+	if wasDown && !n.rebooting && n.Ready && w.clock != nil {
+		n.upAt = w.clock()
 	}
 	n.Owned = owned
 	mark, marked := o.Annotations[v1alpha1.AnnotationSlot]
