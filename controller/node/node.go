@@ -186,6 +186,17 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 			return reconcile.Result{}, err
 		}
 		if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
+			// Still in its slot until then (down in a reboot, say): a
+			// protection someone lifts meanwhile is put back, or
+			// Karpenter repairs the node mid-reboot (explorer seed
+			// 107078 of cluster-repair-during-slow-reboot: relabelled out
+			// of its pool while down, an operator's do-not-repair
+			// removed).
+			if ro.Cordoned && rollout.HoldsSlot(rollout.RecordPhase(bn)) {
+				if err := r.keepProtected(ctx, s); err != nil {
+					return reconcile.Result{}, err
+				}
+			}
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 		if msg, down := downAfterLeaving(s, "left its pool"); down {

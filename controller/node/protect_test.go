@@ -238,6 +238,48 @@ func TestKeepProtected(t *testing.T) {
 	}
 }
 
+// TestReleaseWaitKeepsProtection: a node that left its pool while down in
+// its slot's reboot stays in the slot until the boot order settles; a
+// protection lifted meanwhile is put back (explorer seed 107078 of
+// cluster-repair-during-slow-reboot: relabelled out of its pool mid-reboot,
+// an operator's do-not-repair removed, and Karpenter repaired the node).
+func TestReleaseWaitKeepsProtection(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+	ann := map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true"}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "elsewhere"}, Annotations: ann}}
+	node.Spec.Unschedulable = true
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(now.Add(-9 * time.Minute))}}
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: 2}}
+	bn.Spec.Pool = "p"
+	bn.Spec.DesiredImage = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: metav1.NewTime(now.Add(-10 * time.Minute))}
+	bn.Status.Phase = v1alpha1.PhaseDraining
+	bn.Status.Rollout.TargetImage = bn.Spec.DesiredImage
+	bn.Status.Rollout.Cordoned = true
+	bn.Status.Rollout.DrainStartedAt = &metav1.Time{Time: now.Add(-11 * time.Minute)}
+	bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+	bn.Status.Daemon.Phase = v1alpha1.DaemonRebooting
+	bn.Status.Daemon.ObservedGeneration = 2
+	cl := fakeapi.Client(t, pool, bn, node)
+	r := NewReconciler(cl, options.Options{})
+	res, err := r.step(context.Background(), stepOf(t, cl, pool, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("requeue %v, want a wait for the boot order to settle", res.RequeueAfter)
+	}
+	var got corev1.Node
+	if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Annotations[v1alpha1.KarpenterDoNotRepair]; !ok || !got.Spec.Unschedulable {
+		t.Errorf("node while its release waits: cordoned %v, annotations %v; want cordoned, do-not-repair back", got.Spec.Unschedulable, got.Annotations)
+	}
+}
+
 // stepOf reads record and Node "n" from cl into a node step of pool at now.
 func stepOf(t *testing.T, cl client.Client, pool *v1alpha1.BootcNodePool, now time.Time) *nodeStep {
 	t.Helper()
