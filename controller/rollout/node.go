@@ -188,6 +188,26 @@ func RebootOver(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 	return boot != "" && boot != r.BootID && NodeReady(n)
 }
 
+// OnOrderedImage reports whether a boot order (not a rollback's) can no
+// longer reboot the node, whenever it was given: the daemon reports, from
+// the Node's current boot, that the host runs the ordered image, and its
+// last recorded reboot, into that image, left another boot. A daemon
+// reboots for an order only off the ordered image and never twice into
+// one image, and it does not acknowledge a withdrawal then
+// (nodedaemon.ackNotNeeded): a node relabelled out of its pool mid-reboot
+// and back got the order again after the reboot it was already in, and
+// its release waited for an acknowledgement until healthTimeout (explorer
+// seed 109301 of cluster-repair-during-slow-reboot).
+func OnOrderedImage(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
+	o, d := bn.Spec.BootOrder, &bn.Status.Daemon
+	if o == nil || o.Rollback || n == nil || d.LastReboot == nil {
+		return false
+	}
+	want, boot := imageref.Digest(bn.Spec.DesiredImage), n.Status.NodeInfo.BootID
+	return want != "" && DigestOfHost(bn.Status.Booted) == want && imageref.Digest(d.LastReboot.Image) == want &&
+		boot != "" && d.BootID == boot && d.LastReboot.BootID != boot && NodeReady(n)
+}
+
 // BootOrderSettled reports whether a withdrawn boot order can no longer
 // be acted on, and otherwise how soon to look again.
 func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
@@ -196,7 +216,7 @@ func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
 	if at == nil || v.Node == nil {
 		return true, 0
 	}
-	if RebootOver(bn, v.Node) {
+	if RebootOver(bn, v.Node) || OnOrderedImage(bn, v.Node) {
 		return true, 0
 	}
 	// A daemon that has seen the withdrawal but already asked the host to

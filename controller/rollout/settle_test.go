@@ -80,6 +80,33 @@ func TestBootOrderSettled(t *testing.T) {
 			}
 		})
 	}
+	// The order given again after the reboot into its image had begun (a
+	// node relabelled out of its pool mid-reboot and back: explorer seed
+	// 109301 of cluster-repair-during-slow-reboot): a daemon reporting the
+	// host on that image from the Node's current boot does not acknowledge
+	// the withdrawal, and has nothing left to do for it.
+	onImage := func(booted, reportedBoot string, rollback bool) NodeView {
+		v := settleStep(t0, 2, v1alpha1.DaemonIdle, earlier, true, "boot-2")
+		v.Record.Status.Booted = &v1alpha1.HostImage{Image: settleRef(booted), Digest: "sha256:" + strings.TrimPrefix(settleRef(booted), "registry.example/os@sha256:")}
+		v.Record.Status.Daemon.BootID = reportedBoot
+		v.Record.Spec.BootOrder.Rollback = rollback
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		s    NodeView
+		want bool
+	}{
+		{"on the ordered image after an earlier reboot into it", onImage("v2", "boot-2", false), true},
+		{"the report is from an earlier boot", onImage("v2", "boot-0", false), false},
+		{"on another image", onImage("v1", "boot-2", false), false},
+		{"a rollback order", onImage("v2", "boot-2", true), false},
+	} {
+		if ok, _ := BootOrderSettled(c.s); ok != c.want {
+			t.Errorf("%s: settled %v, want %v", c.name, ok, c.want)
+		}
+	}
+
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
 	noOrder.Record.Spec.BootOrder = nil
 	if ok, _ := BootOrderSettled(noOrder); !ok {
