@@ -325,6 +325,9 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 	var health Health
 	if arrived {
 		health = NodeHealth(healthChecks(v.Pool, to), v.Node, v.Pods, rebootedAt(bn), v.Now)
+		if health.Healthy && !NodeOnBoot(v.Node, d.BootID) {
+			health = Health{Unmet: "the Node does not show the boot the daemon reports yet (its Ready condition is the last boot's)"}
+		}
 	}
 	switch {
 	case arrived && health.Healthy:
@@ -346,6 +349,19 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		out.Wait = min(out.Wait, health.Wait)
 	}
 	return out
+}
+
+// NodeOnBoot reports whether the Node, as read, is from boot (the boot ID
+// the daemon reports): its status.nodeInfo.bootID, which the kubelet of
+// each boot writes, is that boot's, or either is unknown. A Node read
+// from before the reboot (a cache behind, or a reboot shorter than the
+// node lifecycle's grace period) still shows the last boot's Ready: a
+// node that came back NotReady (its network never up) was called Updated
+// on it, and its slot handed on while it was down (explorer seed 109392
+// of cluster-daemon-crash-while-staging, the controller's watch 20 s
+// late).
+func NodeOnBoot(n *corev1.Node, boot string) bool {
+	return n == nil || boot == "" || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == boot
 }
 
 // healthChecks are the pool's health checks, nil for none (or a pool

@@ -90,6 +90,10 @@ func TestVerify(t *testing.T) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
 		return n
 	}
+	onBoot := func(n *corev1.Node, boot string) *corev1.Node {
+		n.Status.NodeInfo.BootID = boot
+		return n
+	}
 	rec := func(phase v1alpha1.NodePhase, booted string, ago time.Duration, mut func(bn *v1alpha1.BootcNode)) *v1alpha1.BootcNode {
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 		bn.Spec.DesiredImage = b
@@ -134,6 +138,16 @@ func TestVerify(t *testing.T) {
 		{"rollback: not rebooted yet, on the image it leaves and Ready", rec(v1alpha1.PhaseRebooting, b, time.Minute, func(bn *v1alpha1.BootcNode) {
 			bn.Spec.BootOrder.Rollback = true
 		}), node(corev1.ConditionTrue), TestOnly{}, VerifyDecision{Took: time.Minute, Wait: time.Minute}},
+		// A Node read from before the reboot (its boot ID the last boot's)
+		// says nothing of the new boot's Ready (explorer seed 109392).
+		{"on the image, the Node still the last boot's", rec(v1alpha1.PhaseRebooting, b, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Daemon.BootID = "boot-2"
+		}), onBoot(node(corev1.ConditionTrue), "boot-1"), TestOnly{},
+			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute, Unmet: "the Node does not show the boot the daemon reports yet (its Ready condition is the last boot's)"}},
+		{"on the image, the Node of this boot and Ready", rec(v1alpha1.PhaseRebooting, b, time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Status.Daemon.BootID = "boot-2"
+		}), onBoot(node(corev1.ConditionTrue), "boot-2"), TestOnly{},
+			VerifyDecision{Outcome: VerifyDone, Took: time.Minute}},
 		{"on the image, not Ready yet", rec(v1alpha1.PhaseRebooting, b, time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
 			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute, Unmet: "Node not Ready"}},
 		{"still rebooting, a second before healthTimeout", rec(v1alpha1.PhaseRebooting, a, 5*time.Minute-time.Second, nil), node(corev1.ConditionUnknown), TestOnly{},
