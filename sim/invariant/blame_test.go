@@ -1,6 +1,7 @@
 package invariant
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,6 +139,25 @@ func TestNoReapAdminDeletionNotBlamed(t *testing.T) {
 	f.node("c", protect)
 	f.c.KarpenterTrace("karpenter/evicted", "pod/default/web-2", map[string]any{"node": "c"}, f.now)
 	f.want(scenario.InvNoReapWhileUpdating, 2, "Karpenter drains a node it decided to disrupt, in a slot")
+}
+
+// A disruption Karpenter decided and then abandoned (its replacement
+// went) is no decision of the node's later termination that someone else
+// asked for (explorer seed 111320 of cluster-nodepool-drift-mid-rollout);
+// one not abandoned still is.
+func TestNoReapAbandonedDecisionNotBlamed(t *testing.T) {
+	for _, abandoned := range []bool{true, false} {
+		f := newFixture(t, nil, intstr.FromInt32(1), "a")
+		f.c.KarpenterTrace("karpenter/disrupt", "node/a", map[string]any{"method": "drift", "reason": fakekarpenter.ReasonDrifted, "decision": "replace"}, f.now)
+		if abandoned {
+			f.c.KarpenterTrace("karpenter/command-abandoned", "node/a", map[string]any{"method": "drift", "reason": "replacement deleted"}, f.now)
+		}
+		f.node("a", protect) // then node a gets its slot
+		f.node("a", func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: f.now} })
+		f.c.KarpenterTrace("karpenter/tainted", "node/a", map[string]any{"taint": fakekarpenter.TaintDisrupted}, f.now)
+		want := map[bool]int{true: 0, false: 1}[abandoned]
+		f.want(scenario.InvNoReapWhileUpdating, want, fmt.Sprintf("termination of a node in a slot after a decision (abandoned %v)", abandoned))
+	}
 }
 
 // churnFixture is a Karpenter-managed pool of nodes a, b, c in NodePool

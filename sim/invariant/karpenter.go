@@ -212,6 +212,12 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		if node != "" && c.inSlot(node) && ks.decided[node] && !ks.expired[node] {
 			c.reapViolation(node, "evict", at, fmt.Sprintf("Karpenter evicted or deleted %s from node %s, which it decided to disrupt, while the node held a bootroll slot", object, node))
 		}
+	case "karpenter/command-abandoned":
+		// Karpenter gave its decision up (its replacement went): a later
+		// deletion of the node by someone else, which Karpenter's
+		// termination carries out, is not its decision (explorer seed
+		// 111320 of cluster-nodepool-drift-mid-rollout).
+		delete(ks.decided, node)
 	case "karpenter/terminated":
 		delete(ks.decided, node)
 		delete(ks.expired, node)
