@@ -400,6 +400,35 @@ func TestMaxUnavailableGroundTruth(t *testing.T) {
 	f.want(scenario.InvMaxUnavailable, 1, "a slot node deleted by Karpenter, then the next one")
 }
 
+// A node that an operator relabels into a pool while it is down from a
+// reboot bootroll asked for earlier (outside the pool) raises the count
+// without being bootroll's doing: no violation then, but the pool's next
+// grant counts it (explorer seed 111226 of rollback-on-failed-boot).
+func TestMaxUnavailableJoinedDownNotBlamed(t *testing.T) {
+	for _, grantAfter := range []bool{false, true} {
+		f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+		for _, n := range []string{"a", "b", "c"} {
+			f.node(n, readyCond(true))
+		}
+		f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+		f.c.Reboot("a", imgA, imgB)
+		f.node("a", readyCond(false))
+		f.check(time.Second)
+		f.slots(imgB, "b")
+		f.node("b", mark)
+		f.check(2 * time.Second)
+		f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "p"} })
+		f.check(3 * time.Second)
+		f.want(scenario.InvMaxUnavailable, 0, "a down node relabelled into the pool beside its one slot (maxUnavailable 1)")
+		if grantAfter {
+			f.slots(imgB, "b", "c")
+			f.node("c", mark)
+			f.check(4 * time.Second)
+			f.want(scenario.InvMaxUnavailable, 1, "a second slot beside the node that joined down")
+		}
+	}
+}
+
 // A node down in a reboot bootroll asked for counts against its pool while
 // it is a member, and no more once an operator relabels it out of the pool
 // (explorer seed 101155 of rollback-on-failed-boot).

@@ -168,6 +168,8 @@ type Node struct {
 
 	pools     []*Pool // live pools whose selector matches
 	unavailIn *Pool   // the pool the node counts as unavailable in
+	// wasUnavailable is Unavailable() at the last updateUnavailable.
+	wasUnavailable bool
 }
 
 // podInfo is one pod bound to a node.
@@ -722,7 +724,10 @@ func (n *Node) Unavailable() bool {
 // bootroll.dev/os-not-ready taint), where a node holds no workloads.
 func (w *World) updateUnavailable(n *Node) {
 	var in *Pool
-	if n.Unavailable() {
+	joined := false // counted in its BootcNode's pool, already unavailable before
+	unavailable := n.Unavailable()
+	defer func() { n.wasUnavailable = unavailable }()
+	if unavailable {
 		switch {
 		case n.Marked && w.Pool(n.MarkPool) != nil:
 			in = w.Pool(n.MarkPool)
@@ -741,6 +746,7 @@ func (w *World) updateUnavailable(n *Node) {
 			// out while down, its deleted record still naming the pool).
 			if p := w.Pool(n.BootcPool); p != nil && (n.Marked || slices.Contains(n.pools, p)) {
 				in = p
+				joined = n.wasUnavailable && n.unavailIn == nil && !n.Marked
 			}
 		}
 	}
@@ -758,6 +764,17 @@ func (w *World) updateUnavailable(n *Node) {
 		in.unavailable[n.Name] = struct{}{}
 		w.inSlot++
 		w.markDirty(in)
+		if joined {
+			// A node that became the pool's (a member, or its record made
+			// again) while already down from a reboot bootroll asked for
+			// earlier, outside this pool's slots: bootroll did not make
+			// it unavailable now, so it raises the count without being
+			// an increase of bootroll's doing; the pool's next grant
+			// must count it (explorer seed 111226 of
+			// rollback-on-failed-boot: relabelled back into a pool made
+			// again while two slots were in use).
+			in.lastUnavailable++
+		}
 	}
 	n.unavailIn = in
 }
