@@ -556,6 +556,23 @@ func TestCleanupWaitsForARebootInProgress(t *testing.T) {
 	}
 }
 
+// slotNodeLeavesAt10s is pool p (maxUnavailable 1) with node a (first
+// changed by prep, if not nil) in its slot and protected, relabelled out of
+// the pool at 10s, when its cleanup starts.
+func slotNodeLeavesAt10s(t *testing.T, prep func(*corev1.Node)) *fixture {
+	f := newFixture(t, nil, intstr.FromInt32(1), "a")
+	if prep != nil {
+		f.node("a", prep)
+	}
+	f.slots(imgB, "a")
+	f.node("a", protect)
+	f.check(time.Second)
+	f.at(10 * time.Second)
+	f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
+	f.check(10 * time.Second)
+	return f
+}
+
 // A node that goes down after its cleanup began and is up again before
 // the bound (powered off just before its pool went, NotReady, back before
 // the check: explorer seed 106174 of cluster-pool-deleted-mid-rollout)
@@ -572,14 +589,7 @@ func TestCleanupGraceAfterADownTimeBetweenLooks(t *testing.T) {
 		{"never down: the plain bound", 0, 0, 3*time.Minute + 30*time.Second, 10*time.Second + CleanupBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil, intstr.FromInt32(1), "a")
-			f.node("a", readyCond(true))
-			f.slots(imgB, "a")
-			f.node("a", protect)
-			f.check(time.Second)
-			f.at(10 * time.Second)
-			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
-			f.check(10 * time.Second)
+			f := slotNodeLeavesAt10s(t, readyCond(true))
 			for at := 15 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
 				for _, step := range []struct {
 					at time.Duration
@@ -704,13 +714,7 @@ func TestCleanupBoundCountsControllerUptime(t *testing.T) {
 		{"kept past the bound in uptime", 0, 1, 10*time.Second + CleanupBound + 3*time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil, intstr.FromInt32(1), "a")
-			f.slots(imgB, "a")
-			f.node("a", protect)
-			f.check(time.Second)
-			f.at(10 * time.Second)
-			f.node("a", func(n *corev1.Node) { n.Labels = map[string]string{"pool": "other"} })
-			f.check(10 * time.Second)
+			f := slotNodeLeavesAt10s(t, nil)
 			for at := 15 * time.Second; at <= 20*time.Minute; at += 5 * time.Second {
 				f.at(at)
 				switch at {
