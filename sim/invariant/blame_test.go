@@ -141,6 +141,45 @@ func TestNoReapAdminDeletionNotBlamed(t *testing.T) {
 	f.want(scenario.InvNoReapWhileUpdating, 2, "Karpenter drains a node it decided to disrupt, in a slot")
 }
 
+// A node whose BootcNode is being deleted and that bootroll has given back
+// after its reboot (marker gone) is out of the slot although the record
+// still shows a slot phase (the controller crashed between the release's
+// Node write and the record's: explorer seed 112337 of cluster-node-churn);
+// one still marked, or still down in bootroll's reboot, is not; nor is one
+// whose record is not being deleted.
+func TestNoReapReleasedRecordBeingDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		deleting, marked, rebooted bool
+		want                       int
+	}{
+		{"given back after its reboot", true, false, true, 0},
+		{"still marked", true, true, true, 1},
+		{"still in its reboot", true, false, false, 1},
+		{"record not being deleted", false, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.node("a", readyCond(true))
+			f.bn("a", func(b *v1alpha1.BootcNode) { b.Status.Phase = v1alpha1.PhaseDraining })
+			f.node("a", protect)
+			f.c.Reboot("a", imgA, imgB)
+			f.node("a", readyCond(false))
+			if tc.rebooted {
+				f.node("a", func(n *corev1.Node) { readyCond(true)(n); n.Status.NodeInfo.BootID = "boot-2" })
+			}
+			if tc.deleting {
+				f.bn("a", func(b *v1alpha1.BootcNode) { b.DeletionTimestamp = &metav1.Time{Time: f.now} })
+			}
+			if !tc.marked {
+				f.node("a", unmark)
+			}
+			f.c.KarpenterTrace("karpenter/disrupt", "node/a", map[string]any{"method": "emptiness", "reason": fakekarpenter.ReasonEmpty, "decision": "delete"}, f.now)
+			f.want(scenario.InvNoReapWhileUpdating, tc.want, tc.name)
+		})
+	}
+}
+
 // A disruption Karpenter decided and then abandoned (its replacement
 // went) is no decision of the node's later termination that someone else
 // asked for (explorer seed 111320 of cluster-nodepool-drift-mid-rollout);

@@ -159,10 +159,20 @@ func (c *Checker) Exceptions() []Violation {
 }
 
 // inSlot reports whether the node holds a bootroll slot: the slot marker,
-// or a slot phase of its BootcNode.
+// or a slot phase of its BootcNode. A BootcNode being deleted holds the
+// node only with the marker or in a reboot bootroll asked for: once
+// bootroll gave the node back after its reboot (the marker and the
+// protection gone), the record's phase is its last word until the
+// finalizer goes, and Karpenter's decisions about the node are its own
+// (explorer seed 112337 of cluster-node-churn: the controller crashed
+// between the release's Node write and the record's, and Karpenter
+// consolidated the empty node meanwhile).
 func (c *Checker) inSlot(node string) bool {
 	n := c.world.Node(node)
-	return n != nil && n.Exists && (n.Marked || holdsSlot(n.Phase))
+	if n == nil || !n.Exists {
+		return false
+	}
+	return n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting))
 }
 
 // KarpenterTrace takes one of the fake Karpenter's trace records (its

@@ -131,10 +131,12 @@ type Node struct {
 	HasBootcNode bool
 	BootcPool    string
 	Phase        v1alpha1.NodePhase
-	DesiredImage string
-	FailedImage  string
-	BootID       string
-	BootedDigest string
+	// BootcDeleting is true while the BootcNode is being deleted.
+	BootcDeleting bool
+	DesiredImage  string
+	FailedImage   string
+	BootID        string
+	BootedDigest  string
 	// LastRebootImage is status.daemon.lastReboot.image.
 	LastRebootImage string
 	// DesiredBooted is true while the BootcNode carries a boot order for
@@ -786,7 +788,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		from = ""
 	}
 	if t == apiserver.Deleted {
-		n.HasBootcNode = false
+		n.HasBootcNode, n.BootcDeleting = false, false
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
 		n.DesiredBooted = false
@@ -799,6 +801,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 	}
 	to := displayPhase(o)
 	n.HasBootcNode = true
+	n.BootcDeleting = o.DeletionTimestamp != nil
 	n.BootcPool = o.Spec.Pool
 	n.DesiredImage = o.Spec.DesiredImage
 	n.FailedImage = o.Status.Rollout.FailedImage
