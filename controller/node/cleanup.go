@@ -88,7 +88,7 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 		return 0, err
 	}
 	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
-		return wait, nil
+		return wait, r.keepUntilSettled(ctx, s)
 	}
 	ro := &s.bn.Status.Rollout
 	if s.node != nil {

@@ -186,18 +186,7 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 			return reconcile.Result{}, err
 		}
 		if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
-			// Still in its slot until then (down in a reboot, say): a
-			// protection someone lifts meanwhile is put back, or
-			// Karpenter repairs the node mid-reboot (explorer seed
-			// 107078 of cluster-repair-during-slow-reboot: relabelled out
-			// of its pool while down, an operator's do-not-repair
-			// removed).
-			if ro.Cordoned && rollout.HoldsSlot(rollout.RecordPhase(bn)) {
-				if err := r.keepProtected(ctx, s); err != nil {
-					return reconcile.Result{}, err
-				}
-			}
-			return reconcile.Result{RequeueAfter: wait}, nil
+			return reconcile.Result{RequeueAfter: wait}, r.keepUntilSettled(ctx, s)
 		}
 		if msg, down := downAfterLeaving(s, "left its pool"); down {
 			// It booted the pool's target in its slot and is still
@@ -1217,6 +1206,21 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 	ro.AddedAnnotations, ro.ProtectUntil = nil, nil
 	r.event(s.bn, corev1.EventTypeNormal, "ProtectionEnded", "removed the Karpenter protection bootroll added")
 	return 0, r.patchStatus(ctx, s)
+}
+
+// keepUntilSettled keeps the protection of a node that bootroll gives
+// back (it left its pool, or its record is being deleted) while the boot
+// order it may still act on has not settled: the node is in its slot
+// until then (down in a reboot, say), and a protection someone lifts
+// meanwhile is put back, or Karpenter repairs the node mid-reboot
+// (explorer seeds 107078 and 113126 of cluster-repair-during-slow-reboot:
+// relabelled out of its pool, or its record deleted, while down, and an
+// operator's do-not-repair removed).
+func (r *Reconciler) keepUntilSettled(ctx context.Context, s *nodeStep) error {
+	if !s.bn.Status.Rollout.Cordoned || !rollout.HoldsSlot(rollout.RecordPhase(s.bn)) || s.node == nil {
+		return nil
+	}
+	return r.keepProtected(ctx, s)
 }
 
 // keepProtected keeps the node protected from Karpenter while it holds a

@@ -238,11 +238,12 @@ func TestKeepProtected(t *testing.T) {
 	}
 }
 
-// TestReleaseWaitKeepsProtection: a node that left its pool while down in
-// its slot's reboot stays in the slot until the boot order settles; a
-// protection lifted meanwhile is put back (explorer seed 107078 of
-// cluster-repair-during-slow-reboot: relabelled out of its pool mid-reboot,
-// an operator's do-not-repair removed, and Karpenter repaired the node).
+// TestReleaseWaitKeepsProtection: a node that left its pool, or whose
+// record is being deleted, while down in its slot's reboot stays in the
+// slot until the boot order settles; a protection lifted meanwhile is put
+// back (explorer seeds 107078 and 113126 of
+// cluster-repair-during-slow-reboot: an operator's do-not-repair removed
+// mid-reboot, and Karpenter repaired the node).
 func TestReleaseWaitKeepsProtection(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
@@ -262,21 +263,34 @@ func TestReleaseWaitKeepsProtection(t *testing.T) {
 	bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
 	bn.Status.Daemon.Phase = v1alpha1.DaemonRebooting
 	bn.Status.Daemon.ObservedGeneration = 2
-	cl := fakeapi.Client(t, pool, bn, node)
-	r := NewReconciler(cl, options.Options{})
-	res, err := r.step(context.Background(), stepOf(t, cl, pool, now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.RequeueAfter <= 0 {
-		t.Errorf("requeue %v, want a wait for the boot order to settle", res.RequeueAfter)
-	}
-	var got corev1.Node
-	if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := got.Annotations[v1alpha1.KarpenterDoNotRepair]; !ok || !got.Spec.Unschedulable {
-		t.Errorf("node while its release waits: cordoned %v, annotations %v; want cordoned, do-not-repair back", got.Spec.Unschedulable, got.Annotations)
+	for _, path := range []string{"left its pool", "record being deleted"} {
+		cl := fakeapi.Client(t, pool, bn.DeepCopy(), node.DeepCopy())
+		r := NewReconciler(cl, options.Options{})
+		var wait time.Duration
+		if path == "left its pool" {
+			res, err := r.step(context.Background(), stepOf(t, cl, pool, now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait = res.RequeueAfter
+		} else {
+			// The release of a record being deleted (cleanup.go) waits
+			// the same way.
+			var err error
+			if wait, err = r.release(context.Background(), stepOf(t, cl, pool, now), "Released", "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if wait <= 0 {
+			t.Errorf("%s: wait %v, want a wait for the boot order to settle", path, wait)
+		}
+		var got corev1.Node
+		if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got.Annotations[v1alpha1.KarpenterDoNotRepair]; !ok || !got.Spec.Unschedulable {
+			t.Errorf("%s: node while its release waits: cordoned %v, annotations %v; want cordoned, do-not-repair back", path, got.Spec.Unschedulable, got.Annotations)
+		}
 	}
 }
 
