@@ -1217,7 +1217,7 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 // relabelled out of its pool, or its record deleted, while down, and an
 // operator's do-not-repair removed).
 func (r *Reconciler) keepUntilSettled(ctx context.Context, s *nodeStep) error {
-	if !s.bn.Status.Rollout.Cordoned || !rollout.HoldsSlot(rollout.RecordPhase(s.bn)) || s.node == nil {
+	if !rollout.KeepsProtection(s.bn) || s.node == nil {
 		return nil
 	}
 	return r.keepProtected(ctx, s)

@@ -108,7 +108,7 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 		return NodeDecision{Action: NodeRetarget}
 	}
 	phase := RecordPhase(bn)
-	keep := ro.Cordoned && HoldsSlot(phase)
+	keep := KeepsProtection(bn)
 	switch phase {
 	case v1alpha1.PhaseDraining:
 		return NodeDecision{Action: NodeDrain, KeepProtected: keep}
@@ -147,6 +147,14 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 		return NodeDecision{Action: NodeClearMarker}
 	}
 	return NodeDecision{Action: NodeFollowDaemon}
+}
+
+// KeepsProtection reports whether bootroll keeps a node's Karpenter
+// protection up whatever others do to it: the record is cordoned and in a
+// slot phase (the node reconciler's KeepProtected, and the wait of a
+// release for its boot order to settle).
+func KeepsProtection(bn *v1alpha1.BootcNode) bool {
+	return bn.Status.Rollout.Cordoned && HoldsSlot(RecordPhase(bn))
 }
 
 // LeftPool reports whether a Node is no member of pool: the pool is gone,

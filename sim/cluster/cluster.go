@@ -497,7 +497,7 @@ func digestRef(im *scenario.Image) string {
 func (c *Cluster) tracing() bool { return c.hooks.Trace != nil }
 
 func (c *Cluster) trace(kind, object string, details map[string]any) {
-	if c.hooks.Trace != nil {
+	if c.tracing() {
 		c.hooks.Trace(kind, object, details)
 	}
 }

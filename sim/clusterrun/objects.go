@@ -321,13 +321,7 @@ func NodePool(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	if len(np.StartupTaints) > 0 {
 		var ts []any
 		for _, t := range np.StartupTaints {
-			m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
-			if t.Value != "" {
-				// Karpenter's CRD refuses an empty value (its pattern wants
-				// a label value); a taint without one leaves it out.
-				m["value"] = t.Value
-			}
-			ts = append(ts, m)
+			ts = append(ts, t.Object())
 		}
 		spec["template"].(map[string]any)["spec"].(map[string]any)["startupTaints"] = ts
 	}

@@ -172,7 +172,6 @@ func parseClaim(u *unstructured.Unstructured) (*nodeClaim, error) {
 	return nc, nil
 }
 
-// parsePool decodes a NodePool and applies the CRD's defaults.
 // NodePoolHash is the karpenter.sh/nodepool-hash of NodePool u's template,
 // which Karpenter's NodePool hash controller writes on the NodeClaims of
 // the pool that carry none (an adopted node's claim): from then on a
@@ -185,6 +184,7 @@ func NodePoolHash(u *unstructured.Unstructured) (string, error) {
 	return np.hash, nil
 }
 
+// parsePool decodes a NodePool and applies the CRD's defaults.
 func parsePool(u *unstructured.Unstructured) (*nodePool, error) {
 	np := &nodePool{name: u.GetName(), obj: u}
 	if err := decode(u.Object["spec"], &np.spec); err != nil {

@@ -218,8 +218,6 @@ func (h *Host) BootID() (string, error) {
 	return h.bootID, nil
 }
 
-// Booted returns the booted image's reference and the rollback
-// deployment's ("" when none).
 // Up reports whether the host is running: not between a reboot request
 // and the boot that ends it.
 func (h *Host) Up() bool {
@@ -228,6 +226,8 @@ func (h *Host) Up() bool {
 	return !h.down
 }
 
+// Booted returns the booted image's reference and the rollback
+// deployment's ("" when none).
 func (h *Host) Booted() (booted, rollback string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -249,10 +249,7 @@ func (p *player) stopDaemon() {
 // boot, as all the node's pods start again then). A daemon that is not
 // running is not crashed.
 func (p *player) crashDaemon(downFor time.Duration) {
-	p.mu.Lock()
-	up := p.daemon != nil
-	p.mu.Unlock()
-	if !up {
+	if !p.daemonRunning() {
 		p.log.Info("daemon crash: the daemon is not running")
 		return
 	}
@@ -262,14 +259,18 @@ func (p *player) crashDaemon(downFor time.Duration) {
 		if !p.sleep(p.ctx, downFor) {
 			return
 		}
-		p.mu.Lock()
-		running := p.daemon != nil
-		p.mu.Unlock()
-		if running || !p.host.Up() {
+		if p.daemonRunning() || !p.host.Up() {
 			return
 		}
 		p.startDaemonAfter(p.e.sc.Host.DaemonStartup)
 	}()
+}
+
+// daemonRunning reports whether a daemon process runs now.
+func (p *player) daemonRunning() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.daemon != nil
 }
 
 // Reconcile hands a request to the running daemon process; while it is

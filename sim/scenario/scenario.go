@@ -307,6 +307,17 @@ type Taint struct {
 	Effect TaintEffect `json:"effect" required:"true"`
 }
 
+// Object is the taint as a Karpenter NodePool or NodeClaim spec lists it,
+// with no value key when it has none (Karpenter's CRD refuses an empty
+// value).
+func (t Taint) Object() map[string]any {
+	m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+	if t.Value != "" {
+		m["value"] = t.Value
+	}
+	return m
+}
+
 // TaintEffect is a taint's effect.
 type TaintEffect string
 

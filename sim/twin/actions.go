@@ -499,7 +499,7 @@ func (r *runner) createExistingClaim(node, pool, bootImage string) error {
 			var startup []any
 			for _, t := range np.StartupTaints {
 				if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == t.Key && string(x.Effect) == string(t.Effect) }) {
-					startup = append(startup, taintObject(t))
+					startup = append(startup, t.Object())
 				}
 			}
 			if len(startup) > 0 {

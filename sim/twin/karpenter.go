@@ -305,16 +305,6 @@ func NodePoolBudgets(np scenario.KarpenterNodePool) []any {
 	return budgets
 }
 
-// taintObject is taint t as a NodePool or NodeClaim spec lists it (no
-// value when it has none).
-func taintObject(t scenario.Taint) map[string]any {
-	m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
-	if t.Value != "" {
-		m["value"] = t.Value
-	}
-	return m
-}
-
 // nodePoolHash is the karpenter.sh/nodepool-hash of NodePool pool as the
 // API server holds it, "" when it cannot be read; computed once per
 // NodePool object (kp.hashes, emptied when a NodePool is made or edited).
@@ -343,7 +333,7 @@ func nodePoolObject(np scenario.KarpenterNodePool) *unstructured.Unstructured {
 	taints := func(ts []scenario.Taint) []any {
 		var out []any
 		for _, t := range ts {
-			out = append(out, taintObject(t))
+			out = append(out, t.Object())
 		}
 		return out
 	}
