@@ -129,8 +129,15 @@ func GrantPending(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 		return false
 	}
 	ro := &bn.Status.Rollout
-	if ro.SlotGrantedAt != nil && ro.SlotGrantedAt.Equal(&s.Since) {
-		return false // taken up, and left since
+	if ro.SlotGrantedAt != nil && ro.SlotGrantedAt.Equal(&s.Since) && !ro.Cordoned {
+		// Taken up, and left since. Still cordoned and waiting, the
+		// take-up was recorded and stopped part way (the controller
+		// stopped between its writes): it is taken up again, which puts
+		// back what the Node misses. Read as left, it held the slot and
+		// the node's protection until GrantSettle and then started a new
+		// post-update protection (explorer seed 116144 of
+		// cluster-crd-install-mid-rollout, no-leaked-annotation).
+		return false
 	}
 	return ro.TargetImage == s.Image && DigestOfHost(bn.Status.Staged) == imageref.Digest(s.Image) &&
 		(ro.PhaseSince == nil || !ro.PhaseSince.After(s.Since.Time)) &&

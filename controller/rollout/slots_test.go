@@ -179,3 +179,30 @@ func TestGrantPendingOnlyForTheGrantedRecord(t *testing.T) {
 		t.Error("a slot without a UID is not pending for the node's record")
 	}
 }
+
+// TestGrantPendingAfterPartTakeUp: a take-up that recorded the grant and
+// the cordon (status.rollout.slotGrantedAt, cordoned) and stopped before
+// the Node was written or the record entered its slot is still pending, so
+// the next pass takes it up again; a grant taken up and left (the cordon
+// given back) in the same second is not (explorer seed 116144 of
+// cluster-crd-install-mid-rollout: read as left, the part take-up held
+// the slot and the node's protection until GrantSettle).
+func TestGrantPendingAfterPartTakeUp(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 1, 51, 0, time.UTC)
+	const img = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "kp-0", UID: "uid-1"}}
+	bn.Status.Phase = v1alpha1.PhasePending
+	ro := &bn.Status.Rollout
+	ro.TargetImage = img
+	ro.PhaseSince = &metav1.Time{Time: t0.Add(-3 * time.Second)}
+	bn.Status.Staged = &v1alpha1.HostImage{Image: img, Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}
+	slot := v1alpha1.Slot{Node: "kp-0", Image: img, Since: metav1.NewTime(t0), UID: "uid-1"}
+	ro.SlotGrantedAt, ro.Cordoned, ro.DrainStartedAt = slot.Since.DeepCopy(), true, &metav1.Time{Time: t0}
+	if !GrantPending(bn, slot) {
+		t.Error("a take-up recorded and stopped part way is not pending: it is never finished")
+	}
+	ro.Cordoned, ro.DrainStartedAt = false, nil
+	if GrantPending(bn, slot) {
+		t.Error("a grant taken up and left in the same second is pending again")
+	}
+}
