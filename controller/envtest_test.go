@@ -402,6 +402,9 @@ func (f *fakeHost) Rollback(context.Context) error {
 }
 func (f *fakeHost) Reboot(context.Context) error { return f.Apply(context.Background(), "") }
 
+// ShuttingDown: the host is going down while a reboot is under way.
+func (f *fakeHost) ShuttingDown(context.Context) (bool, error) { return f.isRebooting(), nil }
+
 // advance moves a reboot on; it reports true when a reboot completed.
 func (f *fakeHost) advance(h *harness) bool {
 	f.mu.Lock()

@@ -56,6 +56,11 @@ func (h BootcHost) Observe(ctx context.Context) (Observation, error) {
 	}, nil
 }
 
+// ShuttingDown implements Host from systemd's state.
+func (h BootcHost) ShuttingDown(ctx context.Context) (bool, error) {
+	return h.Bootc.ShuttingDown(ctx)
+}
+
 // hostImageOf converts a bootc deployment; nil stays nil.
 func hostImageOf(d *bootc.Deployment) *v1alpha1.HostImage {
 	if d == nil {

@@ -60,6 +60,11 @@ type Host interface {
 	Rollback(ctx context.Context) error
 	// Reboot reboots the host.
 	Reboot(ctx context.Context) error
+	// ShuttingDown reports whether the host is going down (a reboot or
+	// power-off has begun). The loop asks only when its record names a
+	// reboot asked for in the running boot that this process did not ask:
+	// the process that recorded it may have stopped before asking.
+	ShuttingDown(ctx context.Context) (bool, error)
 }
 
 // Daemon is the node daemon's loop for one node: it reconciles the node's
@@ -149,13 +154,27 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	obs.Node = NodeFacts{} // the loop's part, not the host's
 	obs.RebootAsked = d.rebootAsked != "" && d.rebootAsked == obs.BootID
+	cur := d.current(&bn)
+	if r := cur.Daemon.LastReboot; r != nil && !obs.RebootAsked && obs.BootID != "" && r.BootID == obs.BootID {
+		// The record names a reboot asked for in this boot, by an earlier
+		// process of this daemon: it may have stopped before it asked the
+		// host, or after. The host tells which (explorer seed 115028 of
+		// cluster-pool-deleted-mid-rollout: a daemon that recorded the
+		// reboot and crashed before asking said for good that the node
+		// was going down, and the node stayed Pending).
+		down, err := d.host.ShuttingDown(ctx)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("node %s: whether the host is going down, for the reboot recorded at %s in this boot: %w", d.nodeName, r.At.UTC().Format(time.RFC3339), err)
+		}
+		obs.RebootAsked, obs.RebootLost = down, !down
+	}
 	if !bn.DeletionTimestamp.IsZero() {
 		// The node is leaving bootroll: start nothing on the host, but
 		// acknowledge the record (a withdrawn boot order above all), so
 		// the controller need not wait out healthTimeout to let it go.
 		spec := bn.Spec
 		spec.BootOrder = nil
-		actions, _ := Step(d.clock.Now(), spec, bn.Generation, d.current(&bn), obs)
+		actions, _ := Step(d.clock.Now(), spec, bn.Generation, cur, obs)
 		for _, a := range actions {
 			if a.Type == ReportStatus {
 				if err := d.perform(ctx, &bn, a); err != nil {
@@ -171,7 +190,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, err
 		}
 	}
-	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, d.current(&bn), obs)
+	actions, requeue := Step(d.clock.Now(), bn.Spec, bn.Generation, cur, obs)
 	if d.Prefetch != nil && slices.ContainsFunc(actions, func(a Action) bool { return a.Type == Stage }) {
 		// OS staging outranks pinned images: should something else have
 		// taken the staging reserve, the prefetch gives it back first.
@@ -561,6 +580,11 @@ func (a *AsyncHost) Rollback(ctx context.Context) error {
 // Reboot implements Host.
 func (a *AsyncHost) Reboot(ctx context.Context) error {
 	return a.Host.Reboot(ctx)
+}
+
+// ShuttingDown implements Host.
+func (a *AsyncHost) ShuttingDown(ctx context.Context) (bool, error) {
+	return a.Host.ShuttingDown(ctx)
 }
 
 func (a *AsyncHost) staging() bool {

@@ -42,9 +42,13 @@ type fakeHost struct {
 	// rebootInto is the image the host comes up on after Apply; "" means the
 	// applied image.
 	rebootInto string
+	// shuttingDown is the host's answer to ShuttingDown.
+	shuttingDown bool
 }
 
 func (h *fakeHost) Observe(context.Context) (Observation, error) { return h.obs, nil }
+
+func (h *fakeHost) ShuttingDown(context.Context) (bool, error) { return h.shuttingDown, nil }
 
 func (h *fakeHost) Stage(_ context.Context, image string) error {
 	h.calls = append(h.calls, "Stage "+image)
@@ -632,6 +636,49 @@ func TestDaemonWaitsForCordonedNode(t *testing.T) {
 		t.Errorf("calls once cordoned = %v, want %v", got, want)
 	}
 	h.checkPatches()
+}
+
+// TestDaemonRecordedRebootNotAsked: a process recorded the reboot its
+// order asked for and stopped before asking the host (the record is
+// written first); the Node was uncordoned meanwhile. A new process in the
+// same boot asks the host whether it is going down: if not, the reboot
+// will not come and the record goes (kept, it said for good that the host
+// was going down: explorer seed 115028 of cluster-pool-deleted-mid-rollout);
+// if so, the host goes down whatever the Node says, and the record stays.
+func TestDaemonRecordedRebootNotAsked(t *testing.T) {
+	for _, down := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shuttingDown=%v", down), func(t *testing.T) {
+			h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
+			// The first process: it records the reboot, and its Apply is
+			// lost (it stopped before the call reached the host).
+			host := &noReboot{fakeHost{t: t, obs: stagedObs()}}
+			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+			if r := h.get().Status.Daemon.LastReboot; r == nil || r.BootID != boot1 {
+				t.Fatalf("first process: lastReboot %+v, want one on %s", r, boot1)
+			}
+			var nd corev1.Node
+			if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
+				t.Fatal(err)
+			}
+			nd.Spec.Unschedulable = false
+			if err := h.raw.Update(context.Background(), &nd); err != nil {
+				t.Fatal(err)
+			}
+			host.calls, host.shuttingDown = nil, down
+			h.clock.Step(time.Minute)
+			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))
+			d := h.get().Status.Daemon
+			if len(host.calls) != 0 {
+				t.Errorf("calls on an uncordoned Node = %v, want none", host.calls)
+			}
+			switch {
+			case !down && (d.Phase != v1alpha1.DaemonStaged || d.LastReboot != nil || !strings.Contains(d.LastError, "not cordoned")):
+				t.Errorf("host not going down: daemon status %+v, want Staged, waiting for the cordon, no reboot record", d)
+			case down && (d.Phase != v1alpha1.DaemonRebooting || d.LastReboot == nil):
+				t.Errorf("host going down: daemon status %+v, want Rebooting with the record kept", d)
+			}
+		})
+	}
 }
 
 // recordingPrefetcher records each Sync's StagingDue and the host calls

@@ -10,6 +10,7 @@ package nodedaemon
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,9 +66,16 @@ type Observation struct {
 	// a reboot into another image needs it protected.
 	Node NodeFacts
 	// RebootAsked is true when this daemon process asked the host to
-	// reboot (Apply, Reboot) during the running boot (the loop's part, not
-	// the Host's): that reboot comes whatever the spec says now.
+	// reboot (Apply, Reboot) during the running boot, or an earlier one
+	// did and the host is going down (Host.ShuttingDown): that reboot
+	// comes whatever the spec says now. The loop's part, not the Host's.
 	RebootAsked bool
+	// RebootLost is true when the reboot the record names for the running
+	// boot (status.daemon.lastReboot) was recorded by an earlier process
+	// and the host is not going down: that process stopped before it asked
+	// (or the host's shutdown was called off), so the reboot will not come
+	// and the record is dropped. The loop's part, like RebootAsked.
+	RebootLost bool
 }
 
 // NodeFacts is what Step needs to know of the daemon's own Node before it
@@ -230,6 +238,29 @@ type decision struct {
 }
 
 func decide(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatus, obs Observation) decision {
+	if !obs.RebootLost {
+		return decideOn(now, spec, cur, obs)
+	}
+	// The record names a reboot that never happened and will not: kept,
+	// it said for good that the host was going down. Decided without it;
+	// should the decision ask for that same reboot, it is asked again
+	// under the record made for it (nothing to rewrite).
+	lost := cur.LastReboot
+	cur.LastReboot = nil
+	d := decideOn(now, spec, cur, obs)
+	if r := d.status.LastReboot; r != nil && lost != nil && r.Rollback == lost.Rollback &&
+		imageref.Digest(r.Image) == imageref.Digest(lost.Image) && asksReboot(d.host) {
+		d.status.LastReboot = lost
+	}
+	return d
+}
+
+// asksReboot reports whether host actions take the host down.
+func asksReboot(host []Action) bool {
+	return slices.ContainsFunc(host, func(a Action) bool { return a.Type == Apply || a.Type == Reboot })
+}
+
+func decideOn(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatus, obs Observation) decision {
 	desired := spec.DesiredImage
 	// LastAttempt and LastReboot are history: kept unless a branch replaces
 	// them. Copies, so that the report shares no memory with current.

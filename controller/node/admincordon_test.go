@@ -103,3 +103,45 @@ func TestAdminUncordonInTheSlotIsKept(t *testing.T) {
 		}
 	})
 }
+
+// TestUncordonedBeforeRebootDrainsAgain: the daemon holds a boot order back
+// because an admin uncordoned the node after its drain and before the
+// daemon asked the host to reboot (it reports Staged and recorded no
+// reboot). The node reconciler withdraws that order and drains again
+// (cordoned, the uncordon recorded as the state to give back) before it
+// orders the reboot afresh; with the order left standing, the slot waited
+// for healthTimeout and failed a node that never rebooted (explorer seed
+// 115028 of cluster-pool-deleted-mid-rollout).
+func TestUncordonedBeforeRebootDrainsAgain(t *testing.T) {
+	ctx := context.Background()
+	cl, r := adminCordonFixture(t, v1alpha1.PhaseDraining, true)
+	bn, _ := getNode(ctx, t, cl)
+	ordered := metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 30, 0, time.UTC)}
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: ordered}
+	if err := cl.Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	bn, _ = getNode(ctx, t, cl)
+	bn.Status.Daemon = v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, BootID: "boot-1", ObservedGeneration: bn.Generation,
+		LastError: "waiting to reboot into " + bn.Spec.DesiredImage + ": its Node is not cordoned (spec.unschedulable false)"}
+	if err := cl.Status().Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	bn, n := getNode(ctx, t, cl)
+	if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
+		t.Errorf("node not cordoned again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
+		t.Errorf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
+	}
+	now := r.clock.Now()
+	if ds := bn.Status.Rollout.DrainStartedAt; ds == nil || !ds.Time.Equal(now) {
+		t.Errorf("drainStartedAt = %v, want the drain started again at %v", ds, now)
+	}
+	if o := bn.Spec.BootOrder; o == nil || o.Withdrawn || !o.At.Time.Equal(now) {
+		t.Errorf("boot order = %+v, want one given afresh at %v after the node (empty) was drained again", o, now)
+	}
+}

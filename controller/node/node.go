@@ -204,6 +204,11 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 		return r.drain(ctx, s)
 	case rollout.NodeVerify:
 		return r.verify(ctx, s)
+	case rollout.NodeRedrain:
+		if err := r.redrain(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+		return r.drain(ctx, s)
 	case rollout.NodeConclude, rollout.NodeRestoreCordon:
 		// A verdict still cordoned ends its slot; a cordon a crash
 		// between the node's last steps left is restored.
@@ -365,6 +370,26 @@ func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed 
 	}
 	r.event(bn, corev1.EventTypeWarning, "NotReadyOnTarget", "%s", msg)
 	return true, 0, nil
+}
+
+// redrain takes a node whose daemon holds its boot order back on an
+// uncordoned Node (rollout.UncordonedBeforeReboot) back to Draining: the
+// order is withdrawn, and the drain (which records the uncordon, cordons
+// the node again and evicts what landed on it) orders the reboot afresh.
+func (r *Reconciler) redrain(ctx context.Context, s *nodeStep) error {
+	if err := r.withdrawBootOrder(ctx, s); err != nil {
+		return err
+	}
+	ro := &s.bn.Status.Rollout
+	s.bn.Status.Phase = v1alpha1.PhaseDraining
+	ro.PhaseSince = &metav1.Time{Time: s.now}
+	ro.DrainStartedAt = &metav1.Time{Time: s.now}
+	ro.Reason, ro.Message = "Uncordoned", "the node was uncordoned before its reboot: draining it again before it reboots into "+ro.TargetImage
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	r.event(s.bn, corev1.EventTypeWarning, "Uncordoned", "%s", ro.Message)
+	return nil
 }
 
 // retarget moves the record to a new desired image. A drain in progress is

@@ -44,6 +44,10 @@ const (
 	NodeDrain
 	// NodeVerify: in its slot, asked to reboot or being verified.
 	NodeVerify
+	// NodeRedrain: asked to reboot, but the Node was uncordoned before the
+	// daemon asked the host (UncordonedBeforeReboot): withdraw the order
+	// and drain again.
+	NodeRedrain
 	// NodeConclude: Failed or RolledBack and still cordoned: end the slot.
 	NodeConclude
 	// NodeEndProtection: Failed or RolledBack, with post-update
@@ -69,7 +73,7 @@ const (
 	NodeFollowDaemon
 )
 
-var nodeActionNames = [...]string{"Idle", "Release", "Retarget", "Drain", "Verify", "Conclude", "EndProtection", "AwaitGrant", "RestoreCordon", "ClearMarker", "TakeSlot", "FollowDaemon"}
+var nodeActionNames = [...]string{"Idle", "Release", "Retarget", "Drain", "Verify", "Redrain", "Conclude", "EndProtection", "AwaitGrant", "RestoreCordon", "ClearMarker", "TakeSlot", "FollowDaemon"}
 
 func (a NodeAction) String() string {
 	if int(a) < len(nodeActionNames) {
@@ -113,6 +117,9 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 	case v1alpha1.PhaseDraining:
 		return NodeDecision{Action: NodeDrain, KeepProtected: keep}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
+		if phase == v1alpha1.PhaseRebooting && UncordonedBeforeReboot(bn, v.Node) {
+			return NodeDecision{Action: NodeRedrain, KeepProtected: keep}
+		}
 		return NodeDecision{Action: NodeVerify, KeepProtected: keep}
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
 		switch {
@@ -147,6 +154,23 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 		return NodeDecision{Action: NodeClearMarker}
 	}
 	return NodeDecision{Action: NodeFollowDaemon}
+}
+
+// UncordonedBeforeReboot reports whether the daemon holds back its boot
+// order (not a rollback's) because someone uncordoned the Node under
+// bootroll's slot marker before the daemon asked the host to reboot: the
+// daemon has seen the current spec, reports Staged (it has asked for no
+// reboot: nodedaemon's holdReboot) and recorded none for this order. The
+// daemon never reboots an uncordoned node, so the order waits for nothing
+// but healthTimeout, and pods may have landed on the node meanwhile: it is
+// drained again (explorer seed 115028 of cluster-pool-deleted-mid-rollout:
+// the slot ran into healthTimeout and failed a node that never rebooted).
+func UncordonedBeforeReboot(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
+	o, d := bn.Spec.Order(), &bn.Status.Daemon
+	if n == nil || o == nil || o.Rollback || n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != bn.Spec.Pool {
+		return false
+	}
+	return d.ObservedGeneration >= bn.Generation && d.Phase == v1alpha1.DaemonStaged && !RebootStarted(bn)
 }
 
 // KeepsProtection reports whether bootroll keeps a node's Karpenter

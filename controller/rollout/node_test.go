@@ -34,6 +34,23 @@ func TestNextNodeAction(t *testing.T) {
 		return bn
 	}
 	cordoned := func(bn *v1alpha1.BootcNode) { bn.Status.Rollout.Cordoned = true }
+	markedUncordoned := marked.DeepCopy()
+	markedCordoned := marked.DeepCopy()
+	markedCordoned.Spec.Unschedulable = true
+	// held: in its slot with a boot order the daemon has seen (generation
+	// 2), reporting phase; recorded says whether it recorded the reboot.
+	held := func(phase v1alpha1.DaemonPhase, recorded bool) func(bn *v1alpha1.BootcNode) {
+		return func(bn *v1alpha1.BootcNode) {
+			bn.Spec.Pool = "p"
+			bn.Generation = 2
+			bn.Status.Rollout.Cordoned = true
+			bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: b, At: metav1.Time{Time: now.Add(-time.Minute)}}
+			bn.Status.Daemon.Phase, bn.Status.Daemon.ObservedGeneration, bn.Status.Daemon.BootID = phase, 2, "boot-1"
+			if recorded {
+				bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b, BootID: "boot-1", At: metav1.Time{Time: now.Add(-50 * time.Second)}}
+			}
+		}
+	}
 	for _, c := range []struct {
 		name string
 		bn   *v1alpha1.BootcNode
@@ -52,6 +69,13 @@ func TestNextNodeAction(t *testing.T) {
 		{"draining, cordon not recorded yet", rec(v1alpha1.PhaseDraining, nil), member, pool, TestOnly{}, NodeDecision{Action: NodeDrain}},
 		{"rebooting", rec(v1alpha1.PhaseRebooting, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
 		{"verifying", rec(v1alpha1.PhaseVerifying, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"rebooting, uncordoned before the daemon asked", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonStaged, false)), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeRedrain, KeepProtected: true}},
+		{"rebooting, uncordoned after the daemon asked", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonRebooting, true)), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"rebooting, uncordoned, the order not seen yet", rec(v1alpha1.PhaseRebooting, func(bn *v1alpha1.BootcNode) {
+			held(v1alpha1.DaemonStaged, false)(bn)
+			bn.Generation = 3
+		}), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"rebooting, held, still cordoned", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonStaged, false)), markedCordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
 		{"failed, still cordoned", rec(v1alpha1.PhaseFailed, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeConclude}},
 		{"rolled back, protection to end", rec(v1alpha1.PhaseRolledBack, func(bn *v1alpha1.BootcNode) {
 			bn.Status.Rollout.ProtectUntil = &metav1.Time{Time: now.Add(time.Minute)}

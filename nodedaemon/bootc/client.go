@@ -201,6 +201,23 @@ func (c *Client) Reboot(ctx context.Context) error {
 	return nil
 }
 
+// ShuttingDown runs `systemctl is-system-running` and reports whether the
+// host is going down: systemd says "stopping" once a reboot or power-off
+// has begun. The command exits non-zero in every state but "running"; the
+// state it prints is what counts, and only a command that prints none
+// fails.
+func (c *Client) ShuttingDown(ctx context.Context) (bool, error) {
+	out, err := c.run(ctx, "systemctl", "is-system-running")
+	state := strings.TrimSpace(string(out))
+	if state == "" || strings.ContainsAny(state, " \t\n") {
+		if err == nil {
+			err = fmt.Errorf("systemctl is-system-running: printed %q, want one systemd state", state)
+		}
+		return false, err
+	}
+	return state == "stopping", nil
+}
+
 // run runs one command and names it in the error.
 func (c *Client) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	if c.Runner == nil {

@@ -419,3 +419,36 @@ func TestStatusSharedBetweenClients(t *testing.T) {
 		t.Errorf("a different output gave %+v, want its own parse with the staged %s", sc, imageV2)
 	}
 }
+
+// TestShuttingDown: systemctl is-system-running prints the state and exits
+// 1 in every state but running; the state printed decides, and only a
+// command that prints none (or more than one word) fails.
+func TestShuttingDown(t *testing.T) {
+	exit1 := &CommandError{Err: errors.New("exit status 1")}
+	for _, c := range []struct {
+		stdout  string
+		err     error
+		want    bool
+		wantErr string
+	}{
+		{"running\n", nil, false, ""},
+		{"stopping\n", exit1, true, ""},
+		{"degraded\n", exit1, false, ""},
+		{"starting\n", exit1, false, ""},
+		{"", &CommandError{Err: errors.New("exit status 1"), Stderr: "Failed to connect to bus"}, false, "Failed to connect to bus"},
+		{"", nil, false, `printed ""`},
+		{"stopping now\n", nil, false, "want one systemd state"},
+	} {
+		f := &fakeRunner{script: map[string][]answer{"systemctl is-system-running": {{c.stdout, c.err}}}}
+		got, err := (&Client{Runner: f}).ShuttingDown(context.Background())
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q: err %v, want one containing %q", c.stdout, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q: ShuttingDown = %v, %v; want %v", c.stdout, got, err, c.want)
+		}
+	}
+}

@@ -119,6 +119,13 @@ func (p process) Observe(ctx context.Context) (nodedaemon.Observation, error) {
 	return p.AsyncHost.Observe(ctx)
 }
 
+func (p process) ShuttingDown(ctx context.Context) (bool, error) {
+	if err := p.live("systemctl is-system-running"); err != nil {
+		return false, err
+	}
+	return p.AsyncHost.ShuttingDown(ctx)
+}
+
 func (p process) Stage(ctx context.Context, image string) error {
 	if err := p.live("stage " + image); err != nil {
 		return err
@@ -259,6 +266,12 @@ func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, 
 		h.rollbackQueued, h.staged = true, nil
 		h.c.trace("node/rollback-queued", h.object(), map[string]any{"image": h.rollback.ref})
 		return nil, nil
+	case cmd == "systemctl is-system-running":
+		// As systemd: the state, and exit status 1 for any but running.
+		if h.state == hostShuttingDown {
+			return []byte("stopping\n"), exitError("")
+		}
+		return []byte("running\n"), nil
 	case cmd == "systemctl reboot":
 		if !h.requested {
 			reason := "reboot"

@@ -296,14 +296,20 @@ func (p *player) rebootRequested() {
 	go p.reboot() // edge: the reboot runs on the clock beside the daemon loop
 }
 
-// reboot plays a reboot: the daemon goes down, the Node is annotated
-// rebooting (NotReady through the KWOK stage) for the reboot's length,
-// then comes back with a new boot ID and the image the boot booted,
-// Ready unless the boot failed so, and the daemon starts again after
-// host.daemonStartup.
+// reboot plays a reboot as the twin does: the host shuts down for
+// cluster.ShutdownDelay (at most half the reboot; the Node stays Ready and
+// the daemon runs), then the daemon goes down and the Node is annotated
+// rebooting (NotReady through the KWOK stage) for the rest of the
+// reboot's length; it comes back with a new boot ID and the image the
+// boot booted, Ready unless the boot failed so, and the daemon starts
+// again after host.daemonStartup.
 func (p *player) reboot() {
-	p.stopDaemon()
 	total, up := p.host.ShutDown()
+	down := min(cluster.ShutdownDelay, total/2)
+	if !p.sleep(p.ctx, down) {
+		return
+	}
+	p.stopDaemon()
 	yes := "true"
 	p.log.Info("rebooting", "for", total.String())
 	if !p.write(func(ctx context.Context) error {
@@ -311,7 +317,7 @@ func (p *player) reboot() {
 	}) {
 		return
 	}
-	if !p.sleep(p.ctx, total) {
+	if !p.sleep(p.ctx, total-down) {
 		return
 	}
 	outcome, bootID := up()

@@ -18,6 +18,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/sim/cluster"
 )
 
 // playerFixture is a Node workers-0 of pool workers on a fake API server
@@ -85,12 +86,23 @@ func TestPlayerReboot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The shutdown, as in the twin (cluster.ShutdownDelay): the Node is
+	// not annotated and the daemon runs, and systemd says stopping.
+	waitFor(t, "the shutdown to wait", fc.HasWaiters)
+	time.Sleep(20 * time.Millisecond)
+	if _, ok := get().Annotations[localcluster.RebootingAnnotation]; ok || !daemonUp() {
+		t.Errorf("during the shutdown: annotated rebooting %v, daemon up %v; want not annotated, up", ok, daemonUp())
+	}
+	if out, _ := p.host.Run(ctx, "systemctl", "is-system-running"); string(out) != "stopping\n" {
+		t.Errorf("systemctl is-system-running during the shutdown printed %q, want stopping", out)
+	}
+	fc.Step(cluster.ShutdownDelay)
 	waitFor(t, "the Node to be annotated rebooting", func() bool { return get().Annotations[localcluster.RebootingAnnotation] == "true" })
 	if daemonUp() {
 		t.Error("daemon still up during the reboot")
 	}
 	waitFor(t, "the reboot to wait", fc.HasWaiters)
-	fc.Step(59 * time.Second)
+	fc.Step(59*time.Second - cluster.ShutdownDelay)
 	time.Sleep(20 * time.Millisecond)
 	if get().Annotations[localcluster.RebootingAnnotation] != "true" || get().Status.NodeInfo.BootID != firstBoot {
 		t.Fatal("the reboot ended before host.reboot's 60s")
