@@ -35,6 +35,13 @@ type KarpenterRecord struct {
 //
 //   - karpenter/tainted: a Node gains the karpenter.sh/disrupted taint.
 //
+//   - karpenter/command-abandoned: a Node loses that taint and is not
+//     deleted: Karpenter gave its command up (its disruption queue rolls
+//     a failed command back by removing the taint and the NodeClaim's
+//     DisruptionReason condition), and its decision about the node ends.
+//     A NodeClaim whose DisruptionReason condition goes away is ready to
+//     be reported again when Karpenter decides anew.
+//
 //   - karpenter/terminated: a Node is deleted.
 //
 //   - karpenter/evicted: a pod starts terminating (or is deleted) on a
@@ -113,8 +120,11 @@ func (k *KarpenterDecisions) Observe(ev apiserver.Event) []KarpenterRecord {
 		} else {
 			delete(k.disrupted, o.Name)
 		}
-		if tainted && !was {
+		switch {
+		case tainted && !was:
 			return []KarpenterRecord{{Kind: "karpenter/tainted", Object: "node/" + o.Name, Details: map[string]any{}}}
+		case was && !tainted && o.DeletionTimestamp == nil:
+			return []KarpenterRecord{{Kind: "karpenter/command-abandoned", Object: "node/" + o.Name, Details: map[string]any{"reason": "the karpenter.sh/disrupted taint was removed"}}}
 		}
 	case *corev1.Pod:
 		key, removed := PodRemoval(ev)
@@ -147,6 +157,9 @@ func (k *KarpenterDecisions) claim(t apiserver.EventType, u *unstructured.Unstru
 		return nil
 	}
 	var out []KarpenterRecord
+	if r := disruptionReason(u); r == "" && k.reason[name] != "" && u.GetDeletionTimestamp() == nil {
+		delete(k.reason, name) // a command rolled back: the next one is a new decision
+	}
 	if r := disruptionReason(u); r != "" && k.reason[name] != r {
 		k.reason[name] = r
 		out = append(out, KarpenterRecord{Kind: "karpenter/disrupt", Object: "node/" + node, Details: map[string]any{

@@ -82,6 +82,20 @@ func TestKarpenterDecisions(t *testing.T) {
 	check("taint", kinds(apiserver.Event{Type: apiserver.Modified, Old: plain, Object: tainted}), "karpenter/tainted node/n-a")
 	check("taint kept", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: tainted}))
 	check("node gone", kinds(apiserver.Event{Type: apiserver.Deleted, Object: tainted}), "karpenter/terminated node/n-a")
+
+	// A command rolled back: the taint goes (command-abandoned) and the
+	// claim's DisruptionReason with it; the same reason later is a new
+	// decision. A Node being deleted that loses the taint abandons nothing.
+	k.Observe(apiserver.Event{Type: apiserver.Added, Object: plain})
+	check("e disrupted", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("e", "n-a", "Never", t0, "Drifted", nil)}), "karpenter/disrupt node/n-a Drifted")
+	check("e taint", kinds(apiserver.Event{Type: apiserver.Modified, Old: plain, Object: tainted}), "karpenter/tainted node/n-a")
+	check("e taint removed", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: plain}), "karpenter/command-abandoned node/n-a the karpenter.sh/disrupted taint was removed")
+	check("e condition cleared", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("e", "n-a", "Never", t0, "", nil)}))
+	check("e disrupted again", kinds(apiserver.Event{Type: apiserver.Modified, Object: claimObj("e", "n-a", "Never", t0, "Drifted", nil)}), "karpenter/disrupt node/n-a Drifted")
+	k.Observe(apiserver.Event{Type: apiserver.Modified, Old: plain, Object: tainted})
+	going := plain.DeepCopy()
+	going.DeletionTimestamp = &metav1.Time{Time: t0}
+	check("taint removed while deleted", kinds(apiserver.Event{Type: apiserver.Modified, Old: tainted, Object: going}))
 }
 
 // A pod leaving a Node that carries the karpenter.sh/disrupted taint,
