@@ -212,6 +212,20 @@ func (h *harness) setSpec(f func(*v1alpha1.BootcNodeSpec)) {
 	}
 }
 
+// setCordon sets the Node's spec.unschedulable (an admin's kubectl
+// cordon or uncordon; the slot marker stays).
+func (h *harness) setCordon(on bool) {
+	h.t.Helper()
+	var nd corev1.Node
+	if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
+		h.t.Fatal(err)
+	}
+	nd.Spec.Unschedulable = on
+	if err := h.raw.Update(context.Background(), &nd); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func (h *harness) phase() v1alpha1.DaemonPhase { return h.get().Status.Daemon.Phase }
 
 func (h *harness) patchCount() int {
@@ -605,16 +619,7 @@ func TestAsyncHost(t *testing.T) {
 // keeps the order; cordoned again, it reboots.
 func TestDaemonWaitsForCordonedNode(t *testing.T) {
 	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: imgA, BootOrder: order(imgA)})
-	setCordon := func(on bool) {
-		var nd corev1.Node
-		if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
-			t.Fatal(err)
-		}
-		nd.Spec.Unschedulable = on
-		if err := h.raw.Update(context.Background(), &nd); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setCordon := h.setCordon
 	setCordon(false)
 	host := &fakeHost{t: t, obs: stagedObs()} // the host's own Node facts say protected: ignored
 	d := New(node, h.client, host, h.clock, logr.Discard())
@@ -656,14 +661,7 @@ func TestDaemonRecordedRebootNotAsked(t *testing.T) {
 			if r := h.get().Status.Daemon.LastReboot; r == nil || r.BootID != boot1 {
 				t.Fatalf("first process: lastReboot %+v, want one on %s", r, boot1)
 			}
-			var nd corev1.Node
-			if err := h.raw.Get(context.Background(), client.ObjectKey{Name: node}, &nd); err != nil {
-				t.Fatal(err)
-			}
-			nd.Spec.Unschedulable = false
-			if err := h.raw.Update(context.Background(), &nd); err != nil {
-				t.Fatal(err)
-			}
+			h.setCordon(false)
 			host.calls, host.shuttingDown = nil, down
 			h.clock.Step(time.Minute)
 			h.reconcile(New(node, h.client, host, h.clock, logr.Discard()))

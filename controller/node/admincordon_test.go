@@ -94,13 +94,7 @@ func TestAdminUncordonInTheSlotIsKept(t *testing.T) {
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
 			t.Fatal(err)
 		}
-		bn, n := getNode(ctx, t, cl)
-		if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
-			t.Fatalf("drain did not cordon the node again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
-		}
-		if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
-			t.Fatalf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
-		}
+		checkRecordoned(t, cl)
 	})
 }
 
@@ -130,13 +124,7 @@ func TestUncordonedBeforeRebootDrainsAgain(t *testing.T) {
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
 		t.Fatal(err)
 	}
-	bn, n := getNode(ctx, t, cl)
-	if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
-		t.Errorf("node not cordoned again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
-	}
-	if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
-		t.Errorf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
-	}
+	bn = checkRecordoned(t, cl)
 	now := r.clock.Now()
 	if ds := bn.Status.Rollout.DrainStartedAt; ds == nil || !ds.Time.Equal(now) {
 		t.Errorf("drainStartedAt = %v, want the drain started again at %v", ds, now)
@@ -144,4 +132,19 @@ func TestUncordonedBeforeRebootDrainsAgain(t *testing.T) {
 	if o := bn.Spec.BootOrder; o == nil || o.Withdrawn || !o.At.Time.Equal(now) {
 		t.Errorf("boot order = %+v, want one given afresh at %v after the node (empty) was drained again", o, now)
 	}
+}
+
+// checkRecordoned checks that node n, uncordoned by an admin in its slot,
+// is cordoned again under the slot marker and that its record gives it
+// back uncordoned (priorUnschedulable false); it returns the record.
+func checkRecordoned(t *testing.T, cl client.Client) *v1alpha1.BootcNode {
+	t.Helper()
+	bn, n := getNode(context.Background(), t, cl)
+	if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
+		t.Errorf("node not cordoned again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
+		t.Errorf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
+	}
+	return bn
 }
