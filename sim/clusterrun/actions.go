@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -35,6 +36,13 @@ type actor struct {
 	next map[string]int
 	// gone are the nodes removeNodes deleted.
 	gone map[string]bool
+	// intendCordon and intendAnnotation, when set, are told, before an
+	// operator's cordon, uncordon or annotation change is written, what
+	// it changes (the cordon, each of bootroll's protection annotations
+	// set or removed), as the twin tells its invariants
+	// (invariant.World.SetIntendedCordon, SetIntendedAnnotation).
+	intendCordon     func(node string, on bool)
+	intendAnnotation func(node, key string, present bool)
 }
 
 func newActor(c client.Client, sc *scenario.Scenario) *actor {
@@ -135,6 +143,9 @@ func (a *actor) Do(ctx context.Context, ev *scenario.Event) error {
 		return notFoundSkip(a.mergePatch(ctx, nodeRef(e.Node), map[string]any{"metadata": map[string]any{"labels": labelPatch(e.Set, e.Remove)}}), "node")
 	case ev.AnnotateNode != nil:
 		e := ev.AnnotateNode
+		if err := a.intendAnnotations(ctx, e); err != nil {
+			return err
+		}
 		return notFoundSkip(a.mergePatch(ctx, nodeRef(e.Node), map[string]any{"metadata": map[string]any{"annotations": labelPatch(e.Set, e.Remove)}}), "node")
 	case ev.DeleteNode != nil:
 		return notFoundSkip(a.c.Delete(ctx, nodeRef(ev.DeleteNode.Node)), "node")
@@ -143,8 +154,14 @@ func (a *actor) Do(ctx context.Context, ev *scenario.Event) error {
 		bn.Name = ev.DeleteBootcNode.Node
 		return notFoundSkip(a.c.Delete(ctx, bn), "BootcNode")
 	case ev.CordonNode != nil:
+		if err := a.intendCordonOf(ctx, ev.CordonNode.Node, true); err != nil {
+			return err
+		}
 		return notFoundSkip(a.mergePatch(ctx, nodeRef(ev.CordonNode.Node), map[string]any{"spec": map[string]any{"unschedulable": true}}), "node")
 	case ev.UncordonNode != nil:
+		if err := a.intendCordonOf(ctx, ev.UncordonNode.Node, false); err != nil {
+			return err
+		}
 		return notFoundSkip(a.mergePatch(ctx, nodeRef(ev.UncordonNode.Node), map[string]any{"spec": map[string]any{"unschedulable": nil}}), "node")
 	case ev.SetPDB != nil:
 		e := ev.SetPDB
@@ -186,6 +203,55 @@ func (a *actor) Do(ctx context.Context, ev *scenario.Event) error {
 	}
 	name, _ := ev.Action()
 	return errSkip{"the cluster target does not carry out " + name}
+}
+
+// currentNode reads node for an operator's change; not found is a skip.
+func (a *actor) currentNode(ctx context.Context, node string) (*corev1.Node, error) {
+	var n corev1.Node
+	if err := a.c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return nil, notFoundSkip(err, "node")
+	}
+	return &n, nil
+}
+
+// intendCordonOf tells intendCordon of a cordon (on) or uncordon that
+// changes the Node (as the twin's adminCordon: one of a node cordoned
+// already changes nothing the invariants expect).
+func (a *actor) intendCordonOf(ctx context.Context, node string, on bool) error {
+	if a.intendCordon == nil {
+		return nil
+	}
+	n, err := a.currentNode(ctx, node)
+	if err != nil {
+		return err
+	}
+	if n.Spec.Unschedulable != on {
+		a.intendCordon(node, on)
+	}
+	return nil
+}
+
+// intendAnnotations tells intendAnnotation of each key e sets to a new
+// value or removes from the Node (as the twin's adminAnnotate).
+func (a *actor) intendAnnotations(ctx context.Context, e *scenario.AnnotateNode) error {
+	if a.intendAnnotation == nil {
+		return nil
+	}
+	n, err := a.currentNode(ctx, e.Node)
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
+		if v, ok := n.Annotations[k]; !ok || v != e.Set[k] {
+			a.intendAnnotation(e.Node, k, true)
+		}
+	}
+	for _, k := range e.Remove {
+		if _, ok := n.Annotations[k]; ok {
+			a.intendAnnotation(e.Node, k, false)
+		}
+	}
+	return nil
 }
 
 func (a *actor) setPool(ctx context.Context, e *scenario.SetPool) error {

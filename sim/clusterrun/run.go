@@ -294,6 +294,10 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 	}
 	r.obs.Attach(r.chk)
 	r.w = r.chk.World()
+	r.act.intendCordon = r.w.SetIntendedCordon
+	r.act.intendAnnotation = func(node, key string, present bool) {
+		r.w.SetIntendedAnnotation(node, key, present, time.Now()) // edge: the checker's time is the wall clock
+	}
 	defer r.stopProcs()
 	// Karpenter is installed at time 0, as in the twin, unless the
 	// scenario installs it later (a step of the loop).

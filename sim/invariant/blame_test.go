@@ -345,6 +345,40 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 	f.disrupt("a", fakekarpenter.ReasonDrifted, 12*time.Minute)
 	f.want(scenario.InvNoChurn, 3, "drift inside the post-update protection")
 
+	// An operator removes do-not-disrupt inside the post-update
+	// protection: with bootroll's controller down from then to
+	// Karpenter's decision, bootroll could not put it back (explorer seed
+	// 118251 of cluster-crd-install-mid-rollout); up for
+	// ProtectionReactBound or more since, it could have.
+	for _, c := range []struct {
+		name       string
+		down, back time.Duration // controller down from 11m+down until 11m+back (0: stays up)
+		want       int
+	}{
+		{"controller down from the removal to the decision", 13 * time.Millisecond, 0, 0},
+		{"controller up all along", 0, 0, 1},
+		{"controller back 10s before the decision", 5 * time.Second, 15 * time.Second, 1},
+		{"controller back 5s before the decision", 2 * time.Second, 20 * time.Second, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := churnFixture(t, 5*time.Minute)
+			f.update("a", true)
+			f.at(11 * time.Minute)
+			f.c.World().SetIntendedAnnotation("a", v1alpha1.KarpenterDoNotDisrupt, false, f.now)
+			f.node("a", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotDisrupt) })
+			if c.down > 0 {
+				f.at(11*time.Minute + c.down)
+				f.c.ControllerRunning(false)
+			}
+			if c.back > 0 {
+				f.at(11*time.Minute + c.back)
+				f.c.ControllerRunning(true)
+			}
+			f.disrupt("a", fakekarpenter.ReasonEmpty, 11*time.Minute+25*time.Second)
+			f.want(scenario.InvNoChurn, c.want, c.name)
+		})
+	}
+
 	f = churnFixture(t, time.Second)
 	f.update("a", true)
 	f.disrupt("a", fakekarpenter.ReasonEmpty, 10*time.Minute+25*time.Second)

@@ -148,6 +148,9 @@ type Checker struct {
 	// downTotal its downtime before that (ControllerRunning).
 	downSince time.Time
 	downTotal time.Duration
+	// downs are the controller's down periods that ended, in order
+	// (runningBetween).
+	downs []period
 	// refused is EvictionsRefused at the last Check; lastRefusal when it
 	// last grew.
 	refused     uint64

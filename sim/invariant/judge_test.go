@@ -924,7 +924,7 @@ func TestNoLeakedAnnotationCatchesARemovedForeignProtection(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")
 			f.at(time.Minute)
 			if tc.operator != "" {
-				f.c.World().SetIntendedAnnotation("a", dnd, true)
+				f.c.World().SetIntendedAnnotation("a", dnd, true, f.now)
 				f.node("a", func(n *corev1.Node) { n.Annotations = map[string]string{dnd: "true"} })
 			}
 			f.check(time.Minute)
@@ -935,7 +935,7 @@ func TestNoLeakedAnnotationCatchesARemovedForeignProtection(t *testing.T) {
 			}
 			if tc.operator == "set+remove" {
 				f.at(3 * time.Minute)
-				f.c.World().SetIntendedAnnotation("a", dnd, false)
+				f.c.World().SetIntendedAnnotation("a", dnd, false, f.now)
 				f.node("a", func(n *corev1.Node) { delete(n.Annotations, dnd) })
 				f.check(3 * time.Minute)
 			}

@@ -300,6 +300,12 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	case rec.refilled:
 		// Pods came back after the update: the protection ended with them,
 		// and the emptiness Karpenter counts is not bootroll's drain.
+	case graceful && othersUnprotected(n, rec, c.runningBetween(n.OthersRemovedDoNotDisrupt, now)):
+		// Someone else removed do-not-disrupt, and bootroll's controller
+		// has not run ProtectionReactBound since to put it back (explorer
+		// seed 118251 of cluster-crd-install-mid-rollout: the controller
+		// crashed between recording the annotation as its own and
+		// writing it, and was down 48 s).
 	case graceful && !rec.releasedAt.IsZero() && now.Before(rec.protectUntil):
 		c.churnViolation(node, at, fmt.Sprintf("%s %s after its slot ended, inside its pool's post-update protection of %s", what, now.Sub(rec.releasedAt), rec.protectUntil.Sub(rec.releasedAt)))
 	case consolidation && !rec.markedAt.IsZero() && !rec.drainedAt.Before(rec.markedAt) && !rec.releasedAt.Before(rec.markedAt) && !rec.releasedAt.IsZero():
@@ -312,6 +318,23 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 				what, now.Sub(rec.releasedAt), window, *ca, RefillBound, rec.protectUntil.Sub(rec.releasedAt)))
 		}
 	}
+}
+
+// ProtectionReactBound is how long bootroll's controller must have run,
+// after someone else removed karpenter.sh/do-not-disrupt from a node it
+// protects, before a graceful disruption of the node is its churn:
+// Karpenter validates a disruption command for 15 s before it carries it
+// out (../shared/reference/karpenter.md), and a protection put back
+// meanwhile blocks it; a controller that is down cannot put it back.
+const ProtectionReactBound = 15 * time.Second
+
+// othersUnprotected reports whether someone other than bootroll removed
+// do-not-disrupt from node n since bootroll took it for its last update,
+// and bootroll's controller has run less than ProtectionReactBound since
+// (running).
+func othersUnprotected(n *Node, rec churnRecord, running time.Duration) bool {
+	at := n.OthersRemovedDoNotDisrupt
+	return !at.IsZero() && !rec.markedAt.IsZero() && !at.Before(rec.markedAt) && running < ProtectionReactBound
 }
 
 // RefillBound caps the window of no-churn's second rule: a node bootroll

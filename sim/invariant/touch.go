@@ -173,8 +173,41 @@ func (c *Checker) ControllerRunning(up bool) {
 		c.downSince = now
 	case up && !c.downSince.IsZero():
 		c.downTotal += now.Sub(c.downSince)
+		c.downs = append(c.downs, period{c.downSince, now})
 		c.downSince = time.Time{}
 	}
+}
+
+// period is a span of time [from, to).
+type period struct{ from, to time.Time }
+
+// runningBetween is how long the controller ran between from and to.
+func (c *Checker) runningBetween(from, to time.Time) time.Duration {
+	run := to.Sub(from)
+	downs := c.downs
+	if !c.downSince.IsZero() {
+		downs = append(slices.Clip(downs), period{c.downSince, to})
+	}
+	for _, d := range downs {
+		if lo, hi := maxTime(d.from, from), minTime(d.to, to); hi.After(lo) {
+			run -= hi.Sub(lo)
+		}
+	}
+	return max(run, 0)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // downtime is how long the controller has been down in all, up to now.

@@ -126,6 +126,9 @@ type Node struct {
 	// them as it found them.
 	InitialUnschedulable bool
 	InitialOwned         []string
+	// OthersRemovedDoNotDisrupt is when someone other than bootroll last
+	// removed karpenter.sh/do-not-disrupt from the Node (zero: never).
+	OthersRemovedDoNotDisrupt time.Time
 
 	// HasBootcNode is true while the BootcNode exists.
 	HasBootcNode bool
@@ -1084,14 +1087,18 @@ func (w *World) SetIntendedCordon(node string, unschedulable bool) {
 
 // SetIntendedAnnotation records that someone other than bootroll (an
 // operator's kubectl annotate, a scenario event) set (present) or removed
-// annotation key on the node: when key is one of bootroll's protection
-// annotations, that is how bootroll must leave it, at the end
-// (no-leaked-annotation) and when it gives the node back (cleanup).
-func (w *World) SetIntendedAnnotation(node, key string, present bool) {
+// annotation key on the node at at: when key is one of bootroll's
+// protection annotations, that is how bootroll must leave it, at the end
+// (no-leaked-annotation) and when it gives the node back (cleanup). The
+// removal of do-not-disrupt is kept with its time (no-churn).
+func (w *World) SetIntendedAnnotation(node, key string, present bool, at time.Time) {
 	if !slices.Contains(ownedAnnotations, key) || key == v1alpha1.AnnotationSlot {
 		return
 	}
 	n := w.node(node)
+	if key == v1alpha1.KarpenterDoNotDisrupt && !present {
+		n.OthersRemovedDoNotDisrupt = at
+	}
 	set := func(l []string) []string {
 		l = slices.DeleteFunc(slices.Clone(l), func(k string) bool { return k == key })
 		if present {
