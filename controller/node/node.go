@@ -238,6 +238,9 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 	if rollout.HasTaint(s.node, v1alpha1.TaintOSNotReady) {
 		return r.osNotReady(ctx, s)
 	}
+	if failed, err := r.failedEarlier(ctx, s); err != nil || failed {
+		return reconcile.Result{}, err
+	}
 	if failed, wait, err := r.notReadyOnTarget(ctx, s); err != nil || failed {
 		return reconcile.Result{}, err
 	} else if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
@@ -311,6 +314,34 @@ func fellBackAfterLeaving(s *nodeStep, why string) (msg string, fell, unknown bo
 	}
 	return fmt.Sprintf("%s during the update, after the node rebooted into %s and came back Ready on %s (the boot failed and the host fell back)",
 		why, bn.Spec.DesiredImage, booted), true, false
+}
+
+// failedEarlier marks Failed a record outside any slot, directed to its
+// pool's target, whose node failed that target in this rollout under an
+// earlier record (deleted since, the failure recorded on the pool first:
+// rollout.FailureOf). The pool grants such a node no slot; without the
+// mark its record waited for one for ever and the pool never finished.
+func (r *Reconciler) failedEarlier(ctx context.Context, s *nodeStep) (bool, error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	target := bn.Spec.DesiredImage
+	if s.pool == nil || target == "" || target != s.pool.Status.TargetImage || rollout.Done(bn.Status.Phase) {
+		return false, nil
+	}
+	f := rollout.FailureOf(&s.pool.Status, bn.Name, target)
+	if f == nil {
+		return false, nil
+	}
+	ro.FailedImage = target
+	ro.PhaseSince = &metav1.Time{Time: s.now}
+	bn.Status.Phase = v1alpha1.PhaseFailed
+	ro.Reason = "FailedEarlier"
+	ro.Message = fmt.Sprintf("failed %s in this rollout under an earlier BootcNode (pool %s, status.failures: %s at %s); not tried again until spec.image changes",
+		target, s.pool.Name, f.Reason, f.Time.UTC().Format(time.RFC3339))
+	if err := r.patchStatus(ctx, s); err != nil {
+		return false, err
+	}
+	r.event(bn, corev1.EventTypeWarning, "FailedEarlier", "%s", ro.Message)
+	return true, nil
 }
 
 // notReadyOnTarget fails a node outside any slot that runs its target but

@@ -94,6 +94,17 @@ func current(st *v1alpha1.BootcNodePoolStatus, f v1alpha1.NodeFailure, image str
 	return f.Image == image && (st.TargetSince == nil || !f.Time.Before(st.TargetSince))
 }
 
+// FailureOf returns the failure of node recorded on the pool in the
+// current rollout of image (CurrentFailures), or nil.
+func FailureOf(st *v1alpha1.BootcNodePoolStatus, node, image string) *v1alpha1.NodeFailure {
+	for i := range st.Failures {
+		if f := &st.Failures[i]; f.Node == node && current(st, *f, image) {
+			return f
+		}
+	}
+	return nil
+}
+
 // Failed lists the failures of target, one per node, in the order of the
 // lists given: for example those of the halt, those recorded on the pool,
 // then those seen on live records and not recorded yet.

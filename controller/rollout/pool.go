@@ -333,6 +333,15 @@ func (p *Pass) candidate(row *Row) (time.Time, bool) {
 	if row.OSNotReady {
 		return time.Time{}, false // updated without a slot by the node reconciler
 	}
+	if FailureOf(&p.Pool.Status, row.Name, target) != nil {
+		// The node failed the target in this rollout under a record that
+		// was deleted since (the failure is on the pool): a new record
+		// does not know, and its daemon, with no reboot record, would
+		// boot the image again (explorer seed 118173 of
+		// bootcnode-deleted-mid-reboot). The node reconciler marks it
+		// Failed (FailedEarlier).
+		return time.Time{}, false
+	}
 	since := now
 	if bn.Status.Rollout.PhaseSince != nil {
 		since = bn.Status.Rollout.PhaseSince.Time

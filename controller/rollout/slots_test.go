@@ -206,3 +206,39 @@ func TestGrantPendingAfterPartTakeUp(t *testing.T) {
 		t.Error("a grant taken up and left in the same second is pending again")
 	}
 }
+
+// TestNoSlotForANodeThatFailedEarlier: a node whose failure of the target
+// the pool recorded in this rollout (status.failures, at or after
+// targetSince) is no slot candidate, whatever its record says: a record
+// made again after the failed one was deleted does not know, and its
+// daemon has no reboot record to refuse a second boot of the image
+// (explorer seed 118173 of bootcnode-deleted-mid-reboot). A failure from
+// before targetSince (an earlier rollout of the image) does not count.
+func TestNoSlotForANodeThatFailedEarlier(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 9, 48, 0, time.UTC)
+	const img = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	const digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Status.TargetImage = img
+	pool.Status.TargetSince = &metav1.Time{Time: t0.Add(-10 * time.Minute)}
+	pool.Status.Failures = []v1alpha1.NodeFailure{{Node: "w-2", Image: img, Reason: "BootFailed", Time: metav1.Time{Time: t0}}}
+	row := func(name string) *Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		return &Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img, Staged: digest, Target: img}}
+	}
+	p := &Pass{Pool: pool, Target: img, TargetDigest: digest, Now: t0.Add(time.Minute)}
+	if _, ok := p.candidate(row("w-1")); !ok {
+		t.Fatal("a staged node with no failure is no candidate")
+	}
+	if _, ok := p.candidate(row("w-2")); ok {
+		t.Error("a node whose failure of the target is on the pool is a slot candidate")
+	}
+	if f := FailureOf(&pool.Status, "w-2", img); f == nil || f.Reason != "BootFailed" {
+		t.Errorf("FailureOf = %+v, want w-2's BootFailed", f)
+	}
+	pool.Status.TargetSince = &metav1.Time{Time: t0.Add(time.Second)}
+	if _, ok := p.candidate(row("w-2")); !ok || FailureOf(&pool.Status, "w-2", img) != nil {
+		t.Error("a failure of an earlier rollout of the image keeps the node out")
+	}
+}
