@@ -25,8 +25,9 @@
 //     further pinned pull on the node.
 //   - OS staging outranks pinned images: when a staging is due and
 //     something else took the reserve (free space below it), present
-//     pinned images are removed, the last in pull order first, until the
-//     reserve is back; they are pulled again when they fit with it.
+//     pinned images are removed, the last in pull order first, and then
+//     pulls in flight canceled, until the reserve is back; they are
+//     pulled again when they fit with it.
 //   - An image of unknown size is admitted on an estimate, so nothing
 //     bounds what its pull takes: while a staging is due, such a pull is
 //     canceled and none starts, so that the staging takes its room first
@@ -581,7 +582,8 @@ func (s *step) account() {
 }
 
 // reclaim removes present pinned images, the last in pull order first,
-// while an OS staging is due and free space is below the staging reserve:
+// and then cancels pulls in flight, while an OS staging is due and free
+// space is below the staging reserve:
 // the pulls left the reserve free, so something else took it, and the OS
 // update outranks the pinned images. The sizes are the images' compressed
 // sizes; a removal frees less when layers are shared, and the executor
@@ -615,6 +617,31 @@ func (s *step) reclaim() {
 		r.Message = fmt.Sprintf("removed to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
 			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
 		s.actions = append(s.actions, Action{Type: ActionRemove, Image: ref, Size: size})
+	}
+	// Still short: the pulls in flight hold room too (PullNeed of their
+	// size), and are canceled, the last in pull order first, as an
+	// image that is present would be removed; such a pull is not counted
+	// as an attempt (explorer seed 119053 of pinned-set-changed-mid-pull:
+	// a disk filled by someone else, the present images removed, and the
+	// staging failed for room that two pulls in flight held).
+	for i := len(s.wanted) - 1; i >= 0 && short > 0; i-- {
+		ref := s.wanted[i]
+		size := s.obs.Images[ref].Size
+		if s.obs.Pulling[ref] == 0 || size <= 0 || s.removed[ref] {
+			continue
+		}
+		short -= PullNeed(size)
+		if s.removed == nil {
+			s.removed = map[string]bool{}
+		}
+		s.removed[ref] = true
+		r := s.recs[ref]
+		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
+		r.Attempts = max(s.obs.Pulling[ref]-1, 0)
+		s.wait(s.m.cfg.SpacePoll)
+		r.Message = fmt.Sprintf("pull canceled to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
+			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
+		s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
 	}
 }
 

@@ -462,6 +462,55 @@ func TestStepReclaim(t *testing.T) {
 	}
 }
 
+// TestStepReclaimCancelsPulls: with a staging due and the reserve still
+// short once the present images are removed, pulls in flight hold room
+// too (PullNeed of their size) and are canceled, the last in pull order
+// first, recorded InsufficientSpace without counting the attempt (explorer
+// seed 119053 of pinned-set-changed-mid-pull: the staging failed for room
+// two pulls held). Pulls of unknown size yield as before, and a pull is
+// not canceled while present images cover the shortfall.
+func TestStepReclaimCancelsPulls(t *testing.T) {
+	m := New(Config{})
+	a, b, c := img(1), img(2), img(3)
+	sets := []v1alpha1.NodePinnedImageSet{pset("web", 1, a, b, c)}
+	cur := []v1alpha1.PinnedSetProgress{progressOf("web", 1, present(a), pulling(b, 1, t0), pulling(c, 2, t0))}
+	images := map[string]ImageInfo{a: {Present: true, Size: gi}, b: {Size: gi}, c: {Size: gi}}
+	for _, tc := range []struct {
+		name      string
+		available int64
+		want      []string
+	}{
+		{"3Gi short: a goes, then c's pull (2Gi held)", 5 * gi, []string{"Remove " + a, "Cancel " + c}},
+		{"5Gi short: a, then both pulls, the last first", 3 * gi, []string{"Remove " + a, "Cancel " + c, "Cancel " + b}},
+		{"1Gi short: a covers it, the pulls go on", 7 * gi, []string{"Remove " + a}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := Observation{Fs: Space{Capacity: 40 * gi, Available: tc.available}, StagingReserve: 8 * gi, StagingDue: true,
+				Images: images, Pulling: map[string]int32{b: 1, c: 2}}
+			actions, progress, _ := m.Step(t0, sets, cur, obs)
+			var got []string
+			for _, act := range actions {
+				got = append(got, string(act.Type)+" "+act.Image)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("actions %v, want %v", got, tc.want)
+			}
+			for _, e := range progress[0].Images {
+				if !slices.Contains(got, "Cancel "+e.Image) {
+					continue
+				}
+				want := int32(0)
+				if e.Image == c {
+					want = 1
+				}
+				if e.State != v1alpha1.PinnedFailed || e.Reason != v1alpha1.PinnedReasonInsufficientSpace || e.Attempts != want || !strings.Contains(e.Message, "pull canceled to give OS staging its reserve") {
+					t.Errorf("canceled %s: %+v, want Failed/InsufficientSpace, %d attempt(s)", e.Image, e, want)
+				}
+			}
+		})
+	}
+}
+
 func TestStepFailures(t *testing.T) {
 	m := New(Config{})
 	a, b, c := img(1), img(2), img(3)
