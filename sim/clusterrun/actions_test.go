@@ -25,7 +25,9 @@ func TestActorTellsIntents(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(n).Build()
 	a := newActor(c, &scenario.Scenario{})
 	var got []string
-	a.intendCordon = func(node string, on bool) { got = append(got, node+" cordon "+map[bool]string{true: "on", false: "off"}[on]) }
+	a.intendCordon = func(node string, on bool) {
+		got = append(got, node+" cordon "+map[bool]string{true: "on", false: "off"}[on])
+	}
 	a.intendAnnotation = func(node, key string, present bool) {
 		got = append(got, node+" "+key+" "+map[bool]string{true: "set", false: "removed"}[present])
 	}
