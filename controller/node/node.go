@@ -1063,7 +1063,21 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	keep := false
 	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && rollout.Selects(s.pool, s.node)
 	if stays && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
-		if pup := rollout.PostUpdateProtection(s.pool, karpenter.ClaimName(s.node) != ""); pup > 0 {
+		claimed := karpenter.ClaimName(s.node) != ""
+		if claimed && s.pool.Spec.Karpenter.PostUpdateProtection == nil {
+			// The default protection is for nodes Karpenter manages, and
+			// the cache may still show an owner the Node has lost: the
+			// API server says (explorer seed 120245 of
+			// cluster-halt-lifted-by-node-delete-karpenter: Karpenter's
+			// CRDs removed, a stale cache, and the node kept a 5-minute
+			// protection nothing needed).
+			n, err := r.freshNode(ctx, s)
+			if err != nil {
+				return err
+			}
+			claimed = n != nil && karpenter.ClaimName(n) != ""
+		}
+		if pup := rollout.PostUpdateProtection(s.pool, claimed); pup > 0 {
 			keep = true
 			ro.ProtectUntil = &metav1.Time{Time: s.now.Add(pup)}
 		}

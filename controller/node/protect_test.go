@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -334,5 +335,50 @@ func TestKeepProtectedLeavesAnUnmarkedSlotToTheCordon(t *testing.T) {
 	}
 	if len(got.Annotations) != 0 {
 		t.Errorf("keepProtected wrote %v on a Node without the slot marker; want nothing until the cordon", got.Annotations)
+	}
+}
+
+// TestPostUpdateProtectionAsksTheAPIServer: a slot that ends on a node
+// the cache still shows owned by a NodeClaim, which the API server shows
+// owned by none (Karpenter's CRDs removed), gets no default post-update
+// protection (explorer seed 120245 of
+// cluster-halt-lifted-by-node-delete-karpenter: the node kept bootroll's
+// annotations for 5 minutes nothing needed); one the API server shows
+// owned gets the default 5 minutes.
+func TestPostUpdateProtectionAsksTheAPIServer(t *testing.T) {
+	const img = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	now := time.Date(2026, 1, 5, 0, 1, 0, 0, time.UTC)
+	owned := []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "nc-n", UID: "u"}}
+	for _, c := range []struct {
+		name  string
+		owner bool // the API server's Node is owned by a NodeClaim
+		want  bool // ProtectUntil set
+	}{{"owner gone on the API server", false, false}, {"still owned", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"},
+				Annotations: map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true"}, OwnerReferences: owned}}
+			node.Spec.Unschedulable = true
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool, bn.Spec.DesiredImage = "p", img
+			bn.Status.Phase = v1alpha1.PhaseVerifying
+			ro := &bn.Status.Rollout
+			ro.TargetImage, ro.Cordoned, ro.AddedAnnotations = img, true, []string{v1alpha1.KarpenterDoNotDisrupt}
+			cached := fakeapi.Client(t, pool, bn, node)
+			api := node.DeepCopy()
+			if !c.owner {
+				api.OwnerReferences = nil
+			}
+			apiServer := fakeapi.Client(t, pool.DeepCopy(), bn.DeepCopy(), api)
+			r := NewReconciler(cached, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: apiServer})
+			s := &nodeStep{orig: recordOf(bn), bn: bn, node: node, pool: pool, now: now}
+			if err := r.finish(context.Background(), s, v1alpha1.PhaseUpdated, "Updated", "test", true); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.bn.Status.Rollout.ProtectUntil != nil; got != c.want {
+				t.Errorf("protectUntil %v, want set %v", s.bn.Status.Rollout.ProtectUntil, c.want)
+			}
+		})
 	}
 }
