@@ -408,6 +408,21 @@ func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed 
 // order is withdrawn, and the drain (which records the uncordon, cordons
 // the node again and evicts what landed on it) orders the reboot afresh.
 func (r *Reconciler) redrain(ctx context.Context, s *nodeStep) error {
+	msg := "the node was uncordoned before its reboot: draining it again before it reboots into " + s.bn.Status.Rollout.TargetImage
+	if err := r.drainAgain(ctx, s, "Uncordoned", msg); err != nil {
+		return err
+	}
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	r.event(s.bn, corev1.EventTypeWarning, "Uncordoned", "%s", msg)
+	return nil
+}
+
+// drainAgain takes a record asked to reboot back to Draining, its drain
+// starting now: its boot order is withdrawn (written), the rest is left
+// to the caller's status write. The drain orders the reboot afresh.
+func (r *Reconciler) drainAgain(ctx context.Context, s *nodeStep, reason, msg string) error {
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return err
 	}
@@ -415,11 +430,7 @@ func (r *Reconciler) redrain(ctx context.Context, s *nodeStep) error {
 	s.bn.Status.Phase = v1alpha1.PhaseDraining
 	ro.PhaseSince = &metav1.Time{Time: s.now}
 	ro.DrainStartedAt = &metav1.Time{Time: s.now}
-	ro.Reason, ro.Message = "Uncordoned", "the node was uncordoned before its reboot: draining it again before it reboots into "+ro.TargetImage
-	if err := r.patchStatus(ctx, s); err != nil {
-		return err
-	}
-	r.event(s.bn, corev1.EventTypeWarning, "Uncordoned", "%s", ro.Message)
+	ro.Reason, ro.Message = reason, msg
 	return nil
 }
 
@@ -447,14 +458,10 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 			return err
 		}
 	case v1alpha1.PhaseRebooting, v1alpha1.PhaseVerifying:
-		if err := r.withdrawBootOrder(ctx, s); err != nil {
+		if err := r.drainAgain(ctx, s, "Retargeted", "pool image changed while the node was in its slot; draining again before booting "+target); err != nil {
 			return err
 		}
 		ro = &s.bn.Status.Rollout
-		s.bn.Status.Phase = v1alpha1.PhaseDraining
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-		ro.DrainStartedAt = &metav1.Time{Time: s.now}
-		ro.Reason, ro.Message = "Retargeted", "pool image changed while the node was in its slot; draining again before booting "+target
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
 		s.bn.Status.Phase = v1alpha1.PhasePending
 		ro.PhaseSince = &metav1.Time{Time: s.now}
@@ -976,14 +983,14 @@ func (r *Reconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func(*v1
 // cached one may show such a state from an earlier slot.
 func (r *Reconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) error {
 	ro := &s.bn.Status.Rollout
-	if s.node.Spec.Unschedulable || s.node.Annotations[v1alpha1.AnnotationSlot] != s.bn.Spec.Pool {
+	if !rollout.UncordonedUnderMarker(s.node, s.bn.Spec.Pool) {
 		return nil
 	}
 	var fresh corev1.Node
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.node.Name}, &fresh); err != nil {
 		return fmt.Errorf("re-read node %s: %w", s.node.Name, err)
 	}
-	if fresh.Spec.Unschedulable || fresh.Annotations[v1alpha1.AnnotationSlot] != s.bn.Spec.Pool {
+	if !rollout.UncordonedUnderMarker(&fresh, s.bn.Spec.Pool) {
 		return nil
 	}
 	if ro.PriorUnschedulable == nil || *ro.PriorUnschedulable {
@@ -1062,6 +1069,8 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	// §5). A node that leaves its pool is given back at once (cleanup).
 	keep := false
 	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && rollout.Selects(s.pool, s.node)
+	var fresh *corev1.Node // the API server's Node, once read
+	read := false
 	if stays && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
 		claimed := karpenter.ClaimName(s.node) != ""
 		if claimed && s.pool.Spec.Karpenter.PostUpdateProtection == nil {
@@ -1070,12 +1079,14 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 			// API server says (explorer seed 120245 of
 			// cluster-halt-lifted-by-node-delete-karpenter: Karpenter's
 			// CRDs removed, a stale cache, and the node kept a 5-minute
-			// protection nothing needed).
-			n, err := r.freshNode(ctx, s)
-			if err != nil {
+			// protection nothing needed). The uncordon below uses the
+			// same read: nothing writes the Node in between.
+			var err error
+			if fresh, err = r.freshNode(ctx, s); err != nil {
 				return err
 			}
-			claimed = n != nil && karpenter.ClaimName(n) != ""
+			read = true
+			claimed = fresh != nil && karpenter.ClaimName(fresh) != ""
 		}
 		if pup := rollout.PostUpdateProtection(s.pool, claimed); pup > 0 {
 			keep = true
@@ -1126,7 +1137,13 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 		}
 	}
 	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
-		if err := r.uncordon(ctx, s, keep); err != nil {
+		if !read {
+			var err error
+			if fresh, err = r.freshNode(ctx, s); err != nil {
+				return err
+			}
+		}
+		if err := r.uncordonNode(ctx, s, fresh, keep); err != nil {
 			return err
 		}
 		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
@@ -1154,13 +1171,22 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 // uncordon restores the node's prior cordon state and removes the slot
 // marker and, unless keepProtection, the annotations bootroll added.
 func (r *Reconciler) uncordon(ctx context.Context, s *nodeStep, keepProtection bool) error {
-	ro := &s.bn.Status.Rollout
 	n, err := r.freshNode(ctx, s)
-	if err != nil || n == nil {
-		if err == nil && !keepProtection {
+	if err != nil {
+		return err
+	}
+	return r.uncordonNode(ctx, s, n, keepProtection)
+}
+
+// uncordonNode is uncordon on n, the Node as the API server has it (nil:
+// gone).
+func (r *Reconciler) uncordonNode(ctx context.Context, s *nodeStep, n *corev1.Node, keepProtection bool) error {
+	ro := &s.bn.Status.Rollout
+	if n == nil {
+		if !keepProtection {
 			ro.AddedAnnotations = nil // the Node is gone, and with it what bootroll added
 		}
-		return err
+		return nil
 	}
 	prior := ro.PriorUnschedulable
 	want := prior != nil && *prior

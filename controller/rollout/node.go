@@ -167,10 +167,17 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 // the slot ran into healthTimeout and failed a node that never rebooted).
 func UncordonedBeforeReboot(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 	o, d := bn.Spec.Order(), &bn.Status.Daemon
-	if n == nil || o == nil || o.Rollback || n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != bn.Spec.Pool {
+	if o == nil || o.Rollback || !UncordonedUnderMarker(n, bn.Spec.Pool) {
 		return false
 	}
 	return d.ObservedGeneration >= bn.Generation && d.Phase == v1alpha1.DaemonStaged && !RebootStarted(bn)
+}
+
+// UncordonedUnderMarker reports whether Node n carries pool's slot marker
+// but is not cordoned: someone (kubectl uncordon) removed bootroll's
+// cordon in the slot.
+func UncordonedUnderMarker(n *corev1.Node, pool string) bool {
+	return n != nil && !n.Spec.Unschedulable && n.Annotations[v1alpha1.AnnotationSlot] == pool
 }
 
 // KeepsProtection reports whether bootroll keeps a node's Karpenter

@@ -608,14 +608,7 @@ func (s *step) reclaim() {
 		}
 		size := s.m.size(s.obs, ref)
 		short -= size
-		if s.removed == nil {
-			s.removed = map[string]bool{}
-		}
-		s.removed[ref] = true
-		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
-		s.wait(s.m.cfg.SpacePoll) // no event says when space is freed
-		r.Message = fmt.Sprintf("removed to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
-			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
+		s.giveBack(ref, "removed")
 		s.actions = append(s.actions, Action{Type: ActionRemove, Image: ref, Size: size})
 	}
 	// Still short: the pulls in flight hold room too (PullNeed of their
@@ -631,18 +624,26 @@ func (s *step) reclaim() {
 			continue
 		}
 		short -= PullNeed(size)
-		if s.removed == nil {
-			s.removed = map[string]bool{}
-		}
-		s.removed[ref] = true
-		r := s.recs[ref]
-		r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
-		r.Attempts = max(s.obs.Pulling[ref]-1, 0)
-		s.wait(s.m.cfg.SpacePoll)
-		r.Message = fmt.Sprintf("pull canceled to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
-			formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
+		s.giveBack(ref, "pull canceled").Attempts = max(s.obs.Pulling[ref]-1, 0)
 		s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
 	}
+}
+
+// giveBack records ref as given up for the OS staging's reserve (what:
+// "removed", "pull canceled"): InsufficientSpace, so that it is pulled
+// again only when it fits with the reserve, and looked at again after
+// SpacePoll (no event says when space is freed). It returns the record.
+func (s *step) giveBack(ref, what string) *v1alpha1.PinnedImageProgress {
+	if s.removed == nil {
+		s.removed = map[string]bool{}
+	}
+	s.removed[ref] = true
+	r := s.recs[ref]
+	r.State, r.Reason, r.RetryAfter = v1alpha1.PinnedFailed, v1alpha1.PinnedReasonInsufficientSpace, nil
+	s.wait(s.m.cfg.SpacePoll)
+	r.Message = fmt.Sprintf("%s to give OS staging its reserve (%s) back: the image filesystem had %s of %s available",
+		what, formatBytes(s.obs.StagingReserve), formatBytes(s.obs.Fs.Available), formatBytes(s.obs.Fs.Capacity))
+	return r
 }
 
 // consider starts a pull of ref when it is due, fits and has a slot.

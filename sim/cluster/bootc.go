@@ -267,11 +267,7 @@ func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, 
 		h.c.trace("node/rollback-queued", h.object(), map[string]any{"image": h.rollback.ref})
 		return nil, nil
 	case cmd == "systemctl is-system-running":
-		// As systemd: the state, and exit status 1 for any but running.
-		if h.state == hostShuttingDown {
-			return []byte("stopping\n"), exitError("")
-		}
-		return []byte("running\n"), nil
+		return SystemState(h.state == hostShuttingDown)
 	case cmd == "systemctl reboot":
 		if !h.requested {
 			reason := "reboot"
@@ -283,6 +279,16 @@ func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, 
 		return nil, nil
 	}
 	return nil, exitError("error: unexpected command " + cmd)
+}
+
+// SystemState is `systemctl is-system-running` on a simulated host: as
+// systemd, the state (stopping while a shutdown runs, else running) and
+// exit status 1 for any state but running.
+func SystemState(stopping bool) ([]byte, error) {
+	if stopping {
+		return []byte("stopping\n"), exitError("")
+	}
+	return []byte("running\n"), nil
 }
 
 // exitError is a command that exited 1 with stderr, as bootc.ExecRunner

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -241,15 +240,12 @@ func (a *actor) intendAnnotations(ctx context.Context, e *scenario.AnnotateNode)
 	if err != nil {
 		return err
 	}
-	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
-		if v, ok := n.Annotations[k]; !ok || v != e.Set[k] {
-			a.intendAnnotation(e.Node, k, true)
-		}
+	set, removed := e.Changes(n.Annotations)
+	for _, k := range set {
+		a.intendAnnotation(e.Node, k, true)
 	}
-	for _, k := range e.Remove {
-		if _, ok := n.Annotations[k]; ok {
-			a.intendAnnotation(e.Node, k, false)
-		}
+	for _, k := range removed {
+		a.intendAnnotation(e.Node, k, false)
 	}
 	return nil
 }

@@ -305,14 +305,10 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) ([]byte, er
 		h.d.RollbackQueued, h.d.Staged = true, nil
 		return nil, nil
 	case cmd == "systemctl is-system-running":
-		// As systemd: the state, and exit status 1 for any but running.
 		h.mu.Lock()
 		stopping := h.requested // until the boot that ends the reboot
 		h.mu.Unlock()
-		if stopping {
-			return []byte("stopping\n"), exitError("")
-		}
-		return []byte("running\n"), nil
+		return cluster.SystemState(stopping)
 	case cmd == "systemctl reboot":
 		h.mu.Lock()
 		first := !h.requested && !h.down

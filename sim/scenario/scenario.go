@@ -23,6 +23,8 @@
 package scenario
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -850,6 +852,25 @@ type AnnotateNode struct {
 
 	// Remove are annotation keys to remove.
 	Remove []string `json:"remove,omitempty"`
+}
+
+// Changes returns the keys e changes on a Node with annotations cur: set,
+// the keys of Set (sorted) that cur lacks or holds another value for, and
+// removed, the keys of Remove that cur holds. An operator's intent is what
+// the action changes (the twin and the cluster target tell the invariants
+// of those only).
+func (e *AnnotateNode) Changes(cur map[string]string) (set, removed []string) {
+	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
+		if v, ok := cur[k]; !ok || v != e.Set[k] {
+			set = append(set, k)
+		}
+	}
+	for _, k := range e.Remove {
+		if _, ok := cur[k]; ok {
+			removed = append(removed, k)
+		}
+	}
+	return set, removed
 }
 
 // NodeRef names the node an action acts on.

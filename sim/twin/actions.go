@@ -184,15 +184,12 @@ func (r *runner) adminAnnotate(e *scenario.AnnotateNode) error {
 		remove = []string{}
 	}
 	r.tr.emit("scenario.annotateNode", "Node/"+e.Node, map[string]any{"set": joinLabels(e.Set), "remove": remove})
-	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
-		if v, ok := n.Annotations[k]; !ok || v != e.Set[k] {
-			r.w.SetIntendedAnnotation(e.Node, k, true, r.eng.Now())
-		}
+	set, removed := e.Changes(n.Annotations)
+	for _, k := range set {
+		r.w.SetIntendedAnnotation(e.Node, k, true, r.eng.Now())
 	}
-	for _, k := range remove {
-		if _, ok := n.Annotations[k]; ok {
-			r.w.SetIntendedAnnotation(e.Node, k, false, r.eng.Now())
-		}
+	for _, k := range removed {
+		r.w.SetIntendedAnnotation(e.Node, k, false, r.eng.Now())
 	}
 	return r.cl.Annotate(r.ctx, e.Node, e.Set, remove)
 }
