@@ -30,18 +30,15 @@ import (
 // cordoned and protected from the grant on (DESIGN §3/§5); the state to give
 // back is read from the API server and recorded before the Node is written,
 // so a crash cannot forget it.
-//   - A node Karpenter can disrupt (it has a NodeClaim): what bootroll adds
-//     is recorded first, still waiting; then the cordon, slot marker and
-//     Karpenter annotations go on the Node in one patch, and the
-//     annotations on its NodeClaim; only then does the record enter the
-//     slot (Draining). Karpenter never finds a record in its slot on an
-//     unprotected Node, whatever write fails or crashes part way (a take-up
-//     left waiting and cordoned is taken up again on the next pass, which
-//     puts back what the Node misses).
-//   - Any other node: nothing reaps it, so the record enters the slot in
-//     the same write that records the cordon, and the Node is cordoned
-//     after it. A Node patch that fails is redone by the drain, which
-//     cordons before it evicts.
+// What bootroll adds is recorded first, still waiting; then the cordon,
+// slot marker and Karpenter annotations go on the Node in one patch, and
+// the annotations on its NodeClaim when it has one; only then does the
+// record enter the slot (Draining). Karpenter never finds a record in its
+// slot on an unprotected Node, whatever write fails or crashes part way (a
+// take-up left waiting and cordoned is taken up again on the next pass,
+// which puts back what the Node misses). A node without a NodeClaim goes
+// the same way: Karpenter may come to manage it while the controller is
+// down (rollout.TakeUp).
 func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Slot) (reconcile.Result, error) {
 	// The slot table read afresh: a halt drops the slots no node has
 	// started on, and a pool that is gone or going grants nothing.
@@ -59,14 +56,12 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 	if err := r.dropStaleFailures(ctx, fresh); err != nil {
 		return reconcile.Result{}, err
 	}
-	if claimed {
-		// The Node is written before the record: only for the record as
-		// the API server has it. A cache that lags may still show a slot
-		// the node has long finished, and cordoning it again would leave
-		// the cordon and protection behind.
-		if err := r.current(ctx, s); err != nil {
-			return reconcile.Result{}, err
-		}
+	// The Node is written before the record: only for the record as the
+	// API server has it. A cache that lags may still show a slot the node
+	// has long finished, and cordoning it again would leave the cordon and
+	// protection behind.
+	if err := r.current(ctx, s); err != nil {
+		return reconcile.Result{}, err
 	}
 	grant, err := r.planGrantCordon(ctx, fresh, s.node, s.bn, s.now)
 	if err != nil {
@@ -100,16 +95,10 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 			}
 		case rollout.WriteNode:
 			n, err := grant.applyNode(ctx, r.client)
-			switch {
-			case err != nil && claimed:
+			if err != nil {
 				return reconcile.Result{}, fmt.Errorf("cordon node %s for its slot: %w", s.node.Name, err)
-			case err != nil:
-				// The record is in its slot and says cordoned: the
-				// drain cordons before it evicts.
-				log.FromContext(ctx).Info("cordon on the slot grant failed; the drain cordons", "node", s.node.Name, "error", err.Error())
-			default:
-				s.node = n
 			}
+			s.node = n
 		case rollout.WriteClaim:
 			if err := grant.applyClaim(ctx, r.client); err != nil {
 				return reconcile.Result{}, err

@@ -20,8 +20,7 @@ const (
 	WriteNode
 	// WriteClaim adds the protection annotations to the Node's NodeClaim.
 	WriteClaim
-	// WriteDraining records the cordon (when WriteCordonRecord did not)
-	// and enters the slot: phase Draining.
+	// WriteDraining enters the slot: phase Draining.
 	WriteDraining
 )
 
@@ -59,13 +58,15 @@ func (d TakeUpDecision) String() string {
 // (karpenter.SlotBlocker; "" when it may).
 //
 // A grant no longer in the pool's table, or for a target the pool has
-// halted on, is not taken up. A node Karpenter can disrupt records what
-// the cordon changes first, then has its Node and NodeClaim protected,
+// halted on, is not taken up. Every node records what the cordon changes
+// first, then has its Node (and its NodeClaim, when it has one) protected,
 // and only then enters the slot: Karpenter never finds a record in its
-// slot on an unprotected Node, whatever write fails part way. Any other
-// node enters the slot in the write that records the cordon, and its Node
-// is cordoned after it: nothing reaps it in between, and the drain
-// cordons again if that patch fails.
+// slot on an unprotected Node, whatever write fails part way. That holds
+// for a node without a NodeClaim too, which nothing reaps today but
+// Karpenter may come to manage while the controller is down (explorer
+// seed 123060 of nodeclass-drift-mid-rollout: the take-up entered the slot
+// first and cordoned after, the controller crashed between the two, and
+// Karpenter, installed again meanwhile, drifted the unprotected node).
 func TakeUp(fresh *v1alpha1.BootcNodePool, s v1alpha1.Slot, claimed bool, blocker string) TakeUpDecision {
 	switch {
 	case fresh == nil || fresh.DeletionTimestamp != nil:
@@ -79,5 +80,5 @@ func TakeUp(fresh *v1alpha1.BootcNodePool, s v1alpha1.Slot, claimed bool, blocke
 	case claimed:
 		return TakeUpDecision{Writes: []TakeUpWrite{WriteCordonRecord, WriteNode, WriteClaim, WriteDraining}}
 	}
-	return TakeUpDecision{Writes: []TakeUpWrite{WriteDraining, WriteNode}}
+	return TakeUpDecision{Writes: []TakeUpWrite{WriteCordonRecord, WriteNode, WriteDraining}}
 }

@@ -35,7 +35,7 @@ func TestTakeUp(t *testing.T) {
 		{"slot listed with another grant time", pool(func(p *v1alpha1.BootcNodePool) { p.Status.Slots[0].Since = metav1.NewTime(now.Add(time.Second)) }), false, "", "skip: the slot is no longer in the pool's table"},
 		{"halted on the slot's image", pool(func(p *v1alpha1.BootcNodePool) { p.Status.Halt = &v1alpha1.HaltRecord{Image: img("B")} }), false, "", "skip: the pool halted on " + img("B")},
 		{"the Node may not take a slot now", pool(nil), true, "the Node is not Ready", "skip: the Node is not Ready wait=5s"},
-		{"no NodeClaim", pool(nil), false, "", "writes: draining,node"},
+		{"no NodeClaim", pool(nil), false, "", "writes: cordonRecord,node,draining"},
 		{"a NodeClaim", pool(nil), true, "", "writes: cordonRecord,node,claim,draining"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
