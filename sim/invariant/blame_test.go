@@ -407,3 +407,59 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 		t.Errorf("no-churn violations %v, want one of Node/a", vs)
 	}
 }
+
+// TestRepairAfterOthersRemovedDoNotRepair: an operator removes
+// do-not-repair from a node in its slot and Karpenter's repair poll
+// follows. Karpenter repairs without a validation period, so a removal
+// just before the poll cannot be answered (explorer seed 122293 of
+// cluster-repair-during-slow-reboot: 3 ms); bootroll's controller running
+// RepairReactBound or more since could have put it back, and the repair is
+// its failure (no-reap-while-updating and no-churn).
+func TestRepairAfterOthersRemovedDoNotRepair(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		repair     time.Duration // after the removal at 5m
+		down, back time.Duration // controller down from 5m+down until 5m+back (0: stays up)
+		want       int
+	}{
+		{"repair 3ms after the removal", 3 * time.Millisecond, 0, 0, 0},
+		{"repair 1.5s after the removal", 1500 * time.Millisecond, 0, 0, 0},
+		{"repair 5s after the removal, controller up", 5 * time.Second, 0, 0, 1},
+		{"repair 10s after, controller down from the removal", 10 * time.Second, time.Millisecond, 0, 0},
+		{"repair 10s after, controller back 1s before", 10 * time.Second, time.Millisecond, 9 * time.Second, 0},
+		{"repair 10s after, controller back 5s before", 10 * time.Second, time.Millisecond, 5 * time.Second, 1},
+		{"removed before the slot, repair in it", 0, 0, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := churnFixture(t, 5*time.Minute)
+			f.at(2 * time.Minute)
+			removeAt := 5 * time.Minute
+			if c.repair == 0 {
+				// Removed a minute before bootroll took the node (and
+				// added its own), repaired minutes later.
+				removeAt, c.repair = time.Minute, 5*time.Minute
+			}
+			f.at(removeAt)
+			f.c.World().SetIntendedAnnotation("c", v1alpha1.KarpenterDoNotRepair, false, f.now)
+			f.at(2 * time.Minute)
+			f.node("c", protect)
+			f.bn("c", phase(v1alpha1.PhaseRebooting))
+			f.at(removeAt)
+			if removeAt > 2*time.Minute {
+				f.node("c", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotRepair) })
+			}
+			if c.down > 0 {
+				f.at(removeAt + c.down)
+				f.c.ControllerRunning(false)
+			}
+			if c.back > 0 {
+				f.at(removeAt + c.back)
+				f.c.ControllerRunning(true)
+			}
+			f.disrupt("c", fakekarpenter.ReasonUnhealthy, removeAt+c.repair)
+			f.c.KarpenterTrace("karpenter/tainted", "node/c", map[string]any{}, f.now)
+			f.want(scenario.InvNoReapWhileUpdating, 2*c.want, c.name+" (the repair and its taint)")
+			f.want(scenario.InvNoChurn, c.want, c.name)
+		})
+	}
+}

@@ -194,6 +194,13 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		reason, _ := details["reason"].(string)
 		forceful, _ := details["forceful"].(bool)
 		expiry := reason == fakekarpenter.ReasonExpired && forceful
+		if reason == fakekarpenter.ReasonUnhealthy && c.othersUnrepairable(node, now) {
+			// Someone else removed do-not-repair just before Karpenter's
+			// repair poll, and bootroll's controller has not run
+			// RepairReactBound since to put it back: neither the repair
+			// nor its termination is bootroll's doing.
+			return
+		}
 		if !expiry {
 			ks.decided[node] = true
 			c.judgeChurn(node, reason, details, now)
@@ -209,6 +216,9 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		}
 		c.reapViolation(node, "disrupt", at, fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v) while it held a bootroll slot", node, details["method"], reason, details["decision"]))
 	case "karpenter/repair":
+		if c.othersUnrepairable(node, now) {
+			return // as for its disrupt event above
+		}
 		ks.decided[node] = true
 		if c.inSlot(node) {
 			c.reapViolation(node, "repair", at, fmt.Sprintf("Karpenter repairs node %s (profile %v, unhealthy for %v) while it holds a bootroll slot", node, details["profile"], details["unhealthyFor"]))
@@ -335,6 +345,32 @@ const ProtectionReactBound = 15 * time.Second
 func othersUnprotected(n *Node, rec churnRecord, running time.Duration) bool {
 	at := n.OthersRemovedDoNotDisrupt
 	return !at.IsZero() && !rec.markedAt.IsZero() && !at.Before(rec.markedAt) && running < ProtectionReactBound
+}
+
+// RepairReactBound is how long bootroll's controller must have run, after
+// someone else removed karpenter.sh/do-not-repair from a node, before
+// Karpenter's repair of the node is bootroll's doing: Karpenter carries a
+// repair out at the poll that finds the node unhealthy past its
+// toleration, without the 15 s validation of graceful disruption
+// (../shared/reference/karpenter.md), so a removal landing just before a
+// poll cannot be answered. bootroll's controller puts the annotation back
+// within tens of milliseconds of the watch event in the twin and on the
+// local cluster; 2 s is its reaction time with room for a loaded host, and
+// stays under Karpenter's 10 s poll, so a controller that never puts the
+// protection back is caught at the next poll (explorer seed 122293 of
+// cluster-repair-during-slow-reboot: the operator's removal fell 3 ms
+// before the poll).
+const RepairReactBound = 2 * time.Second
+
+// othersUnrepairable reports whether someone other than bootroll removed
+// do-not-repair from node less than RepairReactBound of the controller's
+// running time before now.
+func (c *Checker) othersUnrepairable(node string, now time.Time) bool {
+	n := c.world.Node(node)
+	if n == nil || n.OthersRemovedDoNotRepair.IsZero() || now.Before(n.OthersRemovedDoNotRepair) {
+		return false
+	}
+	return c.runningBetween(n.OthersRemovedDoNotRepair, now) < RepairReactBound
 }
 
 // RefillBound caps the window of no-churn's second rule: a node bootroll

@@ -129,6 +129,9 @@ type Node struct {
 	// OthersRemovedDoNotDisrupt is when someone other than bootroll last
 	// removed karpenter.sh/do-not-disrupt from the Node (zero: never).
 	OthersRemovedDoNotDisrupt time.Time
+	// OthersRemovedDoNotRepair is when someone other than bootroll last
+	// removed karpenter.sh/do-not-repair from the Node (zero: never).
+	OthersRemovedDoNotRepair time.Time
 
 	// HasBootcNode is true while the BootcNode exists.
 	HasBootcNode bool
@@ -1090,14 +1093,19 @@ func (w *World) SetIntendedCordon(node string, unschedulable bool) {
 // annotation key on the node at at: when key is one of bootroll's
 // protection annotations, that is how bootroll must leave it, at the end
 // (no-leaked-annotation) and when it gives the node back (cleanup). The
-// removal of do-not-disrupt is kept with its time (no-churn).
+// removal of do-not-disrupt or do-not-repair is kept with its time
+// (no-churn, no-reap-while-updating).
 func (w *World) SetIntendedAnnotation(node, key string, present bool, at time.Time) {
 	if !slices.Contains(ownedAnnotations, key) || key == v1alpha1.AnnotationSlot {
 		return
 	}
 	n := w.node(node)
-	if key == v1alpha1.KarpenterDoNotDisrupt && !present {
+	switch {
+	case present:
+	case key == v1alpha1.KarpenterDoNotDisrupt:
 		n.OthersRemovedDoNotDisrupt = at
+	case key == v1alpha1.KarpenterDoNotRepair:
+		n.OthersRemovedDoNotRepair = at
 	}
 	set := func(l []string) []string {
 		l = slices.DeleteFunc(slices.Clone(l), func(k string) bool { return k == key })
