@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -294,6 +295,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		held = slices.DeleteFunc(held, func(s v1alpha1.Slot) bool { return s.Node == name })
 		held = append(held, slot)
 	}
+	firstNew := len(held)
 	for granted := 0; granted < free; {
 		name, ok := next()
 		if !ok {
@@ -318,6 +320,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			slot.UID = string(row.Record.UID)
 		}
 		held = append(held, slot)
+	}
+	if len(held) > firstNew {
+		if held, err = r.confirmMembers(ctx, &pool, p, held, firstNew, members, maxU, free); err != nil {
+			return reconcile.Result{}, err
+		}
+		maxU = p.MaxU
 	}
 	st.Slots = held
 
@@ -376,6 +384,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// sees its node in status.slots (it watches the pool's slot table)
 	// and cordons it (takeSlot).
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// confirmMembers checks the new grants of a pass, held[firstNew:], against
+// the pool's members as the API server has them, when maxUnavailable is a
+// percentage: the cache may still show a member that is gone or being
+// deleted (Karpenter deletes nodes on its own), and a smaller pool has
+// fewer slots (explorer seed 122078 of karpenter-defaults: a stale cache
+// still counted a node Karpenter had been deleting for 3 s, and the pass
+// granted two slots where the three members left allowed one). The count
+// is a metadata-only listing, and only on passes that grant. The grants
+// beyond what the listed members allow are deferred; a member the cache
+// does not show yet does not add slots before the cache shows it.
+func (r *Reconciler) confirmMembers(ctx context.Context, pool *v1alpha1.BootcNodePool, p *rollout.Pass, held []v1alpha1.Slot, firstNew, members, maxU, free int) ([]v1alpha1.Slot, error) {
+	mu := pool.Spec.Rollout.MaxUnavailable
+	if mu == nil || mu.Type != intstr.String {
+		return held, nil
+	}
+	var l metav1.PartialObjectMetadataList
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.reader.List(ctx, &l, client.MatchingLabels(pool.Spec.NodeSelector), client.UnsafeDisableDeepCopy); err != nil {
+		return held, fmt.Errorf("count the members of pool %s before granting slots: %w", pool.Name, err)
+	}
+	listed := 0
+	for i := range l.Items {
+		if l.Items[i].DeletionTimestamp == nil {
+			listed++
+		}
+	}
+	if listed >= members {
+		return held, nil
+	}
+	maxListed, err := rollout.MaxUnavailable(mu, listed)
+	if err != nil {
+		return held, reconcile.TerminalError(err)
+	}
+	keep := min(len(held)-firstNew, max(free-(maxU-maxListed), 0))
+	why := fmt.Sprintf("pool has %d members on the API server, %d in the cache: maxUnavailable %s allows %d", listed, members, mu.StrVal, maxListed)
+	for _, s := range held[firstNew+keep:] {
+		p.Defer(s.Node, why)
+	}
+	p.MaxU = maxListed
+	p.WakeIn(rollout.DrainPoll)
+	return held[:firstNew+keep], nil
 }
 
 // resolveTarget sets status.targetImage from spec.image. A digest is used

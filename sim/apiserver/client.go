@@ -104,16 +104,22 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 		// A metadata-only read (as with the Accept header
 		// as=PartialObjectMetadata): the object's metadata, no spec or
 		// status.
-		return metadataOut(e.obj, pm, k.gvk)
+		return metadataOut(e.obj, pm, k.gvk, false)
 	}
 	return k.out(e.obj, obj)
 }
 
-// metadataOut copies the metadata of the stored object obj into pm.
-func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema.GroupVersionKind) error {
+// metadataOut copies the metadata of the stored object obj into pm; with
+// share (client.UnsafeDisableDeepCopy, a caller that promises not to
+// modify it) its maps and slices are the stored object's.
+func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema.GroupVersionKind, share bool) error {
 	if m, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
 		if om, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			om.DeepCopyInto(&pm.ObjectMeta)
+			if share {
+				pm.ObjectMeta = *om
+			} else {
+				om.DeepCopyInto(&pm.ObjectMeta)
+			}
 			pm.SetGroupVersionKind(gvk)
 			return nil
 		}
@@ -146,7 +152,18 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 	if err != nil {
 		return err
 	}
-	if u, ok := list.(*unstructured.UnstructuredList); ok {
+	if pm, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		// A metadata-only listing (as=PartialObjectMetadataList): each
+		// object's metadata, no spec or status.
+		pm.Items = make([]metav1.PartialObjectMetadata, len(entries))
+		share := o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
+		for i, e := range entries {
+			if err := metadataOut(e.obj, &pm.Items[i], k.gvk, share); err != nil {
+				return err
+			}
+		}
+		pm.SetGroupVersionKind(k.listGVK)
+	} else if u, ok := list.(*unstructured.UnstructuredList); ok {
 		u.Items = make([]unstructured.Unstructured, len(entries))
 		for i, e := range entries {
 			if err := k.out(e.obj, &u.Items[i]); err != nil {

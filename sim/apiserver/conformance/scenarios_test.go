@@ -148,6 +148,16 @@ func createGetList(ctx context.Context, b *backend, tr *transcript) {
 	list("metadata.namespace", fsel("metadata.namespace="+n+"-other"))
 	list("metadata.namespace!= with app=web", fsel("metadata.namespace!="+n), sel("app=web"))
 	list("metadata.name=a,app=web", client.InNamespace(n), fsel("metadata.name=a"), sel("app=web"))
+	// A metadata-only listing (as=PartialObjectMetadataList), as the
+	// pool reconciler counts its members with before it grants a slot.
+	var ml metav1.PartialObjectMetadataList
+	ml.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	err = b.c.List(ctx, &ml, client.InNamespace(n), sel("app=web"))
+	items := make([]string, len(ml.Items))
+	for i := range ml.Items {
+		items[i] = meta(&ml.Items[i])
+	}
+	tr.add("metadata list app=web", "%s [%s] rv=%t", outcome(err), strings.Join(items, "; "), ml.ResourceVersion != "")
 	list("unsupported field", client.InNamespace(n), fsel("data.k=v"))
 
 	// Pods by spec.nodeName, the field selector bootroll and the twin's
