@@ -105,6 +105,9 @@ type nodeState struct {
 	created, staged, cordoned, rebooting, readyAgain, uncordoned time.Time
 	disrupted                                                    time.Time // Karpenter's decision
 	wentNotReady, deleting                                       bool
+	// daemon is the phase of the daemon's last report: a report that
+	// repeats it (with another lastError, say) is not a new event.
+	daemon any
 }
 
 // Extract finds the events of a trace.
@@ -180,9 +183,20 @@ func Extract(lines []Line) Events {
 				}
 				add(Reaped, from, l.T)
 			}
+		case l.Kind == "bootcnode.created" && kind == "BootcNode":
+			state(name).daemon = nil // a new record: its first report is new
 		case l.Kind == "bootcnode.daemon" && kind == "BootcNode":
 			s := state(name)
-			switch l.Details["phase"] {
+			phase := l.Details["phase"]
+			if phase == s.daemon {
+				// The same phase reported again: on the cluster a daemon
+				// whose boot order was withdrawn during its host's
+				// shutdown reports Rebooting again with "cannot be taken
+				// back" (cluster-pool-deleted-mid-rollout), one drain.
+				continue
+			}
+			s.daemon = phase
+			switch phase {
 			case "Staged":
 				s.staged = l.T
 			case "Rebooting":

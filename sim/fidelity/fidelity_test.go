@@ -25,6 +25,7 @@ func oneUpdate() []Line {
 		line(25, "node.cordon", "Node/a", map[string]any{"unschedulable": true, "slot": "p"}),
 		line(25, "bootcnode.phase", "BootcNode/a", map[string]any{"from": "Pending", "to": "Draining"}),
 		line(70, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Rebooting"}),
+		line(72, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Rebooting", "lastError": "a reboot already requested cannot be taken back: the host goes down"}), // the same drain
 		line(75, "node.ready", "Node/a", map[string]any{"ready": false}),
 		line(170, "node.ready", "Node/a", map[string]any{"ready": true}),
 		line(200, "bootcnode.phase", "BootcNode/a", map[string]any{"from": "Draining", "to": "Updated"}),
@@ -149,5 +150,29 @@ func TestReadTraceNamesTheBadLine(t *testing.T) {
 	_, err := ReadTrace(strings.NewReader(`{"t":"2026-01-05T00:00:00Z","kind":"x","object":"Node/a"}` + "\n{not json\n"))
 	if err == nil || !strings.Contains(err.Error(), "trace line 2") {
 		t.Errorf("err = %v, want one naming line 2", err)
+	}
+}
+
+// A daemon report that repeats its phase is not a new event, but the first
+// report to a record made again is (the pool deleted and created again).
+func TestExtractRepeatedReports(t *testing.T) {
+	ev := Extract([]Line{
+		line(0, "node.created", "Node/a", map[string]any{"ready": true}),
+		line(0, "bootcnode.created", "BootcNode/a", nil),
+		line(10, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Staged"}),
+		line(12, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Staged", "lastError": "x"}),
+		line(20, "bootcnode.deleted", "BootcNode/a", nil),
+		line(90, "bootcnode.created", "BootcNode/a", nil),
+		line(91, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Staged"}),
+		line(95, "node.cordon", "Node/a", map[string]any{"unschedulable": true, "slot": "p"}),
+		line(100, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Rebooting"}),
+		line(101, "bootcnode.daemon", "BootcNode/a", map[string]any{"phase": "Rebooting", "lastError": "a reboot already requested cannot be taken back: the host goes down"}),
+		line(110, "node.ready", "Node/a", map[string]any{"ready": false}),
+		line(140, "node.ready", "Node/a", map[string]any{"ready": true}),
+	})
+	for k, want := range map[Kind][]time.Duration{Cordoned: {4 * time.Second}, Drained: {5 * time.Second}, Rebooted: {40 * time.Second}} {
+		if got := ev[k]; !equal(got, want) {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
 	}
 }
