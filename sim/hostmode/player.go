@@ -97,16 +97,21 @@ type player struct {
 }
 
 // newPlayer starts playing node: it decides the host's first state,
-// writes it on the Node, and starts the daemon after host.daemonStartup.
+// writes it on the Node, and starts the daemon, at once on a host that
+// runs already (a Node the setup made has no boot ID yet: it gets one),
+// after host.daemonStartup on one that boots now (a reboot an earlier
+// process played and died in).
 func newPlayer(parent context.Context, e *env, node *corev1.Node) *player {
 	ctx, stop := context.WithCancel(parent)
 	p := &player{e: e, name: node.Name, ctx: ctx, stop: stop, log: e.log.WithValues("node", node.Name)}
 	in := InitialState(e.sc, node)
 	rng := NodeRand(e.seed, node.Name)
 	bootID := node.Status.NodeInfo.BootID
-	if _, rebooting := node.Annotations[localcluster.RebootingAnnotation]; bootID == "" || rebooting {
+	_, booted := node.Annotations[localcluster.RebootingAnnotation]
+	if bootID == "" || booted {
 		// A reboot an earlier process played (and died in) is over: as
-		// after a crash, the staged deployment is gone and the boot new.
+		// after a crash, the staged deployment is gone and the boot new,
+		// and the daemon takes host.daemonStartup to start.
 		bootID = newBootID(rng)
 	}
 	p.host = NewHost(node.Name, e.sc, e.clk, rng, in.Booted, in.Ref, bootID, available(in.Group), p.rebootRequested)
@@ -128,7 +133,18 @@ func newPlayer(parent context.Context, e *env, node *corev1.Node) *player {
 		if node.Status.NodeInfo.BootID != bootID && !p.write(func(ctx context.Context) error { return e.api.SetBootID(ctx, p.name, bootID) }) {
 			return
 		}
-		p.startDaemonAfter(e.sc.Host.DaemonStartup)
+		if booted {
+			p.startDaemonAfter(e.sc.Host.DaemonStartup)
+			return
+		}
+		// A node that runs already has its daemon running, as the twin
+		// starts the daemons of the nodes that exist at time 0 (and of
+		// nodes created later) at once: started after host.daemonStartup,
+		// every cluster run began 5 s behind the twin's, and a timed
+		// event landed in another part of the rollout (the first reboots
+		// of cluster-pool-deleted-mid-rollout were still shutting down
+		// when the pool was deleted at 15 s; in the twin they were down).
+		p.startDaemon()
 	}()
 	return p
 }

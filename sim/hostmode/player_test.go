@@ -22,12 +22,19 @@ import (
 )
 
 // playerFixture is a Node workers-0 of pool workers on a fake API server
-// and a fake clock at the scenario's start.
+// and a fake clock at the scenario's start. The Node is marked rebooting
+// (a reboot an earlier host-mode process played): its player boots it,
+// and the daemon starts after host.daemonStartup.
 func playerFixture() (*corev1.Node, client.WithWatch, *clocktesting.FakeClock) {
+	return nodeFixture(map[string]string{localcluster.RebootingAnnotation: "true"})
+}
+
+// nodeFixture is playerFixture's Node with annotations.
+func nodeFixture(annotations map[string]string) (*corev1.Node, client.WithWatch, *clocktesting.FakeClock) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "workers-0", Labels: map[string]string{"pool": "workers"}, Annotations: annotations}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node).WithStatusSubresource(&corev1.Node{}).Build()
 	return node, c, clocktesting.NewFakeClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
 }
@@ -213,5 +220,30 @@ func TestPlayerDaemonTestOnly(t *testing.T) {
 		}
 		p.end()
 		cancel()
+	}
+}
+
+// A Node that runs already (the setup's, without a boot ID) has its daemon
+// running from the player's start, as the twin starts the daemons of the
+// nodes that exist at time 0: host mode started them after
+// host.daemonStartup, and every cluster run began 5 s behind the twin.
+func TestPlayerRunningNodeStartsItsDaemonAtOnce(t *testing.T) {
+	sc := loadTest(t)
+	node, c, fc := nodeFixture(nil)
+	e := &env{
+		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
+		resync: time.Hour, retry: time.Second, wake: func(string) {},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newPlayer(ctx, e, node)
+	defer p.end()
+	waitFor(t, "the daemon to start without the clock moving", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon != nil })
+	var n corev1.Node
+	if err := c.Get(ctx, client.ObjectKey{Name: "workers-0"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Status.NodeInfo.BootID == "" {
+		t.Error("the Node got no boot ID")
 	}
 }
