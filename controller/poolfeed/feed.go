@@ -117,6 +117,16 @@ func Feeding(f *Feed, inner handler.EventHandler) handler.EventHandler {
 	return feedingHandler{f: f, inner: inner}
 }
 
+// Unwrap returns the feed and the inner handler of h when Feeding made it
+// (ok), so that a caller can rebuild it around another inner handler.
+func Unwrap(h handler.EventHandler) (f *Feed, inner handler.EventHandler, ok bool) {
+	fh, ok := h.(feedingHandler)
+	if !ok {
+		return nil, nil, false
+	}
+	return fh.f, fh.inner, true
+}
+
 type feedingHandler struct {
 	f     *Feed
 	inner handler.EventHandler

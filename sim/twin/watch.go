@@ -7,12 +7,14 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 )
@@ -86,6 +88,57 @@ func (c *counting) AddAfter(req reconcile.Request, d time.Duration) {
 	c.TypedRateLimitingInterface.AddAfter(req, d)
 }
 
+// direct returns h with each handler.Funcs in it (also inside a
+// poolfeed.Feeding) replaced by directFuncs, which calls the functions
+// without handler.Funcs' per-event reflection.
+func direct(h handler.EventHandler) handler.EventHandler {
+	if f, ok := h.(handler.Funcs); ok {
+		return directFuncs{f}
+	}
+	if feed, inner, ok := poolfeed.Unwrap(h); ok {
+		return poolfeed.Feeding(feed, direct(inner))
+	}
+	return h
+}
+
+// directFuncs does what its handler.Funcs does. handler.Funcs asks, by
+// reflection on every event (reflect.Type.Implements, a few percent of a
+// run), whether its object type implements client.Object, to give the
+// initial list's events a low priority on a priority queue; with any
+// other queue it calls the function as it is. The twin's queues are
+// never priority queues, so directFuncs calls the function at once, and
+// hands anything else to handler.Funcs.
+type directFuncs struct{ f handler.Funcs }
+
+func isPriority(q workqueue.TypedRateLimitingInterface[reconcile.Request]) bool {
+	_, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	return ok
+}
+
+func (d directFuncs) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if isPriority(q) {
+		d.f.Create(ctx, e, q)
+	} else if d.f.CreateFunc != nil {
+		d.f.CreateFunc(ctx, e, q)
+	}
+}
+
+func (d directFuncs) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if isPriority(q) {
+		d.f.Update(ctx, e, q)
+	} else if d.f.UpdateFunc != nil {
+		d.f.UpdateFunc(ctx, e, q)
+	}
+}
+
+func (d directFuncs) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	d.f.Delete(ctx, e, q) // no reflection there
+}
+
+func (d directFuncs) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	d.f.Generic(ctx, e, q) // no reflection there
+}
+
 // watch is one controller-runtime watch: objects of one Go type, the
 // predicates that filter its events and the handler that maps them to
 // requests of one queue.
@@ -154,7 +207,7 @@ func controllerWatches(ctrls []controller.Controller, queueOf func(name string) 
 				name:       ctl.Name + "/" + typ.Elem().Name(),
 				accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
 				predicates: w.Predicates,
-				handler:    w.Handler,
+				handler:    direct(w.Handler),
 				queue:      q,
 			})
 		}
