@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // mergeDiff returns the JSON merge patch (RFC 7386) that turns the JSON of
@@ -32,21 +33,71 @@ var (
 	stringMapType = reflect.TypeFor[map[string]string]()
 )
 
-func structDiff(a, b reflect.Value) (map[string]any, error) {
-	out := map[string]any{}
-	t := a.Type()
+// diffField is what structDiff needs of one exported field of a struct
+// type, worked out once per type (fieldsOf).
+type diffField struct {
+	index     int
+	goName    string
+	name      string // JSON name; "" when the field has no plain one
+	omitempty bool
+	how       diffHow
+}
+
+// diffHow is how structDiff compares a field.
+type diffHow int
+
+const (
+	diffLeaf      diffHow = iota // compared by its encoding
+	diffStruct                   // a struct without an encoding of its own
+	diffStringMap                // a map[string]string
+	diffPtrStruct                // a pointer to such a struct
+	diffOtherMap                 // a map of another type: not supported
+)
+
+var diffFields sync.Map // reflect.Type -> []diffField
+
+// fieldsOf returns the exported fields of the struct type t, in order.
+func fieldsOf(t reflect.Type) []diffField {
+	if fs, ok := diffFields.Load(t); ok {
+		return fs.([]diffField)
+	}
+	var fs []diffField
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, omitempty, ok := jsonField(f)
-		if !ok {
-			return nil, fmt.Errorf("mergeDiff: field %s.%s has no plain JSON name", t.Name(), f.Name)
+		df := diffField{index: i, goName: f.Name}
+		if name, omitempty, ok := jsonField(f); ok {
+			df.name, df.omitempty = name, omitempty
 		}
-		fa, fb := a.Field(i), b.Field(i)
-		aOmitted := omitempty && isEmptyValue(fa)
-		bOmitted := omitempty && isEmptyValue(fb)
+		switch {
+		case f.Type.Kind() == reflect.Struct && !isLeaf(f.Type):
+			df.how = diffStruct
+		case f.Type == stringMapType:
+			df.how = diffStringMap
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !isLeaf(f.Type.Elem()):
+			df.how = diffPtrStruct
+		case f.Type.Kind() == reflect.Map:
+			df.how = diffOtherMap
+		}
+		fs = append(fs, df)
+	}
+	diffFields.Store(t, fs)
+	return fs
+}
+
+func structDiff(a, b reflect.Value) (map[string]any, error) {
+	out := map[string]any{}
+	t := a.Type()
+	for _, f := range fieldsOf(t) {
+		if f.name == "" {
+			return nil, fmt.Errorf("mergeDiff: field %s.%s has no plain JSON name", t.Name(), f.goName)
+		}
+		name := f.name
+		fa, fb := a.Field(f.index), b.Field(f.index)
+		aOmitted := f.omitempty && isEmptyValue(fa)
+		bOmitted := f.omitempty && isEmptyValue(fb)
 		switch {
 		case bOmitted && aOmitted:
 			continue
@@ -55,7 +106,7 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			continue
 		}
 		switch {
-		case f.Type.Kind() == reflect.Struct && !isLeaf(f.Type):
+		case f.how == diffStruct:
 			if aOmitted {
 				out[name] = fb.Interface()
 				continue
@@ -67,11 +118,11 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			if len(sub) > 0 {
 				out[name] = sub
 			}
-		case f.Type == stringMapType && !aOmitted && !fa.IsNil() && !fb.IsNil():
+		case f.how == diffStringMap && !aOmitted && !fa.IsNil() && !fb.IsNil():
 			if sub := stringMapDiff(fa.Interface().(map[string]string), fb.Interface().(map[string]string)); len(sub) > 0 {
 				out[name] = sub
 			}
-		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !isLeaf(f.Type.Elem()) && !fb.IsNil():
+		case f.how == diffPtrStruct && !fb.IsNil():
 			// A struct behind a pointer: set whole when it was absent,
 			// otherwise diffed field by field like a struct.
 			if aOmitted || fa.IsNil() {
@@ -85,19 +136,25 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			if len(sub) > 0 {
 				out[name] = sub
 			}
-		case f.Type.Kind() == reflect.Map && f.Type != stringMapType:
+		case f.how == diffOtherMap:
 			// Sent whole, such a value would be merged into the old one,
 			// keeping keys it dropped.
-			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.Name, f.Type)
+			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.goName, fa.Type())
 		default:
 			if !aOmitted && fa.Comparable() && fa.Equal(fb) {
 				continue // same value, same encoding: nothing to send
 			}
-			ja, err := json.Marshal(fa.Interface())
+			ia, ib := fa.Interface(), fb.Interface()
+			if !aOmitted && reflect.DeepEqual(ia, ib) {
+				// Deeply equal values (pointers to equal times, equal
+				// slices) have the same encoding: no need to encode them.
+				continue
+			}
+			ja, err := json.Marshal(ia)
 			if err != nil {
 				return nil, err
 			}
-			jb, err := json.Marshal(fb.Interface())
+			jb, err := json.Marshal(ib)
 			if err != nil {
 				return nil, err
 			}
