@@ -36,6 +36,9 @@ type Feed struct {
 	mu    sync.Mutex
 	bns   map[string]*v1alpha1.BootcNode
 	nodes map[string]*corev1.Node
+	// names are the keys of bns and nodes, sorted, each once; nil when a
+	// key came or went since they were sorted.
+	names []string
 	// dirty holds, per pool that keeps a view, the names seen in an event
 	// since that pool last took them.
 	dirty map[string]map[string]struct{}
@@ -57,6 +60,7 @@ func (f *Feed) Reset() {
 	defer f.mu.Unlock()
 	f.bns = map[string]*v1alpha1.BootcNode{}
 	f.nodes = map[string]*corev1.Node{}
+	f.names = nil
 	f.dirty = map[string]map[string]struct{}{}
 	f.strings = map[string]string{}
 }
@@ -86,16 +90,24 @@ func (f *Feed) Observe(o client.Object, gone bool) {
 	defer f.mu.Unlock()
 	switch obj := o.(type) {
 	case *v1alpha1.BootcNode:
+		_, had := f.bns[name]
 		if gone {
 			delete(f.bns, name)
 		} else {
 			f.bns[name] = obj
 		}
+		if had == gone {
+			f.names = nil
+		}
 	case *corev1.Node:
+		_, had := f.nodes[name]
 		if gone {
 			delete(f.nodes, name)
 		} else {
 			f.nodes[name] = obj
+		}
+		if had == gone {
+			f.names = nil
 		}
 	default:
 		return
@@ -206,16 +218,7 @@ func (f *Feed) Rows(sc *Scope) []rollout.Row {
 // gives the same row. A row the change tracking missed names an object the
 // feed no longer holds, and is built afresh.
 func (f *Feed) rowsLocked(sc *Scope, prev []rollout.Row) []rollout.Row {
-	names := make([]string, 0, len(f.nodes)+len(f.bns))
-	for name := range f.nodes {
-		names = append(names, name)
-	}
-	for name := range f.bns {
-		if _, dup := f.nodes[name]; !dup {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
+	names := f.sortedNames()
 	rows := make([]rollout.Row, 0, len(names))
 	k := 0
 	for _, name := range names {
@@ -232,6 +235,25 @@ func (f *Feed) rowsLocked(sc *Scope, prev []rollout.Row) []rollout.Row {
 	}
 	f.dirty[sc.Pool] = map[string]struct{}{}
 	return rows
+}
+
+// sortedNames returns f.names, sorting them again if a key came or went.
+// The slice is shared: the caller must not change it.
+func (f *Feed) sortedNames() []string {
+	if f.names == nil {
+		names := make([]string, 0, len(f.nodes)+len(f.bns))
+		for name := range f.nodes {
+			names = append(names, name)
+		}
+		for name := range f.bns {
+			if _, dup := f.nodes[name]; !dup {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		f.names = names
+	}
+	return f.names
 }
 
 // update applies to rows (sorted by name, built by rows) the changes seen
