@@ -140,11 +140,17 @@ func hasEmptyDir(p *corev1.Pod) bool {
 // ("The disruption budget web needs 2 healthy pods and has 2 currently"),
 // with a 429, or a 403 when the budget's disruptionsAllowed is negative.
 func budgetRefusal(err error) string {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) || st.Status().Details == nil {
+	// The error itself first, as errors.As would, without its reflection:
+	// a drain blocked by a budget meets one refusal per poll.
+	st, ok := err.(apierrors.APIStatus)
+	if !ok && !errors.As(err, &st) {
 		return ""
 	}
-	for _, c := range st.Status().Details.Causes {
+	details := st.Status().Details
+	if details == nil {
+		return ""
+	}
+	for _, c := range details.Causes {
 		if c.Type == policyv1.DisruptionBudgetCause {
 			return c.Message
 		}

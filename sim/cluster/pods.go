@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -605,8 +606,10 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 			}
 			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-				Type:    policyv1.DisruptionBudgetCause,
-				Message: fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", b.name, st.DesiredHealthy, b.healthy),
+				Type: policyv1.DisruptionBudgetCause,
+				// "The disruption budget %s needs %d healthy pods and has %d currently", without fmt.
+				Message: "The disruption budget " + b.name + " needs " + strconv.Itoa(st.DesiredHealthy) +
+					" healthy pods and has " + strconv.Itoa(b.healthy) + " currently",
 			})
 			return err
 		}
