@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 
@@ -50,19 +51,33 @@ func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, 
 	if err := ctx.Err(); err != nil {
 		return nil, key, err
 	}
-	gvk, err := apiutil.GVKForObject(obj, c.s.scheme)
-	if err != nil {
-		return nil, key, err
-	}
+	var gvk schema.GroupVersionKind
 	var k *kind
 	var kerr error
-	if _, isList := obj.(client.ObjectList); isList {
-		k, kerr = c.s.kindForList(gvk)
-		if kerr == nil {
+	t := reflect.TypeOf(obj)
+	if r, ok := c.s.resolved[t]; ok {
+		// What the lines below found the first time for this Go type.
+		gvk, k = r.gvk, r.k
+		if !k.present {
+			k, kerr = c.s.kindFor(r.k.gvk)
+		} else if r.list {
 			gvk = k.gvk
 		}
 	} else {
-		k, kerr = c.s.kindFor(gvk)
+		var err error
+		if gvk, err = apiutil.GVKForObject(obj, c.s.scheme); err != nil {
+			return nil, key, err
+		}
+		_, isList := obj.(client.ObjectList)
+		if isList {
+			k, kerr = c.s.kindForList(gvk)
+			if kerr == nil {
+				gvk = k.gvk
+			}
+		} else {
+			k, kerr = c.s.kindFor(gvk)
+		}
+		c.s.resolve(obj, t, isList)
 	}
 	if kerr == nil && !k.namespaced {
 		key.Namespace = ""
@@ -79,6 +94,47 @@ func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, 
 		}
 	}
 	return k, key, kerr
+}
+
+// resolvedType is what begin works out from a typed object's Go type:
+// its GroupVersionKind by the scheme (a list's, for a list), and the kind
+// served for it (the item kind, for a list), which may be not present.
+type resolvedType struct {
+	gvk  schema.GroupVersionKind
+	k    *kind
+	list bool
+}
+
+// resolve remembers the resolvedType of obj, of Go type t, when only its
+// type decides it: a typed object the scheme knows under one
+// GroupVersionKind (never an unstructured or metadata-only object, whose
+// kind is in the object), of a kind served now. The scheme must not change
+// once the server is made (twin.Run builds it first); a kind, once
+// served, keeps its *kind (RemoveKind only marks it not present).
+func (s *Server) resolve(obj runtime.Object, t reflect.Type, isList bool) {
+	switch obj.(type) {
+	case runtime.Unstructured, *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return
+	}
+	gvks, unversioned, err := s.scheme.ObjectKinds(obj)
+	if err != nil || unversioned || len(gvks) != 1 {
+		return
+	}
+	gvk := gvks[0]
+	k := s.kinds[gvk]
+	if isList {
+		k = s.lists[gvk]
+		if k != nil && s.kinds[k.gvk] != k {
+			return
+		}
+	}
+	if k == nil {
+		return
+	}
+	if s.resolved == nil {
+		s.resolved = map[reflect.Type]resolvedType{}
+	}
+	s.resolved[t] = resolvedType{gvk: gvk, k: k, list: isList}
 }
 
 func notFound(k *kind, name string) error { return apierrors.NewNotFound(k.resource, name) }

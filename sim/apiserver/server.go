@@ -148,6 +148,8 @@ type Server struct {
 	client, admin *simClient
 	// byType remembers typed kinds by Go type for kindOf (mirror.go).
 	byType map[reflect.Type]*kind
+	// resolved remembers what begin found for a typed object's Go type.
+	resolved map[reflect.Type]resolvedType
 
 	// wholePatches turns off the field-wise path of merge patches
 	// (mergeFields): every patch is applied to the whole object, as the
