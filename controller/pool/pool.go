@@ -658,9 +658,6 @@ func (r *Reconciler) event(obj client.Object, typ, reason, f string, args ...any
 	}
 }
 
-func equalStatus(a, b *v1alpha1.BootcNodePoolStatus) bool {
-	return patch.EqualIgnoringTransitions(a, b, func(s *v1alpha1.BootcNodePoolStatus) *[]metav1.Condition { return &s.Conditions })
-}
 
 func b2f(b bool) float64 {
 	if b {
