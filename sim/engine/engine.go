@@ -8,7 +8,6 @@
 package engine
 
 import (
-	"container/heap"
 	"math/rand/v2"
 	"time"
 )
@@ -74,7 +73,7 @@ func (h *Handle) Cancel() bool {
 	if h == nil || h.index < 0 {
 		return false
 	}
-	heap.Remove(&h.e.events, h.index)
+	h.e.events.remove(h.index)
 	return true
 }
 
@@ -100,7 +99,7 @@ func (e *Engine) At(t time.Time, name string, fn func()) *Handle {
 	}
 	h := &Handle{e: e, at: t, sec: t.Unix(), nsec: int32(t.Nanosecond()), seq: e.seq, name: name, fn: fn}
 	e.seq++
-	heap.Push(&e.events, h)
+	e.events.push(h)
 	return h
 }
 
@@ -126,7 +125,7 @@ func (e *Engine) Step() bool {
 	if e.stopped || len(e.events) == 0 {
 		return false
 	}
-	h := heap.Pop(&e.events).(*Handle)
+	h := e.events.pop()
 	e.now = h.at
 	h.fn()
 	e.ran++
@@ -196,6 +195,63 @@ func (h *eventHeap) Push(x any) {
 	ev := x.(*Handle)
 	ev.index = len(*h)
 	*h = append(*h, ev)
+}
+
+// push, pop and remove are container/heap's Push, Pop and Remove for
+// eventHeap, with its methods called directly rather than through
+// heap.Interface: the engine's heap holds every timer of a run.
+func (h *eventHeap) push(ev *Handle) {
+	h.Push(ev)
+	h.up(len(*h) - 1)
+}
+
+func (h *eventHeap) pop() *Handle {
+	n := len(*h) - 1
+	h.Swap(0, n)
+	h.down(0, n)
+	return h.Pop().(*Handle)
+}
+
+func (h *eventHeap) remove(i int) {
+	n := len(*h) - 1
+	if n != i {
+		h.Swap(i, n)
+		if !h.down(i, n) {
+			h.up(i)
+		}
+	}
+	h.Pop()
+}
+
+func (h eventHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.Less(j, i) {
+			break
+		}
+		h.Swap(i, j)
+		j = i
+	}
+}
+
+func (h eventHeap) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.Less(j2, j1) {
+			j = j2 // = 2*i + 2  // right child
+		}
+		if !h.Less(j, i) {
+			break
+		}
+		h.Swap(i, j)
+		i = j
+	}
+	return i > i0
 }
 
 func (h *eventHeap) Pop() any {
