@@ -449,7 +449,7 @@ func (p *patcher) patchObject(s *structInfo, dst, cur reflect.Value, v []byte) (
 func changedFields(a, b reflect.Value) fieldMask {
 	var m fieldMask
 	for i := range a.NumField() {
-		if !serialEqual.DeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {
+		if !serialDeepEqual(a.Field(i).Addr().Interface(), b.Field(i).Addr().Interface()) {
 			m |= 1 << uint(i)
 		}
 	}
@@ -638,5 +638,5 @@ func leafEqual(f *fieldInfo, a, b reflect.Value) bool {
 	if f.stringMap {
 		return maps.Equal(a.Interface().(map[string]string), b.Interface().(map[string]string))
 	}
-	return serialEqual.DeepEqual(a.Addr().Interface(), b.Addr().Interface())
+	return serialDeepEqual(a.Addr().Interface(), b.Addr().Interface())
 }

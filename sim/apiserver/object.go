@@ -144,7 +144,7 @@ func (k *kind) sameContent(a, b client.Object, d diff) bool {
 			return key == "apiVersion" || key == "kind" || key == "metadata" || (k.status && key == "status")
 		}
 		for key, v := range am {
-			if !skip(key) && !serialEqual.DeepEqual(v, bm[key]) {
+			if !skip(key) && !serialDeepEqual(v, bm[key]) {
 				return false
 			}
 		}
@@ -162,7 +162,7 @@ func (k *kind) sameContent(a, b client.Object, d diff) bool {
 	}
 	for _, i := range fields {
 		if d.differs(i, func() bool {
-			return serialEqual.DeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface())
+			return serialDeepEqual(av.Field(i).Addr().Interface(), bv.Field(i).Addr().Interface())
 		}) {
 			return false
 		}
@@ -189,17 +189,17 @@ var serialEqual = conversion.EqualitiesOrDie(
 // sameMeta reports whether a and b have the same metadata.
 func (k *kind) sameMeta(a, b client.Object) bool {
 	if !k.typed() {
-		return serialEqual.DeepEqual(a.(*unstructured.Unstructured).Object["metadata"], b.(*unstructured.Unstructured).Object["metadata"])
+		return serialDeepEqual(a.(*unstructured.Unstructured).Object["metadata"], b.(*unstructured.Unstructured).Object["metadata"])
 	}
-	return serialEqual.DeepEqual(reflect.ValueOf(a).Elem().Field(k.metaField).Addr().Interface(),
+	return serialDeepEqual(reflect.ValueOf(a).Elem().Field(k.metaField).Addr().Interface(),
 		reflect.ValueOf(b).Elem().Field(k.metaField).Addr().Interface())
 }
 
 // sameStatus reports whether a and b have the same status.
 func (k *kind) sameStatus(a, b client.Object) bool {
 	if !k.typed() {
-		return serialEqual.DeepEqual(a.(*unstructured.Unstructured).Object["status"], b.(*unstructured.Unstructured).Object["status"])
+		return serialDeepEqual(a.(*unstructured.Unstructured).Object["status"], b.(*unstructured.Unstructured).Object["status"])
 	}
-	return serialEqual.DeepEqual(reflect.ValueOf(a).Elem().Field(k.statusField).Addr().Interface(),
+	return serialDeepEqual(reflect.ValueOf(a).Elem().Field(k.statusField).Addr().Interface(),
 		reflect.ValueOf(b).Elem().Field(k.statusField).Addr().Interface())
 }
