@@ -658,7 +658,6 @@ func (r *Reconciler) event(obj client.Object, typ, reason, f string, args ...any
 	}
 }
 
-
 func b2f(b bool) float64 {
 	if b {
 		return 1
