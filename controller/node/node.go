@@ -1207,7 +1207,7 @@ func (r *Reconciler) uncordonNode(ctx context.Context, s *nodeStep, n *corev1.No
 	if !keepProtection && !r.opts.TestOnly.KeepAnnotations {
 		karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
-	if !apiequality.Semantic.DeepEqual(n, m) {
+	if nodeChanged(n, m) {
 		if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", n.Name, err)
 		}
@@ -1217,6 +1217,16 @@ func (r *Reconciler) uncordonNode(ctx context.Context, s *nodeStep, n *corev1.No
 		ro.AddedAnnotations = nil
 	}
 	return nil
+}
+
+// nodeChanged reports whether m, a deep copy of the Node n in which only
+// the annotations and spec.unschedulable were changed, differs from n as
+// apiequality.Semantic.DeepEqual(n, m) would say: the copy is equal in
+// everything else, and Semantic takes nil and empty annotations as equal,
+// as maps.Equal does. (Semantic's reflective walk of the whole Node was
+// most of the cost of an uncordon.)
+func nodeChanged(n, m *corev1.Node) bool {
+	return n.Spec.Unschedulable != m.Spec.Unschedulable || !maps.Equal(n.Annotations, m.Annotations)
 }
 
 // cordonedByOther reports whether a field manager other than bootroll's
@@ -1289,7 +1299,7 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 		if !r.opts.TestOnly.KeepAnnotations {
 			karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
-		if !apiequality.Semantic.DeepEqual(n, m) {
+		if nodeChanged(n, m) {
 			if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 				return 0, fmt.Errorf("end protection of node %s: %w", n.Name, err)
 			}
