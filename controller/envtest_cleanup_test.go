@@ -165,7 +165,7 @@ func TestBootcNodeDeletedByHandCleansUp(t *testing.T) {
 		g.Expect(k8s.Get(h.ctx, client.ObjectKey{Name: "bnd-0"}, &bn)).To(Succeed())
 		g.Expect(bn.Status.Rollout.Cordoned).To(BeTrue(), "cordoned with a marker no record accounts for")
 	}
-	g.Expect(h.events.of("bnd-0")).To(ContainElement("Released"))
+	g.Eventually(func() []string { return h.events.of("bnd-0") }, 10*time.Second, 50*time.Millisecond).Should(ContainElement("Released"))
 }
 
 // TestRelabelOutOfPoolCleansUp relabels a node out of its pool while it

@@ -199,7 +199,7 @@ func TestRevertDuringRebootIsProtected(t *testing.T) {
 			h.mu.Unlock()
 			bn := h.bootcNodes()[node]
 			g.Expect(orderStands(bn)).To(BeFalse(), "the node finished with a boot order it did not carry out")
-			g.Expect(h.events.of(node)).To(ContainElements("Updated", "SlotGranted"))
+			g.Eventually(func() []string { return h.events.of(node) }, 10*time.Second, 50*time.Millisecond).Should(ContainElements("Updated", "SlotGranted"))
 			// The slot ends on the record first; the Node follows.
 			g.Eventually(func() bool { return h.node(node).Spec.Unschedulable }, 10*time.Second, 20*time.Millisecond).Should(BeFalse())
 		})

@@ -585,7 +585,7 @@ func TestRolloutRespectsMaxUnavailable(t *testing.T) {
 
 	// Each node transition is an Event, in order.
 	for i := 0; i < 6; i++ {
-		g.Expect(h.events.of(fmt.Sprintf("mu-%d", i))).To(ContainElements("SlotGranted", "Cordoned", "Drained", "Rebooting", "Updated", "Uncordoned"))
+		g.Eventually(func() []string { return h.events.of(fmt.Sprintf("mu-%d", i)) }, 10*time.Second, 50*time.Millisecond).Should(ContainElements("SlotGranted", "Cordoned", "Drained", "Rebooting", "Updated", "Uncordoned"))
 	}
 	// And the metrics saw the whole rollout.
 	m := h.opts.Metrics
