@@ -91,4 +91,3 @@ func TestGrantCountsMembersOnTheAPIServer(t *testing.T) {
 		})
 	}
 }
-
