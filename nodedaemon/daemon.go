@@ -136,7 +136,6 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if req.Name != d.nodeName {
 		return reconcile.Result{}, nil
 	}
-	log := d.log.WithValues("bootcnode", d.nodeName)
 	var bn v1alpha1.BootcNode
 	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -198,7 +197,11 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, err
 		}
 	}
+	var log logr.Logger // made for the first action: most passes have none
 	for i, a := range actions {
+		if i == 0 {
+			log = d.log.WithValues("bootcnode", d.nodeName)
+		}
 		if a.Status != nil {
 			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
 		} else {

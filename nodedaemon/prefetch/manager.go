@@ -289,7 +289,7 @@ func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, curren
 			s.consider(ref)
 		}
 	}
-	for _, ref := range slices.Sorted(maps.Keys(obs.Pulling)) {
+	for _, ref := range sortedKeys(obs.Pulling) {
 		if _, ok := s.setsOf[ref]; !ok {
 			s.actions = append(s.actions, Action{Type: ActionCancel, Image: ref})
 		}
@@ -356,16 +356,18 @@ type step struct {
 func newStep(m *Manager, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, obs Observation) *step {
 	sets = slices.Clone(sets)
 	slices.SortStableFunc(sets, func(a, b v1alpha1.NodePinnedImageSet) int { return cmp.Compare(a.Name, b.Name) })
+	// The maps are made when something goes in: a node without pinned
+	// sets (most nodes, every resync) allocates none.
 	s := &step{
 		m: m, cfg: m.cfg, now: now, obs: obs, sets: sets,
-		setsOf:    map[string][]int{},
-		recs:      map[string]*v1alpha1.PinnedImageProgress{},
-		results:   map[string][]PullResult{},
 		perSet:    make([]int, len(sets)),
 		lastStart: make([]time.Time, len(sets)),
 	}
 	for i, set := range sets {
 		for _, ref := range set.Images {
+			if s.setsOf == nil {
+				s.setsOf = map[string][]int{}
+			}
 			idx := s.setsOf[ref]
 			if len(idx) == 0 {
 				s.wanted = append(s.wanted, ref)
@@ -380,8 +382,11 @@ func newStep(m *Manager, now time.Time, sets []v1alpha1.NodePinnedImageSet, curr
 	// after another set had it), the latest attempt wins.
 	cur := slices.Clone(current)
 	slices.SortStableFunc(cur, func(a, b v1alpha1.PinnedSetProgress) int { return cmp.Compare(a.Name, b.Name) })
-	gen := map[string]int64{}
+	var gen map[string]int64
 	for _, sp := range cur {
+		if gen == nil {
+			gen = map[string]int64{}
+		}
 		gen[sp.Name] = sp.Generation
 		for i := range sp.Images {
 			e := &sp.Images[i]
@@ -391,11 +396,17 @@ func newStep(m *Manager, now time.Time, sets []v1alpha1.NodePinnedImageSet, curr
 			if old, ok := s.recs[e.Image]; ok && !later(e.LastAttempt, old.LastAttempt) {
 				continue
 			}
+			if s.recs == nil {
+				s.recs = map[string]*v1alpha1.PinnedImageProgress{}
+			}
 			s.recs[e.Image] = e.DeepCopy()
 		}
 	}
 	for _, ref := range s.wanted {
 		if s.recs[ref] == nil {
+			if s.recs == nil {
+				s.recs = map[string]*v1alpha1.PinnedImageProgress{}
+			}
 			s.recs[ref] = &v1alpha1.PinnedImageProgress{Image: ref, State: v1alpha1.PinnedPending}
 		}
 	}
@@ -415,9 +426,21 @@ func newStep(m *Manager, now time.Time, sets []v1alpha1.NodePinnedImageSet, curr
 		return cmp.Or(cmp.Compare(a.Image, b.Image), cmp.Compare(a.Attempt, b.Attempt))
 	})
 	for _, r := range res {
+		if s.results == nil {
+			s.results = map[string][]PullResult{}
+		}
 		s.results[r.Image] = append(s.results[r.Image], r)
 	}
 	return s
+}
+
+// sortedKeys is slices.Sorted(maps.Keys(m)), without the iterator when m
+// is empty (nil then).
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m))
 }
 
 // later reports whether a is after b (nil is before everything).
@@ -538,7 +561,7 @@ func (s *step) yieldToStaging() {
 	if !s.obs.StagingDue {
 		return
 	}
-	for _, ref := range slices.Sorted(maps.Keys(s.obs.Pulling)) {
+	for _, ref := range sortedKeys(s.obs.Pulling) {
 		if _, wanted := s.setsOf[ref]; !wanted || s.obs.Images[ref].Size > 0 {
 			continue
 		}
@@ -556,7 +579,7 @@ func (s *step) yieldToStaging() {
 // account counts the pulls in flight, finds whether the node is stopped by
 // an out-of-space failure, and the last start of each set.
 func (s *step) account() {
-	for _, ref := range slices.Sorted(maps.Keys(s.obs.Pulling)) {
+	for _, ref := range sortedKeys(s.obs.Pulling) {
 		if s.yielded[ref] {
 			continue
 		}
@@ -725,8 +748,11 @@ func (s *step) consider(ref string) {
 // the runtime does not report pinned (once: bootroll's record says it
 // did), and to unpin bootroll's pins that no set lists.
 func (s *step) pin() {
-	own := map[string]bool{}
+	var own map[string]bool
 	for _, ref := range s.obs.Pin.Own {
+		if own == nil {
+			own = map[string]bool{}
+		}
 		own[ref] = true
 	}
 	for _, ref := range s.wanted {
@@ -746,7 +772,7 @@ func (s *step) pin() {
 			r.Message = s.obs.Pin.Note
 		}
 	}
-	for _, ref := range slices.Sorted(maps.Keys(own)) {
+	for _, ref := range sortedKeys(own) {
 		if _, ok := s.setsOf[ref]; !ok {
 			s.actions = append(s.actions, Action{Type: ActionUnpin, Image: ref})
 		}

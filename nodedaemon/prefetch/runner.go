@@ -166,7 +166,10 @@ const ReclaimRounds = 8
 func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) (progress []v1alpha1.PinnedSetProgress, requeue time.Duration, again bool, err error) {
 	r.mu.Lock()
 	r.init()
-	pulling := make(map[string]int32, len(r.pulls))
+	var pulling map[string]int32 // nil when no pull runs: only read
+	if len(r.pulls) > 0 {
+		pulling = make(map[string]int32, len(r.pulls))
+	}
 	for ref, p := range r.pulls {
 		pulling[ref] = p.attempt
 	}
@@ -180,8 +183,8 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("prefetch: image filesystem: %w", err)
 	}
+	refs := imagesOf(sets)
 	obs := Observation{
-		Images:         map[string]ImageInfo{},
 		Pulling:        pulling,
 		Results:        results,
 		Fs:             Space{Capacity: capacity, Available: available},
@@ -197,8 +200,11 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 		}
 		obs.Pin = PinObservation{Can: can, Note: note, Own: own}
 	}
+	if len(refs) > 0 {
+		obs.Images = make(map[string]ImageInfo, len(refs))
+	} // else nil: Step only reads it
 	lookups := 0
-	for _, ref := range imagesOf(sets) {
+	for _, ref := range refs {
 		if _, ok := pulling[ref]; ok {
 			obs.Images[ref] = ImageInfo{Size: r.cachedSize(ref)}
 			continue
@@ -439,6 +445,9 @@ func (r *Runner) lookupSize(ctx context.Context, now time.Time, sets []v1alpha1.
 // imagesOf lists the images of sets once each, in the order Step takes
 // them.
 func imagesOf(sets []v1alpha1.NodePinnedImageSet) []string {
+	if len(sets) == 0 {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, s := range sortedSets(sets) {
