@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -228,4 +229,75 @@ func isEmptyValue(v reflect.Value) bool {
 		return v.IsNil()
 	}
 	return false
+}
+
+// marshalDiff is json.Marshal of a merge patch built by mergeDiff, byte for
+// byte, without encoding/json's reflective walk of the map: the objects
+// are map[string]any with sorted keys, the leaves nil, strings (a
+// map[string]string's values), json.RawMessage (mergeDiff's own
+// json.Marshal output, which json.Marshal would copy unchanged: compact,
+// HTML-escaped) and values sent whole, which are marshalled as
+// json.Marshal would marshal them inside the map.
+func marshalDiff(doc map[string]any) ([]byte, error) {
+	return appendDiff(make([]byte, 0, 256), doc)
+}
+
+func appendDiff(buf []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(buf, "null"...), nil
+	case string:
+		return appendJSONString(buf, v)
+	case json.RawMessage:
+		if v == nil {
+			return append(buf, "null"...), nil
+		}
+		return append(buf, v...), nil
+	case map[string]any:
+		if v == nil {
+			return append(buf, "null"...), nil
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		buf = append(buf, '{')
+		for i, k := range keys {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			var err error
+			if buf, err = appendJSONString(buf, k); err != nil {
+				return nil, err
+			}
+			buf = append(buf, ':')
+			if buf, err = appendDiff(buf, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(buf, '}'), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, b...), nil
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: plain
+// printable ASCII is copied; anything it escapes goes through json.Marshal.
+func appendJSONString(buf []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, err := json.Marshal(s)
+			if err != nil {
+				return nil, err
+			}
+			return append(buf, b...), nil
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"'), nil
 }

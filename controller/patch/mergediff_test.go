@@ -131,3 +131,37 @@ func TestMergeDiffNestedPointer(t *testing.T) {
 		})
 	}
 }
+
+// marshalDiff must give json.Marshal's bytes for every patch mergeDiff
+// builds, and for the leaves it encodes itself (escaped strings, nil
+// maps and raw messages).
+func TestMarshalDiffAsJSONMarshal(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	full := controllerPart{Phase: v1alpha1.PhaseDraining, Rollout: v1alpha1.RolloutStatus{
+		TargetImage: "img@sha256:aa", PhaseSince: &t0, PriorUnschedulable: ptr.To(false), Cordoned: true,
+		AddedAnnotations: []string{"a", "<b>"}, Reason: "DrainBlocked", Message: "m & \"q\" \u2028 é \x01",
+	}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x": "1", "y<": "2&"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
+	var docs []map[string]any
+	for _, pair := range [][2]any{
+		{full, controllerPart{}}, {controllerPart{}, full}, {full, full},
+		{nodePartOf(node), nodePartOf(&corev1.Node{})}, {nodePartOf(&corev1.Node{}), nodePartOf(node)},
+	} {
+		d, err := mergeDiff(pair[0], pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockOn(d, "42")
+		docs = append(docs, map[string]any{"status": d}, d)
+	}
+	docs = append(docs, map[string]any{}, map[string]any{"a": nil, "b": map[string]any(nil), "c": json.RawMessage(nil),
+		"d": json.RawMessage(`{"x":1}`), "\u00e9<>": "\t\u2029", "e": []string{"<"}, "f": &t0, "g": map[string]any{"z": 1, "a": 2.5}})
+	for _, d := range docs {
+		want, werr := json.Marshal(d)
+		got, gerr := marshalDiff(d)
+		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
+			t.Errorf("marshalDiff gives %s (%v), json.Marshal %s (%v)", got, gerr, want, werr)
+		}
+	}
+}

@@ -5,7 +5,6 @@ package patch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,7 +90,7 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.lock {
 		lockOn(doc, p.from.ResourceVersion)
 	}
-	return json.Marshal(doc)
+	return marshalDiff(doc)
 }
 
 // lockOn adds metadata.resourceVersion to the merge patch doc, which makes
@@ -151,7 +150,7 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
 	lockOn(diff, p.from.ResourceVersion)
-	return json.Marshal(diff)
+	return marshalDiff(diff)
 }
 
 // RemoveFinalizer removes bootroll's finalizer from obj, locked on the
