@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -380,77 +381,113 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 // into the old one. Keys are in sorted order, as encoding/json writes a map,
 // so the patch is byte-for-byte deterministic.
 func StatusPatch(s v1alpha1.BootcNodeStatus) ([]byte, error) {
+	// Written by hand, byte for byte what json.Marshal gives for the
+	// document of statusPatchDoc (TestStatusPatchAsJSONMarshal): a
+	// status report is one of the commonest writes.
 	d := s.Daemon
-	dp := &daemonPatch{
-		BootID: nonEmpty(d.BootID), LastAttempt: d.LastAttempt, LastError: nonEmpty(d.LastError),
-		ObservedGeneration: nonZero(d.ObservedGeneration), Phase: nonEmpty(d.Phase), StageAttempts: nonZero(d.StageAttempts),
-	}
+	b := make([]byte, 0, 512)
+	b = append(b, `{"status":{"booted":`...)
+	b = appendHostImage(b, s.Booted)
+	b = append(b, `,"daemon":{"bootID":`...)
+	b = appendNonEmpty(b, d.BootID)
+	b = append(b, `,"lastAttempt":`...)
+	b = appendTimePtr(b, d.LastAttempt)
+	b = append(b, `,"lastError":`...)
+	b = appendNonEmpty(b, d.LastError)
+	b = append(b, `,"lastReboot":`...)
 	if r := d.LastReboot; r != nil {
-		rp := &rebootPatch{At: r.At, BootID: r.BootID, Image: r.Image}
+		b = append(b, `{"at":`...)
+		b = appendTime(b, r.At)
+		b = append(b, `,"bootID":`...)
+		b = appendString(b, r.BootID)
+		b = append(b, `,"image":`...)
+		b = appendString(b, r.Image)
+		b = append(b, `,"rollback":`...)
 		if r.Rollback {
-			rp.Rollback = &r.Rollback
+			b = append(b, "true"...)
+		} else {
+			b = append(b, "null"...)
 		}
-		dp.LastReboot = rp
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
 	}
-	var doc struct {
-		Status struct {
-			Booted        *hostImagePatch `json:"booted"`
-			Daemon        *daemonPatch    `json:"daemon"`
-			RollbackImage *hostImagePatch `json:"rollbackImage"`
-			Staged        *hostImagePatch `json:"staged"`
-		} `json:"status"`
-	}
-	doc.Status.Booted, doc.Status.Daemon = hostPatch(s.Booted), dp
-	doc.Status.RollbackImage, doc.Status.Staged = hostPatch(s.RollbackImage), hostPatch(s.Staged)
-	return json.Marshal(doc)
+	b = append(b, `,"observedGeneration":`...)
+	b = appendNonZero(b, d.ObservedGeneration)
+	b = append(b, `,"phase":`...)
+	b = appendNonEmpty(b, string(d.Phase))
+	b = append(b, `,"stageAttempts":`...)
+	b = appendNonZero(b, int64(d.StageAttempts))
+	b = append(b, `},"rollbackImage":`...)
+	b = appendHostImage(b, s.RollbackImage)
+	b = append(b, `,"staged":`...)
+	b = appendHostImage(b, s.Staged)
+	return append(b, "}}"...), nil
 }
 
-// The objects of StatusPatch: every key present (no omitempty), in sorted
-// order; a nil pointer is sent as null.
-type (
-	hostImagePatch struct {
-		Digest    *string      `json:"digest"`
-		Image     *string      `json:"image"`
-		Timestamp *metav1.Time `json:"timestamp"`
-		Version   *string      `json:"version"`
-	}
-	rebootPatch struct {
-		At       metav1.Time `json:"at"`
-		BootID   string      `json:"bootID"`
-		Image    string      `json:"image"`
-		Rollback *bool       `json:"rollback"`
-	}
-	daemonPatch struct {
-		BootID             *string               `json:"bootID"`
-		LastAttempt        *metav1.Time          `json:"lastAttempt"`
-		LastError          *string               `json:"lastError"`
-		LastReboot         *rebootPatch          `json:"lastReboot"`
-		ObservedGeneration *int64                `json:"observedGeneration"`
-		Phase              *v1alpha1.DaemonPhase `json:"phase"`
-		StageAttempts      *int32                `json:"stageAttempts"`
-	}
-)
+// The parts of StatusPatch: every key present (no omitempty), in sorted
+// order; what omitempty would leave out is sent as null.
 
-func hostPatch(h *v1alpha1.HostImage) *hostImagePatch {
+func appendHostImage(b []byte, h *v1alpha1.HostImage) []byte {
 	if h == nil {
-		return nil
+		return append(b, "null"...)
 	}
-	return &hostImagePatch{Digest: nonEmpty(h.Digest), Image: nonEmpty(h.Image), Timestamp: h.Timestamp, Version: nonEmpty(h.Version)}
+	b = append(b, `{"digest":`...)
+	b = appendNonEmpty(b, h.Digest)
+	b = append(b, `,"image":`...)
+	b = appendNonEmpty(b, h.Image)
+	b = append(b, `,"timestamp":`...)
+	b = appendTimePtr(b, h.Timestamp)
+	b = append(b, `,"version":`...)
+	b = appendNonEmpty(b, h.Version)
+	return append(b, '}')
 }
 
-// nonEmpty and nonZero return nil for what omitempty would leave out.
-func nonEmpty[T ~string](v T) *T {
-	if v == "" {
-		return nil
+func appendNonEmpty(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
 	}
-	return &v
+	return appendString(b, s)
 }
 
-func nonZero[T int32 | int64](v T) *T {
+func appendNonZero(b []byte, v int64) []byte {
 	if v == 0 {
-		return nil
+		return append(b, "null"...)
 	}
-	return &v
+	return strconv.AppendInt(b, v, 10)
+}
+
+func appendTimePtr(b []byte, t *metav1.Time) []byte {
+	if t == nil {
+		return append(b, "null"...)
+	}
+	return appendTime(b, *t)
+}
+
+// appendTime appends t as metav1.Time marshals itself (null when zero,
+// else RFC 3339 in UTC, to the second).
+func appendTime(b []byte, t metav1.Time) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339)
+	return append(b, '"')
+}
+
+// appendString appends s quoted as encoding/json quotes it: printable
+// ASCII without '"', '\\', '<', '>' and '&' is copied, anything else goes
+// through json.Marshal.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // AsyncHost wraps a Host so that Stage runs in the background: Stage starts
