@@ -582,7 +582,6 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	if p.terminating {
 		return nil
 	}
-	object := "pod/" + p.ns + "/" + p.name
 	var pdbs []*pdb
 	if p.w != nil {
 		pdbs = p.w.pdbs
@@ -602,7 +601,7 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 			c.evictionsRefused++
 			c.blocked(p.node)
 			if c.tracing() { // a refusal is retried every few seconds: no details built for nobody
-				c.trace("pod/evict-refused", object, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
+				c.trace("pod/evict-refused", "pod/"+p.ns+"/"+p.name, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
 			}
 			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
@@ -622,7 +621,7 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	if p.node != nil {
 		details["node"] = p.node.name
 	}
-	c.trace("pod/evicted", object, details)
+	c.trace("pod/evicted", "pod/"+p.ns+"/"+p.name, details)
 	c.terminate(p)
 	return nil
 }
