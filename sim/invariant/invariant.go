@@ -61,7 +61,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn; nor is a graceful disruption before the controller ran " + ProtectionReactBound.String() + " after someone else removed do-not-disrupt, or a repair before it ran " + RepairReactBound.String() + " after someone else removed do-not-repair", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + ", or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them) is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them) is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -455,12 +455,11 @@ func (c *Checker) Finish(out Outcome) {
 	}
 	if c.enabled[scenario.InvConverges] && !out.Converged {
 		var objs, parts []string
-		blocking := c.budgetsBlock()
 		for _, p := range w.Pools() {
 			if p.converged {
 				continue
 			}
-			if blocking && p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonDrainsBlocked {
+			if c.budgetsBlock(p) && p.ObservedGeneration == p.Generation && p.Degraded && p.DegradedReason == reasonDrainsBlocked {
 				// Stalled by budgets that allow no eviction, and says so:
 				// the world's doing, reported honestly.
 				continue
@@ -525,6 +524,52 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	}
 	last := p.LastGrant
 	return !last.Before(open) && last.Before(closed) && !last.Before(closed.Add(-(p.DrainTimeout + p.HealthTimeout)))
+}
+
+// openTime is how long the daily UTC windows ws were open between from and
+// to (all of it when there are none).
+func openTime(ws []v1alpha1.MaintenanceWindow, from, to time.Time) time.Duration {
+	if len(ws) == 0 || !to.After(from) {
+		return max(to.Sub(from), 0)
+	}
+	type span struct{ a, b time.Time }
+	var spans []span
+	first := time.Date(from.Year(), from.Month(), from.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -8)
+	for d := first; d.Before(to); d = d.AddDate(0, 0, 1) {
+		for _, w := range ws {
+			var hh, mm int
+			if _, err := fmt.Sscanf(w.Start, "%d:%d", &hh, &mm); err != nil {
+				continue
+			}
+			if len(w.Days) > 0 && !slices.Contains(w.Days, v1alpha1.Weekday(d.Weekday().String()[:3])) {
+				continue
+			}
+			a := d.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute)
+			b := a.Add(w.Duration.Duration)
+			if a.Before(from) {
+				a = from
+			}
+			if b.After(to) {
+				b = to
+			}
+			if b.After(a) {
+				spans = append(spans, span{a, b})
+			}
+		}
+	}
+	slices.SortFunc(spans, func(x, y span) int { return x.a.Compare(y.a) })
+	var open time.Duration
+	var end time.Time
+	for _, s := range spans {
+		if s.a.Before(end) {
+			s.a = end // overlapping windows count once
+		}
+		if s.b.After(s.a) {
+			open += s.b.Sub(s.a)
+			end = s.b
+		}
+	}
+	return open
 }
 
 // lastWindow reports whether t is inside one of the daily UTC windows ws,
@@ -598,12 +643,16 @@ func (c *Checker) downNodesBlock(p *Pool) bool {
 // run, for converges to take a pool's Degraded/DrainsBlocked at its word.
 const StallEvidence = time.Hour
 
-// budgetsBlock reports whether PodDisruptionBudgets block evictions: one
-// was refused within StallEvidence (a drain that timed out waits to retry,
-// and a budget may allow an eviction at the very end while it would refuse
-// the drain's next), or one allows none now.
-func (c *Checker) budgetsBlock() bool {
-	if !c.lastRefusal.IsZero() && c.now().Sub(c.lastRefusal) <= StallEvidence {
+// budgetsBlock reports whether PodDisruptionBudgets block pool p's
+// evictions: one was refused within StallEvidence of the time p's
+// maintenance windows were open since (a drain that timed out waits to
+// retry, and a budget may allow an eviction at the very end while it would
+// refuse the drain's next; a closed window allows no retry to find out:
+// explorer seed 129187 of pool-image-revert-mid-reboot, a drain refused
+// 18 minutes before its window closed and the run ending 55 minutes after
+// it), or one allows none now.
+func (c *Checker) budgetsBlock(p *Pool) bool {
+	if now := c.now(); !c.lastRefusal.IsZero() && openTime(p.Windows, c.lastRefusal, now) <= StallEvidence {
 		return true
 	}
 	if c.src.PDBs == nil {
