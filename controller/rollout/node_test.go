@@ -172,6 +172,21 @@ func TestVerify(t *testing.T) {
 			bn.Status.Daemon.BootID = "boot-2"
 		}), onBoot(node(corev1.ConditionTrue), "boot-2"), TestOnly{},
 			VerifyDecision{Outcome: VerifyDone, Took: time.Minute}},
+		// The pool went back to the image the node runs (a) after its
+		// daemon asked the host to reboot into b: the reboot is still to
+		// come, and healthTimeout counts from b's voided order (explorer
+		// seed 129186 of cluster-static-faults-3: a 51-minute reboot held
+		// the node in its slot to the end).
+		{"back on the image it runs, a voided reboot still to come", rec(v1alpha1.PhaseDraining, a, 2*time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.DesiredImage, bn.Status.Rollout.TargetImage, bn.Spec.BootOrder.Withdrawn = a, a, true
+			bn.Status.Daemon.Phase, bn.Status.Daemon.BootID = v1alpha1.DaemonRebooting, "boot-1"
+			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b, BootID: "boot-1"}
+		}), node(corev1.ConditionFalse), TestOnly{}, VerifyDecision{Took: 2 * time.Minute, Wait: time.Minute}},
+		{"back on the image it runs, a voided reboot past healthTimeout", rec(v1alpha1.PhaseDraining, a, 5*time.Minute, func(bn *v1alpha1.BootcNode) {
+			bn.Spec.DesiredImage, bn.Status.Rollout.TargetImage, bn.Spec.BootOrder.Withdrawn = a, a, true
+			bn.Status.Daemon.Phase, bn.Status.Daemon.BootID = v1alpha1.DaemonRebooting, "boot-1"
+			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: b, BootID: "boot-1"}
+		}), node(corev1.ConditionFalse), TestOnly{}, VerifyDecision{Outcome: VerifyHealthTimeout, Took: 5 * time.Minute}},
 		{"on the image, not Ready yet", rec(v1alpha1.PhaseRebooting, b, time.Minute, nil), node(corev1.ConditionFalse), TestOnly{},
 			VerifyDecision{MarkVerifying: true, Took: time.Minute, Wait: time.Minute, Unmet: "Node not Ready"}},
 		{"still rebooting, a second before healthTimeout", rec(v1alpha1.PhaseRebooting, a, 5*time.Minute-time.Second, nil), node(corev1.ConditionUnknown), TestOnly{},
