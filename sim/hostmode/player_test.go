@@ -19,6 +19,7 @@ import (
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/cluster"
+	"github.com/bootroll/bootroll/sim/scenario"
 )
 
 // playerFixture is a Node workers-0 of pool workers on a fake API server
@@ -27,6 +28,14 @@ import (
 // and the daemon starts after host.daemonStartup.
 func playerFixture() (*corev1.Node, client.WithWatch, *clocktesting.FakeClock) {
 	return nodeFixture(map[string]string{localcluster.RebootingAnnotation: "true"})
+}
+
+// playerEnv is the env of a player on fake client c and clock fc.
+func playerEnv(sc *scenario.Scenario, c client.WithWatch, fc *clocktesting.FakeClock) *env {
+	return &env{
+		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
+		resync: time.Hour, retry: time.Second, wake: func(string) {},
+	}
 }
 
 // nodeFixture is playerFixture's Node with annotations.
@@ -140,10 +149,7 @@ func TestPlayerReboot(t *testing.T) {
 func TestPlayerDaemonCrash(t *testing.T) {
 	sc := loadTest(t)
 	node, c, fc := playerFixture()
-	e := &env{
-		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
-		resync: time.Hour, retry: time.Second, wake: func(string) {},
-	}
+	e := playerEnv(sc, c, fc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := newPlayer(ctx, e, node)
@@ -205,10 +211,7 @@ func TestPlayerDaemonTestOnly(t *testing.T) {
 		sc := loadTest(t)
 		sc.Bootroll.TestOnly.ForgetLastReboot = forget
 		node, c, fc := playerFixture()
-		e := &env{
-			sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
-			resync: time.Hour, retry: time.Second, wake: func(string) {},
-		}
+		e := playerEnv(sc, c, fc)
 		ctx, cancel := context.WithCancel(context.Background())
 		p := newPlayer(ctx, e, node)
 		waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
@@ -230,10 +233,7 @@ func TestPlayerDaemonTestOnly(t *testing.T) {
 func TestPlayerRunningNodeStartsItsDaemonAtOnce(t *testing.T) {
 	sc := loadTest(t)
 	node, c, fc := nodeFixture(nil)
-	e := &env{
-		sc: sc, seed: 1, clk: fc, log: logr.Discard(), api: clientNodeAPI{c}, client: c, apiReader: c,
-		resync: time.Hour, retry: time.Second, wake: func(string) {},
-	}
+	e := playerEnv(sc, c, fc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := newPlayer(ctx, e, node)

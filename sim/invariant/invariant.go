@@ -526,6 +526,20 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	return !last.Before(open) && last.Before(closed) && !last.Before(closed.Add(-(p.DrainTimeout + p.HealthTimeout)))
 }
 
+// windowOn is window w on day d (midnight UTC): [from, to), and false
+// when it is not open that day or its start does not parse.
+func windowOn(w v1alpha1.MaintenanceWindow, d time.Time) (from, to time.Time, ok bool) {
+	var hh, mm int
+	if _, err := fmt.Sscanf(w.Start, "%d:%d", &hh, &mm); err != nil {
+		return from, to, false
+	}
+	if len(w.Days) > 0 && !slices.Contains(w.Days, v1alpha1.Weekday(d.Weekday().String()[:3])) {
+		return from, to, false
+	}
+	from = d.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute)
+	return from, from.Add(w.Duration.Duration), true
+}
+
 // openTime is how long the daily UTC windows ws were open between from and
 // to (all of it when there are none).
 func openTime(ws []v1alpha1.MaintenanceWindow, from, to time.Time) time.Duration {
@@ -537,15 +551,10 @@ func openTime(ws []v1alpha1.MaintenanceWindow, from, to time.Time) time.Duration
 	first := time.Date(from.Year(), from.Month(), from.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -8)
 	for d := first; d.Before(to); d = d.AddDate(0, 0, 1) {
 		for _, w := range ws {
-			var hh, mm int
-			if _, err := fmt.Sscanf(w.Start, "%d:%d", &hh, &mm); err != nil {
+			a, b, ok := windowOn(w, d)
+			if !ok {
 				continue
 			}
-			if len(w.Days) > 0 && !slices.Contains(w.Days, v1alpha1.Weekday(d.Weekday().String()[:3])) {
-				continue
-			}
-			a := d.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute)
-			b := a.Add(w.Duration.Duration)
 			if a.Before(from) {
 				a = from
 			}
@@ -581,15 +590,10 @@ func lastWindow(ws []v1alpha1.MaintenanceWindow, t time.Time) (inside bool, open
 	for back := 8; back >= 0; back-- {
 		d := day.AddDate(0, 0, -back)
 		for _, w := range ws {
-			var hh, mm int
-			if _, err := fmt.Sscanf(w.Start, "%d:%d", &hh, &mm); err != nil {
+			from, to, ok := windowOn(w, d)
+			if !ok {
 				continue
 			}
-			if len(w.Days) > 0 && !slices.Contains(w.Days, v1alpha1.Weekday(d.Weekday().String()[:3])) {
-				continue
-			}
-			from := d.Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute)
-			to := from.Add(w.Duration.Duration)
 			switch {
 			case !t.Before(from) && t.Before(to):
 				inside = true
