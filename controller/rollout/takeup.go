@@ -77,8 +77,10 @@ func TakeUp(fresh *v1alpha1.BootcNodePool, s v1alpha1.Slot, claimed bool, blocke
 		return TakeUpDecision{Skip: "the pool halted on " + s.Image}
 	case blocker != "":
 		return TakeUpDecision{Skip: blocker, Wait: DrainPoll}
-	case claimed:
-		return TakeUpDecision{Writes: []TakeUpWrite{WriteCordonRecord, WriteNode, WriteClaim, WriteDraining}}
 	}
-	return TakeUpDecision{Writes: []TakeUpWrite{WriteCordonRecord, WriteNode, WriteDraining}}
+	writes := []TakeUpWrite{WriteCordonRecord, WriteNode}
+	if claimed {
+		writes = append(writes, WriteClaim)
+	}
+	return TakeUpDecision{Writes: append(writes, WriteDraining)}
 }
