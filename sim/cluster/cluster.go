@@ -7,8 +7,10 @@
 // the controller's writes (cordons, taints, deletions) through watch events.
 //
 // The model is single-threaded and deterministic: every decision is taken
-// in event order, every random draw comes from the engine's source, and
-// nothing depends on map iteration order.
+// in event order, every random draw comes from the engine's source (the
+// scheduler's tiebreaks from their own stream seeded from the run's seed,
+// so that they leave every other draw as it was), and nothing depends on
+// map iteration order.
 //
 // Simplifications, kept on purpose:
 //   - a Node's Ready condition follows its host: the kubelet writes it at
@@ -26,14 +28,16 @@
 //     not-ready and unreachable); DaemonSet pods tolerate every taint
 //     and are bound to their node by their controller, not the scheduler;
 //   - the scheduler binds to the node with the most free CPU (then memory,
-//     then name), which spreads like kube-scheduler's LeastAllocated score
-//     on like nodes.
+//     then pod slots, then at random), which spreads like kube-scheduler's
+//     LeastAllocated score on like nodes and, like its selectHost, picks
+//     at random among nodes alike.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -122,6 +126,7 @@ type Cluster struct {
 	// pdbBlocked sums the closed intervals of nodes' pdbBlockedSince.
 	pdbBlocked time.Duration
 	eng        *engine.Engine
+	tieRng     *rand.Rand
 	api        *apiserver.Server
 	c          client.Client // the admin client: neither counted nor faulted
 	sc         *scenario.Scenario
@@ -167,8 +172,14 @@ type Cluster struct {
 // registers its eviction handler, which enforces PodDisruptionBudgets (429
 // TooManyRequests when an eviction would violate one), and its watch. No
 // object is created before Start.
+// tieStream tells the scheduler's tiebreak stream from the engine's, which
+// is seeded (seed, seed).
+const tieStream = 0x5c4ed1e7
+
 func New(eng *engine.Engine, api *apiserver.Server, sc *scenario.Scenario, hooks Hooks) (*Cluster, error) {
 	c := &Cluster{
+		// The scheduler's tiebreaks (drawTie): a stream of their own.
+		tieRng:    rand.New(rand.NewPCG(eng.Seed(), eng.Seed()^tieStream)),
 		eng:       eng,
 		api:       api,
 		c:         api.AdminClient(),

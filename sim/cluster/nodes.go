@@ -52,8 +52,9 @@ type node struct {
 	// zero when none is (PDBBlockedDrain).
 	pdbBlockedSince time.Time
 
-	schedulable bool  // counted in SchedulableCapacity and in the heaps
-	heapPos     []int // position in each selector's heap, -1 when absent
+	schedulable bool   // counted in SchedulableCapacity and in the heaps
+	heapPos     []int  // position in each selector's heap, -1 when absent
+	tie         uint64 // the scheduler's random tiebreak (drawTie)
 	readySince  metav1.Time
 	// evictH is the node lifecycle controller's pending eviction of the
 	// pods of this NotReady node (actions.go).
@@ -227,6 +228,7 @@ func (c *Cluster) refreshNode(n *node) {
 	if want != n.schedulable {
 		n.schedulable = want
 		if want {
+			c.drawTie(n)
 			c.schedCPU += n.g.alloc.cpu
 			c.schedMem += n.g.alloc.mem
 			c.schedNodes++

@@ -17,7 +17,9 @@ import (
 
 // The scheduler keeps, for each distinct workload nodeSelector, a heap of
 // the schedulable nodes that selector matches, ordered by free CPU (most
-// first), then free memory, then name. Placing a pod looks at the top of
+// first), then free memory, then free pod slots, then a random tiebreak
+// (node.tie), as kube-scheduler picks at random among the nodes with the
+// best score. Placing a pod looks at the top of
 // its selector's heap: when the top lacks CPU no node has enough, so the
 // common case costs O(log N) per pod whatever the cluster size. Only when
 // the top has the CPU but lacks memory or pod slots does it scan the heap,
@@ -85,7 +87,7 @@ func (h *nodeHeap) Pop() any {
 }
 
 // better is the scheduler's preference: more free CPU, more free memory,
-// more free pod slots, then group and index.
+// more free pod slots, then the random tiebreak, then group and index.
 func better(a, b *node) bool {
 	fa, fb := a.free(), b.free()
 	switch {
@@ -95,12 +97,25 @@ func better(a, b *node) bool {
 		return fa.mem > fb.mem
 	case fa.pods != fb.pods:
 		return fa.pods > fb.pods
+	case a.tie != b.tie:
+		return a.tie > b.tie
 	}
 	return a.before(b)
 }
 
+// drawTie gives n a new random tiebreak. kube-scheduler's selectHost picks
+// uniformly among the nodes with the best score; a node's tiebreak is
+// drawn when it joins the heaps and again whenever its free capacity
+// changes, so among nodes alike the top of a heap is any of them with
+// equal chance. A tiebreak by name alone put the pod evicted from one node
+// on the next node in name order, which is also the next one bootroll
+// drains, so in the twin every such pod was evicted twice (the fidelity
+// table's daemon-crash-while-staging row; docs/decisions.md).
+func (c *Cluster) drawTie(n *node) { n.tie = c.tieRng.Uint64() }
+
 // usedChanged restores the heaps after the node's free capacity changed.
 func (c *Cluster) usedChanged(n *node) {
+	c.drawTie(n)
 	for _, s := range c.sels {
 		if i := n.heapPos[s.id]; i >= 0 {
 			heap.Fix(&s.nodes, i)
