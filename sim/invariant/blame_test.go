@@ -463,3 +463,57 @@ func TestRepairAfterOthersRemovedDoNotRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestDisruptionInSlotAfterOthersRemovedDoNotDisrupt: an operator removes
+// do-not-disrupt from a node bootroll holds in its slot (drained, so
+// empty) and Karpenter's emptiness follows after its 15 s validation.
+// With bootroll's controller down from the removal on, nothing could put
+// the annotation back (explorer seed 134017 of
+// cluster-post-update-emptiness-reaping: down for 1m49s); running
+// ProtectionReactBound or more since, it could have, and the disruption
+// is its failure (no-reap-while-updating and no-churn). A removal before
+// bootroll took the node is no excuse: bootroll puts its own on.
+func TestDisruptionInSlotAfterOthersRemovedDoNotDisrupt(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		reason     string
+		removeAt   time.Duration
+		down, back time.Duration // controller down from removeAt+down until removeAt+back (0: stays up)
+		want       int
+	}{
+		{"controller down from the removal to the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 0, 0},
+		{"drift, controller down from the removal", fakekarpenter.ReasonDrifted, 5 * time.Minute, time.Millisecond, 0, 0},
+		{"controller up all along", fakekarpenter.ReasonEmpty, 5 * time.Minute, 0, 0, 1},
+		{"controller up 5s after the removal, back 10s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, 5 * time.Second, 15 * time.Second, 1},
+		{"controller back 5s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 20 * time.Second, 0},
+		{"removed before the slot, controller down at the decision", fakekarpenter.ReasonEmpty, time.Minute, 3*time.Minute + time.Millisecond, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := churnFixture(t, 5*time.Minute)
+			f.at(c.removeAt)
+			if c.removeAt < 2*time.Minute {
+				f.c.World().SetIntendedAnnotation("c", v1alpha1.KarpenterDoNotDisrupt, false, f.now)
+			}
+			f.at(2 * time.Minute)
+			f.node("c", protect)
+			f.bn("c", phase(v1alpha1.PhaseRebooting))
+			if c.removeAt > 2*time.Minute {
+				f.at(c.removeAt)
+				f.c.World().SetIntendedAnnotation("c", v1alpha1.KarpenterDoNotDisrupt, false, f.now)
+				f.node("c", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotDisrupt) })
+			}
+			if c.down > 0 {
+				f.at(c.removeAt + c.down)
+				f.c.ControllerRunning(false)
+			}
+			if c.back > 0 {
+				f.at(c.removeAt + c.back)
+				f.c.ControllerRunning(true)
+			}
+			f.disrupt("c", c.reason, c.removeAt+max(25*time.Second, c.down+time.Second))
+			f.c.KarpenterTrace("karpenter/tainted", "node/c", map[string]any{}, f.now)
+			f.want(scenario.InvNoReapWhileUpdating, 2*c.want, c.name+" (the disruption and its taint)")
+			f.want(scenario.InvNoChurn, c.want, c.name)
+		})
+	}
+}

@@ -201,6 +201,17 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 			// nor its termination is bootroll's doing.
 			return
 		}
+		if graceful(reason) && c.othersUnprotectedNow(node, now) {
+			// Someone else removed do-not-disrupt after bootroll put it
+			// on for this update, and bootroll's controller has not run
+			// ProtectionReactBound since to put it back before
+			// Karpenter's validation ran out: neither the disruption nor
+			// what Karpenter does to carry it out is bootroll's doing,
+			// in a slot (explorer seed 134017 of
+			// cluster-post-update-emptiness-reaping: removed while the
+			// controller was down for 1m49s) or after it.
+			return
+		}
 		if !expiry {
 			ks.decided[node] = true
 			c.judgeChurn(node, reason, details, now)
@@ -287,7 +298,9 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 // relabelled it out of the pool (cleanup obliges bootroll to remove its
 // cordon and protection), a node that was schedulable and unprotected for
 // consolidateAfter after its update, a node others emptied or deleted, drift from a NodeClass
-// change outside the protection, and expiry are not bootroll's churn.
+// change outside the protection, and expiry are not bootroll's churn; nor
+// is a graceful disruption soon after someone else removed do-not-disrupt
+// (othersUnprotectedNow, checked by KarpenterTrace before this).
 func (c *Checker) judgeChurn(node, reason string, details map[string]any, now time.Time) {
 	if !c.enabled[scenario.InvNoChurn] {
 		return
@@ -298,7 +311,6 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	}
 	at := now.Sub(c.start)
 	consolidation := reason == fakekarpenter.ReasonEmpty || reason == fakekarpenter.ReasonUnderutilized
-	graceful := consolidation || reason == fakekarpenter.ReasonDrifted
 	what := fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v)", node, details["method"], reason, details["decision"])
 	rec := n.churn
 	switch {
@@ -310,13 +322,7 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 	case rec.refilled:
 		// Pods came back after the update: the protection ended with them,
 		// and the emptiness Karpenter counts is not bootroll's drain.
-	case graceful && othersUnprotected(n, rec, c.runningBetween(n.OthersRemovedDoNotDisrupt, now)):
-		// Someone else removed do-not-disrupt, and bootroll's controller
-		// has not run ProtectionReactBound since to put it back (explorer
-		// seed 118251 of cluster-crd-install-mid-rollout: the controller
-		// crashed between recording the annotation as its own and
-		// writing it, and was down 48 s).
-	case graceful && !rec.releasedAt.IsZero() && now.Before(rec.protectUntil):
+	case graceful(reason) && !rec.releasedAt.IsZero() && now.Before(rec.protectUntil):
 		c.churnViolation(node, at, fmt.Sprintf("%s %s after its slot ended, inside its pool's post-update protection of %s", what, now.Sub(rec.releasedAt), rec.protectUntil.Sub(rec.releasedAt)))
 	case consolidation && !rec.markedAt.IsZero() && !rec.drainedAt.Before(rec.markedAt) && !rec.releasedAt.Before(rec.markedAt) && !rec.releasedAt.IsZero():
 		ca, known := c.kstate().consolidateAfter[n.Labels[fakekarpenter.LabelNodePool]]
@@ -338,13 +344,27 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 // meanwhile blocks it; a controller that is down cannot put it back.
 const ProtectionReactBound = 15 * time.Second
 
-// othersUnprotected reports whether someone other than bootroll removed
-// do-not-disrupt from node n since bootroll took it for its last update,
-// and bootroll's controller has run less than ProtectionReactBound since
-// (running).
-func othersUnprotected(n *Node, rec churnRecord, running time.Duration) bool {
-	at := n.OthersRemovedDoNotDisrupt
-	return !at.IsZero() && !rec.markedAt.IsZero() && !at.Before(rec.markedAt) && running < ProtectionReactBound
+// othersUnprotectedNow reports whether someone other than bootroll removed
+// do-not-disrupt from node since bootroll took it for its last update,
+// and bootroll's controller has run less than ProtectionReactBound since:
+// a graceful disruption then is not bootroll's (no-churn,
+// no-reap-while-updating; explorer seed 118251 of
+// cluster-crd-install-mid-rollout: the controller crashed between
+// recording the annotation as its own and writing it, and was down 48 s).
+func (c *Checker) othersUnprotectedNow(node string, now time.Time) bool {
+	n := c.world.Node(node)
+	if n == nil {
+		return false
+	}
+	at, marked := n.OthersRemovedDoNotDisrupt, n.churn.markedAt
+	return !at.IsZero() && !marked.IsZero() && !at.Before(marked) && !now.Before(at) &&
+		c.runningBetween(at, now) < ProtectionReactBound
+}
+
+// graceful reports whether a disruption reason is one that
+// karpenter.sh/do-not-disrupt on the Node blocks: consolidation and drift.
+func graceful(reason string) bool {
+	return reason == fakekarpenter.ReasonEmpty || reason == fakekarpenter.ReasonUnderutilized || reason == fakekarpenter.ReasonDrifted
 }
 
 // RepairReactBound is how long bootroll's controller must have run, after
