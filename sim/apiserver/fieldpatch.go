@@ -307,7 +307,7 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 		return nil, 0, false
 	}
 	p := bytes.TrimLeft(data, " \t\r\n")
-	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
+	if len(p) == 0 || p[0] != '{' || !validJSON(p) {
 		return nil, 0, false
 	}
 	ms := splitMembers(p)

@@ -17,7 +17,7 @@ import (
 // that the patch does not name and keep rejects.
 func mergePatch(doc, patch []byte, keep func(key string) bool) (out []byte, ok bool) {
 	p := bytes.TrimLeft(patch, " \t\r\n")
-	if len(p) == 0 || p[0] != '{' || !json.Valid(patch) {
+	if len(p) == 0 || p[0] != '{' || !validJSON(patch) {
 		return nil, false
 	}
 	d := bytes.TrimLeft(doc, " \t\r\n")
