@@ -80,6 +80,11 @@ type RunSummary struct {
 	Values     [numMetrics]float64
 	Has        [numMetrics]bool
 	Violations []RunViolation
+
+	// timeline is the run's thinned timeline, kept by a local sweep of
+	// at most KeepTimelinesUpTo runs so that AttachTimelines need not
+	// replay the median run; never in a shard file (unexported).
+	timeline *Timeline
 }
 
 // RunViolation is one kind of violation of a run.
@@ -228,6 +233,12 @@ type Results struct {
 	Runs      int          `json:"runs"`
 	Metrics   []MetricInfo `json:"metrics"`
 	Points    []PointStats `json:"points"`
+
+	// kept is, per point, the timeline of its median run when the runs
+	// kept theirs (a local sweep): AttachTimelines' answer without a
+	// replay. Not in results.json, which a merge of shards must give the
+	// same.
+	kept []*Timeline
 }
 
 // PointStats is one grid point over its seeds.
@@ -281,6 +292,13 @@ func summarise(plan *Plan, runs []RunSummary) *Results {
 			}
 		}
 		ps.MedianSeed = medianSeed(prs)
+		var kept *Timeline
+		for _, r := range prs {
+			if r.Seed == ps.MedianSeed && r.timeline != nil {
+				kept = r.timeline
+			}
+		}
+		out.kept = append(out.kept, kept)
 		for _, r := range prs {
 			ps.Violations = append(ps.Violations, r.Violations...)
 		}

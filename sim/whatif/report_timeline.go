@@ -40,10 +40,11 @@ type TimelineSample struct {
 	InSlot int `json:"inSlot"`
 }
 
-// AttachTimelines replays the median-duration run of every point of res
-// (its MedianSeed) on jobs workers and stores its thinned timeline in the
-// point's MedianRun, for report.html. res must come from plan (a sweep, or
-// shards of it merged); the replays cost one run per point.
+// AttachTimelines stores the thinned timeline of the median-duration run
+// of every point of res (its MedianSeed) in the point's MedianRun, for
+// report.html. A local sweep (Run) kept it from the run itself; for
+// shards merged it replays the run, on jobs workers, which costs one run
+// per point and gives the same timeline. res must come from plan.
 func AttachTimelines(plan *Plan, res *Results, jobs int) error {
 	if len(plan.Points) != len(res.Points) {
 		return fmt.Errorf("timelines: the plan has %d points, the results %d", len(plan.Points), len(res.Points))
@@ -52,6 +53,10 @@ func AttachTimelines(plan *Plan, res *Results, jobs int) error {
 	parallel.For(max(jobs, 1), len(res.Points), func(i int) { // edge: independent twin runs in parallel, one engine each
 		seed := res.Points[i].MedianSeed
 		if seed == 0 {
+			return
+		}
+		if i < len(res.kept) && res.kept[i] != nil && res.kept[i].Seed == seed {
+			res.Points[i].MedianRun = res.kept[i]
 			return
 		}
 		out, err := twin.Run(plan.Points[i].sc, twin.Options{Seed: seed})
@@ -72,8 +77,14 @@ func AttachTimelines(plan *Plan, res *Results, jobs int) error {
 // timelineOf keeps the phases in use and at most MaxTimelineSamples
 // samples, always the first and the last.
 func timelineOf(res *twin.Result) *Timeline {
+	return timelineWith(res, report.Summarize(res, 0).Timings.RolloutDuration)
+}
+
+// timelineWith is timelineOf given the run's rollout duration in seconds
+// (nil: none), which Measure has computed already.
+func timelineWith(res *twin.Result, d *float64) *Timeline {
 	t := &Timeline{Seed: res.Seed, EndSeconds: round(res.End.Seconds()), Phases: []string{}, Samples: []TimelineSample{}}
-	if d := report.Summarize(res, 0).Timings.RolloutDuration; d != nil {
+	if d != nil {
 		v := round(*d)
 		t.RolloutDurationSeconds = &v
 	}

@@ -171,3 +171,40 @@ func TestDecodeShardRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptTimelinesEqualReplays: a local sweep keeps the timeline of each
+// point's median run, so AttachTimelines replays nothing, and what it
+// attaches is byte for byte what a replay (the path of merged shards)
+// gives.
+func TestKeptTimelinesEqualReplays(t *testing.T) {
+	p := plan(t, 3, "bootroll.pools[0].maxUnavailable=1,3")
+	local, err := Run(p, Config{Jobs: 2, Replay: replay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(local.kept) != len(p.Points) {
+		t.Fatalf("kept %d timelines, want one per point (%d)", len(local.kept), len(p.Points))
+	}
+	for i, k := range local.kept {
+		if k == nil || k.Seed != local.Points[i].MedianSeed {
+			t.Fatalf("point %d: kept timeline %v, want the median run's (seed %d)", i, k, local.Points[i].MedianSeed)
+		}
+	}
+	replayed := *local
+	replayed.Points = slices.Clone(local.Points)
+	replayed.kept = nil
+	if err := AttachTimelines(p, local, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := AttachTimelines(p, &replayed, 2); err != nil {
+		t.Fatal(err)
+	}
+	kjs, _ := encoded(t, local)
+	rjs, _ := encoded(t, &replayed)
+	if kjs != rjs {
+		t.Errorf("results.json with the kept timelines differs from the replayed ones:\n%s\nwant\n%s", kjs, rjs)
+	}
+	if !strings.Contains(kjs, `"medianRun"`) {
+		t.Errorf("no medianRun in results.json:\n%s", kjs)
+	}
+}

@@ -195,7 +195,16 @@ type Config struct {
 	// Replay returns the command that replays one run; nil leaves replay
 	// commands out.
 	Replay func(file string, seed uint64, sets []string) string
+
+	// keepTimelines keeps each run's thinned timeline (Run sets it).
+	keepTimelines bool
 }
+
+// KeepTimelinesUpTo is the most runs a local sweep keeps the timelines of
+// (at most MaxTimelineSamples samples each, about 30 KB), so that the
+// report needs no replay of the median runs; a larger sweep replays them
+// (one run per point) rather than hold them all.
+const KeepTimelinesUpTo = 4096
 
 // Run runs every point of the plan under every seed and summarises them:
 // shard 0 of 1 and a merge in memory, so a local sweep and a merge of
@@ -203,6 +212,7 @@ type Config struct {
 // run could not be made (twin.Run failed); violated invariants are
 // results.
 func Run(plan *Plan, cfg Config) (*Results, error) {
+	cfg.keepTimelines = plan.Runs() <= KeepTimelinesUpTo
 	runs, err := RunShard(plan, Shard{Index: 0, Count: 1}, cfg)
 	if err != nil {
 		return nil, err
@@ -237,6 +247,13 @@ func RunShard(plan *Plan, sh Shard, cfg Config) ([]RunSummary, error) {
 				replay = cfg.Replay(plan.File, seed, p.sets)
 			}
 			runs[j] = Measure(res, replay)
+			if cfg.keepTimelines {
+				var d *float64
+				if runs[j].Has[Duration] {
+					d = &runs[j].Values[Duration]
+				}
+				runs[j].timeline = timelineWith(res, d)
+			}
 		}
 		mu.Lock()
 		done++
