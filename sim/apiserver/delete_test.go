@@ -266,8 +266,19 @@ func TestCountOfByKind(t *testing.T) {
 	if got := s.Count(apiserver.VerbDelete); got != 2 {
 		t.Errorf("Count(delete) = %d, want 2", got)
 	}
+	// An eviction and an eviction refused by nothing else: both count as
+	// pod removals with the delete, not the ConfigMap's delete.
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	mustCreate(t, c, pod("ns", "c", "n1"))
+	_ = c.SubResource("eviction").Create(ctx, pod("ns", "c", ""), ev)
+	if got, want := s.PodRemovals(), s.Count(apiserver.VerbEvict)+s.CountOf(apiserver.VerbDelete, "Pod"); got != want || got != 2 {
+		t.Errorf("PodRemovals() = %d; want Count(evict)+CountOf(delete, Pod) = %d, and 2", got, want)
+	}
 	s.ResetCounts()
 	if got := s.CountOf(apiserver.VerbDelete, "Pod"); got != 0 {
 		t.Errorf("after ResetCounts CountOf = %d, want 0", got)
+	}
+	if got := s.PodRemovals(); got != 0 {
+		t.Errorf("after ResetCounts PodRemovals = %d, want 0", got)
 	}
 }

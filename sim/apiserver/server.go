@@ -141,6 +141,9 @@ type Server struct {
 	counts map[string]uint64
 	// kindCounts counts requests of Client() per verb and kind.
 	kindCounts map[verbKind]uint64
+	// podRemovals is Count(VerbEvict) + CountOf(VerbDelete, "Pod"),
+	// kept as one counter: the invariants read it after every event.
+	podRemovals uint64
 
 	mapper      meta.RESTMapper
 	mapperStale bool
@@ -240,12 +243,17 @@ func (s *Server) Count(verb string) uint64 { return s.counts[verb] }
 // (or lists) of kind, e.g. CountOf(VerbDelete, "Pod").
 func (s *Server) CountOf(verb, kind string) uint64 { return s.kindCounts[verbKind{verb, kind}] }
 
+// PodRemovals returns Count(VerbEvict) + CountOf(VerbDelete, "Pod"): the
+// requests of Client() that remove pods, without the map lookups.
+func (s *Server) PodRemovals() uint64 { return s.podRemovals }
+
 type verbKind struct{ verb, kind string }
 
 // ResetCounts zeroes the request counters.
 func (s *Server) ResetCounts() {
 	clear(s.counts)
 	clear(s.kindCounts)
+	s.podRemovals = 0
 }
 
 // ResourceVersion returns the server's current resourceVersion.

@@ -122,6 +122,9 @@ type Checker struct {
 	src     Sources
 	start   time.Time
 	enabled map[scenario.Invariant]bool
+	// maxUnavailable is enabled[scenario.InvMaxUnavailable], which Check
+	// reads after every event.
+	maxUnavailable bool
 	world   *World
 
 	violations []Violation
@@ -196,6 +199,7 @@ func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) 
 		}
 		c.enabled[inv] = true
 	}
+	c.maxUnavailable = c.enabled[scenario.InvMaxUnavailable]
 	return c, nil
 }
 
@@ -268,7 +272,7 @@ func (c *Checker) Check(now time.Time) {
 		}
 	}
 	c.runDeadlines(now)
-	if c.enabled[scenario.InvMaxUnavailable] {
+	if c.maxUnavailable {
 		for _, p := range c.world.TakeDirty() {
 			c.checkMaxUnavailable(p, at)
 		}

@@ -487,7 +487,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		PDBs:   func() []facts.PDBState { return cl.PDBStatus() },
 		// Pod deletes count too: a drain that deletes instead of evicting
 		// (testOnly.deleteInsteadOfEvict) must be blamed as well.
-		PodRemovals:      func() uint64 { return api.Count(apiserver.VerbEvict) + api.CountOf(apiserver.VerbDelete, "Pod") },
+		PodRemovals:      api.PodRemovals,
 		EvictionsRefused: func() uint64 { return cl.EvictionsRefused() },
 	}, eng.Now())
 	if err != nil {
