@@ -133,10 +133,25 @@ func (v *validator) literal(word string) bool {
 	return true
 }
 
+// plainInString marks the bytes a string holds as they are: not a quote,
+// a backslash or a control character.
+var plainInString = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str reads a string, v.b[v.i] being its opening quote.
 func (v *validator) str() bool {
 	v.i++
 	for v.i < len(v.b) {
+		for v.i < len(v.b) && plainInString[v.b[v.i]] {
+			v.i++
+		}
+		if v.i >= len(v.b) {
+			return false
+		}
 		c := v.b[v.i]
 		switch {
 		case c == '"':
