@@ -68,19 +68,23 @@ type QueueStats struct {
 // "requeue/<queue>/<key>". Reconcile gets context.Background(); panics in it
 // are not recovered, so that a bug stops the run.
 type Queue struct {
-	eng      *Engine
-	name     string
-	r        reconcile.Reconciler
-	latency  time.Duration
-	duration func() time.Duration
-	workers  int
-	limiter  workqueue.TypedRateLimiter[reconcile.Request]
-	items    map[reconcile.Request]*queued // queued keys, ready or waiting
-	ready    readyHeap
-	inflight map[reconcile.Request]*flight // keys handed to a worker
-	counter  uint64
-	shutdown bool
-	stats    QueueStats
+	eng  *Engine
+	name string
+	// The names of the queue's engine events, built once: the request is
+	// in each event's closure. A name per request cost a string
+	// concatenation per event, for names nothing reads but a debugger.
+	requeueName, reconcileName, reconciledName string
+	r                                          reconcile.Reconciler
+	latency                                    time.Duration
+	duration                                   func() time.Duration
+	workers                                    int
+	limiter                                    workqueue.TypedRateLimiter[reconcile.Request]
+	items                                      map[reconcile.Request]*queued // queued keys, ready or waiting
+	ready                                      readyHeap
+	inflight                                   map[reconcile.Request]*flight // keys handed to a worker
+	counter                                    uint64
+	shutdown                                   bool
+	stats                                      QueueStats
 }
 
 // queued is a key waiting in the queue.
@@ -103,15 +107,19 @@ type flight struct {
 // NewQueue returns the work queue of reconciler r, named name in event names.
 func NewQueue(eng *Engine, name string, r reconcile.Reconciler, opts QueueOptions) *Queue {
 	q := &Queue{
-		eng:      eng,
-		name:     name,
-		r:        r,
-		latency:  opts.ReconcileLatency,
-		duration: opts.Duration,
-		workers:  opts.MaxConcurrentReconciles,
-		limiter:  opts.RateLimiter,
-		items:    map[reconcile.Request]*queued{},
-		inflight: map[reconcile.Request]*flight{},
+		eng:  eng,
+		name: name,
+		r:    r,
+		// Events of queue q: requeue/q, reconcile/q, reconciled/q.
+		requeueName:    "requeue/" + name,
+		reconcileName:  "reconcile/" + name,
+		reconciledName: "reconciled/" + name,
+		latency:        opts.ReconcileLatency,
+		duration:       opts.Duration,
+		workers:        opts.MaxConcurrentReconciles,
+		limiter:        opts.RateLimiter,
+		items:          map[reconcile.Request]*queued{},
+		inflight:       map[reconcile.Request]*flight{},
 	}
 	if q.workers <= 0 {
 		q.workers = 1
@@ -211,7 +219,7 @@ func (q *Queue) add(req reconcile.Request, after time.Duration, rateLimited bool
 // wait schedules it to become ready at t.
 func (q *Queue) wait(it *queued, t time.Time) {
 	it.readyAt = t
-	it.wake = q.eng.At(t, "requeue/"+q.name+"/"+requestKey(it.req), func() {
+	it.wake = q.eng.At(t, q.requeueName, func() {
 		it.wake, it.readyAt = nil, time.Time{}
 		// Ready keys are ordered by when they became ready, not added.
 		it.counter = q.nextCounter()
@@ -244,7 +252,7 @@ func (q *Queue) dispatch() {
 		delete(q.items, next.req)
 		req, priority := next.req, next.priority
 		f := &flight{}
-		f.event = q.eng.After(0, "reconcile/"+q.name+"/"+requestKey(req), func() {
+		f.event = q.eng.After(0, q.reconcileName, func() {
 			f.started = true
 			q.reconcile(f, req, priority)
 		})
@@ -266,7 +274,7 @@ func (q *Queue) reconcile(f *flight, req reconcile.Request, priority int) {
 		q.finish(req, priority, res, err)
 		return
 	}
-	f.event = q.eng.After(latency, "reconciled/"+q.name+"/"+requestKey(req), func() {
+	f.event = q.eng.After(latency, q.reconciledName, func() {
 		q.finish(req, priority, res, err)
 	})
 }
@@ -299,14 +307,6 @@ func (q *Queue) nextCounter() uint64 {
 	c := q.counter
 	q.counter++
 	return c
-}
-
-// requestKey is req as "namespace/name", or "name" when cluster-scoped.
-func requestKey(req reconcile.Request) string {
-	if req.Namespace == "" {
-		return req.Name
-	}
-	return req.Namespace + "/" + req.Name
 }
 
 // readyHeap orders ready keys by priority, highest first, then FIFO.
