@@ -177,12 +177,14 @@ func gridSize(axes []Axis) string {
 // GCPercent is the GOGC a sweep runs with unless GOGC is set in the
 // environment (bootroll whatif sets it; twin.GCPercent is a single run's).
 // A sweep keeps both cores busy with runs, so a collection is no longer
-// free on the idle core, and each worker's heap is reused run after run,
-// so a larger heap costs its first pages once: 5 points x 4 seeds of
-// pool-200-static took 10.0-10.6 s of CPU at 800 against 11.0-12.1 s at
-// 200 (alternating runs, 2 workers), with a peak RSS of 440-490 MiB
-// against 170 MiB. The sweep's memory limit (--memory-limit) bounds it.
-const GCPercent = 800
+// free on an idle core, and each worker's heap is reused run after run,
+// so a larger heap costs its first pages once. 5 points x 8 seeds of
+// pool-200-static on 2 workers (GODEBUG=gctrace=1, the collector's own
+// CPU): 26 collections and 0.57 s at 800, 12 and 0.23 s at 1600, 6 and
+// 0.13 s at 3200, of about 12 s of CPU; the sweep's peak RSS is about
+// 0.8-1.2 GiB at 1600 against 0.45-0.55 GiB at 800. The sweep's memory
+// limit (--memory-limit) bounds it whatever the live heap.
+const GCPercent = 1600
 
 // Config says how to run a plan.
 type Config struct {
