@@ -45,72 +45,9 @@ func (v *validator) value(depth int) bool {
 	}
 	switch c := v.b[v.i]; {
 	case c == '{':
-		if depth+1 > maxValidDepth {
-			return false
-		}
-		v.i++
-		v.ws()
-		if v.i < len(v.b) && v.b[v.i] == '}' {
-			v.i++
-			return true
-		}
-		for {
-			if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
-				return false
-			}
-			v.ws()
-			if v.i >= len(v.b) || v.b[v.i] != ':' {
-				return false
-			}
-			v.i++
-			v.ws()
-			if !v.value(depth + 1) {
-				return false
-			}
-			v.ws()
-			if v.i >= len(v.b) {
-				return false
-			}
-			switch v.b[v.i] {
-			case ',':
-				v.i++
-				v.ws()
-			case '}':
-				v.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return v.container(true, depth)
 	case c == '[':
-		if depth+1 > maxValidDepth {
-			return false
-		}
-		v.i++
-		v.ws()
-		if v.i < len(v.b) && v.b[v.i] == ']' {
-			v.i++
-			return true
-		}
-		for {
-			if !v.value(depth + 1) {
-				return false
-			}
-			v.ws()
-			if v.i >= len(v.b) {
-				return false
-			}
-			switch v.b[v.i] {
-			case ',':
-				v.i++
-				v.ws()
-			case ']':
-				v.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return v.container(false, depth)
 	case c == '"':
 		return v.str()
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -123,6 +60,54 @@ func (v *validator) value(depth int) bool {
 		return v.literal("null")
 	}
 	return false
+}
+
+// container reads an object (object) or an array at depth, v.b[v.i] being
+// its opening bracket.
+func (v *validator) container(object bool, depth int) bool {
+	if depth+1 > maxValidDepth {
+		return false
+	}
+	end := byte(']')
+	if object {
+		end = '}'
+	}
+	v.i++
+	v.ws()
+	if v.i < len(v.b) && v.b[v.i] == end {
+		v.i++
+		return true
+	}
+	for {
+		if object {
+			if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
+				return false
+			}
+			v.ws()
+			if v.i >= len(v.b) || v.b[v.i] != ':' {
+				return false
+			}
+			v.i++
+			v.ws()
+		}
+		if !v.value(depth + 1) {
+			return false
+		}
+		v.ws()
+		if v.i >= len(v.b) {
+			return false
+		}
+		switch v.b[v.i] {
+		case ',':
+			v.i++
+			v.ws()
+		case end:
+			v.i++
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 func (v *validator) literal(word string) bool {
