@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -59,7 +60,21 @@ type Controller struct {
 	Name    string
 	New     func(c client.Client, opts options.Options) reconcile.Reconciler
 	Watches []WatchSpec
+	// Workers is how many of its requests run at once
+	// (MaxConcurrentReconciles; 0 means 1). A request is never run by two
+	// workers at once, in the manager as in the twin.
+	Workers int
 }
+
+// NodeWorkers is how many nodes the node controller reconciles at once.
+// Each node's reconcile reads and writes only that node's objects (the
+// pool's grants say which nodes may take slots), so they can overlap; with
+// one worker the controller's progress over a pool was one API round trip
+// after another: under an API server answering in 0-1 s, giving back the
+// 100 nodes of a deleted pool took over 4 minutes, each node waiting for
+// the 99 others between its steps (explorer seed 137292 of
+// rollout-100-nodes).
+const NodeWorkers = 4
 
 // Controllers is the one list of bootroll's controllers. Setup registers
 // each with a manager (cmd/bootroll-controller) and the twin builds a
@@ -97,7 +112,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 			{Object: &corev1.Node{}, Handler: sameName},
 			// A slot the pool grants is taken up by the node's record.
 			{Object: &v1alpha1.BootcNodePool{}, Handler: slotsGranted},
-		}},
+		}, Workers: NodeWorkers},
 		{Name: PinnedSetController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return pinned.New(c, o) }, Watches: []WatchSpec{
 			{Object: &v1alpha1.PinnedImageSet{}, For: true, Handler: self,
 				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
@@ -194,6 +209,7 @@ func Setup(mgr manager.Manager, opts options.Options) error {
 				b = b.Watches(w.Object, w.Handler, builder.WithPredicates(w.Predicates...))
 			}
 		}
+		b = b.WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(ctl.Workers, 1)})
 		if err := b.Complete(ctl.New(c, opts)); err != nil {
 			return fmt.Errorf("set up %s controller: %w", ctl.Name, err)
 		}

@@ -125,7 +125,7 @@ type Checker struct {
 	// maxUnavailable is enabled[scenario.InvMaxUnavailable], which Check
 	// reads after every event.
 	maxUnavailable bool
-	world   *World
+	world          *World
 
 	violations []Violation
 	// caught counts violations per name, including the repeats that are

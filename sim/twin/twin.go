@@ -629,7 +629,9 @@ func (r *runner) startController() {
 func (r *runner) startQueues(c client.Client, opts options.Options, qo engine.QueueOptions) {
 	r.queues = make(map[string]*engine.Queue, len(r.ctrls))
 	for _, ctl := range r.ctrls {
-		r.queues[ctl.Name] = engine.NewQueue(r.eng, ctl.Name, r.withLogger(ctl.New(c, opts)), qo)
+		q := qo
+		q.MaxConcurrentReconciles = ctl.Workers
+		r.queues[ctl.Name] = engine.NewQueue(r.eng, ctl.Name, r.withLogger(ctl.New(c, opts)), q)
 	}
 }
 
