@@ -194,22 +194,11 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		reason, _ := details["reason"].(string)
 		forceful, _ := details["forceful"].(bool)
 		expiry := reason == fakekarpenter.ReasonExpired && forceful
-		if reason == fakekarpenter.ReasonUnhealthy && c.othersUnrepairable(node, now) {
-			// Someone else removed do-not-repair just before Karpenter's
-			// repair poll, and bootroll's controller has not run
-			// RepairReactBound since to put it back: neither the repair
-			// nor its termination is bootroll's doing.
-			return
-		}
-		if graceful(reason) && c.othersUnprotectedNow(node, now) {
-			// Someone else removed do-not-disrupt after bootroll put it
-			// on for this update, and bootroll's controller has not run
-			// ProtectionReactBound since to put it back before
-			// Karpenter's validation ran out: neither the disruption nor
-			// what Karpenter does to carry it out is bootroll's doing,
-			// in a slot (explorer seed 134017 of
-			// cluster-post-update-emptiness-reaping: removed while the
-			// controller was down for 1m49s) or after it.
+		if c.othersLiftedVeto(node, reason, now) {
+			// Someone else removed the annotation that vetoes this
+			// disruption, and bootroll's controller has not run long
+			// enough since to put it back: neither the disruption nor
+			// what Karpenter does to carry it out is bootroll's doing.
 			return
 		}
 		if !expiry {
@@ -227,7 +216,7 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 		}
 		c.reapViolation(node, "disrupt", at, fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v) while it held a bootroll slot", node, details["method"], reason, details["decision"]))
 	case "karpenter/repair":
-		if c.othersUnrepairable(node, now) {
+		if c.othersLiftedVeto(node, fakekarpenter.ReasonUnhealthy, now) {
 			return // as for its disrupt event above
 		}
 		ks.decided[node] = true
@@ -300,7 +289,7 @@ func (c *Checker) reapViolation(node, what string, at time.Duration, msg string)
 // consolidateAfter after its update, a node others emptied or deleted, drift from a NodeClass
 // change outside the protection, and expiry are not bootroll's churn; nor
 // is a graceful disruption soon after someone else removed do-not-disrupt
-// (othersUnprotectedNow, checked by KarpenterTrace before this).
+// (othersLiftedVeto, checked by KarpenterTrace before this).
 func (c *Checker) judgeChurn(node, reason string, details map[string]any, now time.Time) {
 	if !c.enabled[scenario.InvNoChurn] {
 		return
@@ -344,21 +333,36 @@ func (c *Checker) judgeChurn(node, reason string, details map[string]any, now ti
 // meanwhile blocks it; a controller that is down cannot put it back.
 const ProtectionReactBound = 15 * time.Second
 
-// othersUnprotectedNow reports whether someone other than bootroll removed
-// do-not-disrupt from node since bootroll took it for its last update,
-// and bootroll's controller has run less than ProtectionReactBound since:
-// a graceful disruption then is not bootroll's (no-churn,
-// no-reap-while-updating; explorer seed 118251 of
-// cluster-crd-install-mid-rollout: the controller crashed between
-// recording the annotation as its own and writing it, and was down 48 s).
-func (c *Checker) othersUnprotectedNow(node string, now time.Time) bool {
+// othersLiftedVeto reports whether someone other than bootroll removed
+// from node the annotation that vetoes a disruption for reason, less than
+// bootroll's reaction bound for it of the controller's running time before
+// now, so that the disruption is not bootroll's: do-not-repair for a
+// repair (RepairReactBound; explorer seed 122293 of
+// cluster-repair-during-slow-reboot), and for consolidation and drift the
+// do-not-disrupt bootroll put on for the node's last update
+// (ProtectionReactBound; explorer seeds 118251 of
+// cluster-crd-install-mid-rollout, the controller down 48 s after the
+// slot, and 134017 of cluster-post-update-emptiness-reaping, down 1m49s
+// in it). Other reasons (expiry) have no veto.
+func (c *Checker) othersLiftedVeto(node, reason string, now time.Time) bool {
 	n := c.world.Node(node)
 	if n == nil {
 		return false
 	}
-	at, marked := n.OthersRemovedDoNotDisrupt, n.churn.markedAt
-	return !at.IsZero() && !marked.IsZero() && !at.Before(marked) && !now.Before(at) &&
-		c.runningBetween(at, now) < ProtectionReactBound
+	var at time.Time
+	var bound time.Duration
+	switch {
+	case reason == fakekarpenter.ReasonUnhealthy:
+		at, bound = n.OthersRemovedDoNotRepair, RepairReactBound
+	case graceful(reason):
+		if marked := n.churn.markedAt; marked.IsZero() || n.OthersRemovedDoNotDisrupt.Before(marked) {
+			return false // not the protection bootroll put on for this update
+		}
+		at, bound = n.OthersRemovedDoNotDisrupt, ProtectionReactBound
+	default:
+		return false
+	}
+	return !at.IsZero() && !now.Before(at) && c.runningBetween(at, now) < bound
 }
 
 // graceful reports whether a disruption reason is one that
@@ -381,17 +385,6 @@ func graceful(reason string) bool {
 // cluster-repair-during-slow-reboot: the operator's removal fell 3 ms
 // before the poll).
 const RepairReactBound = 2 * time.Second
-
-// othersUnrepairable reports whether someone other than bootroll removed
-// do-not-repair from node less than RepairReactBound of the controller's
-// running time before now.
-func (c *Checker) othersUnrepairable(node string, now time.Time) bool {
-	n := c.world.Node(node)
-	if n == nil || n.OthersRemovedDoNotRepair.IsZero() || now.Before(n.OthersRemovedDoNotRepair) {
-		return false
-	}
-	return c.runningBetween(n.OthersRemovedDoNotRepair, now) < RepairReactBound
-}
 
 // RefillBound caps the window of no-churn's second rule: a node bootroll
 // drained that has been schedulable again this long (or its NodePool's
