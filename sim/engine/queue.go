@@ -63,28 +63,30 @@ type QueueStats struct {
 //
 // controller-runtime's priority queue uses no overall token bucket, so none
 // is modelled. Each reconcile runs in an engine event named
-// "reconcile/<queue>/<key>"; with ReconcileLatency > 0 its end is the event
-// "reconciled/<queue>/<key>"; a waiting key becomes ready in the event
-// "requeue/<queue>/<key>". Reconcile gets context.Background(); panics in it
+// "reconcile/<queue>"; with ReconcileLatency > 0 its end is the event
+// "reconciled/<queue>"; a waiting key becomes ready in the event
+// "requeue/<queue>" (the key is in the event's closure, not its name).
+// Reconcile gets context.Background(); panics in it
 // are not recovered, so that a bug stops the run.
 type Queue struct {
-	eng  *Engine
-	name string
+	eng      *Engine
+	name     string
+	r        reconcile.Reconciler
+	latency  time.Duration
+	duration func() time.Duration
+	workers  int
+	limiter  workqueue.TypedRateLimiter[reconcile.Request]
+	items    map[reconcile.Request]*queued // queued keys, ready or waiting
+	ready    readyHeap
+	inflight map[reconcile.Request]*flight // keys handed to a worker
+	counter  uint64
+	shutdown bool
+	stats    QueueStats
+
 	// The names of the queue's engine events, built once: the request is
 	// in each event's closure. A name per request cost a string
 	// concatenation per event, for names nothing reads but a debugger.
 	requeueName, reconcileName, reconciledName string
-	r                                          reconcile.Reconciler
-	latency                                    time.Duration
-	duration                                   func() time.Duration
-	workers                                    int
-	limiter                                    workqueue.TypedRateLimiter[reconcile.Request]
-	items                                      map[reconcile.Request]*queued // queued keys, ready or waiting
-	ready                                      readyHeap
-	inflight                                   map[reconcile.Request]*flight // keys handed to a worker
-	counter                                    uint64
-	shutdown                                   bool
-	stats                                      QueueStats
 }
 
 // queued is a key waiting in the queue.
