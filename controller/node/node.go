@@ -734,7 +734,7 @@ func (r *Reconciler) verifyView(ctx context.Context, s *nodeStep) (rollout.NodeV
 func (r *Reconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) error {
 	bn := s.bn
 	var took time.Duration
-	if at := rollout.OrderedAt(bn); at != nil {
+	if at := rollout.RebootClock(bn); at != nil {
 		took = s.now.Sub(at.Time)
 	}
 	// The failure goes on the pool first, before anything that can

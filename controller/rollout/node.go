@@ -356,16 +356,8 @@ func Verify(v NodeView, to TestOnly) VerifyDecision {
 		return VerifyDecision{Outcome: VerifyOrderBoot}
 	}
 	var took time.Duration
-	if at := OrderedAt(bn); at != nil {
+	if at := RebootClock(bn); at != nil {
 		took = v.Now.Sub(at.Time)
-	} else if o := bn.Spec.BootOrder; o != nil && RebootUnreported(bn) {
-		// The node runs the desired image, but a reboot its daemon asked
-		// for an order since voided (the pool went back to this image
-		// mid-reboot) is still to come: healthTimeout counts from that
-		// order, or a reboot that never ends held the node cordoned in
-		// its slot for good (explorer seed 129186 of
-		// cluster-static-faults-3: a 51-minute reboot).
-		took = v.Now.Sub(o.At.Time)
 	}
 	d := &bn.Status.Daemon
 	arrived := Arrived(bn)

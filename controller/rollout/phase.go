@@ -122,6 +122,23 @@ func OrderedAt(bn *v1alpha1.BootcNode) *metav1.Time {
 	return nil
 }
 
+// RebootClock is when this slot's reboot began for healthTimeout and the
+// reboot-time metric: the boot order for the desired image (OrderedAt),
+// or, when there is none but a reboot the daemon asked for an order since
+// voided is still to come (the pool went back to the image the node runs
+// mid-reboot), that order; nil otherwise. Without the second, a reboot
+// that never ended held the node cordoned in its slot for good (explorer
+// seed 129186 of cluster-static-faults-3: a 51-minute reboot).
+func RebootClock(bn *v1alpha1.BootcNode) *metav1.Time {
+	if at := OrderedAt(bn); at != nil {
+		return at
+	}
+	if o := bn.Spec.BootOrder; o != nil && RebootUnreported(bn) {
+		return &o.At
+	}
+	return nil
+}
+
 // ObservedPhase is a record's phase as people and the pool read it: the
 // stored phase, except that a node waiting for its turn (stored Pending)
 // is Staging while its daemon stages the desired image and Staged once the

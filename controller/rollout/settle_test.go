@@ -119,3 +119,39 @@ func TestBootOrderSettled(t *testing.T) {
 func settleRef(name string) string {
 	return "registry.example/os@sha256:" + (hex.EncodeToString([]byte(name)) + strings.Repeat("0", 64))[:64]
 }
+
+// TestRebootClock: the reboot clock of healthTimeout and the reboot-time
+// metric is the order for the desired image, or a voided order whose
+// reboot is still to come (the daemon asked for it from its current boot
+// and has not reported since), and nothing otherwise.
+func TestRebootClock(t *testing.T) {
+	at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	voided := func(unreported bool) *v1alpha1.BootcNode {
+		bn := &v1alpha1.BootcNode{}
+		bn.Spec.DesiredImage = settleRef("v1")
+		bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: settleRef("v2"), At: metav1.Time{Time: at}, Withdrawn: true}
+		bn.Status.Daemon.BootID = "boot-1"
+		bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-0"}
+		if unreported {
+			bn.Status.Daemon.LastReboot.BootID = "boot-1"
+		}
+		return bn
+	}
+	ordered := voided(false)
+	ordered.Spec.BootOrder.Image = ordered.Spec.DesiredImage
+	for _, c := range []struct {
+		name string
+		bn   *v1alpha1.BootcNode
+		want *time.Time
+	}{
+		{"an order for the desired image", ordered, &at},
+		{"a voided order, its reboot still to come", voided(true), &at},
+		{"a voided order, its reboot reported", voided(false), nil},
+		{"no order", &v1alpha1.BootcNode{}, nil},
+	} {
+		got := RebootClock(c.bn)
+		if (got == nil) != (c.want == nil) || (got != nil && !got.Time.Equal(*c.want)) {
+			t.Errorf("%s: RebootClock = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
