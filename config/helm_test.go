@@ -318,6 +318,9 @@ func metricLabels(t *testing.T) map[string][]string {
 	out := map[string][]string{}
 	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {
+		if !v.Type().Field(i).IsExported() {
+			continue // what Metrics keeps for itself (its gauge lookups)
+		}
 		c, ok := v.Field(i).Interface().(prometheus.Collector)
 		if !ok {
 			continue

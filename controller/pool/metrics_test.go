@@ -77,6 +77,28 @@ func TestFinalizeForgetsThePoolsSeries(t *testing.T) {
 	}
 }
 
+// A pool forgotten (deleted) and made again under the same name gets its
+// phase series back: SetPoolPhases keeps the gauges it looked up per pool,
+// and ForgetPool must drop them with the series.
+func TestPoolPhasesAfterForgetPool(t *testing.T) {
+	m := options.NewMetrics(nil)
+	m.SetPoolPhases("web", []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseUpdated, Nodes: 2}})
+	m.ForgetPool("web")
+	if got := testutil.CollectAndCount(m.Nodes); got != 0 {
+		t.Fatalf("%d phase series after ForgetPool, want 0", got)
+	}
+	m.SetPoolPhases("web", []v1alpha1.PhaseCount{{Phase: v1alpha1.PhaseStaged, Nodes: 3}})
+	if got, want := testutil.CollectAndCount(m.Nodes), len(v1alpha1.AllPhases); got != want {
+		t.Errorf("%d phase series for the pool made again, want %d", got, want)
+	}
+	if got := testutil.ToFloat64(m.Nodes.WithLabelValues("web", string(v1alpha1.PhaseStaged))); got != 3 {
+		t.Errorf("Staged gauge of the pool made again = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(m.Nodes.WithLabelValues("web", string(v1alpha1.PhaseUpdated))); got != 0 {
+		t.Errorf("Updated gauge of the pool made again = %v, want 0", got)
+	}
+}
+
 // The halted gauge reads 1 once maxFailures failures of the target are
 // recorded (by the node reconciler), and 0 for a pool that is not halted.
 func TestPassSetsHaltedGauge(t *testing.T) {

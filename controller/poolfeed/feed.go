@@ -181,8 +181,7 @@ type Other struct {
 func (f *Feed) row(sc *Scope, name string) (rollout.Row, bool) {
 	row := rollout.Row{Name: name}
 	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.Sel.Matches(labels.Set(n.Labels)) {
-		row.Node = n
-		row.OSNotReady = rollout.HasTaint(n, v1alpha1.TaintOSNotReady)
+		row.SetNode(n)
 		for _, o := range sc.Others {
 			if o.Sel.Matches(labels.Set(n.Labels)) {
 				row.Conflict = o.Name

@@ -24,7 +24,7 @@ func TestDaemonTrouble(t *testing.T) {
 		if mut != nil {
 			mut(bn)
 		}
-		return Row{Name: name, Record: bn, Node: node}
+		return derived(Row{Name: name, Record: bn, Node: node})
 	}
 	reported := func(bn *v1alpha1.BootcNode) {
 		bn.Status.Booted = &v1alpha1.HostImage{Image: img("A"), Digest: dig("A")}

@@ -37,11 +37,11 @@ func TestDownMembers(t *testing.T) {
 		bn.Status.Daemon.Phase, bn.Status.Daemon.BootID = v1alpha1.DaemonIdle, "b0"
 		bn.Status.Phase = v1alpha1.PhaseStaged
 		bn.Status.Rollout.TargetImage = img("B")
-		return Row{Name: name, Record: bn, Node: node(name, corev1.ConditionTrue), Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img("B"), Target: img("B"), Booted: dig("A"), Staged: dig("B")}}
+		return derived(Row{Name: name, Record: bn, Node: node(name, corev1.ConditionTrue), Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img("B"), Target: img("B"), Booted: dig("A"), Staged: dig("B")}})
 	}
 	silent := func(name string, created time.Duration, ready corev1.ConditionStatus) Row {
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-created))}}
-		return Row{Name: name, Record: bn, Node: node(name, ready), Facts: Facts{Phase: v1alpha1.PhasePending}}
+		return derived(Row{Name: name, Record: bn, Node: node(name, ready), Facts: Facts{Phase: v1alpha1.PhasePending}})
 	}
 	free := func(rows []Row) (int, *Pass) {
 		one := intstr.FromInt32(1)
@@ -67,6 +67,7 @@ func TestDownMembers(t *testing.T) {
 	}
 	reported := staged("a")
 	reported.Node = node("a", corev1.ConditionFalse)
+	reported = derived(reported)
 	if n, _ := free([]Row{reported, staged("b")}); n != 1 {
 		t.Errorf("a member down whose daemon reported it runs another image: %d free slot(s), want 1", n)
 	}
@@ -87,6 +88,7 @@ func TestDownMembers(t *testing.T) {
 	failed := staged("d")
 	failed.Node = node("d", corev1.ConditionFalse)
 	failed.Phase = v1alpha1.PhaseFailed
+	behind, failed = derived(behind), derived(failed)
 	_, p = free([]Row{silent("a", DaemonSilence, corev1.ConditionUnknown), staged("b"), behind, failed})
 	p.conditions(nil, nil, nil, nil, false, true)
 	c := findCondition(p.Pool.Status.Conditions, v1alpha1.ConditionDegraded)
@@ -158,7 +160,7 @@ func TestTakeoverOfASlotReleasedDown(t *testing.T) {
 	row := func(ready corev1.ConditionStatus, phase v1alpha1.NodePhase, staged string) Row {
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "new"}}
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
-		return Row{Name: "a", Record: bn, Node: n, Facts: Facts{Phase: phase, Desired: img("B"), Target: img("B"), Booted: dig("X"), Staged: staged}}
+		return derived(Row{Name: "a", Record: bn, Node: n, Facts: Facts{Phase: phase, Desired: img("B"), Target: img("B"), Booted: dig("X"), Staged: staged}})
 	}
 	takeovers := func(r Row) []string {
 		pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}

@@ -168,7 +168,8 @@ func TestStalled(t *testing.T) {
 		if booted != "" {
 			bn.Status.Booted = &v1alpha1.HostImage{Digest: booted}
 		}
-		r := Row{Name: name, Node: ready(up)}
+		r := Row{Name: name}
+		r.SetNode(ready(up))
 		r.SetRecord(bn, func(s string) string { return s })
 		return r
 	}

@@ -294,10 +294,10 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// record or slot ordered, and nothing here can tell it is not.
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if row.Node == nil || inSlot[row.Name] || row.OSNotReady || NodeReady(row.Node) {
+		if row.Node == nil || row.Ready || row.OSNotReady || inSlot[row.Name] {
 			continue
 		}
-		if Unreported(row.Record) || (!Done(row.Phase) && (row.Booted == targetDigest || RebootUnreported(row.Record))) {
+		if Unreported(row.Record) || (!Done(row.Phase) && (row.Booted == targetDigest || row.RebootUnreported)) {
 			free--
 		}
 	}
@@ -527,7 +527,7 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 	for i := range rows {
 		row := &rows[i]
 		bn := row.Record
-		if bn == nil || row.Node == nil || row.OSNotReady || NodeReady(row.Node) {
+		if bn == nil || row.Node == nil || row.OSNotReady || row.Ready {
 			continue
 		}
 		ready := readyCondition(row.Node)
@@ -596,14 +596,14 @@ func DaemonTrouble(rows []Row, now time.Time) []string {
 	for i := range rows {
 		row := &rows[i]
 		bn := row.Record
-		if bn == nil || row.Node == nil {
+		if bn == nil || row.Node == nil || !row.DaemonSuspect {
 			continue
 		}
 		d := &bn.Status.Daemon
 		switch {
 		case d.Phase == v1alpha1.DaemonError && d.LastError != "":
 			out = append(out, row.Name+": "+d.LastError)
-		case Unreported(bn) && NodeReady(row.Node) && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
+		case Unreported(bn) && row.Ready && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
 			out = append(out, row.Name+": its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339)+" (is the bootroll-daemon pod running on the node?)")
 		}
 	}
@@ -616,8 +616,8 @@ func DaemonTrouble(rows []Row, now time.Time) []string {
 // daemon has reported since the last reboot it asked for (until then
 // status.booted names the boot the node left).
 func OnTarget(row *Row) bool {
-	return !HoldsSlot(row.Phase) && !(row.Phase == v1alpha1.PhaseFailed && (row.Node == nil || !NodeReady(row.Node))) &&
-		(row.Record == nil || !RebootUnreported(row.Record))
+	return !HoldsSlot(row.Phase) && !(row.Phase == v1alpha1.PhaseFailed && (row.Node == nil || !row.Ready)) &&
+		(row.Record == nil || !row.RebootUnreported)
 }
 
 // Stalled reports whether the rollout of target cannot go on: some
@@ -656,7 +656,7 @@ func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duratio
 				}
 			}
 			failed = true
-		case recorded[row.Name] && !NodeReady(row.Node) && !HoldsSlot(row.Phase) && !ro.Cordoned:
+		case recorded[row.Name] && !row.Ready && !HoldsSlot(row.Phase) && !ro.Cordoned:
 			failed = true
 		default:
 			return false, 0
@@ -668,15 +668,25 @@ func Stalled(rows []Row, target, targetDigest string, healthTimeout time.Duratio
 	return failed, 0
 }
 
+// drainHeld is Facts.DrainHeld of record bn in observed phase phase: what
+// DrainsBlocked lists.
+func drainHeld(phase v1alpha1.NodePhase, bn *v1alpha1.BootcNode) bool {
+	ro := &bn.Status.Rollout
+	return (phase == v1alpha1.PhaseDraining && (ro.Reason == "DrainBlocked" || ro.Failures > 0)) ||
+		(bn.Status.Phase == v1alpha1.PhasePending && ro.Reason == "DrainTimeout")
+}
+
 // DrainsBlocked lists the members whose drain PodDisruptionBudgets hold
 // up: draining with evictions refused, or back to Staged after a drain
 // timeout and waiting to try again. Each entry names the node and what its
 // record says.
 func DrainsBlocked(rows []Row) []string {
+	// Facts.DrainHeld (drainHeld) picks the rows out without reading
+	// every record: a pass runs every second.
 	var out []string
 	for i := range rows {
 		row := &rows[i]
-		if row.Record == nil || row.Node == nil {
+		if row.Record == nil || row.Node == nil || !row.DrainHeld {
 			continue
 		}
 		ro := &row.Record.Status.Rollout

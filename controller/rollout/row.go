@@ -36,7 +36,18 @@ type Facts struct {
 	Target         string // status.rollout.targetImage
 	Booted         string // status.booted.digest
 	Staged         string // status.staged.digest
-	OSNotReady     bool   // the Node has the startup taint
+	// RebootUnreported is RebootUnreported of the record: its daemon has
+	// not reported since the reboot it asked for.
+	RebootUnreported bool
+	// DrainHeld says the record's drain is held up, as DrainsBlocked
+	// lists it: refused by a budget, timed out, or retried after a
+	// timeout.
+	DrainHeld bool
+	// DaemonSuspect says the record's daemon reports an error or has
+	// never reported (Unreported): the rows DaemonTrouble looks at.
+	DaemonSuspect bool
+	OSNotReady    bool // the Node has the startup taint
+	Ready         bool // the Node is Ready (NodeReady)
 }
 
 // SetRecord sets the row's record and the facts taken from it; intern
@@ -45,7 +56,7 @@ func (row *Row) SetRecord(bn *v1alpha1.BootcNode, intern func(string) string) {
 	row.Record = bn
 	f := &row.Facts
 	if bn == nil {
-		*f = Facts{PhaseIdx: -1, OSNotReady: f.OSNotReady}
+		*f = Facts{PhaseIdx: -1, OSNotReady: f.OSNotReady, Ready: f.Ready}
 		return
 	}
 	f.SetFrom(bn, intern)
@@ -67,12 +78,22 @@ func (f *Facts) SetFrom(bn *v1alpha1.BootcNode, intern func(string) string) {
 	f.Target = intern(bn.Status.Rollout.TargetImage)
 	f.Booted = intern(DigestOfHost(bn.Status.Booted))
 	f.Staged = intern(DigestOfHost(bn.Status.Staged))
+	f.RebootUnreported = RebootUnreported(bn)
+	f.DrainHeld = drainHeld(f.Phase, bn)
+	f.DaemonSuspect = daemonSuspect(bn)
+}
+
+// daemonSuspect is Facts.DaemonSuspect of record bn.
+func daemonSuspect(bn *v1alpha1.BootcNode) bool {
+	d := &bn.Status.Daemon
+	return (d.Phase == v1alpha1.DaemonError && d.LastError != "") || Unreported(bn)
 }
 
 // SetNode sets the row's member Node and the facts taken from it.
 func (row *Row) SetNode(n *corev1.Node) {
 	row.Node = n
 	row.OSNotReady = n != nil && HasTaint(n, v1alpha1.TaintOSNotReady)
+	row.Ready = n != nil && NodeReady(n)
 }
 
 // FailedOn reports whether the row's node failed target (whose digest is

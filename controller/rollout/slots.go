@@ -34,7 +34,7 @@ func SlotInUse(bn *v1alpha1.BootcNode, s v1alpha1.Slot) bool {
 // keeps counting it until the Node is Ready again or its new record has a
 // verdict (Failed, RolledBack).
 func ReleasedDown(row *Row, s v1alpha1.Slot) bool {
-	if row.Node == nil || NodeReady(row.Node) {
+	if row.Node == nil || row.Ready {
 		return false
 	}
 	bn := row.Record

@@ -20,10 +20,11 @@ func TestDrainsBlockedIsReported(t *testing.T) {
 		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		bn.Status.Phase = phase
 		bn.Status.Rollout.Reason, bn.Status.Rollout.Message = reason, msg
-		return Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Facts: Facts{Phase: phase}}
+		return derived(Row{Name: name, Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Facts: Facts{Phase: phase}})
 	}
 	retry := row("e", v1alpha1.PhaseDraining, "SlotGranted", "reboot slot granted")
 	retry.Record.Status.Rollout.Failures = 2
+	retry = derived(retry)
 	rows := []Row{
 		row("a", v1alpha1.PhaseDraining, "DrainBlocked", "eviction refused by a PodDisruptionBudget: default/web-1"),
 		row("b", v1alpha1.PhasePending, "DrainTimeout", "drain did not finish in 10m0s"),
@@ -139,7 +140,8 @@ func TestReleasedDown(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			row := &Row{Name: "n", Node: c.node}
+			row := &Row{Name: "n"}
+			row.SetNode(c.node)
 			row.SetRecord(c.bn, func(s string) string { return s })
 			if got := ReleasedDown(row, slot); got != c.want {
 				t.Fatalf("releasedDown = %v, want %v", got, c.want)

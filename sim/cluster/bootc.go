@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -227,6 +228,11 @@ func (h *host) beginStage(image string, stage func()) {
 	})
 }
 
+// statusCmd is the bootc status command the daemon's bootc client runs.
+var statusCmd = []string{"bootc", "status", "--json", "--format-version", "1"}
+
+var statusCmdLine = strings.Join(statusCmd, " ")
+
 // bootcExec runs the daemon's host commands on the simulated host, with
 // the output and exit errors of the real ones.
 type bootcExec struct{ h *host }
@@ -235,13 +241,18 @@ var _ bootc.Runner = bootcExec{}
 
 func (x bootcExec) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	h := x.h
+	if name == "bootc" && slices.Equal(args, statusCmd[1:]) {
+		// The command of every daemon pass: answered without joining it.
+		if err := h.usable(statusCmdLine); err != nil {
+			return nil, err
+		}
+		return h.statusDoc(), nil
+	}
 	cmd := strings.Join(append([]string{name}, args...), " ")
 	if err := h.usable(cmd); err != nil {
 		return nil, err
 	}
 	switch {
-	case cmd == "bootc status --json --format-version 1":
-		return h.statusDoc(), nil
 	case name == "bootc" && len(args) == 4 && args[0] == "switch" && args[1] == "--download-only" && args[2] == "--":
 		run := h.stage
 		switch {

@@ -23,6 +23,7 @@ import (
 	"reflect"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -79,8 +80,12 @@ type Cache struct {
 	streams map[reflect.Type]*stream
 	order   []*stream
 	lists   map[schema.GroupVersionKind]bool
-	synced  bool
-	closed  bool
+	// listTypes memoises HoldsList for typed lists (the kind of a Go list
+	// type cannot change): working the kind out from the scheme was 1% of
+	// a twin run.
+	listTypes map[reflect.Type]bool
+	synced    bool
+	closed    bool
 }
 
 // stream is the watch of one kind: the events on their way to the cache,
@@ -152,12 +157,20 @@ func (c *Cache) Holds(obj client.Object) bool {
 
 // HoldsList reports whether the cache holds the items of list's kind.
 func (c *Cache) HoldsList(list client.ObjectList) bool {
-	gvk, err := apiutil.GVKForObject(list, c.o.Store.AdminClient().Scheme())
-	if err != nil {
-		return false
+	_, unstructured := list.(runtime.Unstructured) // its kind is in the object
+	t := reflect.TypeOf(list)
+	if held, ok := c.listTypes[t]; ok && !unstructured {
+		return held
 	}
-	_, ok := c.lists[gvk]
-	return ok
+	gvk, err := apiutil.GVKForObject(list, c.o.Store.AdminClient().Scheme())
+	held := err == nil && c.lists[gvk]
+	if !unstructured {
+		if c.listTypes == nil {
+			c.listTypes = map[reflect.Type]bool{}
+		}
+		c.listTypes[t] = held
+	}
+	return held
 }
 
 // Close stops the cache: events on their way and re-lists to come are

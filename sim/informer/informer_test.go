@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -359,5 +360,33 @@ func TestTransformIsWhatTheCacheHolds(t *testing.T) {
 	}
 	if len(handled) != 2 {
 		t.Errorf("transform ran for %v, want the list and the update", handled)
+	}
+}
+
+// HoldsList answers by the list's kind, the same when asked again (typed
+// lists are remembered by Go type) and for an unstructured list by the
+// kind it names.
+func TestHoldsList(t *testing.T) {
+	w := newWorld(t, opts{})
+	unstructuredList := func(kind string) *unstructured.UnstructuredList {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		return l
+	}
+	for i := range 2 {
+		for _, c := range []struct {
+			list client.ObjectList
+			want bool
+		}{
+			{&corev1.PodList{}, true},
+			{&corev1.NodeList{}, true},
+			{&corev1.ServiceList{}, false},
+			{unstructuredList("PodList"), true},
+			{unstructuredList("ServiceList"), false},
+		} {
+			if got := w.cache.HoldsList(c.list); got != c.want {
+				t.Errorf("asked %d time(s): HoldsList(%T %s) = %v, want %v", i+1, c.list, c.list.GetObjectKind().GroupVersionKind().Kind, got, c.want)
+			}
+		}
 	}
 }
