@@ -29,6 +29,7 @@ type fidelityFlags struct {
 	workDir    string
 	daemonBin  string
 	repo       string
+	twinSeeds  int
 }
 
 func newFidelityCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -42,9 +43,14 @@ real Karpenter unless --kubeconfig or --cluster-dir is given). Print, per
 scenario, both verdicts and, for each kind of event of a rollout
 (cordoned, drained, rebooted, verified, reaped by Karpenter, replaced),
 the count and the delay from its cause on both sides (median and max) and
-the difference of the medians. The goal is the same verdicts and every
-kind within 10 s (the last column). Events are read from the API-level
-lines of both runs' traces, so both sides are measured the same way (see
+the difference of the medians. The twin also runs with the --twin-seeds
+seeds from the scenario's on: a delay that turns on a coin neither target
+controls (kube-scheduler picks at random among equally good nodes) is a
+different draw in each run, so the twin's median over seeds, with its
+range, is its prediction. The goal is the same verdicts and every kind
+within 10 s of that prediction, with the counts of the scenario's seed
+(the last column). Events are read from the API-level lines of both
+runs' traces, so both sides are measured the same way (see
 docs/fidelity.md for the definitions).
 
 What the cluster cannot inject is printed as skipped, as scenario run
@@ -65,12 +71,17 @@ Exit status: 0 when every scenario ran on both (whatever the table says),
 	fl.StringVar(&f.workDir, "work-dir", "", "directory for the cluster runs' logs (default: a new temporary directory, kept)")
 	fl.StringVar(&f.daemonBin, "daemon-bin", "", "the bootroll binary whose `daemon --simulate-hosts` plays the nodes (default: this one)")
 	fl.StringVar(&f.repo, "repo", "", "the bootroll checkout (default: the current directory or the first parent that is one)")
+	fl.IntVar(&f.twinSeeds, "twin-seeds", 21, "twin runs per scenario, with seeds from the scenario's on (1 to 1000): the twin's prediction is their median; 1 compares the scenario's seed alone")
 	return cmd
 }
 
 func runFidelity(stdout, stderr io.Writer, files []string, f fidelityFlags) error {
 	if f.kubeconfig != "" && f.clusterDir != "" {
 		fmt.Fprintln(stderr, "--kubeconfig and --cluster-dir: give one")
+		return exitError{exitBadInput}
+	}
+	if f.twinSeeds < 1 || f.twinSeeds > maxTwinSeeds {
+		fmt.Fprintf(stderr, "--twin-seeds %d: must be 1 to %d\n", f.twinSeeds, maxTwinSeeds)
 		return exitError{exitBadInput}
 	}
 	var scs []loaded
@@ -133,6 +144,9 @@ func verdict(res *twin.Result) string {
 	return "FAIL"
 }
 
+// maxTwinSeeds bounds --twin-seeds: each is one twin run per scenario.
+const maxTwinSeeds = 1000
+
 // compareOne runs one scenario on both sides.
 func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags, repo string) (*fidelity.Comparison, error) {
 	c := &fidelity.Comparison{Scenario: l.sc.Name}
@@ -171,7 +185,23 @@ func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags
 	if err != nil {
 		return nil, fmt.Errorf("cluster trace: %w", err)
 	}
-	c.Rows = fidelity.Compare(fidelity.Extract(twinLines), fidelity.Extract(clusterLines))
+	twinEvents := fidelity.Extract(twinLines)
+	c.Rows = fidelity.Compare(twinEvents, fidelity.Extract(clusterLines))
+	if f.twinSeeds > 1 {
+		runs := []fidelity.Events{twinEvents}
+		for i := 1; i < f.twinSeeds; i++ {
+			var tr bytes.Buffer
+			if _, err := twin.Run(l.sc, twin.Options{Seed: res.Seed + uint64(i), Trace: &tr}); err != nil {
+				return nil, fmt.Errorf("twin, seed %d: %w", res.Seed+uint64(i), err)
+			}
+			lines, err := fidelity.ReadTrace(&tr)
+			if err != nil {
+				return nil, fmt.Errorf("twin trace, seed %d: %w", res.Seed+uint64(i), err)
+			}
+			runs = append(runs, fidelity.Extract(lines))
+		}
+		fidelity.AddSeeds(c.Rows, runs)
+	}
 	return c, nil
 }
 

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSpliceTable(t *testing.T) {
 	old := "# Fidelity\n\nhand\n" + tableBegin + "\nold table\n" + tableEnd + "\nmore hand\n"
@@ -18,5 +21,14 @@ func TestFidelityRefusesBothClusterFlags(t *testing.T) {
 	code, _, errOut := runCLI(t, "fidelity", "--kubeconfig", "k", "--cluster-dir", "d", "../../scenarios/cluster/static-rollout-3.yaml")
 	if code != exitBadInput || errOut == "" {
 		t.Errorf("exit %d, stderr %q; want 2 and a message", code, errOut)
+	}
+}
+
+func TestFidelityRefusesTwinSeedsOutOfRange(t *testing.T) {
+	for _, n := range []string{"0", "1001"} {
+		code, _, errOut := runCLI(t, "fidelity", "--twin-seeds", n, "../../scenarios/cluster/static-rollout-3.yaml")
+		if code != exitBadInput || !strings.Contains(errOut, "--twin-seeds "+n+": must be 1 to 1000") {
+			t.Errorf("--twin-seeds %s: exit %d, stderr %q; want 2 and the limit", n, code, errOut)
+		}
 	}
 }

@@ -176,3 +176,66 @@ func TestExtractRepeatedReports(t *testing.T) {
 		}
 	}
 }
+
+// The twin's prediction over seeds: each run's median, then their median
+// and range; a row is judged against it when it has seeds, against the
+// scenario's seed otherwise, and the counts always come from that seed.
+func TestSeeds(t *testing.T) {
+	s := func(ds ...int) []time.Duration {
+		var out []time.Duration
+		for _, d := range ds {
+			out = append(out, time.Duration(d)*time.Second)
+		}
+		return out
+	}
+	// A drain that waits out a PDB (15 s) or not (5 s) by a coin.
+	runs := []Events{
+		{Drained: s(5, 15, 15)}, // the scenario's seed: p50 15 s
+		{Drained: s(5, 15, 5)},
+		{Drained: s(5, 5, 5)},
+		{},
+		{Drained: s(5, 6, 5)},
+	}
+	got := SeedStats(runs, Drained)
+	if want := (Seeds{Runs: 5, Saw: 4, Median: 5 * time.Second, Lo: 5 * time.Second, Hi: 15 * time.Second}); got != want {
+		t.Errorf("SeedStats = %+v, want %+v", got, want)
+	}
+	if got := SeedStats(runs, Reaped); got != (Seeds{Runs: 5}) {
+		t.Errorf("a kind no run saw: %+v", got)
+	}
+
+	rows := Compare(runs[0], Events{Drained: s(5, 5, 16)})
+	var drained Row
+	for _, r := range rows {
+		if r.Kind == Drained {
+			drained = r
+		}
+	}
+	if d, _ := drained.Diff(); d != -10*time.Second || drained.Within(5*time.Second) {
+		t.Fatalf("without seeds: Δ %v, within 5 s %v; want -10s, false", d, drained.Within(5*time.Second))
+	}
+	AddSeeds(rows, runs)
+	for _, r := range rows {
+		if r.Kind != Drained {
+			continue
+		}
+		if d, ok := r.SeedsDiff(); !ok || d != 0 || !r.Within(5*time.Second) {
+			t.Errorf("with seeds: Δ %v (%v), within 5 s %v; want 0s, true", d, ok, r.Within(5*time.Second))
+		}
+		r.Cluster = stats(s(15, 16, 17))
+		if r.Within(5 * time.Second) {
+			t.Error("a cluster median 10 s off the seeds' median is within 5 s")
+		}
+		r.Cluster = stats(s(5, 5))
+		if r.Within(time.Minute) {
+			t.Error("2 drains on the cluster against 3 in the scenario's seed: within")
+		}
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, []*Comparison{{Scenario: "s", TwinVerdict: "PASS", ClusterVerdict: "PASS", Rows: rows}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "twin p50, 5 seeds [min–max]") || !strings.Contains(md.String(), "| drained | 3 | 15s | 15s | 5s [5s–15s] | 3 | 5s | 16s | -10s | 0s | yes |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
