@@ -310,21 +310,18 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 	if len(p) == 0 || p[0] != '{' || !validJSON(p) {
 		return nil, 0, false
 	}
-	ms := splitMembers(p)
-	var named fieldMask
-	for _, m := range ms {
-		i, ok := info.byName[m.key]
-		if !ok || named.has(i) {
-			return nil, 0, false
-		}
-		named |= 1 << uint(i)
+	var pt patcher
+	start, ok := pt.splitFields(info, p)
+	if !ok {
+		return nil, 0, false
 	}
+	end := len(pt.fm)
 	cur := reflect.ValueOf(e.obj).Elem()
 	out = k.shallowCopy(e.obj)
 	ov := reflect.ValueOf(out).Elem()
-	var pt patcher
-	for _, m := range ms {
-		i := info.byName[m.key]
+	for j := start; j < end; j++ {
+		m := pt.fm[j] // a copy: the members of nested objects are appended after end
+		i := m.idx
 		f := &info.fields[i]
 		if i == k.metaField {
 			// update takes serverMeta from the stored object (or
@@ -351,9 +348,54 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 	return out, d, true
 }
 
-// patcher applies the members of a merge patch; buf is scratch space.
+// patcher applies the members of a merge patch; buf is scratch space,
+// fm the members of the objects being applied, a stack (splitFields).
 type patcher struct {
 	buf []byte
+	fm  []fieldMember
+}
+
+// fieldMember is a member of a patch object applied field by field: the
+// index of the field its key names, and its raw value.
+type fieldMember struct {
+	idx int
+	val []byte
+}
+
+// splitFields appends the members of the valid JSON object obj to p.fm,
+// each with the index of the field of s its key names, and returns where
+// they start; the caller drops them (p.fm = p.fm[:start]) when done. ok is
+// false, and p.fm as it was, when a key names no field of s or a field
+// twice. Keys are looked up as they are in the document, without a
+// string made for each (splitMembers makes one: 4% of a twin run).
+func (p *patcher) splitFields(s *structInfo, obj []byte) (start int, ok bool) {
+	start = len(p.fm)
+	var named fieldMask
+	i := skipWS(obj, 1)
+	for i < len(obj) && obj[i] != '}' {
+		kEnd := skipString(obj, i)
+		raw := obj[i+1 : kEnd-1]
+		var idx int
+		if bytes.IndexByte(raw, '\\') < 0 {
+			idx, ok = s.byName[string(raw)]
+		} else {
+			idx, ok = s.byName[unquote(obj[i:kEnd])]
+		}
+		if !ok || named.has(idx) {
+			p.fm = p.fm[:start]
+			return start, false
+		}
+		named |= 1 << uint(idx)
+		i = skipWS(obj, kEnd)
+		i = skipWS(obj, i+1) // ':'
+		vEnd := skipValue(obj, i)
+		p.fm = append(p.fm, fieldMember{idx, obj[i:vEnd]})
+		i = skipWS(obj, vEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipWS(obj, i+1)
+		}
+	}
+	return start, true
 }
 
 // field sets dst, a field of a new object that holds the value of cur, the
@@ -411,36 +453,34 @@ func (p *patcher) structField(s *structInfo, dst, cur reflect.Value, v []byte) (
 // that is not the exact name of one of s's fields, or a name given twice,
 // makes it decode the whole struct instead (patchLeaf).
 func (p *patcher) patchObject(s *structInfo, dst, cur reflect.Value, v []byte) (changed fieldMask, ok bool) {
-	ms := splitMembers(v)
-	var named fieldMask
-	for _, m := range ms {
-		i, ok := s.byName[m.key]
-		if !ok || named.has(i) {
-			if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
-				return 0, false
-			}
-			if !cur.IsValid() {
-				return 0, true
-			}
-			return changedFields(dst, cur), true
+	start, named := p.splitFields(s, v)
+	if !named {
+		if !p.patchLeaf(&fieldInfo{}, dst, cur, v) {
+			return 0, false
 		}
-		named |= 1 << uint(i)
+		if !cur.IsValid() {
+			return 0, true
+		}
+		return changedFields(dst, cur), true
 	}
+	end := len(p.fm)
 	fresh := !cur.IsValid()
-	for _, m := range ms {
-		i := s.byName[m.key]
+	for j := start; j < end; j++ {
+		m := p.fm[j] // a copy: the members of nested objects are appended after end
+		i := m.idx
 		var c reflect.Value
 		if !fresh {
 			c = cur.Field(i)
 		}
 		fc, ok := p.field(&s.fields[i], dst.Field(i), c, m.val)
 		if !ok {
-			return 0, false
+			return 0, false // the patch takes the full path: p is dropped
 		}
 		if fc {
 			changed |= 1 << uint(i)
 		}
 	}
+	p.fm = p.fm[:start]
 	return changed, true
 }
 
