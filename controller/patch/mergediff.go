@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // mergeDiff returns the JSON merge patch (RFC 7386) that turns the JSON of
@@ -53,7 +55,21 @@ const (
 	diffStringMap                // a map[string]string
 	diffPtrStruct                // a pointer to such a struct
 	diffOtherMap                 // a map of another type: not supported
+	diffTime                     // a *metav1.Time, a leaf compared by sameTimeJSON
 )
+
+var timePtrType = reflect.TypeFor[*metav1.Time]()
+
+// sameTimeJSON reports whether a and b have the same JSON encoding:
+// metav1.Time encodes a zero time, as a nil pointer is encoded, as null,
+// and any other as RFC 3339 in UTC to the second.
+func sameTimeJSON(a, b *metav1.Time) bool {
+	aNull, bNull := a == nil || a.IsZero(), b == nil || b.IsZero()
+	if aNull || bNull {
+		return aNull == bNull
+	}
+	return a.Unix() == b.Unix()
+}
 
 var diffFields sync.Map // reflect.Type -> []diffField
 
@@ -73,6 +89,8 @@ func fieldsOf(t reflect.Type) []diffField {
 			df.name, df.omitempty = name, omitempty
 		}
 		switch {
+		case f.Type == timePtrType:
+			df.how = diffTime
 		case f.Type.Kind() == reflect.Struct && !isLeaf(f.Type):
 			df.how = diffStruct
 		case f.Type == stringMapType:
@@ -141,6 +159,19 @@ func structDiff(a, b reflect.Value) (map[string]any, error) {
 			// Sent whole, such a value would be merged into the old one,
 			// keeping keys it dropped.
 			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.goName, fa.Type())
+		case f.how == diffTime:
+			// The commonest leaf of a record (phaseSince, drainStartedAt,
+			// ...): compared by what its encoding says, without encoding
+			// it (a diff encoded both sides of each changed time).
+			ta, tb := fa.Interface().(*metav1.Time), fb.Interface().(*metav1.Time)
+			if !aOmitted && sameTimeJSON(ta, tb) {
+				continue
+			}
+			jb, err := json.Marshal(tb)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = json.RawMessage(jb)
 		default:
 			if !aOmitted && fa.Comparable() && fa.Equal(fb) {
 				continue // same value, same encoding: nothing to send

@@ -40,6 +40,35 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 			return c
 		}()},
 	}
+	// Times are compared by their encoding (sameTimeJSON): to the second,
+	// in UTC, a zero time as null.
+	subSecond := metav1.NewTime(t0.Add(300 * time.Millisecond).In(time.FixedZone("x", 3600)))
+	zero := metav1.Time{}
+	records = append(records,
+		struct {
+			name string
+			a, b controllerPart
+		}{"the same second in another zone", full, func() controllerPart {
+			c := full
+			c.Rollout.PhaseSince, c.Rollout.DrainStartedAt = &subSecond, &subSecond
+			return c
+		}()},
+		struct {
+			name string
+			a, b controllerPart
+		}{"a zero time for a time", full, func() controllerPart {
+			c := full
+			c.Rollout.PhaseSince, c.Rollout.ProtectUntil = &zero, &zero
+			return c
+		}()},
+		struct {
+			name string
+			a, b controllerPart
+		}{"a time for a zero time", func() controllerPart {
+			c := full
+			c.Rollout.PhaseSince = &zero
+			return c
+		}(), full})
 	for _, tt := range records {
 		t.Run("record/"+tt.name, func(t *testing.T) { checkMergeDiff(t, tt.a, tt.b) })
 	}
@@ -99,6 +128,14 @@ func checkMergeDiff(t *testing.T, a, b any) {
 	_ = json.Unmarshal(want, &w)
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("patch %s gives\n%s\nCreateMergePatch's %s gives\n%s", patch, got, ref, want)
+	}
+	// And the patch is CreateMergePatch's: nothing sent that did not
+	// change in the JSON (a time equal to the second, say).
+	var gp, wp any
+	_ = json.Unmarshal(patch, &gp)
+	_ = json.Unmarshal(ref, &wp)
+	if !reflect.DeepEqual(gp, wp) {
+		t.Errorf("patch %s, CreateMergePatch's %s", patch, ref)
 	}
 }
 
