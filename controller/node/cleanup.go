@@ -124,7 +124,19 @@ func (r *Reconciler) clearStrayMarker(ctx context.Context, s *nodeStep) error {
 	if err := r.current(ctx, s); err != nil {
 		return fmt.Errorf("before clearing a stray slot marker: %w", err)
 	}
-	if err := r.uncordon(ctx, s, true); err != nil {
+	n, err := r.freshNode(ctx, s)
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return nil // gone: its delete event is handled (nodeGone)
+	}
+	if _, marked := n.Annotations[v1alpha1.AnnotationSlot]; !marked {
+		// Only the cache still showed the marker (the slot that just
+		// ended removed it): nothing to clear, and nothing to say.
+		return nil
+	}
+	if err := r.uncordonNode(ctx, s, n, true); err != nil {
 		return err
 	}
 	r.event(s.bn, corev1.EventTypeNormal, "StrayMarkerCleared", "removed a %s marker and cordon that no bootroll record accounts for", v1alpha1.AnnotationSlot)

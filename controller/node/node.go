@@ -654,6 +654,17 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 		r.event(s.bn, corev1.EventTypeNormal, "Rebooting", "asked the daemon to boot %s", s.bn.Spec.DesiredImage)
 		d = rollout.Verify(s.view(), r.opts.TestOnly)
 	}
+	if d.Outcome == rollout.VerifyDone && !r.opts.TestOnly.VerifyOnCache {
+		// The verdict ends the slot: it is taken again on the Node (and
+		// the pods the checks read) as the API server has them. A cache
+		// that lags showed a node Ready for the pool's readyFor that had
+		// gone NotReady 11 s before, and never passed its checks (explorer
+		// seed 147032 of health-checks: powered off in its last minute of
+		// readyFor, recorded Updated while down).
+		if d, err = r.verifyFresh(ctx, s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	bn, ro := s.bn, &s.bn.Status.Rollout
 	booted := rollout.DigestOfHost(bn.Status.Booted)
 	switch d.Outcome {
@@ -710,6 +721,29 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 		return reconcile.Result{}, r.fail(ctx, s, "HealthTimeout", why)
 	}
 	return reconcile.Result{RequeueAfter: d.Wait}, nil
+}
+
+// verifyFresh decides Verify again on the Node read from the API server,
+// with the pods on the node read there too when the pool's checks read
+// them. A Node gone waits for its delete event (nodeGone).
+func (r *Reconciler) verifyFresh(ctx context.Context, s *nodeStep) (rollout.VerifyDecision, error) {
+	fresh, err := r.freshNode(ctx, s)
+	if err != nil {
+		return rollout.VerifyDecision{}, err
+	}
+	if fresh == nil {
+		return rollout.VerifyDecision{Outcome: rollout.VerifyWait, Wait: ConflictRetry}, nil
+	}
+	s.node = fresh
+	v := s.view()
+	if rollout.VerifyNeedsPods(v, r.opts.TestOnly) {
+		var pods corev1.PodList
+		if err := r.reader.List(ctx, &pods, client.MatchingFields{index.PodNode: fresh.Name}); err != nil {
+			return rollout.VerifyDecision{}, fmt.Errorf("list pods on node %s for its health checks: %w", fresh.Name, err)
+		}
+		v.Pods = pods.Items
+	}
+	return rollout.Verify(v, r.opts.TestOnly), nil
 }
 
 // verifyView is the view Verify decides on, with the pods on the node

@@ -57,4 +57,9 @@ type TestOnly struct {
 	// SkipHealthChecks verifies a node on Ready alone, ignoring the pool's
 	// spec.healthChecks, so a node whose checks fail counts as Updated.
 	SkipHealthChecks bool
+	// VerifyOnCache takes a node's verdict (Updated, RolledBack) on the
+	// cached Node and pods alone, without reading them from the API
+	// server: a node whose cache still shows it Ready, which the API
+	// server no longer does, counts as Updated.
+	VerifyOnCache bool
 }

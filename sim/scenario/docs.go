@@ -354,6 +354,7 @@ var docs = map[string]string{
 	"TestOnly.SkipHealthChecks":             "SkipHealthChecks verifies a node on Ready alone, ignoring its pool's healthChecks, so a node whose checks fail counts as Updated; caught by updated-healthy.",
 	"TestOnly.SkipKarpenterProtection":      "SkipKarpenterProtection never sets do-not-disrupt or do-not-repair, so Karpenter may reap a node in its slot; caught by no-reap-while-updating.",
 	"TestOnly.SkipUncordon":                 "SkipUncordon leaves updated nodes cordoned; caught by no-leaked-cordon.",
+	"TestOnly.VerifyOnCache":                "VerifyOnCache takes a node's verdict on the cached Node and pods alone, so a node whose cache still shows it passing its checks after the API server no longer does counts as Updated; caught by updated-healthy (with a stale cache).",
 	"TimeRange":                             "TimeRange is a span of virtual time [from, to).",
 	"TimeRange.From":                        "From is the start of the span.",
 	"TimeRange.To":                          "To is the end of the span; it must be after from.",

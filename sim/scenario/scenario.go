@@ -480,6 +480,12 @@ type TestOnly struct {
 	// by updated-healthy.
 	SkipHealthChecks bool `json:"skipHealthChecks,omitempty"`
 
+	// VerifyOnCache takes a node's verdict on the cached Node and pods
+	// alone, so a node whose cache still shows it passing its checks after
+	// the API server no longer does counts as Updated; caught by
+	// updated-healthy (with a stale cache).
+	VerifyOnCache bool `json:"verifyOnCache,omitempty"`
+
 	// FreeSlotBeforeVerify gives a node's reboot slot back as soon as its
 	// reboot is requested, before it is verified, so more nodes than
 	// maxUnavailable are down at once; caught by max-unavailable.

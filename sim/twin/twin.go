@@ -567,6 +567,7 @@ func testOnly(t scenario.TestOnly) rollout.TestOnly {
 		ForgetSlotsOnRestart:    t.ForgetSlotsOnRestart,
 		NoHealthTimeout:         t.NoHealthTimeout,
 		SkipHealthChecks:        t.SkipHealthChecks,
+		VerifyOnCache:           t.VerifyOnCache,
 		FreeSlotBeforeVerify:    t.FreeSlotBeforeVerify,
 		KeepBootOrder:           t.KeepBootOrder,
 		CountSlotsFromCache:     t.CountSlotsFromCache,
