@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/parallel"
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
@@ -244,12 +245,51 @@ func nameHash(s string) uint64 {
 // 70028). A run that converges stops early, so only stalled runs pay.
 const RecoveryFloor = 35 * time.Minute
 
-// limitFor gives a run the scenario's limit, and at least RecoveryFloor
-// and the scenario's own judgeTime, after its last item ends, so the world
-// has as long to recover from the schedule as the scenario gives it to
-// finish and the controller's timeouts need to judge what failed.
+// limitFor gives a run the scenario's limit, and at least RecoveryFloor,
+// and the scenario's own judgeTime followed by rolloutTime, after its last
+// item ends, so the world has as long to recover from the schedule as the
+// scenario gives it to finish, the controller's timeouts need to judge
+// what failed and the pools need to roll every node once more.
 func limitFor(sc *scenario.Scenario, s Schedule) time.Duration {
-	return max(sc.Limit, s.End()+max(sc.Limit, RecoveryFloor, judgeTime(sc)))
+	return max(sc.Limit, s.End()+max(sc.Limit, RecoveryFloor, judgeTime(sc)+rolloutTime(sc, s)))
+}
+
+// RolloutSlack is what rolloutTime allows each slot's turn beyond a
+// reboot: the drain of a node no budget holds up, the verification, the
+// pool's pass that grants the next slot, and a stage that did not finish
+// beside the slots.
+const RolloutSlack = 2 * time.Minute
+
+// rolloutTime is how long the pools may take to send every node through
+// its slot once more after the last item: a setPoolImage sends them all
+// again, addNodes adds nodes to roll, and the slots (maxUnavailable over
+// all the nodes, at least one) take them in turns of a reboot's upper
+// bound and RolloutSlack. Explorer seed 148051 of
+// cluster-repair-during-slow-reboot: two image flips and four added nodes
+// left five 12-minute reboots, one at a time, after the last item, and the
+// limit, the judge's time alone, cut off the last.
+func rolloutTime(sc *scenario.Scenario, s Schedule) time.Duration {
+	nodes := 0
+	for _, g := range sc.NodeGroups {
+		nodes += g.Count
+	}
+	for _, it := range s {
+		for _, e := range it.Entries {
+			if n, ok := e.Body["count"].(int); ok && e.Key == "addNodes" {
+				nodes += n
+			}
+		}
+	}
+	var worst time.Duration
+	for _, p := range sc.Bootroll.Pools {
+		slots, err := rollout.MaxUnavailable(p.MaxUnavailable, nodes)
+		if err != nil || slots < 1 {
+			slots = 1
+		}
+		turns := (nodes + slots - 1) / slots
+		worst = max(worst, time.Duration(turns)*(upperBound(sc.Host.Reboot)+RolloutSlack))
+	}
+	return worst
 }
 
 // judgeTime is how long a scenario's own timeouts and reboots may take to

@@ -266,3 +266,32 @@ func TestLimitCoversTimeouts(t *testing.T) {
 		t.Errorf("limit %s for a scenario with healthTimeout 30m and 12m reboots, want %s", got, want)
 	}
 }
+
+// The limit leaves the pools time to roll every node once more after the
+// last item, the nodes added included (explorer seed 148051 of
+// cluster-repair-during-slow-reboot: a pool flipped to v1 and back to v2
+// at 12m21s, its one node mid-reboot into v1 and four nodes added; five
+// 12-minute reboots, one at a time, after that one, and the limit cut off
+// the last at 1h16m21s, where the reboots alone end at 1h24m21s).
+func TestLimitCoversTheRolloutAfterTheLastItem(t *testing.T) {
+	tg := target(t, "cluster/repair-during-slow-reboot")
+	sc, err := scenario.Parse(tg.File, tg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Schedule{
+		one(Human, Events, 3*time.Minute, "addNodes", map[string]any{"group": "kp", "count": 2}),
+		one(Human, Events, 7*time.Minute, "addNodes", map[string]any{"group": "kp", "count": 2}),
+		one(Human, Events, 11*time.Minute, "setPoolImage", map[string]any{"pool": "kp", "image": "v1"}),
+		one(Human, Events, 12*time.Minute+21*time.Second, "setPoolImage", map[string]any{"pool": "kp", "image": "v2"}),
+	}
+	reboot := upperBound(sc.Host.Reboot)
+	if need := s.End() + reboot + 5*reboot; limitFor(sc, s) < need {
+		t.Errorf("limit %s: shorter than the reboot under way at the last item and five more, one at a time (%s)", limitFor(sc, s), need)
+	}
+	// Every node of every group counts (the spare node too: a bound,
+	// not a schedule): six turns.
+	if got := rolloutTime(sc, s); got != 6*(reboot+RolloutSlack) {
+		t.Errorf("rolloutTime %s for six nodes one at a time, want %s", got, 6*(reboot+RolloutSlack))
+	}
+}
