@@ -26,10 +26,11 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 		DrainStartedAt: &t0, RetryAfter: &t1, Failures: 2, FailedImage: "img@sha256:ff",
 		Reason: "DrainBlocked", Message: "m",
 	}}
-	records := []struct {
+	type recordCase struct {
 		name string
 		a, b controllerPart
-	}{
+	}
+	records := []recordCase{
 		{"nothing changes", full, full},
 		{"everything cleared", full, controllerPart{}},
 		{"everything set", controllerPart{}, full},
@@ -45,26 +46,17 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 	subSecond := metav1.NewTime(t0.Add(300 * time.Millisecond).In(time.FixedZone("x", 3600)))
 	zero := metav1.Time{}
 	records = append(records,
-		struct {
-			name string
-			a, b controllerPart
-		}{"the same second in another zone", full, func() controllerPart {
+		recordCase{"the same second in another zone", full, func() controllerPart {
 			c := full
 			c.Rollout.PhaseSince, c.Rollout.DrainStartedAt = &subSecond, &subSecond
 			return c
 		}()},
-		struct {
-			name string
-			a, b controllerPart
-		}{"a zero time for a time", full, func() controllerPart {
+		recordCase{"a zero time for a time", full, func() controllerPart {
 			c := full
 			c.Rollout.PhaseSince, c.Rollout.ProtectUntil = &zero, &zero
 			return c
 		}()},
-		struct {
-			name string
-			a, b controllerPart
-		}{"a time for a zero time", func() controllerPart {
+		recordCase{"a time for a zero time", func() controllerPart {
 			c := full
 			c.Rollout.PhaseSince = &zero
 			return c
