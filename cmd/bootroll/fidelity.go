@@ -150,18 +150,13 @@ const maxTwinSeeds = 1000
 // compareOne runs one scenario on both sides.
 func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags, repo string) (*fidelity.Comparison, error) {
 	c := &fidelity.Comparison{Scenario: l.sc.Name}
-	var twinTrace bytes.Buffer
 	start := time.Now() // edge: wall time of the command, printed only
-	res, err := twin.Run(l.sc, twin.Options{Trace: &twinTrace})
+	res, twinEvents, err := twinRun(l.sc, 0)
 	c.TwinWall = time.Since(start) // edge: wall time of the command, printed only
 	if err != nil {
-		return nil, fmt.Errorf("twin: %w", err)
+		return nil, err
 	}
 	c.TwinVerdict = verdict(res)
-	twinLines, err := fidelity.ReadTrace(&twinTrace)
-	if err != nil {
-		return nil, fmt.Errorf("twin trace: %w", err)
-	}
 
 	var apiTrace bytes.Buffer
 	opts := clusterrun.Options{
@@ -185,24 +180,37 @@ func compareOne(ctx context.Context, stderr io.Writer, l loaded, f fidelityFlags
 	if err != nil {
 		return nil, fmt.Errorf("cluster trace: %w", err)
 	}
-	twinEvents := fidelity.Extract(twinLines)
 	c.Rows = fidelity.Compare(twinEvents, fidelity.Extract(clusterLines))
 	if f.twinSeeds > 1 {
 		runs := []fidelity.Events{twinEvents}
 		for i := 1; i < f.twinSeeds; i++ {
-			var tr bytes.Buffer
-			if _, err := twin.Run(l.sc, twin.Options{Seed: res.Seed + uint64(i), Trace: &tr}); err != nil {
-				return nil, fmt.Errorf("twin, seed %d: %w", res.Seed+uint64(i), err)
-			}
-			lines, err := fidelity.ReadTrace(&tr)
+			_, ev, err := twinRun(l.sc, res.Seed+uint64(i))
 			if err != nil {
-				return nil, fmt.Errorf("twin trace, seed %d: %w", res.Seed+uint64(i), err)
+				return nil, err
 			}
-			runs = append(runs, fidelity.Extract(lines))
+			runs = append(runs, ev)
 		}
 		fidelity.AddSeeds(c.Rows, runs)
 	}
 	return c, nil
+}
+
+// twinRun runs sc in the twin with seed (0: the scenario's) and returns
+// the result and the events of its trace.
+func twinRun(sc *scenario.Scenario, seed uint64) (*twin.Result, fidelity.Events, error) {
+	var tr bytes.Buffer
+	res, err := twin.Run(sc, twin.Options{Seed: seed, Trace: &tr})
+	if err != nil {
+		if seed == 0 {
+			seed = sc.Seed
+		}
+		return nil, nil, fmt.Errorf("twin, seed %d: %w", seed, err)
+	}
+	lines, err := fidelity.ReadTrace(&tr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("twin trace, seed %d: %w", res.Seed, err)
+	}
+	return res, fidelity.Extract(lines), nil
 }
 
 // The markers of the generated table in a hand-written file.

@@ -735,13 +735,9 @@ func (r *Reconciler) verifyFresh(ctx context.Context, s *nodeStep) (rollout.Veri
 		return rollout.VerifyDecision{Outcome: rollout.VerifyWait, Wait: ConflictRetry}, nil
 	}
 	s.node = fresh
-	v := s.view()
-	if rollout.VerifyNeedsPods(v, r.opts.TestOnly) {
-		var pods corev1.PodList
-		if err := r.reader.List(ctx, &pods, client.MatchingFields{index.PodNode: fresh.Name}); err != nil {
-			return rollout.VerifyDecision{}, fmt.Errorf("list pods on node %s for its health checks: %w", fresh.Name, err)
-		}
-		v.Pods = pods.Items
+	v, err := r.viewOn(ctx, s, r.reader)
+	if err != nil {
+		return rollout.VerifyDecision{}, err
 	}
 	return rollout.Verify(v, r.opts.TestOnly), nil
 }
@@ -750,12 +746,18 @@ func (r *Reconciler) verifyFresh(ctx context.Context, s *nodeStep) (rollout.Veri
 // when the pool's health checks read them (rollout.VerifyNeedsPods), from
 // the cache's pods-by-node index.
 func (r *Reconciler) verifyView(ctx context.Context, s *nodeStep) (rollout.NodeView, error) {
+	return r.viewOn(ctx, s, r.client)
+}
+
+// viewOn is verifyView with the pods read through c: the cache, or the
+// API server for a verdict (verifyFresh). The pods are only read.
+func (r *Reconciler) viewOn(ctx context.Context, s *nodeStep, c client.Reader) (rollout.NodeView, error) {
 	v := s.view()
 	if !rollout.VerifyNeedsPods(v, r.opts.TestOnly) {
 		return v, nil
 	}
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{index.PodNode: s.node.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &pods, client.MatchingFields{index.PodNode: s.node.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return v, fmt.Errorf("list pods on node %s for its health checks: %w", s.node.Name, err)
 	}
 	v.Pods = pods.Items
