@@ -517,3 +517,57 @@ func TestDisruptionInSlotAfterOthersRemovedDoNotDisrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestVetoLiftTimedFromTheControllersCache: under a cache model (the
+// twin), the controller's reaction bound to someone else's removal of a
+// veto runs from when its cache first held the write that removed it, not
+// from the write (explorer seed 151388 of post-update-emptiness-reaping,
+// profile stale: the removal of do-not-disrupt at 9m00s reached the
+// controller's cache at 9m21.9s, after Karpenter's emptiness at 9m15s).
+// A cache that held it long enough before the disruption leaves it the
+// controller's failure; without a cache model the write's time counts.
+func TestVetoLiftTimedFromTheControllersCache(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		veto    string
+		reason  string
+		deliver []time.Duration // deliveries of the removal's write (RV 101) after it, in order (0 s: the RV before it)
+		react   time.Duration   // the disruption, after the removal
+		model   bool
+		want    int
+	}{
+		{"emptiness 15s after, the cache 21.9s behind", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, []time.Duration{21900 * time.Millisecond}, 15 * time.Second, true, 0},
+		{"emptiness 25s after, the cache 20s behind", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, []time.Duration{20 * time.Second}, 25 * time.Second, true, 0},
+		{"emptiness 25s after, the cache 2s behind", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, []time.Duration{2 * time.Second}, 25 * time.Second, true, 1},
+		{"an older write delivered first does not count", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, []time.Duration{0, 20 * time.Second}, 25 * time.Second, true, 0},
+		{"never reached the cache", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, nil, time.Minute, true, 0},
+		{"no cache model: from the write", v1alpha1.KarpenterDoNotDisrupt, fakekarpenter.ReasonEmpty, nil, 25 * time.Second, false, 1},
+		{"repair 10s after, the cache 8.5s behind", v1alpha1.KarpenterDoNotRepair, fakekarpenter.ReasonUnhealthy, []time.Duration{8500 * time.Millisecond}, 10 * time.Second, true, 0},
+		{"repair 10s after, the cache 1s behind", v1alpha1.KarpenterDoNotRepair, fakekarpenter.ReasonUnhealthy, []time.Duration{time.Second}, 10 * time.Second, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := churnFixture(t, 5*time.Minute)
+			f.at(2 * time.Minute)
+			f.node("c", func(n *corev1.Node) { protect(n); n.ResourceVersion = "100" })
+			f.bn("c", phase(v1alpha1.PhaseRebooting))
+			if c.model {
+				f.c.World().ControllerCacheNode(f.nodes["c"].DeepCopy(), f.now)
+			}
+			removeAt := 5 * time.Minute
+			f.at(removeAt)
+			f.c.World().SetIntendedAnnotation("c", c.veto, false, f.now)
+			f.node("c", func(n *corev1.Node) { delete(n.Annotations, c.veto); n.ResourceVersion = "101" })
+			for _, d := range c.deliver {
+				n := f.nodes["c"].DeepCopy()
+				if d == 0 {
+					n.ResourceVersion = "100"
+				}
+				f.c.World().ControllerCacheNode(n, t0.Add(removeAt+d))
+			}
+			f.disrupt("c", c.reason, removeAt+c.react)
+			f.c.KarpenterTrace("karpenter/tainted", "node/c", map[string]any{}, f.now)
+			f.want(scenario.InvNoReapWhileUpdating, 2*c.want, c.name+" (the disruption and its taint)")
+			f.want(scenario.InvNoChurn, c.want, c.name)
+		})
+	}
+}

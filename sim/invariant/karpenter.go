@@ -351,18 +351,30 @@ func (c *Checker) othersLiftedVeto(node, reason string, now time.Time) bool {
 	}
 	var at time.Time
 	var bound time.Duration
+	var lift vetoLift
 	switch {
 	case reason == fakekarpenter.ReasonUnhealthy:
-		at, bound = n.OthersRemovedDoNotRepair, RepairReactBound
+		at, bound, lift = n.OthersRemovedDoNotRepair, RepairReactBound, n.lifted[vetoDoNotRepair]
 	case graceful(reason):
 		if marked := n.churn.markedAt; marked.IsZero() || n.OthersRemovedDoNotDisrupt.Before(marked) {
 			return false // not the protection bootroll put on for this update
 		}
-		at, bound = n.OthersRemovedDoNotDisrupt, ProtectionReactBound
+		at, bound, lift = n.OthersRemovedDoNotDisrupt, ProtectionReactBound, n.lifted[vetoDoNotDisrupt]
 	default:
 		return false
 	}
-	return !at.IsZero() && !now.Before(at) && c.runningBetween(at, now) < bound
+	if at.IsZero() || now.Before(at) {
+		return false
+	}
+	if c.world.cacheModelled {
+		// The bound runs from when the controller's cache held the
+		// removal (World.ControllerCacheNode): before, it could not know.
+		if lift.known.IsZero() {
+			return true
+		}
+		at = lift.known
+	}
+	return c.runningBetween(at, now) < bound
 }
 
 // graceful reports whether a disruption reason is one that

@@ -3,6 +3,7 @@ package invariant
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,11 @@ type World struct {
 	// incarnations counts the pools created so far (Pool.incarnation).
 	incarnations int
 	marked       int // nodes that carry bootroll's slot marker
+
+	// cacheModelled is set once the twin reports what reaches the
+	// controller's cache (ControllerCacheNode); the cluster target does
+	// not, and its judge counts from the removals themselves.
+	cacheModelled bool
 
 	podsChanged bool
 	// podRemoved is set when a pod started terminating or went away in
@@ -132,6 +138,9 @@ type Node struct {
 	// OthersRemovedDoNotRepair is when someone other than bootroll last
 	// removed karpenter.sh/do-not-repair from the Node (zero: never).
 	OthersRemovedDoNotRepair time.Time
+	// lifted follows each of those removals (index vetoDoNotDisrupt,
+	// vetoDoNotRepair) to the controller's cache (ControllerCacheNode).
+	lifted [2]vetoLift
 
 	// HasBootcNode is true while the BootcNode exists.
 	HasBootcNode bool
@@ -564,6 +573,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 	}
 
 	owned := ownedOf(o.Annotations)
+	n.liftWritten(o)
 	if t == apiserver.Added || !n.Exists {
 		n.InitialUnschedulable = o.Spec.Unschedulable
 		n.InitialOwned = owned
@@ -1104,8 +1114,10 @@ func (w *World) SetIntendedAnnotation(node, key string, present bool, at time.Ti
 	case present:
 	case key == v1alpha1.KarpenterDoNotDisrupt:
 		n.OthersRemovedDoNotDisrupt = at
+		n.lifted[vetoDoNotDisrupt] = vetoLift{pending: true}
 	case key == v1alpha1.KarpenterDoNotRepair:
 		n.OthersRemovedDoNotRepair = at
+		n.lifted[vetoDoNotRepair] = vetoLift{pending: true}
 	}
 	set := func(l []string) []string {
 		l = slices.DeleteFunc(slices.Clone(l), func(k string) bool { return k == key })
@@ -1119,6 +1131,67 @@ func (w *World) SetIntendedAnnotation(node, key string, present bool, at time.Ti
 	if n.touch.active {
 		n.touch.baseOwned = set(n.touch.baseOwned)
 	}
+}
+
+// The vetoes someone else may lift, indexes of Node.lifted.
+const (
+	vetoDoNotDisrupt = iota
+	vetoDoNotRepair
+)
+
+// vetoLift follows one removal of a veto annotation by someone else: the
+// resourceVersion of the write that removed it, and when the controller's
+// cache first held that write or a later one of the Node.
+type vetoLift struct {
+	// pending: the removal is announced (SetIntendedAnnotation) and its
+	// write not seen yet.
+	pending bool
+	rv      uint64
+	known   time.Time
+}
+
+// liftWritten takes the resourceVersion of the write that carried out an
+// announced removal: the first write of the Node without the annotation.
+func (n *Node) liftWritten(o *corev1.Node) {
+	for i, key := range [...]string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair} {
+		l := &n.lifted[i]
+		if _, has := o.Annotations[key]; l.pending && !has {
+			l.pending, l.rv = false, parseRV(o.ResourceVersion)
+		}
+	}
+}
+
+// ControllerCacheNode records that the controller's cache received the
+// Node o at at (the twin's delivery of a watch event or an initial list:
+// a fact of the simulated world, not of the controller). The first
+// delivery that holds the write removing a veto, or a later one, is when
+// the controller could first know of the removal: its reaction bound
+// (othersLiftedVeto) runs from then. Judging from the write itself blamed
+// the controller for a cache 15 s behind (explorer seed 151388 of
+// post-update-emptiness-reaping, profile stale: an admin's removal of
+// bootroll's do-not-disrupt mid-reboot, Karpenter's emptiness 15 s later).
+func (w *World) ControllerCacheNode(o *corev1.Node, at time.Time) {
+	w.cacheModelled = true
+	n := w.nodes[o.Name]
+	if n == nil {
+		return
+	}
+	rv := parseRV(o.ResourceVersion)
+	for i := range n.lifted {
+		if l := &n.lifted[i]; l.rv != 0 && l.known.IsZero() && rv >= l.rv {
+			l.known = at
+		}
+	}
+}
+
+// parseRV reads a resourceVersion as the simulated API server writes it
+// (a decimal counter); 0 when it is not one.
+func parseRV(s string) uint64 {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // pdbSelector is one PodDisruptionBudget's pod selector.

@@ -742,6 +742,11 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 	if !r.controllerUp {
 		return
 	}
+	if n, ok := ev.Object.(*corev1.Node); ok && r.w != nil {
+		// What reached the controller's cache, and when: the judges
+		// time the controller's reactions from it.
+		r.w.ControllerCacheNode(n, r.eng.Now())
+	}
 	for i := range r.watches {
 		r.watches[i].deliver(r.ctx, ev)
 	}
