@@ -1132,3 +1132,55 @@ func TestConvergesExcusesOnlyASpentWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestProtectionPutBackAfterTheSlot: an operator's do-not-disrupt and
+// do-not-repair were on the node before its slot, so bootroll added none
+// of its own; after the slot the operator lifts do-not-repair and bootroll
+// puts it back as its own for the post-update protection (explorer seed
+// 158367 of cluster-karpenter-rollout-2: the run ended before the
+// protection's deadline and no-leaked-annotation called it a leak). It is
+// no leak before the slot's deadline, and one after it.
+func TestProtectionPutBackAfterTheSlot(t *testing.T) {
+	const dnd, dnr = "karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-repair"
+	for _, tc := range []struct {
+		name    string
+		removed time.Duration // when bootroll removes what it put back (0: never)
+		end     time.Duration
+		want    int
+	}{
+		{"the run ends before the deadline", 0, 7 * time.Minute, 0},
+		{"removed at the end of the post-update protection", 6 * time.Minute, time.Hour, 0},
+		{"never removed: at the deadline and at the end", 0, time.Hour, 2},
+		{"removed after the deadline", 20 * time.Minute, time.Hour, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.setPool(func(p *v1alpha1.BootcNodePool) {
+				p.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: 5 * time.Minute}
+			})
+			f.c.World().SetIntendedAnnotation("a", dnd, true, f.now)
+			f.c.World().SetIntendedAnnotation("a", dnr, true, f.now)
+			f.node("a", func(n *corev1.Node) { n.Annotations = map[string]string{dnd: "true", dnr: "true"} })
+			f.at(time.Minute)
+			f.slots(imgB, "a")
+			f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = true; n.Annotations[v1alpha1.AnnotationSlot] = "p" })
+			f.at(time.Minute + 30*time.Second)
+			f.node("a", func(n *corev1.Node) { n.Spec.Unschedulable = false; delete(n.Annotations, v1alpha1.AnnotationSlot) })
+			f.slots(imgB)
+			f.check(2 * time.Minute)
+			f.at(2 * time.Minute)
+			f.c.World().SetIntendedAnnotation("a", dnr, false, f.now)
+			f.node("a", func(n *corev1.Node) { delete(n.Annotations, dnr) })
+			f.at(2*time.Minute + 15*time.Millisecond)
+			f.node("a", func(n *corev1.Node) { n.Annotations[dnr] = "true" }) // bootroll's keepProtected
+			f.check(3 * time.Minute)
+			if tc.removed > 0 {
+				f.check(tc.removed)
+				f.node("a", func(n *corev1.Node) { delete(n.Annotations, dnr) })
+			}
+			f.check(tc.end)
+			f.c.Finish(Outcome{End: tc.end, Converged: true})
+			f.want(scenario.InvNoLeakedAnnotation, tc.want, tc.name)
+		})
+	}
+}

@@ -280,10 +280,10 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 	}
 	c.followChurn(n, old, c.now())
 	t := &n.touch
-	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted {
+	now := c.now()
+	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted && !protectionBack(n, now) {
 		return // untouched, and stays so
 	}
-	now := c.now()
 	taints := n.Taints
 	if slices.Contains(taints, v1alpha1.TaintOSNotReady) {
 		taints = bootrollTaints(taints)
@@ -313,6 +313,24 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 		t.baseOwned = slices.DeleteFunc(slices.Clone(t.baseOwned), func(a string) bool { return a == v1alpha1.AnnotationSlot })
 		t.baseTaints = minus(t.baseTaints, taints) // taints bootroll adds now are not the base
 	}
+	if !t.active && !n.Marked && protectionBack(n, now) {
+		// bootroll put Karpenter protection back on the node after its
+		// slot, within the slot's post-update protection (keepProtected:
+		// someone else lifted the protection that was there, so bootroll
+		// did not add its own in the slot and the slot's episode ended
+		// with the marker; explorer seed 158367 of
+		// cluster-karpenter-rollout-2): an episode of its own, whose
+		// annotations must go by the slot's deadline, as the slot's
+		// would. The base is what the node had at creation and what
+		// operators set since.
+		c.touchSeq++
+		slotted, unslotted := t.slotted, t.unslottedSince
+		*t = touch{active: true, id: c.touchSeq, slotted: slotted, unslottedSince: unslotted, baseClaim: claim,
+			baseUnschedulable: n.Unschedulable, released: 1, protectDeadline: n.slotProtectUntil}
+		t.baseOwned = slices.DeleteFunc(slices.Clone(n.InitialOwned), func(a string) bool { return a == v1alpha1.AnnotationSlot })
+		t.baseTaints = slices.Clone(taints)
+		c.push(deadline{at: t.protectDeadline, kind: dlProtection, node: n.Name, id: t.id, released: t.released})
+	}
 	if !t.active {
 		return
 	}
@@ -327,6 +345,7 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 				pup = p.protectionAfter(n)
 			}
 			t.protectDeadline = now.Add(pup + ProtectionGrace)
+			n.slotProtectUntil = t.protectDeadline
 			c.push(deadline{at: t.protectDeadline, kind: dlProtection, node: n.Name, id: t.id, released: t.released})
 		}
 	}
@@ -649,6 +668,14 @@ func (c *Checker) karpenterReaction() time.Duration {
 
 // protectionPending reports whether the node's post-update protection
 // may still be in force at end.
+// protectionBack reports whether the node carries a protection
+// annotation that it did not have at creation and that no operator set,
+// before its last slot's protection deadline: bootroll's post-update
+// protection, put back after the slot.
+func protectionBack(n *Node, now time.Time) bool {
+	return now.Before(n.slotProtectUntil) && !subset(n.Owned, n.InitialOwned)
+}
+
 func protectionPending(n *Node, end time.Time) bool {
 	t := &n.touch
 	return t.active && !n.Marked && t.released > 0 && end.Before(t.protectDeadline)

@@ -138,6 +138,11 @@ type Node struct {
 	// OthersRemovedDoNotRepair is when someone other than bootroll last
 	// removed karpenter.sh/do-not-repair from the Node (zero: never).
 	OthersRemovedDoNotRepair time.Time
+	// slotProtectUntil is the protection deadline of the node's last slot
+	// (its end + the pool's karpenter.postUpdateProtection +
+	// ProtectionGrace): until then bootroll may put its Karpenter
+	// protection back on the node (touch.go, protectionBack).
+	slotProtectUntil time.Time
 	// lifted follows each of those removals (index vetoDoNotDisrupt,
 	// vetoDoNotRepair) to the controller's cache (ControllerCacheNode).
 	lifted [2]vetoLift
