@@ -495,6 +495,20 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 		}
 		ro = &s.bn.Status.Rollout
 	}
+	if left := ro.TargetImage; left != "" && left != target && ro.FailedImage == "" && !inSlot && s.node != nil &&
+		!rollout.NodeReady(s.node) && rollout.DigestOfHost(s.bn.Status.Booted) == imageref.Digest(left) && !r.opts.TestOnly.ForgetDownOnLeft {
+		// Down on the image it leaves, outside a slot: it booted that
+		// image and never came up (a new record took the node over as
+		// Updated, say, before notReadyOnTarget could fail it). It is
+		// recorded as down on that image, as a node that failed it is,
+		// so that it may take a slot for the new target while down:
+		// nothing else could ever bring it back (explorer seed 158119 of
+		// rollback-on-failed-boot: its pool deleted and made again while
+		// it was down on v2-bad, then set back to v1 by an operator; the
+		// node stayed down and the rollout stalled on it).
+		ro.FailedImage = left
+		r.event(s.bn, corev1.EventTypeWarning, "DownOnLeftImage", "not Ready on %s, which the pool no longer targets; it may take a slot for %s while down", left, target)
+	}
 	ro.TargetImage = target
 	ro.Failures = 0
 	ro.RetryAfter = nil

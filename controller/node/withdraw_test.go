@@ -122,3 +122,59 @@ func TestRetargetWithdrawsTheLeftImagesOrder(t *testing.T) {
 		t.Errorf("with v2 desired again the spent rollback order stands: %+v", cur.Spec.BootOrder)
 	}
 }
+
+// TestRetargetRecordsDownOnTheLeftImage: a record retargeted while its
+// node is down (not Ready) on the image the pool leaves, outside a slot,
+// is recorded as down on that image (status.rollout.failedImage), so that
+// the pool may give it a slot for the new target while it is down; a
+// Ready node, one on another image, or the planted
+// testOnly.forgetDownOnLeft is not (explorer seed 158119 of
+// rollback-on-failed-boot: taken over as Updated by a pool made again
+// while down on v2-bad, then set back to v1; it stayed down for good).
+func TestRetargetRecordsDownOnTheLeftImage(t *testing.T) {
+	const v1 = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const v2 = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	for _, tc := range []struct {
+		name   string
+		ready  bool
+		booted string
+		forget bool
+		want   string
+	}{
+		{"down on the left image", false, v2, false, v2},
+		{"Ready on the left image", true, v2, false, ""},
+		{"down on another image", false, v1, false, ""},
+		{"planted: forgotten", false, v2, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool, bn.Spec.DesiredImage = "p", v1
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			bn.Status.Rollout.TargetImage = v2
+			bn.Status.Booted = &v1alpha1.HostImage{Image: tc.booted, Digest: tc.booted[len("registry.example/os@"):]}
+			status := corev1.ConditionFalse
+			if tc.ready {
+				status = corev1.ConditionTrue
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+			cl := fakeapi.Client(t, bn.DeepCopy(), node.DeepCopy())
+			opts := options.Options{}
+			opts.TestOnly.ForgetDownOnLeft = tc.forget
+			r := NewReconciler(cl, opts)
+			var cur v1alpha1.BootcNode
+			if err := cl.Get(context.Background(), client.ObjectKey{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			s := &nodeStep{bn: cur.DeepCopy(), orig: recordOf(&cur), node: node}
+			if err := r.retarget(context.Background(), s, v1); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.bn.Status.Rollout.FailedImage; got != tc.want {
+				t.Errorf("failedImage %q, want %q", got, tc.want)
+			}
+			if got := s.bn.Status.Rollout.TargetImage; got != v1 {
+				t.Errorf("targetImage %q, want %q", got, v1)
+			}
+		})
+	}
+}

@@ -62,4 +62,9 @@ type TestOnly struct {
 	// server: a node whose cache still shows it Ready, which the API
 	// server no longer does, counts as Updated.
 	VerifyOnCache bool
+	// ForgetDownOnLeft is the behaviour before explorer seed 158119 of
+	// rollback-on-failed-boot: a node down on the image its pool leaves,
+	// never failed on it, is retargeted as a healthy one and can take no
+	// slot while down, so nothing brings it back.
+	ForgetDownOnLeft bool
 }

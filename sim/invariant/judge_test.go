@@ -429,6 +429,54 @@ func TestMaxUnavailableJoinedDownNotBlamed(t *testing.T) {
 	}
 }
 
+// A node down since a reboot that failed (Failed, counted by the failure
+// policy) and then given a slot to be retargeted or rolled back, still
+// down, takes no capacity that was there: no violation then, but it
+// counts from then on, so a further grant beyond the bound is caught. A
+// node that is Ready when it gets the slot is bootroll's doing (explorer
+// seed 158119 of rollback-on-failed-boot).
+func TestMaxUnavailableSlotForAFailedDownNode(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		readyAgain bool // a is Ready again before its slot
+		grantAfter bool // then c gets a slot too
+		want       int
+	}{
+		{"down since its failed reboot", false, false, 0},
+		{"down, then a second grant", false, true, 1},
+		{"Ready again before its slot", true, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a", "b", "c")
+			for _, n := range []string{"a", "b", "c"} {
+				f.node(n, readyCond(true))
+			}
+			f.c.Reboot("a", imgA, imgB)
+			f.node("a", readyCond(false))
+			f.check(time.Second)
+			f.bn("a", phase(v1alpha1.PhaseFailed))
+			f.check(2 * time.Second)
+			f.slots(imgB, "b")
+			f.node("b", mark)
+			f.check(3 * time.Second)
+			f.want(scenario.InvMaxUnavailable, 0, "b's slot beside a, failed and down")
+			if tc.readyAgain {
+				f.node("a", readyCond(true))
+				f.check(4 * time.Second)
+			}
+			f.bn("a", phase(v1alpha1.PhasePending)) // retargeted
+			f.slots(imgB, "b", "a")
+			f.check(5 * time.Second)
+			if tc.grantAfter {
+				f.slots(imgB, "b", "a", "c")
+				f.node("c", mark)
+				f.check(6 * time.Second)
+			}
+			f.want(scenario.InvMaxUnavailable, tc.want, tc.name)
+		})
+	}
+}
+
 // A node down in a reboot bootroll asked for counts against its pool while
 // it is a member, and no more once an operator relabels it out of the pool
 // (explorer seed 101155 of rollback-on-failed-boot).

@@ -44,6 +44,7 @@ func (c *Checker) Reboot(node, from, to string) {
 	n := c.world.nodes[node]
 	if n != nil && n.Exists {
 		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
+		n.failedDown = false
 		c.world.updateUnavailable(n)
 		if n.Marked {
 			n.churn.rebooted = true // an update in the slot (no-churn)

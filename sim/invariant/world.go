@@ -174,6 +174,12 @@ type Node struct {
 	// or is Ready with a new boot ID, or its BootcNode is Failed or
 	// RolledBack.
 	rebooting, rebootDown bool
+	// failedDown is set when a reboot bootroll asked for ends in Failed or
+	// RolledBack with the Node not Ready since (the failure policy counts
+	// it, not max-unavailable), until the Node is Ready again or is
+	// rebooted again: a slot bootroll then gives it, to retarget or roll
+	// it back, takes no capacity that was still there (updateUnavailable).
+	failedDown bool
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
 	// boot ID ends the reboot too, for a node that came back before it
@@ -568,7 +574,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 	if t == apiserver.Deleted {
 		w.setMarked(n, false, "")
 		n.Exists, n.Deleting = false, false
-		n.rebooting, n.rebootDown = false, false
+		n.rebooting, n.rebootDown, n.failedDown = false, false, false
 		n.touch = touch{}
 		n.churn = churnRecord{}
 		w.setPools(n, nil)
@@ -621,6 +627,9 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		case n.rebootDown, n.nodeBootID != n.rebootBootID:
 			n.rebooting, n.rebootDown = false, false
 		}
+	}
+	if n.Ready {
+		n.failedDown = false
 	}
 	if wasDown && !n.rebooting && n.Ready && w.clock != nil {
 		n.upAt = w.clock()
@@ -787,6 +796,17 @@ func (w *World) updateUnavailable(n *Node) {
 		in.unavailable[n.Name] = struct{}{}
 		w.inSlot++
 		w.markDirty(in)
+		if n.unavailIn == nil && n.failedDown {
+			// Down since a reboot that failed (its failure counted by the
+			// failure policy), now given a slot to be retargeted or
+			// rolled back: bootroll took no capacity that was still there,
+			// so it raises the count without an increase of bootroll's
+			// doing, and later grants must count it (explorer seed 158119
+			// of rollback-on-failed-boot: failed while down on v2-bad,
+			// retargeted to v1 by an operator's revert, given a slot
+			// while down).
+			joined = true
+		}
 		if joined {
 			// A node that became the pool's (a member, or its record made
 			// again) while already down from a reboot bootroll asked for
@@ -838,6 +858,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 	n.DesiredBooted = orderStands(o)
 	n.Phase = to
 	if to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseRolledBack {
+		n.failedDown = n.failedDown || (n.rebooting && !n.Ready)
 		n.rebooting, n.rebootDown = false, false
 	}
 	w.countPhase(n, from, to)

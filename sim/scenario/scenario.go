@@ -486,6 +486,12 @@ type TestOnly struct {
 	// updated-healthy (with a stale cache).
 	VerifyOnCache bool `json:"verifyOnCache,omitempty"`
 
+	// ForgetDownOnLeft retargets a node that is down on the image its
+	// pool leaves, never failed on it, as a healthy one: it can take no
+	// slot while down, so nothing brings it back; caught by final-images
+	// (the pool stalls on it).
+	ForgetDownOnLeft bool `json:"forgetDownOnLeft,omitempty"`
+
 	// FreeSlotBeforeVerify gives a node's reboot slot back as soon as its
 	// reboot is requested, before it is verified, so more nodes than
 	// maxUnavailable are down at once; caught by max-unavailable.

@@ -568,6 +568,7 @@ func testOnly(t scenario.TestOnly) rollout.TestOnly {
 		NoHealthTimeout:         t.NoHealthTimeout,
 		SkipHealthChecks:        t.SkipHealthChecks,
 		VerifyOnCache:           t.VerifyOnCache,
+		ForgetDownOnLeft:        t.ForgetDownOnLeft,
 		FreeSlotBeforeVerify:    t.FreeSlotBeforeVerify,
 		KeepBootOrder:           t.KeepBootOrder,
 		CountSlotsFromCache:     t.CountSlotsFromCache,
