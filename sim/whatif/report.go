@@ -272,13 +272,19 @@ const (
 )
 
 // axisScale turns a unit into the y axis's unit and the factor values are
-// divided by: long durations in minutes, millicores in cores.
+// divided by: long durations in minutes, millicores in cores, memory past
+// 10 GiB in GiB and past 10 TiB in TiB (a 200-node pool's memory is
+// millions of MiB, a tick label wider than the margin).
 func axisScale(unit string, top float64) (string, float64) {
 	switch {
 	case unit == "s" && top >= 180:
 		return "min", 60
 	case unit == "millicores":
 		return "cores", 1000
+	case unit == "MiB" && top >= 10<<20:
+		return "TiB", 1 << 20
+	case unit == "MiB" && top >= 10<<10:
+		return "GiB", 1 << 10
 	}
 	return unit, 1
 }
@@ -318,7 +324,7 @@ func metricChart(res *Results, mi MetricInfo) (string, bool) {
 		v := topN * float64(i) / 4
 		y := mPadT + mPlotH - mPlotH*float64(i)/4
 		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#e4e4e4"/>`, mPadL, y, mPadL+mPlotW, y)
-		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" font-size="11" text-anchor="end" fill="#555">%s</text>`, mPadL-6, y+4, trimFloat(v))
+		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" font-size="11" text-anchor="end" fill="#555">%s</text>`, mPadL-6, y+4, tickLabel(v))
 	}
 	for i, v := range res.Axes[0].Values {
 		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%g" font-size="11" text-anchor="middle" fill="#555">%s</text>`, xOf(i), mPadT+mPlotH+16, esc(v))
@@ -436,7 +442,7 @@ func timelineChart(t *Timeline) string {
 	for i := 0; i <= 2; i++ {
 		v := topN * float64(i) / 2
 		y := yOf(v)
-		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" font-size="11" text-anchor="end" fill="#555">%s</text>`, tPadL-6, y+4, trimFloat(v))
+		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" font-size="11" text-anchor="end" fill="#555">%s</text>`, tPadL-6, y+4, tickLabel(v))
 	}
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="11" text-anchor="middle" fill="#333">virtual time since the start</text>`, tPadL+tPlotW/2, tH-6)
 	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="11" text-anchor="middle" fill="#333" transform="rotate(-90 %g %g)">nodes</text>`, 14.0, tPadT+tPlotH/2, 14.0, tPadT+tPlotH/2)
@@ -490,6 +496,18 @@ func tickClock(s float64) string {
 		return fmt.Sprintf("%dm%02ds", t/60, t%60)
 	}
 	return fmt.Sprintf("%ds", t)
+}
+
+// tickLabel prints a value axis's tick in at most about five characters,
+// so that it stays inside the chart's left margin: 950, 12.5k, 3M.
+func tickLabel(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return trimFloat(v/1e6) + "M"
+	case a >= 1e4:
+		return trimFloat(v/1e3) + "k"
+	}
+	return trimFloat(v)
 }
 
 func trimFloat(v float64) string {

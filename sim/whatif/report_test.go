@@ -427,3 +427,37 @@ func checkScreenshot(t *testing.T, path string) {
 		t.Errorf("screenshot %s: %d colours, %d sampled pixels not white: a blank page?", path, len(colours), nonWhite)
 	}
 }
+
+// TestAxisTicksFitTheMargin: a value axis's unit and tick labels stay
+// readable for every magnitude a sweep measures (a 200-node pool's
+// memory is about 3.2 million MiB; its label used to run into the axis
+// title).
+func TestAxisTicksFitTheMargin(t *testing.T) {
+	for _, c := range []struct {
+		unit     string
+		top      float64
+		wantUnit string
+		wantTop  string
+	}{
+		{"MiB", 3_276_800, "GiB", "4000"},
+		{"MiB", 64 << 20, "TiB", "80"},
+		{"MiB", 900, "MiB", "1000"},
+		{"millicores", 800_000, "cores", "800"},
+		{"s", 23_400, "min", "400"},
+		{"s", 90, "s", "100"},
+		{"writes", 45_000, "writes", "80k"},
+		{"writes", 99_000, "writes", "100k"},
+		{"requests", 2_500_000, "requests", "4M"},
+	} {
+		unit, div := axisScale(c.unit, c.top)
+		top := niceTop(c.top / div)
+		if unit != c.wantUnit || tickLabel(top) != c.wantTop {
+			t.Errorf("%g %s: axis in %s, top tick %q; want %s, %q", c.top, c.unit, unit, tickLabel(top), c.wantUnit, c.wantTop)
+		}
+		for i := 0; i <= 4; i++ {
+			if l := tickLabel(top * float64(i) / 4); len(l) > 5 {
+				t.Errorf("%g %s: tick %q is wider than 5 characters", c.top, c.unit, l)
+			}
+		}
+	}
+}
