@@ -79,7 +79,7 @@ e2e: bootroll-cli cluster-tools karpenter-v1.14 ## Run every scenarios/cluster/*
 fidelity: bootroll-cli cluster-tools karpenter-v1.14 ## Run scenarios/cluster/*.yaml in the twin and on a local control plane and regenerate the table in docs/fidelity.md (minutes each; not in make test).
 	$(BOOTROLL) fidelity $(CLUSTER_SCENARIOS) --markdown docs/fidelity.md
 
-bench-100k: bootroll-cli ## Run the 100,000-node rollout (scenarios/bench/bench-100000.yaml) under a 7 GiB Go memory limit and print its peak heap and RSS (about an hour; not in make test).
+bench-100k: bootroll-cli ## Run the 100,000-node rollout (scenarios/bench/bench-100000.yaml) under a 7 GiB Go memory limit and print its peak heap and RSS (about half an hour on 2 cores; not in make test).
 	$(BOOTROLL) scenario run --bench --memory-limit 7Gi scenarios/bench/bench-100000.yaml
 
 whatif-examples: bootroll-cli ## Regenerate the example what-if reports in docs/whatif-examples (not in make test; minutes).
