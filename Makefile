@@ -20,7 +20,7 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 all: build
 
 help: ## Show the targets.
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## Build the binaries into bin/.
 	go build -o $(BIN)/ ./cmd/...
