@@ -1232,3 +1232,67 @@ func TestProtectionPutBackAfterTheSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanupWaitsForADaemonThatHasNotSeenTheWithdrawal: a node given a
+// boot order whose daemon is down (it never acknowledged the order, nor
+// its withdrawal when the pool was deleted) may stay cordoned until its
+// daemon catches up, and has CleanupBound from then; once caught up it is
+// judged as any other (explorer seed 163148 of
+// cluster-pool-deleted-mid-rollout). A daemon that acknowledged the
+// withdrawal at once leaves no excuse, and one never heard from again is
+// judged at the cap.
+func TestCleanupWaitsForADaemonThatHasNotSeenTheWithdrawal(t *testing.T) {
+	order := func(withdrawn bool, gen int64) func(*v1alpha1.BootcNode) {
+		return func(b *v1alpha1.BootcNode) {
+			b.Generation = gen
+			b.Spec.DesiredImage = imgB
+			b.Spec.BootOrder = &v1alpha1.BootOrder{Image: imgB, At: metav1.NewTime(t0.Add(8 * time.Second)), Withdrawn: withdrawn}
+		}
+	}
+	acked := func(gen int64) func(*v1alpha1.BootcNode) {
+		return func(b *v1alpha1.BootcNode) { b.Status.Daemon.ObservedGeneration = gen }
+	}
+	for _, tc := range []struct {
+		name     string
+		ackAt    time.Duration // when the daemon acknowledges the withdrawal; 0: never
+		restored time.Duration // when the node is given back; 0: never
+		want     int
+		wantAt   time.Duration
+	}{
+		{"given back as the daemon catches up", 2*time.Minute + 48*time.Second, 2*time.Minute + 49*time.Second, 0, 0},
+		{"kept past the bound after the daemon caught up", 2*time.Minute + 48*time.Second, 0, 1, 4*time.Minute + 48*time.Second},
+		{"the daemon acknowledged at once, kept past the bound", 16 * time.Second, 0, 1, 15*time.Second + CleanupBound},
+		{"the daemon never heard from again", 0, 0, 1, 15*time.Second + CleanupRebootCap},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			f.slots(imgB, "a")
+			f.bn("a", acked(1))
+			f.bn("a", func(b *v1alpha1.BootcNode) { b.Generation = 1; b.Spec.DesiredImage = imgB })
+			f.node("a", protect)
+			f.check(time.Second)
+			f.at(8 * time.Second)
+			f.bn("a", order(false, 2)) // the daemon is down: never acknowledged
+			f.check(8 * time.Second)
+			f.at(15 * time.Second)
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+			f.bn("a", order(true, 3))
+			for at := 15*time.Second + time.Second; at <= 20*time.Minute; at += time.Second {
+				f.at(at)
+				if at == tc.ackAt {
+					f.bn("a", acked(3))
+				}
+				if tc.restored > 0 && at == tc.restored {
+					f.node("a", unmark)
+				}
+				f.check(at)
+			}
+			f.want(scenario.InvCleanup, tc.want, "by 20m")
+			if tc.want > 0 {
+				if v := f.of(scenario.InvCleanup)[0]; v.At < tc.wantAt || v.At > tc.wantAt+cleanupPoll {
+					t.Errorf("violation at %s, want %s: %s", v.At, tc.wantAt, v)
+				}
+			}
+		})
+	}
+}

@@ -449,10 +449,16 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 	c.haltPool(p, o, deleted)
 }
 
-// down reports whether a node is rebooting or not Ready: bootroll keeps
-// such a node cordoned until it is back (a daemon it cannot hear from may
-// still act on a boot order), so its cleanup waits as for a reboot.
-func down(n *Node) bool { return n.rebooting || !n.Ready }
+// down reports whether a node is rebooting, not Ready, or holds a boot
+// order its daemon has not acknowledged: bootroll keeps such a node
+// cordoned until it is back (a daemon it cannot hear from may still act
+// on a boot order), so its cleanup waits as for a reboot. The last is a
+// daemon down with the node up (explorer seed 163148 of
+// cluster-pool-deleted-mid-rollout: the daemon crashed as its node was
+// given the order and stayed down past the pool's deletion; the
+// withdrawal went unacknowledged and the node stayed cordoned until the
+// daemon was back, as it must).
+func down(n *Node) bool { return n.rebooting || !n.Ready || n.orderUnheard }
 
 // cleanupRebootCap is how long a reboot in progress may hold back the
 // cleanup of a node of pool: CleanupRebootCap, or the pool's healthTimeout

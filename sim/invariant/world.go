@@ -162,6 +162,12 @@ type Node struct {
 	// DesiredBooted is true while the BootcNode carries a boot order for
 	// DesiredImage that is not withdrawn (orderStands).
 	DesiredBooted bool
+	// orderUnheard is true while the BootcNode carries a boot order,
+	// standing or withdrawn, in a spec its daemon has not acknowledged
+	// (status.daemon.observedGeneration below metadata.generation): a
+	// daemon that has not seen the withdrawal may still act on the order,
+	// so bootroll cannot yet give the node back (cleanup).
+	orderUnheard bool
 
 	// health is what updated-healthy judges the node by (health.go).
 	health nodeHealth
@@ -832,7 +838,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		n.HasBootcNode, n.BootcDeleting = false, false
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
-		n.DesiredBooted = false
+		n.DesiredBooted, n.orderUnheard = false, false
 		w.updateUnavailable(n)
 		if w.bootcHook != nil {
 			w.bootcHook(n, t, old, o)
@@ -856,6 +862,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		n.LastRebootImage = r.Image
 	}
 	n.DesiredBooted = orderStands(o)
+	n.orderUnheard = o.Spec.BootOrder != nil && o.Status.Daemon.ObservedGeneration < o.Generation
 	n.Phase = to
 	if to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseRolledBack {
 		n.failedDown = n.failedDown || (n.rebooting && !n.Ready)
