@@ -281,7 +281,8 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 	c.followChurn(n, old, c.now())
 	t := &n.touch
 	now := c.now()
-	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted && !protectionBack(n, now) {
+	back := !n.Marked && protectionBack(n, now)
+	if !t.active && !n.Marked && len(n.Taints) == 0 && (n.slotIn != nil) == t.slotted && !back {
 		return // untouched, and stays so
 	}
 	taints := n.Taints
@@ -313,7 +314,7 @@ func (c *Checker) nodeChanged(n *Node, old *corev1.Node) {
 		t.baseOwned = slices.DeleteFunc(slices.Clone(t.baseOwned), func(a string) bool { return a == v1alpha1.AnnotationSlot })
 		t.baseTaints = minus(t.baseTaints, taints) // taints bootroll adds now are not the base
 	}
-	if !t.active && !n.Marked && protectionBack(n, now) {
+	if !t.active && back {
 		// bootroll put Karpenter protection back on the node after its
 		// slot, within the slot's post-update protection (keepProtected:
 		// someone else lifted the protection that was there, so bootroll
@@ -672,8 +673,6 @@ func (c *Checker) karpenterReaction() time.Duration {
 	return r
 }
 
-// protectionPending reports whether the node's post-update protection
-// may still be in force at end.
 // protectionBack reports whether the node carries a protection
 // annotation that it did not have at creation and that no operator set,
 // before its last slot's protection deadline: bootroll's post-update
@@ -682,6 +681,8 @@ func protectionBack(n *Node, now time.Time) bool {
 	return now.Before(n.slotProtectUntil) && !subset(n.Owned, n.InitialOwned)
 }
 
+// protectionPending reports whether the node's post-update protection
+// may still be in force at end.
 func protectionPending(n *Node, end time.Time) bool {
 	t := &n.touch
 	return t.active && !n.Marked && t.released > 0 && end.Before(t.protectDeadline)
