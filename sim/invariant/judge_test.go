@@ -1141,6 +1141,97 @@ func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
 	}
 }
 
+// converges excuses, as expiry-outpaces-updates, a pool whose only node
+// not on the target is a Karpenter node too short-lived to update that is
+// going (Node deleting or gone, NodeClaim gone with it, BootcNode still in
+// the pool) while the controller may not have seen it go: its cache has
+// not held the deletion, or has for less than LeaveReactBound of the
+// controller's running time (without a cache model, from the deletion).
+// Explorer seed 168262 of cluster-expiry-during-update: the pool's last
+// member kp-37 (expireAfter 90s, registered 30s after its claim, 60 s
+// reboots) expired at 50m05s, the run ended at 50m24s with the pool's
+// status from before (its cache had not held the deletion) and kp-38 not
+// registered yet. A going node that could have been updated, or one the
+// controller saw go long before the end, keeps the violation.
+func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
+	const end = time.Hour
+	for _, tc := range []struct {
+		name       string
+		life       string        // the NodeClaim's expireAfter (registered 30s after it)
+		deleteAt   time.Duration // the deletionTimestamp
+		gone       bool          // the Node (and its NodeClaim) deleted 5s after
+		model      bool          // a cache model (the twin)
+		known      time.Duration // when the controller's cache held the deletion (0: never)
+		down       [2]time.Duration
+		want, excs int
+	}{
+		{"gone 19s before the end, not in the cache", "90s", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 0, 1},
+		{"deleting 5s before the end, not in the cache", "90s", end - 5*time.Second, false, true, 0, [2]time.Duration{}, 0, 1},
+		{"gone 19s before the end, in the cache 10s before", "90s", end - 19*time.Second, true, true, end - 10*time.Second, [2]time.Duration{}, 0, 1},
+		{"in the cache more than the bound before the end", "90s", end - 3*time.Minute, true, true, end - LeaveReactBound - time.Second, [2]time.Duration{}, 1, 0},
+		{"in the cache long before, the controller down since", "90s", end - 3*time.Minute, true, true, end - 2*time.Minute, [2]time.Duration{end - 110*time.Second, end - 30*time.Second}, 0, 1},
+		{"not in the cache for long", "90s", end - 10*time.Minute, true, true, 0, [2]time.Duration{}, 0, 1},
+		{"the going node could have been updated", "2m", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 1, 0},
+		{"no cache model: deleted 19s before the end", "90s", end - 19*time.Second, true, false, 0, [2]time.Duration{}, 0, 1},
+		{"no cache model: deleted more than the bound before the end", "90s", end - LeaveReactBound - 10*time.Second, true, false, 0, [2]time.Duration{}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := &scenario.Scenario{Name: "test", Host: scenario.Host{Reboot: scenario.Distribution{Dist: scenario.DistFixed, Value: time.Minute}}, Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
+			f := newFixture(t, sc, intstr.FromInt32(1), "a")
+			f.booted["a"] = imgA
+			claim := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+				"metadata": map[string]any{"name": "claim-a", "creationTimestamp": t0.Add(-30 * time.Second).Format(time.RFC3339)}, "spec": map[string]any{"expireAfter": tc.life}, "status": map[string]any{"nodeName": "a"}}}
+			f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: claim})
+			f.node("a", func(n *corev1.Node) {
+				n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-a"}}
+				n.ResourceVersion = "100"
+			})
+			f.setPool(func(p *v1alpha1.BootcNodePool) {
+				p.Status.ObservedGeneration = p.Generation
+				p.Status.TargetImage = imgB
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Status.ObservedGeneration}}
+			})
+			if tc.model {
+				f.c.World().ControllerCacheNode(f.nodes["a"].DeepCopy(), t0)
+			}
+			f.check(tc.deleteAt)
+			f.node("a", func(n *corev1.Node) {
+				n.DeletionTimestamp = &metav1.Time{Time: f.now}
+				n.ResourceVersion = "101"
+			})
+			if tc.gone {
+				f.at(tc.deleteAt + 5*time.Second)
+				gone := f.nodes["a"].DeepCopy()
+				gone.ResourceVersion = "102"
+				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: gone})
+				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: claim})
+			}
+			if tc.known != 0 {
+				n := f.nodes["a"].DeepCopy()
+				f.c.World().ControllerCacheNode(n, t0.Add(tc.known))
+			}
+			if tc.down[1] != 0 {
+				f.at(tc.down[0])
+				f.c.ControllerRunning(false)
+				f.at(tc.down[1])
+				f.c.ControllerRunning(true)
+			}
+			f.check(end)
+			f.c.Finish(Outcome{End: end})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+			var excs int
+			for _, e := range f.c.Exceptions() {
+				if e.Invariant == ExceptionExpiryOutpacesUpdates {
+					excs++
+				}
+			}
+			if excs != tc.excs {
+				t.Errorf("%d %s exception(s), want %d: %v", excs, ExceptionExpiryOutpacesUpdates, tc.excs, f.c.Exceptions())
+			}
+		})
+	}
+}
+
 // converges excuses a pool that waits for its maintenance window only when
 // the run ends outside every window and the pool granted a slot in the last
 // stretch of its latest window (drainTimeout + healthTimeout before it

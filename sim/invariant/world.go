@@ -61,7 +61,8 @@ type World struct {
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
 	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
-	// when unset), by name; a claim that never expires has no entry.
+	// when unset), by name, kept after the claim is deleted; a claim that
+	// never expires has no entry.
 	claimLife map[string]time.Duration
 	// claimBorn is each expiring NodeClaim's creationTimestamp.
 	claimBorn map[string]time.Time
@@ -175,6 +176,14 @@ type Node struct {
 	// upAt is when the Node was last seen up again (Ready, not in a
 	// reboot) after it was down (not Ready, or in a reboot).
 	upAt time.Time
+	// leftAt is when the Node began to go (the first deletionTimestamp or
+	// its deletion), zero while it is not going; leftRV is the
+	// resourceVersion of that write, and leftKnown when the controller's
+	// cache first held it or a later one (ControllerCacheNode): the pool's
+	// status cannot count the node as gone before (converges,
+	// expiryOutpacesUpdates).
+	leftAt, leftKnown time.Time
+	leftRV            uint64
 	// rebooting is set by the Checker from a reboot request until the Node
 	// was NotReady and is Ready again (rebootDown records the first half)
 	// or is Ready with a new boot ID, or its BootcNode is Failed or
@@ -413,9 +422,9 @@ func mustLeave(p *corev1.Pod) bool {
 // observeClaim keeps the NodeClaims' bootroll-owned annotations.
 func (w *World) observeClaim(t apiserver.EventType, o *unstructured.Unstructured) {
 	if t == apiserver.Deleted {
+		// claimLife and claimBorn stay: the life of a node whose claim
+		// went with it is still what it was (expiryOutpacesUpdates).
 		delete(w.claims, o.GetName())
-		delete(w.claimLife, o.GetName())
-		delete(w.claimBorn, o.GetName())
 	} else {
 		w.claims[o.GetName()] = ownedOf(o.GetAnnotations())
 		if d, ok := claimLife(o); ok {
@@ -527,6 +536,20 @@ func (w *World) Members(pool string) []string {
 	return out
 }
 
+// Going returns the nodes whose BootcNode is still in pool's records
+// while their Node is being deleted or gone, sorted: the pool's status
+// may count them until its controller has seen them go.
+func (w *World) Going(pool string) []string {
+	var out []string
+	for _, name := range w.NodeNames() {
+		n := w.nodes[name]
+		if n.HasBootcNode && n.BootcPool == pool && (!n.Exists || n.Deleting) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // AllConverged reports whether every live pool is converged: its status
 // describes its current generation and it is UpToDate, or Halted with a
 // reason. A world without pools is converged.
@@ -577,6 +600,12 @@ func (w *World) node(name string) *Node {
 
 func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.Node) {
 	n := w.node(o.Name)
+	if t == apiserver.Added || !n.Exists {
+		n.leftAt, n.leftKnown, n.leftRV = time.Time{}, time.Time{}, 0
+	}
+	if (t == apiserver.Deleted || o.DeletionTimestamp != nil) && n.leftAt.IsZero() && w.clock != nil {
+		n.leftAt, n.leftRV = w.clock(), parseRV(o.ResourceVersion)
+	}
 	if t == apiserver.Deleted {
 		w.setMarked(n, false, "")
 		n.Exists, n.Deleting = false, false
@@ -1203,6 +1232,8 @@ func (n *Node) liftWritten(o *corev1.Node) {
 // the controller for a cache 15 s behind (explorer seed 151388 of
 // post-update-emptiness-reaping, profile stale: an admin's removal of
 // bootroll's do-not-disrupt mid-reboot, Karpenter's emptiness 15 s later).
+// The same holds for the Node's deletion: converges gives the pool's
+// status LeaveReactBound from then to stop counting a node that is gone.
 func (w *World) ControllerCacheNode(o *corev1.Node, at time.Time) {
 	w.cacheModelled = true
 	n := w.nodes[o.Name]
@@ -1210,6 +1241,9 @@ func (w *World) ControllerCacheNode(o *corev1.Node, at time.Time) {
 		return
 	}
 	rv := parseRV(o.ResourceVersion)
+	if n.leftRV != 0 && n.leftKnown.IsZero() && rv >= n.leftRV {
+		n.leftKnown = at
+	}
 	for i := range n.lifted {
 		if l := &n.lifted[i]; l.rv != 0 && l.known.IsZero() && rv >= l.rv {
 			l.known = at
