@@ -153,7 +153,7 @@ func dryRun(verb string, dry []string) error {
 }
 
 // Get copies the object named key into obj.
-func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	k, key, err := c.begin(ctx, VerbGet, obj, key)
 	if err != nil {
 		return err
@@ -168,8 +168,24 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 		// status.
 		return metadataOut(e.obj, pm, k.gvk, false)
 	}
+	if k.copier != nil && reflect.TypeOf(obj).Elem() == k.goType && slices.ContainsFunc(opts, func(o client.GetOption) bool { _, ok := o.(shared); return ok }) {
+		k.copier.share(e.obj, obj)
+		return nil
+	}
 	return k.out(e.obj, obj)
 }
+
+// Shared is a Get option for the twin's own models: the caller's object
+// gets the stored object's fields, its maps, slices and pointers shared
+// with the server's, which the caller must not modify (as
+// client.UnsafeDisableDeepCopy for a list). It applies to the kinds with a
+// copier (fastcopy.go); other kinds are copied as without it. A real
+// client ignores it; the controller and the daemon never pass it.
+var Shared shared
+
+type shared struct{}
+
+func (shared) ApplyToGet(*client.GetOptions) {}
 
 // metadataOut copies the metadata of the stored object obj into pm; with
 // share (client.UnsafeDisableDeepCopy, a caller that promises not to
@@ -407,12 +423,22 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 	if err := dryRun(VerbCreate, o.ApplyOptions(opts).DryRun); err != nil {
 		return err
 	}
-	in, err := k.in(obj)
+	in, err := k.in(obj, !echoes(opts))
 	if err != nil {
 		return err
 	}
 	if err := c.s.create(k, in, c.managerOf(o.FieldManager)); err != nil {
 		return err
+	}
+	if !echoes(opts) {
+		if in != obj {
+			// The identity the server gave it, no copy of the rest (a
+			// typed obj was kept: it is the stored object).
+			obj.SetUID(in.GetUID())
+			obj.SetResourceVersion(in.GetResourceVersion())
+			obj.SetCreationTimestamp(in.GetCreationTimestamp())
+		}
+		return nil
 	}
 	return k.out(in, obj)
 }
@@ -436,7 +462,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 	if e == nil {
 		return notFound(k, key.Name)
 	}
-	in, err := k.in(obj)
+	in, err := k.in(obj, !echo)
 	if err != nil {
 		return err
 	}
@@ -696,15 +722,20 @@ func (c *simClient) IsObjectNamespaced(obj runtime.Object) (bool, error) {
 	return k.namespaced, nil
 }
 
-// NoEcho is a write option (Update, Patch, and their status forms) for the
-// twin's own models: the object written is not copied back into the
-// caller's, as a real client decodes the server's answer into it. A model
-// that drops its object after the write need not pay for that copy. A real
-// client ignores it; the controller and the daemon never pass it.
+// NoEcho is a write option (Create, Update, Patch, and their status forms)
+// for the twin's own models, which drop the object they write: the server
+// does not copy the object written back into the caller's, as a real
+// client decodes the server's answer into it, and a Create or Update of a
+// typed object takes the caller's object as it is instead of a copy (a
+// Create's object becomes the stored one, with the UID, resourceVersion
+// and creationTimestamp the server gave it). The caller must not modify
+// the object, or what it refers to, after the write. A real client
+// ignores it; the controller and the daemon never pass it.
 var NoEcho noEcho
 
 type noEcho struct{}
 
+func (noEcho) ApplyToCreate(*client.CreateOptions)                       {}
 func (noEcho) ApplyToUpdate(*client.UpdateOptions)                       {}
 func (noEcho) ApplyToPatch(*client.PatchOptions)                         {}
 func (noEcho) ApplyToSubResourceUpdate(*client.SubResourceUpdateOptions) {}

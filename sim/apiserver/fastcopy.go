@@ -14,12 +14,18 @@ import (
 )
 
 // copier copies stored objects of one Go type without reflection: into
-// deep-copies src into dst, both of the type; fill sets the Items of a list
-// of the type to the objects of entries, deep-copied unless share is set,
-// reusing the array of the Items it had when it is large enough.
+// deep-copies src into dst, both of the type; clone returns a new deep
+// copy of src; shallow returns a new object with src's fields (its maps,
+// slices and pointers shared); fill sets the Items of a list of the type
+// to the objects of entries, deep-copied unless share is set, reusing the
+// array of the Items it had when it is large enough; share sets dst to
+// src's fields (Shared).
 type copier struct {
-	into func(src, dst client.Object)
-	fill func(list client.ObjectList, entries []*entry, share bool) bool
+	into    func(src, dst client.Object)
+	share   func(src, dst client.Object)
+	clone   func(src client.Object) client.Object
+	shallow func(src client.Object) client.Object
+	fill    func(list client.ObjectList, entries []*entry, share bool) bool
 }
 
 // deepCopyable is a pointer to a generated API type.
@@ -37,7 +43,18 @@ func copierFor[T any, P deepCopyable[T], L any, LP interface {
 		deep = func(in, out P) { in.DeepCopyInto(out) }
 	}
 	return copier{
-		into: func(src, dst client.Object) { deep(src.(P), dst.(P)) },
+		into:  func(src, dst client.Object) { deep(src.(P), dst.(P)) },
+		share: func(src, dst client.Object) { *dst.(P) = *src.(P) },
+		clone: func(src client.Object) client.Object {
+			out := P(new(T))
+			deep(src.(P), out)
+			return out
+		},
+		shallow: func(src client.Object) client.Object {
+			out := P(new(T))
+			*out = *src.(P)
+			return out
+		},
 		fill: func(list client.ObjectList, entries []*entry, share bool) bool {
 			l, ok := list.(LP)
 			if !ok {

@@ -69,6 +69,22 @@ func TestCopiersAreDeepCopies(t *testing.T) {
 			if shared := sharedRefs(reflect.ValueOf(in).Elem(), reflect.ValueOf(out).Elem()); len(shared) > 0 {
 				t.Fatalf("%v: the copier shares %v with its source", typ, shared)
 			}
+			cl := c.clone(in)
+			if w := in.DeepCopyObject(); !reflect.DeepEqual(cl, w) {
+				t.Fatalf("%v: clone differs from DeepCopy", typ)
+			}
+			if shared := sharedRefs(reflect.ValueOf(in).Elem(), reflect.ValueOf(cl).Elem()); len(shared) > 0 {
+				t.Fatalf("%v: clone shares %v with its source", typ, shared)
+			}
+			// shallow and share give the source's fields themselves.
+			sh := c.shallow(in)
+			into := reflect.New(typ).Interface().(client.Object)
+			c.share(in, into)
+			for _, got := range []client.Object{sh, into} {
+				if got == in || !reflect.DeepEqual(got, in) || len(sharedRefs(reflect.ValueOf(in).Elem(), reflect.ValueOf(got).Elem())) == 0 {
+					t.Fatalf("%v: a shallow copy is not a new object with the source's fields", typ)
+				}
+			}
 		}
 	}
 }

@@ -20,7 +20,10 @@ import (
 // in returns a server-owned copy of obj in the form kind k is stored in,
 // with its GVK set and its times at the precision they are serialised with
 // (serialiseTimes), as a real API server stores them.
-func (k *kind) in(obj client.Object) (client.Object, error) {
+//
+// With keep (NoEcho: the caller gives its object up) a typed object of the
+// kind's Go type is taken as it is, not copied.
+func (k *kind) in(obj client.Object, keep bool) (client.Object, error) {
 	u, isU := obj.(*unstructured.Unstructured)
 	var out client.Object
 	switch {
@@ -35,6 +38,10 @@ func (k *kind) in(obj client.Object) (client.Object, error) {
 		return nil, fmt.Errorf("%s is served unstructured; use *unstructured.Unstructured, not %T", k.gvk, obj)
 	case reflect.TypeOf(obj).Elem() != k.goType:
 		return nil, fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, obj)
+	case keep:
+		out = obj
+	case k.copier != nil:
+		out = k.copier.clone(obj)
 	default:
 		out = obj.DeepCopyObject().(client.Object)
 	}
@@ -78,6 +85,9 @@ func (k *kind) out(obj client.Object, dst client.Object) error {
 func (k *kind) shallowCopy(obj client.Object) client.Object {
 	if !k.typed() {
 		return obj.DeepCopyObject().(client.Object)
+	}
+	if k.copier != nil {
+		return k.copier.shallow(obj)
 	}
 	out := k.newObject()
 	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(obj).Elem())

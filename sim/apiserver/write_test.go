@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,5 +89,62 @@ func TestNoEchoLeavesCallersObject(t *testing.T) {
 	}
 	if echoed.Labels["a"] != "b" || echoed.Labels["c"] != "d" || echoed.Spec.NodeName != "n1" {
 		t.Errorf("a patch without NoEcho did not echo the stored pod: %+v", echoed.ObjectMeta)
+	}
+}
+
+// A Create with NoEcho keeps the caller's object as the stored one: it
+// gets the server's identity (UID, resourceVersion, creationTimestamp),
+// and what is read back equals it.
+func TestNoEchoCreateKeepsTheObject(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.AdminClient()
+	mine := pod("default", "p1", "n1")
+	if err := c.Create(ctx, mine, apiserver.NoEcho); err != nil {
+		t.Fatal(err)
+	}
+	if mine.UID == "" || mine.ResourceVersion == "" || mine.CreationTimestamp.IsZero() {
+		t.Fatalf("NoEcho create left the identity unset: uid %q resourceVersion %q created %v", mine.UID, mine.ResourceVersion, mine.CreationTimestamp)
+	}
+	got := get(t, c, pod("default", "p1", ""))
+	if !equality.Semantic.DeepEqual(got, mine) {
+		t.Errorf("stored pod differs from the object created:\n got %+v\nwant %+v", got, mine)
+	}
+	echoed := pod("default", "p2", "n1")
+	if err := c.Create(ctx, echoed); err != nil {
+		t.Fatal(err)
+	}
+	if echoed.UID == "" || echoed.UID == mine.UID {
+		t.Errorf("a create without NoEcho echoed uid %q", echoed.UID)
+	}
+}
+
+// A Get with Shared reads what a Get reads, with the stored object's
+// maps and slices; without it the caller's copy shares none.
+func TestSharedGetReadsTheStoredFields(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.AdminClient()
+	p := pod("default", "p1", "n1")
+	p.Labels = map[string]string{"app": "a"}
+	p.Finalizers = []string{"x/y"}
+	mustCreate(t, c, p)
+	var plain, shared corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), &plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), &shared, apiserver.Shared); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&plain, &shared) {
+		t.Errorf("a Shared get differs:\n got %+v\nwant %+v", shared, plain)
+	}
+	var again corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), &again, apiserver.Shared); err != nil {
+		t.Fatal(err)
+	}
+	if &again.Finalizers[0] != &shared.Finalizers[0] {
+		t.Errorf("two Shared gets do not share the stored finalizers")
+	}
+	if &plain.Finalizers[0] == &shared.Finalizers[0] {
+		t.Errorf("a plain get shares the stored finalizers")
 	}
 }

@@ -253,7 +253,7 @@ func (c *Cluster) createPod(ctx context.Context, p *pod, running bool) error {
 		p.startAt = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 		obj.Status = c.podStatus(p, true)
 	}
-	if err := c.c.Create(ctx, obj); err != nil {
+	if err := c.c.Create(ctx, obj, apiserver.NoEcho); err != nil {
 		return fmt.Errorf("cluster: creating pod %s/%s: %w", p.ns, p.name, err)
 	}
 	p.uid = obj.UID
@@ -412,14 +412,14 @@ func (c *Cluster) finishPod(p *pod) {
 func (c *Cluster) dropFinalizer(p *pod) {
 	ctx := context.Background()
 	var obj corev1.Pod
-	if err := c.c.Get(ctx, p.key(), &obj); err != nil {
+	if err := c.c.Get(ctx, p.key(), &obj, apiserver.Shared); err != nil {
 		must(err, "reading pod "+p.ns+"/"+p.name)
 		return
 	}
 	// A merge patch of the finalizers, locked on the version read, as the
 	// kubelet's status manager finishes a pod: it writes one field, not
-	// the whole pod.
-	rest := slices.DeleteFunc(obj.Finalizers, func(f string) bool { return f == PodFinalizer }) // obj is Get's copy
+	// the whole pod. obj shares the stored pod's slices: a new one.
+	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": obj.ResourceVersion}})
 	must(err, "encoding the finalizer patch of pod "+p.ns+"/"+p.name)
 	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)

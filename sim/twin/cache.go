@@ -3,11 +3,13 @@ package twin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -459,9 +461,10 @@ func (r *runner) countWrite(who string, req apiserver.Request) {
 
 // transformFor is the cache transform of a process: the controller's
 // cache holds Pods and Nodes trimmed as the manager's cache does
-// (options.TrimPod, options.TrimNode), so the twin runs the controller on
-// the objects it reads in production; the daemons' caches hold their
-// BootcNode whole, as theirs do.
+// (options.TrimPod, options.TrimNode) and every other object without its
+// managedFields (options.CacheOptions' DefaultTransform), so the twin runs
+// the controller on the objects it reads in production; the daemons'
+// caches hold their BootcNode whole, as theirs do.
 func transformFor(who string) func(client.Object) client.Object {
 	if who != "controller" {
 		return nil
@@ -473,7 +476,33 @@ func transformFor(who string) func(client.Object) client.Object {
 			out, _ = options.TrimPod(o)
 		case *corev1.Node:
 			out, _ = options.TrimNode(o)
+		default:
+			out = withoutManagedFields(o)
 		}
 		return out.(client.Object)
 	}
+}
+
+// withoutManagedFields returns o without metadata.managedFields, as
+// controller-runtime's cache.TransformStripManagedFields leaves it, but
+// without modifying o (the API server's store holds it): a typed object
+// is copied shallowly, an unstructured one down to its metadata map.
+func withoutManagedFields(o client.Object) client.Object {
+	if len(o.GetManagedFields()) == 0 {
+		return o
+	}
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		out := &unstructured.Unstructured{Object: maps.Clone(u.Object)}
+		if md, ok := u.Object["metadata"].(map[string]any); ok {
+			md = maps.Clone(md)
+			delete(md, "managedFields")
+			out.Object["metadata"] = md
+		}
+		return out
+	}
+	v := reflect.New(reflect.TypeOf(o).Elem())
+	v.Elem().Set(reflect.ValueOf(o).Elem())
+	out := v.Interface().(client.Object)
+	out.SetManagedFields(nil)
+	return out
 }

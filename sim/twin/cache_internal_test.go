@@ -2,11 +2,14 @@ package twin
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,5 +161,35 @@ func TestNodeGoneConflictRetries(t *testing.T) {
 	}
 	if got := phaseOf(t, r); got != v1alpha1.PhasePending {
 		t.Fatalf("phase %s, want Pending: the slot of a gone Node was not given back", got)
+	}
+}
+
+// The controller's cache holds objects other than Pods and Nodes without
+// their managedFields, as options.CacheOptions' DefaultTransform leaves
+// them, and never modifies what the API server's store holds; the
+// daemons' caches keep them.
+func TestControllerCacheDropsManagedFields(t *testing.T) {
+	mf := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"}, ManagedFields: mf}}
+	u := &unstructured.Unstructured{Object: map[string]any{"kind": "NodeClaim", "metadata": map[string]any{"name": "c1"}}}
+	u.SetManagedFields(mf)
+	tr := transformFor("controller")
+	for _, in := range []client.Object{bn, u} {
+		out := tr(in)
+		if len(out.GetManagedFields()) != 0 {
+			t.Errorf("%T: the controller's cache holds managedFields %v", in, out.GetManagedFields())
+		}
+		if len(in.GetManagedFields()) != 1 {
+			t.Errorf("%T: the transform modified the stored object", in)
+		}
+		if out.GetName() != in.GetName() || !maps.Equal(out.GetLabels(), in.GetLabels()) {
+			t.Errorf("%T: the transform lost more than managedFields: %v", in, out)
+		}
+	}
+	if got := tr(&v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}); got.GetName() != "n2" {
+		t.Errorf("an object without managedFields changed: %v", got)
+	}
+	if transformFor("daemon/n1") != nil {
+		t.Errorf("a daemon's cache transforms its objects")
 	}
 }
