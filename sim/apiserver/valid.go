@@ -1,5 +1,7 @@
 package apiserver
 
+import "encoding/binary"
+
 // validJSON reports whether b is one valid JSON value with optional
 // surrounding whitespace: what encoding/json.Valid reports, including its
 // nesting limit, in one pass without the state machine's per-byte calls
@@ -127,10 +129,25 @@ var plainInString = func() (t [256]bool) {
 	return t
 }()
 
+// mayEndPlain reports whether any of the eight bytes of x (a word of a
+// string's bytes) is not plain (plainInString): a quote, a backslash or a
+// byte below 0x20. The tests are the exact has-zero-byte bit tricks: a
+// byte of 0x80 or above is never flagged by them, and is plain.
+func mayEndPlain(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(y uint64) uint64 { return (y - ones) & ^y & highs }
+	return (x-ones*0x20)&^x&highs|zero(x^(ones*'"'))|zero(x^(ones*'\\')) != 0
+}
+
 // str reads a string, v.b[v.i] being its opening quote.
 func (v *validator) str() bool {
 	v.i++
 	for v.i < len(v.b) {
+		// Eight plain bytes at a time, then byte by byte from the first
+		// that may not be plain.
+		for v.i+8 <= len(v.b) && !mayEndPlain(binary.LittleEndian.Uint64(v.b[v.i:])) {
+			v.i += 8
+		}
 		for v.i < len(v.b) && plainInString[v.b[v.i]] {
 			v.i++
 		}

@@ -69,3 +69,21 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	})
 }
+
+// mayEndPlain flags a word exactly when one of its bytes is not plain,
+// whatever the byte and wherever it is in the word.
+func TestMayEndPlainIsExact(t *testing.T) {
+	for c := range 256 {
+		for k := range 8 {
+			w := []byte("aaaaaaaa")
+			w[k] = byte(c)
+			x := uint64(0)
+			for i := 7; i >= 0; i-- {
+				x = x<<8 | uint64(w[i])
+			}
+			if got, want := mayEndPlain(x), !plainInString[c]; got != want {
+				t.Errorf("byte %#x at %d: mayEndPlain %v, want %v", c, k, got, want)
+			}
+		}
+	}
+}
