@@ -538,6 +538,10 @@ func decodeLeaf(f *fieldInfo, dst reflect.Value, data []byte) bool {
 		dst.Set(n.Elem())
 		return true
 	}
+	if !f.ptr && !f.isTime && !f.unmarshaler && setScalar(dst, f.scalar, data) {
+		// A scalar field set in place: setScalar sets all of it.
+		return true
+	}
 	t := dst.Type()
 	if f.ptr {
 		t = t.Elem()
