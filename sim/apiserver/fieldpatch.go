@@ -310,7 +310,8 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 	if len(p) == 0 || p[0] != '{' || !validJSON(p) {
 		return nil, 0, false
 	}
-	var pt patcher
+	pt := &k.scratch
+	pt.fm = pt.fm[:0]
 	start, ok := pt.splitFields(info, p)
 	if !ok {
 		return nil, 0, false

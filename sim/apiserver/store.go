@@ -42,6 +42,9 @@ type kind struct {
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
+	// scratch holds mergeFields' buffers from one patch to the next (a
+	// server applies one patch at a time).
+	scratch patcher
 	// patch says how a merge patch is applied to goType field by field
 	// (mergeFields), nil for the whole path; set with patchReady by
 	// patchInfo on the first patch.
