@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -134,4 +135,74 @@ func TestClock(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// Many events at random times, some cancelled before they run and some
+// scheduled by events, run in (time, scheduling order) order: the order
+// of a sorted list of what is pending, whatever the heap's layout.
+func TestEventOrderRandomised(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	e := New(t0, 1)
+	type ev struct {
+		at  time.Time
+		seq int
+		h   *Handle
+	}
+	var pending []*ev
+	seq := 0
+	var got, want []int
+	var schedule func(d time.Duration)
+	schedule = func(d time.Duration) {
+		x := &ev{at: e.Now().Add(d), seq: seq}
+		seq++
+		x.h = e.After(d, "ev", func() {
+			got = append(got, x.seq)
+			if rng.IntN(4) == 0 {
+				schedule(time.Duration(rng.IntN(5)) * time.Second)
+			}
+		})
+		pending = append(pending, x)
+	}
+	for range 2000 {
+		schedule(time.Duration(rng.IntN(300)) * time.Second)
+	}
+	for _, x := range pending {
+		if rng.IntN(5) == 0 && x.h.Cancel() {
+			x.h = nil
+		}
+	}
+	// The model: run the earliest (at, seq) pending event, which may
+	// schedule more, until none is left.
+	model := slices.Clone(pending)
+	e.Run()
+	for _, x := range pending[len(model):] {
+		model = append(model, x)
+	}
+	for _, x := range model {
+		if x.h != nil {
+			want = append(want, x.seq)
+		}
+	}
+	slices.SortStableFunc(want, func(a, b int) int {
+		xa, xb := pending[a], pending[b]
+		if c := xa.at.Compare(xb.at); c != 0 {
+			return c
+		}
+		return xa.seq - xb.seq
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("ran %d events, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	if e.Pending() != 0 {
+		t.Errorf("Pending = %d after Run, want 0", e.Pending())
+	}
+}
+
+func firstDiff(a, b []int) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
