@@ -1128,15 +1128,7 @@ func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
 			f.check(time.Hour)
 			f.c.Finish(Outcome{End: time.Hour})
 			f.want(scenario.InvConverges, tc.want, "at the end")
-			var excs int
-			for _, e := range f.c.Exceptions() {
-				if e.Invariant == ExceptionExpiryOutpacesUpdates {
-					excs++
-				}
-			}
-			if excs != tc.excs {
-				t.Errorf("%d %s exception(s), want %d: %v", excs, ExceptionExpiryOutpacesUpdates, tc.excs, f.c.Exceptions())
-			}
+			wantExceptions(t, f.c, ExceptionExpiryOutpacesUpdates, tc.excs)
 		})
 	}
 }
@@ -1219,15 +1211,7 @@ func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
 			f.check(end)
 			f.c.Finish(Outcome{End: end})
 			f.want(scenario.InvConverges, tc.want, "at the end")
-			var excs int
-			for _, e := range f.c.Exceptions() {
-				if e.Invariant == ExceptionExpiryOutpacesUpdates {
-					excs++
-				}
-			}
-			if excs != tc.excs {
-				t.Errorf("%d %s exception(s), want %d: %v", excs, ExceptionExpiryOutpacesUpdates, tc.excs, f.c.Exceptions())
-			}
+			wantExceptions(t, f.c, ExceptionExpiryOutpacesUpdates, tc.excs)
 		})
 	}
 }
@@ -1385,5 +1369,19 @@ func TestCleanupWaitsForADaemonThatHasNotSeenTheWithdrawal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantExceptions checks that c recorded n exceptions named name.
+func wantExceptions(t *testing.T, c *Checker, name string, n int) {
+	t.Helper()
+	var got int
+	for _, e := range c.Exceptions() {
+		if e.Invariant == name {
+			got++
+		}
+	}
+	if got != n {
+		t.Errorf("%d %s exception(s), want %d: %v", got, name, n, c.Exceptions())
 	}
 }
