@@ -168,7 +168,7 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 		// status.
 		return metadataOut(e.obj, pm, k.gvk, false)
 	}
-	if k.copier != nil && reflect.TypeOf(obj).Elem() == k.goType && slices.ContainsFunc(opts, func(o client.GetOption) bool { _, ok := o.(shared); return ok }) {
+	if len(opts) > 0 && k.copier != nil && slices.ContainsFunc(opts, func(o client.GetOption) bool { _, ok := o.(shared); return ok }) && reflect.TypeOf(obj).Elem() == k.goType {
 		k.copier.share(e.obj, obj)
 		return nil
 	}
