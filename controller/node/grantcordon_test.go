@@ -196,3 +196,47 @@ func TestGrantTakenUpAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantTakenUpAgainAfterAnAdminUncordon: a grant recorded before
+// (cordoned, the node cordoned by an admin before it: prior true) whose
+// record never entered the slot, on a Node someone uncordoned since under
+// bootroll's slot marker, is taken up again giving back the uncordon (the
+// admin's latest word) and starting its drain now (explorer seed 171247
+// of repair-during-slow-reboot: the node was given back cordoned for good,
+// and the take-up 18 min after the first one timed its drain out at
+// once). A Node still cordoned under the marker keeps the recorded prior.
+func TestGrantTakenUpAgainAfterAnAdminUncordon(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	first := metav1.NewTime(now.Add(-18 * time.Minute))
+	for _, uncordoned := range []bool{true, false} {
+		t.Run(map[bool]string{true: "uncordoned since", false: "still cordoned"}[uncordoned], func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{v1alpha1.AnnotationSlot: "p"}},
+				Spec: corev1.NodeSpec{Unschedulable: !uncordoned}}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhasePending
+			bn.Status.Rollout.Cordoned = true
+			bn.Status.Rollout.PriorUnschedulable = ptr.To(true)
+			bn.Status.Rollout.DrainStartedAt = &first
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{})
+			var cur v1alpha1.BootcNode
+			if err := cl.Get(ctx, types.NamespacedName{Name: "n"}, &cur); err != nil {
+				t.Fatal(err)
+			}
+			b := cur.DeepCopy()
+			if _, err := r.planGrantCordon(ctx, pool, node, b, now); err != nil {
+				t.Fatal(err)
+			}
+			ro := b.Status.Rollout
+			if want := !uncordoned; ro.PriorUnschedulable == nil || *ro.PriorUnschedulable != want {
+				t.Errorf("prior unschedulable %v, want %v", ptr.Deref(ro.PriorUnschedulable, false), want)
+			}
+			if ro.DrainStartedAt == nil || !ro.DrainStartedAt.Time.Equal(now) {
+				t.Errorf("drain started at %v, want %v (this take-up)", ro.DrainStartedAt, now)
+			}
+		})
+	}
+}

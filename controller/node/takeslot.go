@@ -160,6 +160,21 @@ func (r *Reconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNo
 			return grantCordon{}, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), b.Name,
 				fmt.Errorf("the cached record is stale (%s, current %s)", b.ResourceVersion, cur.ResourceVersion))
 		}
+		if rollout.UncordonedUnderMarker(n, pool.Name) && !r.opts.TestOnly.ForgetPriorCordon {
+			// Someone uncordoned the node since the earlier grant's cordon
+			// (kubectl uncordon while the take-up waited): that is the
+			// state to give back, as for an uncordon during the drain
+			// (recordAdminUncordon). The cordon found before that grant
+			// is forgotten (explorer seed 171247 of
+			// repair-during-slow-reboot: an admin's cordon, the grant's
+			// Node patch timed out but applied, the admin uncordoned,
+			// and the node was given back cordoned for good).
+			ro.PriorUnschedulable = ptr.To(false)
+		}
+		// The drain starts with this take-up: the earlier one never
+		// entered the slot, and its time is no drain's (seed 171247: a
+		// take-up 18 min after the first one timed its drain out at once).
+		ro.DrainStartedAt = &metav1.Time{Time: now}
 		g.nodeKeys = ro.AddedAnnotations
 		if len(ro.AddedNodeClaimAnnotations) > 0 {
 			cl, err := karpenter.LookupClaim(ctx, r.reader, r.client.RESTMapper(), n)
