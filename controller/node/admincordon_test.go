@@ -148,3 +148,62 @@ func checkRecordoned(t *testing.T, cl client.Client) *v1alpha1.BootcNode {
 	}
 	return bn
 }
+
+// TestHaltedPoolTakesBackAHalfTakenSlot: a take-up that stopped part way
+// (its cordon recorded, the Node cordoned, marked and protected, the
+// record still Pending) on a pool that has halted on the slot's image
+// since gives the slot back: the Node is uncordoned and unmarked, the
+// record no longer cordoned (explorer seed 173151 of
+// nodeclass-drift-mid-rollout: the controller crashed after the take-up's
+// NodeClaim patch, the pool halted, and the node stayed cordoned and
+// protected for good). On a pool that has not halted the take-up goes on.
+func TestHaltedPoolTakesBackAHalfTakenSlot(t *testing.T) {
+	ctx := context.Background()
+	const image = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	now := time.Date(2026, 1, 5, 10, 1, 0, 0, time.UTC)
+	for _, halted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "halted", false: "not halted"}[halted], func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			pool.Spec.Image = image
+			pool.Status.TargetImage = image
+			pool.Status.Slots = []v1alpha1.Slot{{Node: "n", Image: image, Since: metav1.NewTime(now.Add(-20 * time.Second))}}
+			if halted {
+				pool.Status.Halt = &v1alpha1.HaltRecord{Image: image, Since: metav1.NewTime(now.Add(-10 * time.Second))}
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"},
+				Annotations: map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true"}}}
+			node.Spec.Unschedulable = true
+			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Spec.DesiredImage = image
+			bn.Status.Phase = v1alpha1.PhasePending
+			bn.Status.Staged = &v1alpha1.HostImage{Image: image, Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222"}
+			ro := &bn.Status.Rollout
+			ro.TargetImage = image
+			ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(false)
+			ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
+			ro.DrainStartedAt = &metav1.Time{Time: now.Add(-20 * time.Second)}
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+			if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
+				t.Fatal(err)
+			}
+			gotBN, gotNode := getNode(ctx, t, cl)
+			_, marked := gotNode.Annotations[v1alpha1.AnnotationSlot]
+			_, dnd := gotNode.Annotations[v1alpha1.KarpenterDoNotDisrupt]
+			if halted {
+				if gotNode.Spec.Unschedulable || marked || dnd || gotBN.Status.Rollout.Cordoned {
+					t.Fatalf("halted pool: Node unschedulable %v marked %v do-not-disrupt %v, record cordoned %v; want the slot given back",
+						gotNode.Spec.Unschedulable, marked, dnd, gotBN.Status.Rollout.Cordoned)
+				}
+				return
+			}
+			if !gotNode.Spec.Unschedulable || !marked || gotBN.Status.Phase != v1alpha1.PhaseDraining {
+				t.Fatalf("pool not halted: Node unschedulable %v marked %v, record %s; want the take-up to go on to Draining",
+					gotNode.Spec.Unschedulable, marked, gotBN.Status.Phase)
+			}
+		})
+	}
+}
