@@ -51,15 +51,16 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 	}
 	claimed := karpenter.ClaimName(s.node) != ""
 	if d := rollout.TakeUp(fresh, slot, claimed, ""); d.Skip != "" {
-		if s.bn.Status.Rollout.Cordoned && fresh != nil && rollout.HaltedFor(fresh, slot.Image) {
+		if s.bn.Status.Rollout.Cordoned {
 			// A take-up that stopped part way (its cordon recorded, the
 			// Node cordoned and protected, the record not yet in the
 			// slot) on a pool that has halted since: the pool keeps the
 			// slot of a node that has started, so the node gives it
-			// back, as a drain does (explorer seed 173151 of
+			// back, as a drain does (haltedOn; nothing when the pool has
+			// not halted). Explorer seed 173151 of
 			// nodeclass-drift-mid-rollout: the controller crashed after
 			// the NodeClaim patch, the pool halted 10 s later, and the
-			// node stayed cordoned and protected for good).
+			// node stayed cordoned and protected for good.
 			_, err := r.haltedOn(ctx, s, fresh)
 			return reconcile.Result{}, err
 		}
