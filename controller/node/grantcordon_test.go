@@ -209,11 +209,27 @@ func TestGrantTakenUpAgainAfterAnAdminUncordon(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	first := metav1.NewTime(now.Add(-18 * time.Minute))
-	for _, uncordoned := range []bool{true, false} {
-		t.Run(map[bool]string{true: "uncordoned since", false: "still cordoned"}[uncordoned], func(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		marked, uncordoned bool
+	}{
+		// The earlier grant's Node patch landed (the slot marker is on
+		// the Node): the recorded prior stands unless someone
+		// uncordoned the node under the marker.
+		{"marked, uncordoned since", true, true},
+		{"marked, still cordoned", true, false},
+		// It never landed: the Node's state now is the prior (explorer
+		// seed 176006), cordoned or not.
+		{"unmarked, uncordoned since", false, true},
+		{"unmarked, still cordoned", false, false},
+	} {
+		marked, uncordoned := tc.marked, tc.uncordoned
+		t.Run(tc.name, func(t *testing.T) {
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{v1alpha1.AnnotationSlot: "p"}},
-				Spec: corev1.NodeSpec{Unschedulable: !uncordoned}}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: !uncordoned}}
+			if marked {
+				node.Annotations = map[string]string{v1alpha1.AnnotationSlot: "p"}
+			}
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 			bn.Spec.Pool = "p"
 			bn.Status.Phase = v1alpha1.PhasePending

@@ -173,7 +173,20 @@ func (r *Reconciler) planGrantCordon(ctx context.Context, pool *v1alpha1.BootcNo
 			return grantCordon{}, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("bootcnodes").GroupResource(), b.Name,
 				fmt.Errorf("the cached record is stale (%s, current %s)", b.ResourceVersion, cur.ResourceVersion))
 		}
-		if rollout.UncordonedUnderMarker(n, pool.Name) && !r.opts.TestOnly.ForgetPriorCordon {
+		_, marked := n.Annotations[v1alpha1.AnnotationSlot]
+		switch {
+		case r.opts.TestOnly.ForgetPriorCordon:
+		case !marked:
+			// The earlier grant's cordon never landed (the marker comes
+			// with it in one patch, and that patch failed): the Node's
+			// state now is the one bootroll found, as for a first grant
+			// below; an admin may have cordoned or uncordoned it since
+			// the earlier grant read it (explorer seed 176006 of
+			// repair-during-slow-reboot: an admin's cordon, the grant's
+			// Node patches failed, the admin uncordoned, and the take-up
+			// 17 min later gave the node back cordoned for good).
+			ro.PriorUnschedulable = ptr.To(n.Spec.Unschedulable)
+		case rollout.UncordonedUnderMarker(n, pool.Name):
 			// Someone uncordoned the node since the earlier grant's cordon
 			// (kubectl uncordon while the take-up waited): that is the
 			// state to give back, as for an uncordon during the drain
