@@ -1217,30 +1217,76 @@ func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
 }
 
 // converges excuses a pool that waits for its maintenance window only when
-// the run ends outside every window and the pool granted a slot in the last
-// stretch of its latest window (drainTimeout + healthTimeout before it
-// closed): it worked its window to the end (explorer seed 97187 of
-// rollout-100-nodes, a 2h26m window for 100 nodes one at a time).
+// the run ends outside every window and either the pool granted a slot in
+// the last stretch of its latest window (drainTimeout + healthTimeout
+// before it closed): it worked its window to the end (explorer seed 97187
+// of rollout-100-nodes, a 2h26m window for 100 nodes one at a time); or no
+// window was open since its spec.image last changed, under windows the
+// spec had then already: no slot could be granted for its target at all
+// (explorer seed 176001 of the 129187 regression of
+// pool-image-revert-mid-reboot: the image set to v2 at 1h58m, after the
+// 00:23 window of 1h6m50s closed; the run ended at 4h22m).
 func TestConvergesExcusesOnlyASpentWindow(t *testing.T) {
 	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	daily := func(start string, d time.Duration, days ...v1alpha1.Weekday) []v1alpha1.MaintenanceWindow {
+		return []v1alpha1.MaintenanceWindow{{Days: days, Start: start, Duration: metav1.Duration{Duration: d}}}
+	}
+	twoHours := daily("00:30", 2*time.Hour)
+	seed176001 := daily("00:23", time.Hour+6*time.Minute+50*time.Second)
+	const day = 24 * time.Hour
 	for _, tc := range []struct {
 		name      string
 		windows   []v1alpha1.MaintenanceWindow
-		lastGrant time.Duration // from t0 (00:00 UTC, a Monday)
+		windowsAt time.Duration // when spec.windows is set, from t0 (00:00 UTC, a Monday)
+		imageAt   time.Duration // when spec.image changes; 0: never after the pool's creation at t0
+		lastGrant time.Duration
 		end       time.Duration
 		reason    string
 		want      int
 	}{
-		{"closed after grants to its end", []v1alpha1.MaintenanceWindow{{Start: "00:30", Duration: metav1.Duration{Duration: 2 * time.Hour}}}, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "OutsideMaintenanceWindow", 0},
-		{"closed, the last grant long before", []v1alpha1.MaintenanceWindow{{Start: "00:30", Duration: metav1.Duration{Duration: 2 * time.Hour}}}, time.Hour, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
-		{"still open at the end", []v1alpha1.MaintenanceWindow{{Start: "00:30", Duration: metav1.Duration{Duration: 5 * time.Hour}}}, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
-		{"closed, another reason", []v1alpha1.MaintenanceWindow{{Start: "00:30", Duration: metav1.Duration{Duration: 2 * time.Hour}}}, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "RollingOut", 1},
-		{"no window opened on this weekday", []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Tue"}, Start: "00:30", Duration: metav1.Duration{Duration: 2 * time.Hour}}}, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
+		{"closed after grants to its end", twoHours, 0, 0, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "OutsideMaintenanceWindow", 0},
+		{"closed, the last grant long before", twoHours, 0, 0, time.Hour, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
+		{"still open at the end", daily("00:30", 5*time.Hour), 0, 0, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
+		{"closed, another reason", twoHours, 0, 0, 2*time.Hour + 25*time.Minute, 4 * time.Hour, "RollingOut", 1},
+		// The latest window is Monday's: none opens on Tuesday, when the
+		// run ends; and a Tuesday window that closed unspent.
+		{"spent Monday's window, none on Tuesday", daily("00:30", 2*time.Hour, "Mon"), 0, 0, 2*time.Hour + 25*time.Minute, day + 4*time.Hour, "OutsideMaintenanceWindow", 0},
+		{"spent Monday's window, not Tuesday's", daily("00:30", 2*time.Hour, "Mon", "Tue"), 0, 0, 2*time.Hour + 25*time.Minute, day + 4*time.Hour, "OutsideMaintenanceWindow", 1},
+		// No window opened since the pool was made, on a Monday, with
+		// windows on Tuesdays only; a window on Mondays did open.
+		{"no window opened since the pool was made", daily("00:30", 2*time.Hour, "Tue"), 0, 0, time.Hour, 4 * time.Hour, "OutsideMaintenanceWindow", 0},
+		{"a window opened since the pool was made", daily("00:30", 2*time.Hour, "Mon"), 0, 0, time.Hour, 4 * time.Hour, "OutsideMaintenanceWindow", 1},
+		// Explorer seed 176001: the window did its work (a grant at 00:23,
+		// long before its last stretch) and closed at 01:29:50; the image
+		// changed at 1h58m.
+		{"image changed after the window closed", seed176001, 6 * time.Minute, time.Hour + 58*time.Minute, 23 * time.Minute, 4*time.Hour + 22*time.Minute, "OutsideMaintenanceWindow", 0},
+		{"image changed while the window was open", seed176001, 6 * time.Minute, time.Hour, 23 * time.Minute, 4*time.Hour + 22*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"image changed 10s before the window closed", seed176001, 6 * time.Minute, time.Hour + 29*time.Minute + 40*time.Second, 23 * time.Minute, 4*time.Hour + 22*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"image changed after the window closed, windows set later", seed176001, 2 * time.Hour, time.Hour + 58*time.Minute, 23 * time.Minute, 4*time.Hour + 22*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"image changed after the window closed, the next one open at the end", seed176001, 6 * time.Minute, time.Hour + 58*time.Minute, 23 * time.Minute, day + 30*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"image changed after the window closed, the next one came and went", seed176001, 6 * time.Minute, time.Hour + 58*time.Minute, 23 * time.Minute, day + 2*time.Hour, "OutsideMaintenanceWindow", 1},
+		{"image changed after the window closed, another reason", seed176001, 6 * time.Minute, time.Hour + 58*time.Minute, 23 * time.Minute, 4*time.Hour + 22*time.Minute, "RollingOut", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+			setWindows := func() {
+				f.at(tc.windowsAt)
+				f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Windows = tc.windows; p.Generation++ })
+			}
+			setImage := func() {
+				f.at(tc.imageAt)
+				f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = "registry.example/os:v2"; p.Generation++ })
+			}
+			if tc.imageAt > 0 && tc.imageAt < tc.windowsAt {
+				setImage()
+				setWindows()
+			} else {
+				setWindows()
+				if tc.imageAt > 0 {
+					setImage()
+				}
+			}
 			p := f.pool.DeepCopy()
-			p.Spec.Windows = tc.windows
 			p.Status.ObservedGeneration = p.Generation
 			p.Status.TargetImage = target
 			p.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: target, Since: metav1.NewTime(t0.Add(tc.lastGrant))}}

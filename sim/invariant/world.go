@@ -281,10 +281,12 @@ type Pool struct {
 	postUpdateProtectionSet bool
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
-	// Windows is spec.windows; LastGrant the latest grant time (since) of
-	// a slot the pool's status listed.
-	Windows   []v1alpha1.MaintenanceWindow
-	LastGrant time.Time
+	// Windows is spec.windows, and WindowsChangedAt when they last changed
+	// (the pool's creation first); LastGrant the latest grant time (since)
+	// of a slot the pool's status listed.
+	Windows          []v1alpha1.MaintenanceWindow
+	WindowsChangedAt time.Time
+	LastGrant        time.Time
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int
@@ -972,6 +974,9 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
 	p.postUpdateProtectionSet = o.Spec.Karpenter.PostUpdateProtection != nil
 	p.setHealthChecks(&o.Spec.HealthChecks)
+	if !sameWindows(p.Windows, o.Spec.Windows) {
+		p.WindowsChangedAt = time.Time{}
+	}
 	p.Windows = o.Spec.Windows
 	for _, s := range o.Status.Slots {
 		if s.Since.After(p.LastGrant) {
@@ -992,6 +997,13 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	if w.poolHook != nil {
 		w.poolHook(p, o, false)
 	}
+}
+
+// sameWindows reports whether two spec.windows lists are the same.
+func sameWindows(a, b []v1alpha1.MaintenanceWindow) bool {
+	return slices.EqualFunc(a, b, func(x, y v1alpha1.MaintenanceWindow) bool {
+		return x.Start == y.Start && x.Duration == y.Duration && slices.Equal(x.Days, y.Days)
+	})
 }
 
 // protectionAfter is how long the pool's post-update protection lasts on
