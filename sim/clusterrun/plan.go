@@ -73,15 +73,16 @@ type PlanOptions struct {
 
 // Reasons shared by several skips.
 const (
-	whyHostFault      = "a host fault: the host-mode daemon's simulated hosts take no faults at run time (only what the scenario file says at start)"
-	whyExternal       = "the controller is external (--controller=external): the run cannot restart it"
-	whyExternalDaemon = "the daemons are external (--daemon=external): the run cannot restart them, and they play the hosts they were deployed with, not this scenario's"
-	whyWatch          = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
-	whyWriteCrash     = "a crash right after a given write needs a hook inside the process; restart faults (controllerRestart, daemonCrash) are injected instead"
-	whyDaemonHost     = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second): the targeted nodes' daemon processes stop, losing what they kept in memory and a stage in flight, and start again downFor later; a window's time and a group's nodes are drawn from host mode's own seeded source"
-	whyNodeCrash      = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
-	whyNodeClassIm    = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
-	whyAdopted        = "the nodes exist from the setup on as KWOK Nodes with a KWOK provider ID; when Karpenter is installed (time 0, or karpenter.installCRDsAt) the run creates their NodeClaims already marked Launched and then starts karpenter-kwok, which registers them instead of launching new ones (real Karpenter does not adopt nodes it did not launch; the twin's fake one does)"
+	whyHostFault        = "a host fault: the host-mode daemon's simulated hosts take no faults at run time (only what the scenario file says at start)"
+	whyExternal         = "the controller is external (--controller=external): the run cannot restart it"
+	whyExternalDaemon   = "the daemons are external (--daemon=external): the run cannot restart them, and they play the hosts they were deployed with, not this scenario's"
+	whyWatch            = "the API proxy forwards watch streams unchanged; it cannot delay or drop single watch events"
+	whyDaemonWriteCrash = "played by the host-mode daemon from the scenario file, timed from its own start (within a second of the run's): it counts each node's daemon's successful writes (and host calls with hostCalls) while the fault is in effect and, at the one the fault crashes it after, that daemon process dies (its later calls fail, as in the twin) and starts again downFor plus host.daemonStartup later"
+	whyControllerCrash  = "the controller's API proxy counts its successful writes while the fault is in effect; at the one the fault crashes it after, the proxy withholds that write's answer and refuses every later request of the process, and the run kills it (SIGKILL) and starts a new one downFor later; writes the process had already sent when that write was answered still land (its requests run concurrently)"
+	whyDaemonHost       = "played by the host-mode daemon from the scenario file, timed from its own start (the run's start, within a second): the targeted nodes' daemon processes stop, losing what they kept in memory and a stage in flight, and start again downFor later; a window's time and a group's nodes are drawn from host mode's own seeded source"
+	whyNodeCrash        = "the node's Ready condition goes False at once (KWOK node-rebooting stage, annotation " + "bootroll.dev/rebooting" + ") for the down time instead of Unknown after the node lifecycle grace period; the host-mode daemon is not told its host went down"
+	whyNodeClassIm      = "a KWOKNodeClass has no image; what new nodes boot is the host-mode daemon's"
+	whyAdopted          = "the nodes exist from the setup on as KWOK Nodes with a KWOK provider ID; when Karpenter is installed (time 0, or karpenter.installCRDsAt) the run creates their NodeClaims already marked Launched and then starts karpenter-kwok, which registers them instead of launching new ones (real Karpenter does not adopt nodes it did not launch; the twin's fake one does)"
 )
 
 // karpenterRepairToleration is the KWOK provider's repair policy for
@@ -117,7 +118,7 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 		switch {
 		case f.At != nil:
 			at = *f.At
-		case f.Window != nil && (f.APIErrors != nil || f.WatchFaults != nil):
+		case f.Window != nil && (f.APIErrors != nil || f.WatchFaults != nil || f.ControllerCrash != nil || f.DaemonWriteCrash != nil):
 			at = f.Window.From // in effect over the whole window
 		case f.Window != nil:
 			at = f.Window.From + time.Duration(rng.Int64N(int64(f.Window.To-f.Window.From)))
@@ -157,12 +158,23 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 			}
 		case f.WatchFaults != nil:
 			s.Skip = whyWatch
-		case f.ControllerCrash != nil, f.DaemonWriteCrash != nil:
-			s.Skip = whyWriteCrash
+		case f.ControllerCrash != nil:
+			s.Approx = whyControllerCrash
+			if o.ExternalController {
+				s.Skip, s.Approx = whyExternal+"; its requests do not go through the run's API proxy, which counts its writes", ""
+			}
+		case f.DaemonWriteCrash != nil:
+			s.Approx = whyDaemonWriteCrash
+			if o.ExternalDaemon {
+				s.Skip, s.Approx = whyExternalDaemon, ""
+			}
 		default:
 			s.Skip = whyHostFault
 		}
-		if o.Chaos {
+		if o.Chaos && (f.ControllerCrash == nil || o.ExternalController) && (f.DaemonWriteCrash == nil || o.ExternalDaemon) {
+			// (A controller the run started crashes through its API
+			// proxy, and the host-mode daemon plays daemonWriteCrash;
+			// Chaos Mesh cannot time a crash after a write.)
 			chaosStep(&s)
 		}
 		steps = append(steps, s)

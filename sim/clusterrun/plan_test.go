@@ -206,3 +206,43 @@ func TestPlanKarpenterNotices(t *testing.T) {
 		}
 	}
 }
+
+// A controllerCrash is carried out through the controller's API proxy
+// when the run starts the controller, over its whole window, and a
+// daemonWriteCrash by the host-mode daemon; with an external controller
+// or external daemons (with or without Chaos Mesh) they are skipped.
+func TestPlanControllerCrash(t *testing.T) {
+	sc := parse(t, faultScenario+"  - {window: {from: 9m, to: 12m}, controllerCrash: {rate: 0.1, downFor: 5s}}\n  - {at: 13m, daemonWriteCrash: {afterWrites: 2}}\n")
+	find := func(steps []Step, name string) Step {
+		t.Helper()
+		for _, s := range steps {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no %s step", name)
+		return Step{}
+	}
+	for _, o := range []PlanOptions{{Seed: 1}, {Seed: 1, Chaos: true}} {
+		steps, _ := Plan(sc, o)
+		s := find(steps, "controllerCrash")
+		if s.Skip != "" || s.Chaos || s.Approx != whyControllerCrash {
+			t.Errorf("chaos %v: controllerCrash: skip %q, chaos %v, approx %q: want carried out by the proxy", o.Chaos, s.Skip, s.Chaos, s.Approx)
+		}
+		if s.At != 9*time.Minute || s.Until != 12*time.Minute {
+			t.Errorf("chaos %v: controllerCrash in effect %s-%s, want its window 9m-12m", o.Chaos, s.At, s.Until)
+		}
+		if w := find(steps, "daemonWriteCrash"); w.Skip != "" || w.Chaos || w.Approx != whyDaemonWriteCrash || w.At != 13*time.Minute {
+			t.Errorf("chaos %v: daemonWriteCrash: skip %q, chaos %v, approx %q, at %s: want played by the host-mode daemon from 13m", o.Chaos, w.Skip, w.Chaos, w.Approx, w.At)
+		}
+	}
+	for _, o := range []PlanOptions{{Seed: 1, ExternalController: true, ExternalDaemon: true}, {Seed: 1, ExternalController: true, ExternalDaemon: true, Chaos: true}} {
+		steps, _ := Plan(sc, o)
+		if s := find(steps, "controllerCrash"); s.Skip == "" || s.Chaos {
+			t.Errorf("external controller, chaos %v: controllerCrash skip %q, chaos %v: want skipped", o.Chaos, s.Skip, s.Chaos)
+		}
+		if s := find(steps, "daemonWriteCrash"); s.Skip == "" || s.Chaos {
+			t.Errorf("external daemons, chaos %v: daemonWriteCrash skip %q, chaos %v: want skipped", o.Chaos, s.Skip, s.Chaos)
+		}
+	}
+}

@@ -40,6 +40,32 @@ type Proxy struct {
 	refused uint64
 	served  uint64
 	failed  uint64
+
+	// The controllerCrash faults in effect (ArmCrash), whether the
+	// process is crashing (from the write that crashed it until Revive),
+	// and where the crashes are reported.
+	crashes  []*armedCrash
+	crashing bool
+	crashed  chan Crash
+}
+
+// Crash is a controllerCrash fault that fired: the process's write that
+// it came right after, as the proxy saw it.
+type Crash struct {
+	// Fault names the fault (Step.Label), DownFor is its downFor.
+	Fault   string
+	DownFor time.Duration
+	// Verb is the write's verb (VerbForm), Object its resource and name.
+	Verb, Object string
+}
+
+// armedCrash is a controllerCrash fault in effect: its successful writes
+// counted so far, and whether its one afterWrites crash happened.
+type armedCrash struct {
+	label  string
+	f      scenario.ControllerCrash
+	writes int
+	done   bool
 }
 
 // NewProxy starts a proxy for who ("controller" or "daemon") in front of
@@ -63,7 +89,7 @@ func NewProxy(who string, cfg *rest.Config, seed uint64) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p := &Proxy{who: who, ln: ln, rng: rand.New(rand.NewPCG(seed, uint64(len(who)))), asked: map[string]int{}}
+	p := &Proxy{who: who, ln: ln, rng: rand.New(rand.NewPCG(seed, uint64(len(who)))), asked: map[string]int{}, crashed: make(chan Crash, 16)}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -88,6 +114,76 @@ func (p *Proxy) SetFault(f *scenario.APIErrors) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fault = f
+}
+
+// ArmCrash puts a controllerCrash fault, named label, in effect: from
+// now on the proxy counts the process's successful writes (as the twin
+// counts them: a write the API server applied and answered with
+// success) and, at the write the fault crashes the process after (the
+// afterWrites-th, or each with probability rate), withholds that write's
+// answer, answers every later request of the process 503 without
+// forwarding it, and reports the crash on Crashes. The run then kills
+// the process and, downFor later, starts a new one and calls Revive.
+// Writes forwarded before the crashing one was answered still land: a
+// real process's requests run concurrently.
+func (p *Proxy) ArmCrash(label string, f scenario.ControllerCrash) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.crashes = append(p.crashes, &armedCrash{label: label, f: f})
+}
+
+// DisarmCrash ends the controllerCrash fault named label.
+func (p *Proxy) DisarmCrash(label string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.crashes = slices.DeleteFunc(p.crashes, func(c *armedCrash) bool { return c.label == label })
+}
+
+// Crashes reports the crashes the armed faults cause.
+func (p *Proxy) Crashes() <-chan Crash { return p.crashed }
+
+// Revive lets requests through again after a crash: a new process runs.
+func (p *Proxy) Revive() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.crashing = false
+}
+
+// crashAfter counts a successful write of the process for the armed
+// crash faults and reports whether one crashes the process right after
+// it; the process is crashing from then on. Called with p.mu held.
+func (p *Proxy) crashAfter(r APIRequest) bool {
+	if p.crashing {
+		return true
+	}
+	for _, c := range p.crashes {
+		crash := false
+		switch {
+		case c.f.AfterWrites > 0:
+			if c.done {
+				continue
+			}
+			c.writes++
+			crash = c.writes == c.f.AfterWrites
+			c.done = crash
+		default:
+			crash = c.f.Rate > 0 && p.rng.Float64() < c.f.Rate
+		}
+		if !crash {
+			continue
+		}
+		p.crashing = true
+		object := r.Resource + "/" + r.Name
+		if r.Namespace != "" {
+			object = r.Resource + "/" + r.Namespace + "/" + r.Name
+		}
+		select {
+		case p.crashed <- Crash{Fault: c.label, DownFor: c.f.DownFor, Verb: r.VerbForm(), Object: object}:
+		default: // the run reads each crash before the next can happen
+		}
+		return true
+	}
+	return false
 }
 
 // Asked reports whether the process asked to evict or delete the pod
@@ -139,6 +235,21 @@ func (r APIRequest) VerbForm() string {
 		return r.Verb + "/" + r.Sub
 	}
 	return r.Verb
+}
+
+// write reports whether the request is a write the crash faults count,
+// as the twin's apiserver.Request.Write does: anything but get, list and
+// watch, except Events (the event recorder writes them on its own
+// goroutine; the twin's recorder writes none) and Leases (leader
+// election's renewals; the twin has none).
+func (r APIRequest) write() bool {
+	switch {
+	case r.Verb == "get", r.Verb == "list", r.Verb == "watch":
+		return false
+	case r.Resource == "events", r.Resource == "leases":
+		return false
+	}
+	return true
 }
 
 // ParseRequest reads a Kubernetes API request's verb and object from its
@@ -265,6 +376,11 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
+		if p.isCrashing() {
+			p.count(true)
+			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "injected by bootroll scenario run --target cluster: the "+p.who+" crashed (controllerCrash); this request of the dying process is not forwarded")
+			return
+		}
 		in := p.draw(r)
 		if in.delay > 0 {
 			time.Sleep(in.delay) // edge: injected API latency, on the request's own goroutine
@@ -281,10 +397,16 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 			p.mu.Unlock()
 		}
 		rec := &codeWriter{ResponseWriter: w}
-		if in.forward {
+		var held *heldAnswer // a write's answer, kept until the crash faults had their say
+		switch {
+		case in.forward:
 			next.ServeHTTP(&discard{header: http.Header{}}, req)
 			rec.code = http.StatusOK
-		} else {
+		case r.write() && p.crashArmed():
+			held = &heldAnswer{header: http.Header{}}
+			next.ServeHTTP(held, req)
+			rec.code = held.status()
+		default:
 			next.ServeHTTP(rec, req)
 		}
 		p.mu.Lock()
@@ -295,12 +417,37 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 				p.refused++
 			}
 		}
+		crash := held != nil && rec.code < 300 && p.crashAfter(r)
 		p.mu.Unlock()
+		switch {
+		case crash:
+			// The write landed; the process never hears of it.
+			p.count(true)
+			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "injected by bootroll scenario run --target cluster: the "+p.who+" crashed right after this write (controllerCrash); the write was applied")
+			return
+		case held != nil:
+			held.replay(w)
+		}
 		if in.forward {
 			p.count(true)
 			writeStatus(w, in.code, in.reason, "injected timeout (the request was applied)")
 		}
 	})
+}
+
+// isCrashing reports whether the process is crashing: its requests are
+// refused until Revive.
+func (p *Proxy) isCrashing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.crashing
+}
+
+// crashArmed reports whether a crash fault is in effect.
+func (p *Proxy) crashArmed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.crashes) > 0
 }
 
 func (p *Proxy) count(failed bool) {
@@ -345,6 +492,42 @@ func (c *codeWriter) Flush() {
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// heldAnswer is a ResponseWriter that keeps a write's answer (writes
+// are answered with one small object) until replay.
+type heldAnswer struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (h *heldAnswer) Header() http.Header { return h.header }
+func (h *heldAnswer) Write(b []byte) (int, error) {
+	h.body = append(h.body, b...)
+	return len(b), nil
+}
+func (h *heldAnswer) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+// status is the answer's status code.
+func (h *heldAnswer) status() int {
+	if h.code == 0 {
+		return http.StatusOK
+	}
+	return h.code
+}
+
+// replay writes the kept answer to w.
+func (h *heldAnswer) replay(w http.ResponseWriter) {
+	for k, v := range h.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(h.status())
+	w.Write(h.body) //nolint:errcheck // the client may be gone
 }
 
 // discard is a ResponseWriter that drops the answer of a request applied

@@ -1,9 +1,11 @@
 package clusterrun
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +122,117 @@ func TestProxy(t *testing.T) {
 	}
 	if served, failed := p.Counts(); served != 3 || failed != 1 {
 		t.Errorf("counts: served %d failed %d, want 3 1", served, failed)
+	}
+}
+
+// TestProxyControllerCrash: an armed controllerCrash counts only the
+// process's successful writes; at the crashing write the write lands,
+// its answer is withheld, the crash is reported, and nothing more of
+// the process is forwarded until Revive.
+func TestProxyControllerCrash(t *testing.T) {
+	var mu sync.Mutex
+	var landed []string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		landed = append(landed, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/conflict") {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		w.Header().Set("X-Backend", "yes")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"kind":"Node"}`)) //nolint:errcheck // test server
+	}))
+	defer backend.Close()
+	p, err := NewProxy("controller", &rest.Config{Host: backend.URL}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	do := func(method, path string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, p.URL()+path, strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Backend"), string(b)
+	}
+	landedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(landed)
+	}
+	p.ArmCrash("controllerCrash@1m0s", scenario.ControllerCrash{AfterWrites: 2, DownFor: 7 * time.Second})
+	// Reads and failed writes do not count; a counted write's answer
+	// comes back whole.
+	if code, _, _ := do("GET", "/api/v1/nodes/n1"); code != http.StatusOK {
+		t.Fatalf("get: %d", code)
+	}
+	if code, _, _ := do("PATCH", "/api/v1/nodes/conflict"); code != http.StatusConflict {
+		t.Fatalf("conflicting patch: %d", code)
+	}
+	// Nor do the event recorder's Events and leader election's Leases.
+	if code, _, _ := do("POST", "/api/v1/namespaces/default/events"); code != http.StatusOK {
+		t.Fatalf("event: %d", code)
+	}
+	if code, _, _ := do("PUT", "/apis/coordination.k8s.io/v1/namespaces/bootroll-system/leases/bootroll"); code != http.StatusOK {
+		t.Fatalf("lease: %d", code)
+	}
+	if code, hdr, body := do("PATCH", "/api/v1/nodes/n1"); code != http.StatusOK || hdr != "yes" || body != `{"kind":"Node"}` {
+		t.Fatalf("first write: %d %q %q, want the backend's answer", code, hdr, body)
+	}
+	select {
+	case c := <-p.Crashes():
+		t.Fatalf("crashed after the first successful write: %+v", c)
+	default:
+	}
+	before := landedCount()
+	if code, _, _ := do("PATCH", "/apis/bootroll.dev/v1alpha1/bootcnodes/n1/status"); code != http.StatusServiceUnavailable {
+		t.Fatalf("crashing write: %d, want 503 (its answer withheld)", code)
+	}
+	if landedCount() != before+1 {
+		t.Fatalf("the crashing write did not reach the API server")
+	}
+	select {
+	case c := <-p.Crashes():
+		want := Crash{Fault: "controllerCrash@1m0s", DownFor: 7 * time.Second, Verb: "patch/status", Object: "bootcnodes/n1"}
+		if c != want {
+			t.Errorf("crash: got %+v, want %+v", c, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no crash reported")
+	}
+	before = landedCount()
+	for _, m := range []string{"GET", "PATCH", "DELETE"} {
+		if code, _, _ := do(m, "/api/v1/nodes/n2"); code != http.StatusServiceUnavailable {
+			t.Errorf("%s while crashing: %d, want 503", m, code)
+		}
+	}
+	if landedCount() != before {
+		t.Errorf("requests of the crashed process reached the API server")
+	}
+	// A new process: requests go through, and the afterWrites crash
+	// happened once.
+	p.Revive()
+	for i := range 3 {
+		if code, _, _ := do("PATCH", "/api/v1/nodes/n1"); code != http.StatusOK {
+			t.Fatalf("write %d after Revive: %d", i, code)
+		}
+	}
+	select {
+	case c := <-p.Crashes():
+		t.Errorf("a second afterWrites crash: %+v", c)
+	default:
+	}
+	// Disarmed, a rate-1 fault crashes nothing.
+	p.ArmCrash("rate", scenario.ControllerCrash{Rate: 1})
+	p.DisarmCrash("rate")
+	p.DisarmCrash("controllerCrash@1m0s")
+	if code, _, _ := do("PATCH", "/api/v1/nodes/n1"); code != http.StatusOK {
+		t.Errorf("write with the faults disarmed: %d", code)
 	}
 }

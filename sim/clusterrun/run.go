@@ -241,7 +241,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		}
 		if s.Skip == "" {
 			r.quietAfter = max(r.quietAfter, s.At)
-			if s.Fault != nil {
+			if f := s.Fault; f != nil && (f.Window != nil || !spanFault(f)) {
 				r.quietAfter = max(r.quietAfter, s.Until)
 			}
 		}
@@ -857,6 +857,8 @@ func (r *runner) loop(steps []Step) (*Result, error) {
 		select {
 		case ev := <-r.events:
 			r.apply(ev)
+		case c := <-r.ctrlProxy.Crashes():
+			r.crashController(c)
 		case name := <-r.exits:
 			r.notices = append(r.notices, Notice{Name: name, Why: fmt.Sprintf("the %s exited by itself at %s (see its log); started again", name, time.Since(r.start).Round(time.Second))}) // edge: a notice timed by the wall clock
 			r.restart(name)
@@ -871,6 +873,43 @@ func (r *runner) loop(steps []Step) (*Result, error) {
 	}
 	r.drain()
 	return r.finish(), nil
+}
+
+// spanFault reports whether f is in effect over a span (apiErrors,
+// watchFaults, controllerCrash, daemonWriteCrash): without a window it
+// lasts to the scenario's limit but, as in the twin, keeps the run from
+// settling only until it starts.
+func spanFault(f *scenario.Fault) bool {
+	return f.APIErrors != nil || f.WatchFaults != nil || f.ControllerCrash != nil || f.DaemonWriteCrash != nil
+}
+
+// downController kills the controller (SIGKILL, as a crash) and starts
+// a new one down later, unless a later restart is already due (then
+// that one stands); label names the fault in notices.
+func (r *runner) downController(label string, now time.Time, down time.Duration) {
+	r.ctrl.kill()
+	r.chk.ControllerRunning(false)
+	r.ctrlDownUntil = maxTime(r.ctrlDownUntil, now.Add(down))
+	r.at(r.ctrlDownUntil, func() {
+		if r.ctrl.running() || time.Now().Before(r.ctrlDownUntil) { // edge: process restarts are timed on the wall clock
+			return
+		}
+		if err := r.ctrl.start(); err != nil {
+			r.notices = append(r.notices, Notice{Name: label, Why: "restart failed: " + err.Error()})
+			return
+		}
+		r.ctrlProxy.Revive()
+		r.chk.ControllerRunning(true)
+	})
+}
+
+// crashController carries out a controllerCrash the controller's API
+// proxy reports: the process is killed right away (the proxy refuses its
+// requests meanwhile) and starts again after the fault's downFor.
+func (r *runner) crashController(c Crash) {
+	now := time.Now() // edge: the run loop plays the scenario on the wall clock
+	r.emit("fault.controllerCrash", "", map[string]any{"fault": c.Fault, "afterVerb": c.Verb, "object": c.Object, "downFor": c.DownFor.String()})
+	r.downController(c.Fault, now, c.DownFor)
 }
 
 // restart starts a process that died by itself again.
@@ -925,19 +964,12 @@ func (r *runner) step(s Step) {
 	now := time.Now() // edge: the run loop plays the scenario on the wall clock
 	switch {
 	case f.ControllerRestart != nil:
-		r.ctrl.kill()
-		r.chk.ControllerRunning(false)
-		r.ctrlDownUntil = maxTime(r.ctrlDownUntil, now.Add(f.ControllerRestart.DownFor))
-		r.at(r.ctrlDownUntil, func() {
-			if r.ctrl.running() || time.Now().Before(r.ctrlDownUntil) { // edge: process restarts are timed on the wall clock
-				return
-			}
-			if err := r.ctrl.start(); err != nil {
-				r.notices = append(r.notices, Notice{Name: s.Label(), Why: "restart failed: " + err.Error()})
-				return
-			}
-			r.chk.ControllerRunning(true)
-		})
+		r.downController(s.Label(), now, f.ControllerRestart.DownFor)
+	case f.ControllerCrash != nil:
+		// The controller's API proxy crashes it (Proxy.ArmCrash); the
+		// loop takes the crash (crashController).
+		r.ctrlProxy.ArmCrash(s.Label(), *f.ControllerCrash)
+		r.at(r.start.Add(s.Until), func() { r.ctrlProxy.DisarmCrash(s.Label()) })
 	case f.DaemonCrash != nil:
 		// Played by the host-mode daemon itself, node by node, from the
 		// scenario file (sim/hostmode planFaults): killing its process

@@ -30,6 +30,9 @@ type faultPlan struct {
 	timed   []hostFault
 	skipped []string
 	rng     *rand.Rand
+	// writeCrashes are the daemonWriteCrash faults, in effect over spans
+	// (crashGate counts the steps).
+	writeCrashes []writeCrash
 }
 
 // FaultName names a scenario fault for reports: faults[i].<kind>.
@@ -75,8 +78,9 @@ func FaultName(i int, f *scenario.Fault) string {
 // planFaults picks the faults host mode plays: bootFailure, longReboot
 // and daemonCrash (one node's daemon process, not the host-mode process:
 // the other nodes and the hosts' reboots in flight go on), timed from the
-// start of the run (a window's time drawn from the seeded source). The
-// others are named in skipped.
+// start of the run (a window's time drawn from the seeded source), and
+// daemonWriteCrash (in effect over its span; writeCrashes). The others
+// are named in skipped.
 func planFaults(sc *scenario.Scenario, seed uint64) faultPlan {
 	fp := faultPlan{rng: NodeRand(seed, "faults")}
 	for i := range sc.Faults {
@@ -92,6 +96,18 @@ func planFaults(sc *scenario.Scenario, seed uint64) faultPlan {
 		case f.DaemonCrash != nil:
 			d := f.DaemonCrash.DownFor
 			hf.target, hf.arm = f.DaemonCrash.Target, func(p *player) { p.crashDaemon(d) }
+		case f.DaemonWriteCrash != nil:
+			// In effect from its time (or its window's start) on, as in
+			// the twin: every node's daemon counts its own steps.
+			w := writeCrash{name: hf.name, f: *f.DaemonWriteCrash}
+			switch {
+			case f.At != nil:
+				w.from = *f.At
+			case f.Window != nil:
+				w.from, w.to = f.Window.From, f.Window.To
+			}
+			fp.writeCrashes = append(fp.writeCrashes, w)
+			continue
 		default:
 			fp.skipped = append(fp.skipped, hf.name)
 			continue
@@ -110,6 +126,16 @@ func planFaults(sc *scenario.Scenario, seed uint64) faultPlan {
 	}
 	slices.SortStableFunc(fp.timed, func(a, b hostFault) int { return int(a.at - b.at) })
 	return fp
+}
+
+// crashes returns the daemonWriteCrash faults counted from start; nil
+// when there are none.
+func (fp faultPlan) crashes(start time.Time, seed uint64) *writeCrashes {
+	if len(fp.writeCrashes) == 0 {
+		return nil
+	}
+	return &writeCrashes{start: start, seed: seed, faults: fp.writeCrashes,
+		writes: map[string]int{}, done: map[string]bool{}, rngs: map[string]*rand.Rand{}}
 }
 
 // run arms each fault at its time, until ctx ends.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bootroll/bootroll/internal/localcluster"
 	"github.com/bootroll/bootroll/nodedaemon"
+	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 	"github.com/bootroll/bootroll/sim/cluster"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -74,6 +75,8 @@ type env struct {
 	wake func(node string)
 	// retry is the pause between tries of a failed Node write.
 	retry time.Duration
+	// crashes are the daemonWriteCrash faults; nil when there are none.
+	crashes *writeCrashes
 }
 
 // player plays one Node: its simulated host and the daemon process on
@@ -214,9 +217,17 @@ func (p *player) startDaemon() {
 	gen := p.gen
 	procCtx, cancel := context.WithCancel(p.ctx)
 	p.procCancel = cancel
+	c := p.e.client
+	var hold func(*nodedaemon.AsyncHost, *prefetch.Runner) (nodedaemon.Host, nodedaemon.Prefetcher)
+	if p.e.crashes != nil {
+		// The process dies right after a write (or host call) when a
+		// daemonWriteCrash says so: its later calls fail, as in the twin.
+		g := &crashGate{p: p, gen: gen}
+		c, hold = g.client(c), g.hold
+	}
 	p.daemon = nodedaemon.Wire(nodedaemon.Edges{
 		Node:      p.name,
-		Client:    p.e.client,
+		Client:    c,
 		APIReader: p.e.apiReader,
 		Clock:     p.e.clk,
 		Log:       p.e.log.WithName("daemon").WithValues("node", p.name),
@@ -226,6 +237,7 @@ func (p *player) startDaemon() {
 			Statfs:    p.host.Statfs,
 			StageSize: p.host.StageSize,
 			Context:   procCtx,
+			Hold:      hold,
 			Wake: func() {
 				p.mu.Lock()
 				current := p.gen == gen && p.daemon != nil
@@ -280,6 +292,16 @@ func (p *player) crashDaemon(downFor time.Duration) {
 		}
 		p.startDaemonAfter(p.e.sc.Host.DaemonStartup)
 	}()
+}
+
+// crashDaemonOf crashes the daemon process gen, if it still runs.
+func (p *player) crashDaemonOf(gen int, downFor time.Duration) {
+	p.mu.Lock()
+	current := p.gen == gen && p.daemon != nil
+	p.mu.Unlock()
+	if current {
+		p.crashDaemon(downFor)
+	}
 }
 
 // daemonRunning reports whether a daemon process runs now.

@@ -130,6 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ps := &players{e: e, ctx: ctx, byName: map[string]*player{}}
 	faults := planFaults(o.Scenario, o.Seed)
+	e.crashes = faults.crashes(o.Clock.Now(), o.Seed)
 	for _, name := range faults.skipped {
 		o.Log.Info("fault not played by host mode (another target must inject it, or it is skipped)", "fault", name)
 	}
