@@ -142,6 +142,21 @@ func TestPlayerReboot(t *testing.T) {
 	}
 }
 
+// runningPlayer plays node on e and waits for its daemon to start (after
+// host.daemonStartup); it returns the player, which ends with the test,
+// and a reader of its running daemon (nil while none runs).
+func runningPlayer(t *testing.T, e *env, node *corev1.Node, fc *clocktesting.FakeClock) (*player, func() *nodedaemon.Daemon) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newPlayer(ctx, e, node)
+	t.Cleanup(func() { p.end(); cancel() })
+	daemon := func() *nodedaemon.Daemon { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon }
+	waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
+	fc.Step(5 * time.Second)
+	waitFor(t, "the daemon to start", func() bool { return daemon() != nil })
+	return p, daemon
+}
+
 // TestPlayerDaemonCrash: a daemonCrash stops the node's daemon process
 // alone, and a new one starts downFor plus daemonStartup later, as in the
 // twin; one that ends while the host reboots starts none (the boot does);
@@ -149,15 +164,8 @@ func TestPlayerReboot(t *testing.T) {
 func TestPlayerDaemonCrash(t *testing.T) {
 	sc := loadTest(t)
 	node, c, fc := playerFixture()
-	e := playerEnv(sc, c, fc)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p := newPlayer(ctx, e, node)
-	defer p.end()
-	daemon := func() *nodedaemon.Daemon { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon }
-	waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
-	fc.Step(5 * time.Second)
-	waitFor(t, "the daemon to start", func() bool { return daemon() != nil })
+	p, daemon := runningPlayer(t, playerEnv(sc, c, fc), node, fc)
+	ctx := context.Background()
 	first := daemon()
 
 	p.crashDaemon(10 * time.Second)

@@ -76,14 +76,8 @@ func TestCrashGateKillsTheProcess(t *testing.T) {
 	node, c, fc := playerFixture()
 	e := playerEnv(sc, c, fc)
 	e.crashes = planFaults(sc, 1).crashes(fc.Now(), 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p := newPlayer(ctx, e, node)
-	defer p.end()
-	daemon := func() *nodedaemon.Daemon { p.mu.Lock(); defer p.mu.Unlock(); return p.daemon }
-	waitFor(t, "the start to wait daemonStartup", fc.HasWaiters)
-	fc.Step(5 * time.Second)
-	waitFor(t, "the daemon to start", func() bool { return daemon() != nil })
+	p, daemon := runningPlayer(t, e, node, fc)
+	ctx := context.Background()
 	p.mu.Lock()
 	g := &crashGate{p: p, gen: p.gen}
 	p.mu.Unlock()
