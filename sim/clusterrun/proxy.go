@@ -47,6 +47,8 @@ type Proxy struct {
 	crashes  []*armedCrash
 	crashing bool
 	crashed  chan Crash
+	// lastFailed is when a request was last failed on purpose.
+	lastFailed time.Time
 }
 
 // Crash is a controllerCrash fault that fired: the process's write that
@@ -455,7 +457,16 @@ func (p *Proxy) count(failed bool) {
 	defer p.mu.Unlock()
 	if failed {
 		p.failed++
+		p.lastFailed = time.Now() // edge: the proxy serves on the wall clock
 	}
+}
+
+// LastFailed is when the proxy last failed a request on purpose (zero if
+// never).
+func (p *Proxy) LastFailed() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastFailed
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason, msg string) {

@@ -138,6 +138,7 @@ type runner struct {
 	ctrlProxy      *Proxy
 	daemonProxy    *Proxy
 	ctrlDownUntil  time.Time
+	ctrlFailedSeen time.Time // the ctrlProxy.LastFailed the checker was told
 	crashed        map[string]bool
 	quietAfter     time.Duration
 	convergedSince time.Time
@@ -688,6 +689,12 @@ func (r *runner) apply(ev apiserver.Event) {
 		}
 	}
 	r.obs.Apply(ev)
+	if t := r.ctrlProxy.LastFailed(); t.After(r.ctrlFailedSeen) {
+		// The checker's repair exemption restarts its reaction bound at
+		// the controller's last request failed on purpose, as in the twin.
+		r.ctrlFailedSeen = t
+		r.chk.ControllerRequestFailed(t)
+	}
 	// Karpenter's decisions, as the twin's fake Karpenter traces them; in
 	// the API trace too, where sim/fidelity reads them.
 	for _, rec := range r.kd.Observe(ev) {

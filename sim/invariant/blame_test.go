@@ -414,21 +414,33 @@ func TestNoChurnOnlyBootrollsChurn(t *testing.T) {
 // just before the poll cannot be answered (explorer seed 122293 of
 // cluster-repair-during-slow-reboot: 3 ms); bootroll's controller running
 // RepairReactBound or more since could have put it back, and the repair is
-// its failure (no-reap-while-updating and no-churn).
+// its failure (no-reap-while-updating and no-churn). That bound runs
+// again from the controller's last request an API fault failed (explorer
+// seed 176043 of the 113126 regression: its attempts to put the
+// annotation back failed on injected errors for 2.7 s of the 4 s).
 func TestRepairAfterOthersRemovedDoNotRepair(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		repair     time.Duration // after the removal at 5m
 		down, back time.Duration // controller down from 5m+down until 5m+back (0: stays up)
+		failed     time.Duration // a controller request failed on an API fault at 5m+failed (0: none)
 		want       int
 	}{
-		{"repair 3ms after the removal", 3 * time.Millisecond, 0, 0, 0},
-		{"repair 1.5s after the removal", 1500 * time.Millisecond, 0, 0, 0},
-		{"repair 5s after the removal, controller up", 5 * time.Second, 0, 0, 1},
-		{"repair 10s after, controller down from the removal", 10 * time.Second, time.Millisecond, 0, 0},
-		{"repair 10s after, controller back 1s before", 10 * time.Second, time.Millisecond, 9 * time.Second, 0},
-		{"repair 10s after, controller back 5s before", 10 * time.Second, time.Millisecond, 5 * time.Second, 1},
-		{"removed before the slot, repair in it", 0, 0, 0, 1},
+		{"repair 3ms after the removal", 3 * time.Millisecond, 0, 0, 0, 0},
+		{"repair 1.5s after the removal", 1500 * time.Millisecond, 0, 0, 0, 0},
+		{"repair 5s after the removal, controller up", 5 * time.Second, 0, 0, 0, 1},
+		{"repair 10s after, controller down from the removal", 10 * time.Second, time.Millisecond, 0, 0, 0},
+		{"repair 10s after, controller back 1s before", 10 * time.Second, time.Millisecond, 9 * time.Second, 0, 0},
+		{"repair 10s after, controller back 5s before", 10 * time.Second, time.Millisecond, 5 * time.Second, 0, 1},
+		{"removed before the slot, repair in it", 0, 0, 0, 0, 1},
+		// Explorer seed 176043: the controller's attempts to put the
+		// annotation back failed on injected API errors until 1.3 s
+		// before the repair, 4 s after the removal.
+		{"repair 4s after, a controller request failed 1.3s before", 4 * time.Second, 0, 0, 2700 * time.Millisecond, 0},
+		{"repair 5s after, a controller request failed 3s before", 5 * time.Second, 0, 0, 2 * time.Second, 1},
+		{"repair 5s after, a controller request failed before the removal", 5 * time.Second, 0, 0, -time.Second, 1},
+		{"repair 10s after, request failed 1s before, controller down 1s-8s", 10 * time.Second, time.Second, 8 * time.Second, 9 * time.Second, 0},
+		{"repair 10s after, request failed at 1s, controller down 2s-7s", 10 * time.Second, 2 * time.Second, 7 * time.Second, time.Second, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := churnFixture(t, 5*time.Minute)
@@ -447,6 +459,9 @@ func TestRepairAfterOthersRemovedDoNotRepair(t *testing.T) {
 			f.at(removeAt)
 			if removeAt > 2*time.Minute {
 				f.node("c", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotRepair) })
+			}
+			if c.failed != 0 {
+				f.c.ControllerRequestFailed(t0.Add(removeAt + c.failed))
 			}
 			if c.down > 0 {
 				f.at(removeAt + c.down)
@@ -479,17 +494,24 @@ func TestDisruptionInSlotAfterOthersRemovedDoNotDisrupt(t *testing.T) {
 		reason     string
 		removeAt   time.Duration
 		down, back time.Duration // controller down from removeAt+down until removeAt+back (0: stays up)
+		failed     time.Duration // a controller request failed on an API fault at removeAt+failed (0: none)
 		want       int
 	}{
-		{"controller down from the removal to the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 0, 0},
-		{"drift, controller down from the removal", fakekarpenter.ReasonDrifted, 5 * time.Minute, time.Millisecond, 0, 0},
-		{"controller up all along", fakekarpenter.ReasonEmpty, 5 * time.Minute, 0, 0, 1},
-		{"controller up 5s after the removal, back 10s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, 5 * time.Second, 15 * time.Second, 1},
-		{"controller back 5s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 20 * time.Second, 0},
-		{"removed before the slot, controller down at the decision", fakekarpenter.ReasonEmpty, time.Minute, 3*time.Minute + time.Millisecond, 0, 1},
+		{"controller down from the removal to the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 0, 0, 0},
+		{"drift, controller down from the removal", fakekarpenter.ReasonDrifted, 5 * time.Minute, time.Millisecond, 0, 0, 0},
+		{"controller up all along", fakekarpenter.ReasonEmpty, 5 * time.Minute, 0, 0, 0, 1},
+		{"controller up 5s after the removal, back 10s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, 5 * time.Second, 15 * time.Second, 0, 1},
+		{"controller back 5s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, time.Millisecond, 20 * time.Second, 0, 0},
+		{"removed before the slot, controller down at the decision", fakekarpenter.ReasonEmpty, time.Minute, 3*time.Minute + time.Millisecond, 0, 0, 1},
+		// A failed request restarts only the repair's bound: Karpenter's
+		// 15 s validation leaves room for the retries.
+		{"controller up all along, a request failed 1s before the decision", fakekarpenter.ReasonEmpty, 5 * time.Minute, 0, 0, 24 * time.Second, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := churnFixture(t, 5*time.Minute)
+			if c.failed != 0 {
+				f.c.ControllerRequestFailed(t0.Add(c.removeAt + c.failed))
+			}
 			f.at(c.removeAt)
 			if c.removeAt < 2*time.Minute {
 				f.c.World().SetIntendedAnnotation("c", v1alpha1.KarpenterDoNotDisrupt, false, f.now)

@@ -343,7 +343,13 @@ const ProtectionReactBound = 15 * time.Second
 // (ProtectionReactBound; explorer seeds 118251 of
 // cluster-crd-install-mid-rollout, the controller down 48 s after the
 // slot, and 134017 of cluster-post-update-emptiness-reaping, down 1m49s
-// in it). Other reasons (expiry) have no veto.
+// in it). Other reasons (expiry) have no veto. The repair's bound runs
+// from the controller's last request an API fault failed, if later: the
+// bound is the reaction of a controller whose requests go through, and
+// one that failed must be made again (explorer seed 176043 of
+// cluster-repair-during-slow-reboot: ten attempts in a row to put the
+// annotation back failed on injected errors, the eleventh landed 17 ms
+// after the repair, 4 s after the removal).
 func (c *Checker) othersLiftedVeto(node, reason string, now time.Time) bool {
 	n := c.world.Node(node)
 	if n == nil {
@@ -374,6 +380,9 @@ func (c *Checker) othersLiftedVeto(node, reason string, now time.Time) bool {
 		}
 		at = lift.known
 	}
+	if reason == fakekarpenter.ReasonUnhealthy && c.failedRequest.After(at) && !c.failedRequest.After(now) {
+		at = c.failedRequest
+	}
 	return c.runningBetween(at, now) < bound
 }
 
@@ -395,7 +404,9 @@ func graceful(reason string) bool {
 // stays under Karpenter's 10 s poll, so a controller that never puts the
 // protection back is caught at the next poll (explorer seed 122293 of
 // cluster-repair-during-slow-reboot: the operator's removal fell 3 ms
-// before the poll).
+// before the poll). It is a reaction on a working API: it runs again from
+// each request of the controller that an injected API fault failed
+// (ControllerRequestFailed; explorer seed 176043).
 const RepairReactBound = 2 * time.Second
 
 // RefillBound caps the window of no-churn's second rule: a node bootroll

@@ -181,6 +181,17 @@ func (c *Checker) ControllerRunning(up bool) {
 // period is a span of time [from, to).
 type period struct{ from, to time.Time }
 
+// ControllerRequestFailed tells the checker that an injected API fault
+// failed a request of the bootroll controller at at (an error, or a
+// timeout, applied or not): what the controller was doing must be done
+// again, and its reaction to a lifted do-not-repair starts over
+// (othersLiftedVeto).
+func (c *Checker) ControllerRequestFailed(at time.Time) {
+	if at.After(c.failedRequest) {
+		c.failedRequest = at
+	}
+}
+
 // runningBetween is how long the controller ran between from and to.
 func (c *Checker) runningBetween(from, to time.Time) time.Duration {
 	run := to.Sub(from)

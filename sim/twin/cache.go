@@ -331,6 +331,11 @@ func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 			d.Err = apiserver.FaultError(500, req)
 		}
 		r.tr.emit("fault.apiError", objectRef(req.Object), fields)
+		if g.who == "controller" && r.chk != nil {
+			// The checker's repair exemption restarts its reaction
+			// bound here (invariant.Checker.ControllerRequestFailed).
+			r.chk.ControllerRequestFailed(now)
+		}
 	}
 	g.latency += d.Latency
 	// The write reaches the server once the requests before it and its
