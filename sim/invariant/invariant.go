@@ -61,7 +61,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn; nor is a graceful disruption, in a slot or after it, before the controller ran " + ProtectionReactBound.String() + " after someone else removed do-not-disrupt, or a repair before it ran " + RepairReactBound.String() + " after someone else removed do-not-repair, or after its last request an injected API fault failed, if later (in the twin, from when the controller's cache received the removal)", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open since its spec.image last changed (under the same windows) or after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back) since spec.image last changed, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open since its spec.image last changed (under the same windows) or after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -640,7 +640,15 @@ const reasonNodesUnavailable = "NodesUnavailable"
 // downNodesBlock reports whether pool p cannot go on without more nodes
 // down than its maxUnavailable allows, by the world's own account: its
 // member Nodes that are not Ready are at least as many as its slots, or
-// every Ready member already runs the pool's target.
+// every Ready member already runs the pool's target or was rebooted off
+// it to another image (rolled back) since its spec.image last changed,
+// fewer such than maxFailures. A node that failed the target is not
+// directed to it again until spec.image changes (DESIGN.md section 4),
+// so only the down members are left, and too few failed to halt
+// (explorer seed 176075 of the 102121 regression of
+// pool-edited-mid-rollout: workers-8 rolled back off v2 and was Ready on
+// v1, one of maxFailures 2, while workers-3 stayed down; the pool said
+// NodesUnavailable, and converges wanted every Ready member on v2).
 func (c *Checker) downNodesBlock(p *Pool) bool {
 	members := c.world.Members(p.Name)
 	limit, err := MaxUnavailableBound(p.MaxUnavailable, len(members))
@@ -648,17 +656,21 @@ func (c *Checker) downNodesBlock(p *Pool) bool {
 		return false
 	}
 	target := imageref.Digest(p.TargetImage)
-	down, readyBehind := 0, 0
+	down, readyBehind, rolledBack := 0, 0, 0
 	for _, name := range members {
 		n := c.world.Node(name)
 		switch {
 		case !n.Ready:
 			down++
 		case target == "" || n.BootedDigest != target:
+			if r := n.rolledOff; target != "" && r.pool == p.Name && r.incarnation == p.incarnation && r.epoch == p.ImageEpoch && r.from == target {
+				rolledBack++
+				continue
+			}
 			readyBehind++
 		}
 	}
-	return down > 0 && (down >= limit || readyBehind == 0)
+	return down > 0 && (down >= limit || (readyBehind == 0 && rolledBack < p.MaxFailures))
 }
 
 // StallEvidence is how recent a refused eviction must be, at the end of a

@@ -917,6 +917,87 @@ func TestConvergesExcusesOnlyPoolsBlockedByDownNodes(t *testing.T) {
 	}
 }
 
+// converges excuses a pool that says Degraded/NodesUnavailable with a
+// down member and a Ready member its daemon rolled back off the target
+// (rebooted from it to another image) since spec.image last changed, the
+// rest on the target: the pool never directs a failed node to the target
+// again until spec.image changes, and one failure short of maxFailures
+// does not halt it (explorer seed 176075 of the 102121 regression of
+// pool-edited-mid-rollout). Still caught: as many rolled back as
+// maxFailures (the pool must halt), a rollback before spec.image changed
+// (v2, v1, v2: the node is to be tried again), a reboot off another
+// image, a rollback followed by another reboot, none down, another
+// reason.
+func TestConvergesExcusesDownNodesBesideRolledBackOnes(t *testing.T) {
+	const (
+		target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		old    = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		other  = "registry.example/os@sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	)
+	two := int32(2)
+	for _, tc := range []struct {
+		name        string
+		degraded    string
+		maxFailures *int32
+		down        bool     // a is down
+		reboots     []string // c's reboots, "from>to"
+		revert      bool     // spec.image set to old and back to target after c's reboots
+		want        int
+	}{
+		{"a down, c rolled back off the target, maxFailures 2", "NodesUnavailable", &two, true, []string{target + ">" + old}, false, 0},
+		{"a down, c rolled back off the target, maxFailures 1", "NodesUnavailable", nil, true, []string{target + ">" + old}, false, 1},
+		{"a down, c rolled back before spec.image went back and forth", "NodesUnavailable", &two, true, []string{target + ">" + old}, true, 1},
+		{"a down, c rebooted off another image", "NodesUnavailable", &two, true, []string{other + ">" + old}, false, 1},
+		{"a down, c rolled back and rebooted again", "NodesUnavailable", &two, true, []string{target + ">" + old, old + ">" + old}, false, 1},
+		{"a down, c never rebooted", "NodesUnavailable", &two, true, nil, false, 1},
+		{"none down, c rolled back off the target", "NodesUnavailable", &two, false, []string{target + ">" + old}, false, 1},
+		{"a down, c rolled back off the target, another reason", "NodesFailed", &two, true, []string{target + ">" + old}, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c")
+			status := func(p *v1alpha1.BootcNodePool) {
+				p.Status.ObservedGeneration = p.Generation
+				p.Status.TargetImage = target
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation},
+					{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation}}
+			}
+			f.setPool(func(p *v1alpha1.BootcNodePool) {
+				p.Generation++
+				p.Spec.Image = target
+				p.Spec.FailurePolicy = v1alpha1.FailurePolicy{Action: v1alpha1.FailureRollback, MaxFailures: tc.maxFailures}
+				status(p)
+			})
+			if tc.down {
+				f.node("a", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown })
+			}
+			f.bn("b", func(bn *v1alpha1.BootcNode) {
+				bn.Status.Booted = &v1alpha1.HostImage{Image: target, Digest: digestOf(target)}
+			})
+			f.at(time.Minute)
+			for _, r := range tc.reboots {
+				from, to, _ := strings.Cut(r, ">")
+				f.c.Reboot("c", from, to)
+			}
+			f.bn("c", func(bn *v1alpha1.BootcNode) {
+				bn.Status.Phase = v1alpha1.PhaseRolledBack
+				bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
+			})
+			if tc.revert {
+				for _, img := range []string{old, target} {
+					f.setPool(func(p *v1alpha1.BootcNodePool) {
+						p.Generation++
+						p.Spec.Image = v1alpha1.ImageReference(img)
+						status(p)
+					})
+				}
+			}
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // converges excuses a pool that says Degraded/DaemonErrors only when the
 // model saw each member not on the target fail an OS staging for lack of
 // space, with the pinned images not to blame, within StallEvidence, or

@@ -25,7 +25,8 @@ type rebootKey struct {
 // Reboot takes a reboot the cluster model reports at the instant it is
 // requested (cluster.Hooks.Reboot): node boots from now and will boot to,
 // both digest references. It marks the node as rebooting (unavailable
-// because of bootroll until it is back) and judges the reboot:
+// because of bootroll until it is back), notes a reboot off its pool's
+// target (a rollback) and judges the reboot:
 //
 // no-unprotected-reboot: a reboot into another digest must find the Node
 // cordoned by bootroll (spec.unschedulable and its slot marker), drained
@@ -45,6 +46,12 @@ func (c *Checker) Reboot(node, from, to string) {
 	if n != nil && n.Exists {
 		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
 		n.failedDown = false
+		n.rolledOff = rollOff{}
+		if p := c.world.Pool(n.BootcPool); p != nil && p.TargetImage != "" && digestOf(from) == digestOf(p.TargetImage) && digestOf(to) != digestOf(from) {
+			// Off the target, to another image, while spec.image stays
+			// the same: a rollback (converges, downNodesBlock).
+			n.rolledOff = rollOff{pool: p.Name, incarnation: p.incarnation, epoch: p.ImageEpoch, from: digestOf(from)}
+		}
 		c.world.updateUnavailable(n)
 		if n.Marked {
 			n.churn.rebooted = true // an update in the slot (no-churn)

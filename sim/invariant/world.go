@@ -195,6 +195,11 @@ type Node struct {
 	// rebooted again: a slot bootroll then gives it, to retarget or roll
 	// it back, takes no capacity that was still there (updateUnavailable).
 	failedDown bool
+	// rolledOff is set by the Checker from a reboot that took the node
+	// off its pool's target to another image (a rollback: while
+	// spec.image stays the same the pool directs nodes to its target
+	// only), and cleared by any other reboot (converges, downNodesBlock).
+	rolledOff rollOff
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
 	// boot ID ends the reboot too, for a node that came back before it
@@ -213,6 +218,14 @@ type Node struct {
 	unavailIn *Pool   // the pool the node counts as unavailable in
 	// wasUnavailable is Unavailable() at the last updateUnavailable.
 	wasUnavailable bool
+}
+
+// rollOff is a reboot of a node off its pool's target: the pool (name
+// and incarnation), its ImageEpoch then, and the target's digest.
+type rollOff struct {
+	pool               string
+	incarnation, epoch int
+	from               string
 }
 
 // podInfo is one pod bound to a node.
@@ -279,6 +292,9 @@ type Pool struct {
 	HealthTimeout           time.Duration
 	PostUpdateProtection    time.Duration
 	postUpdateProtectionSet bool
+	// MaxFailures is spec.failurePolicy.maxFailures, with the API's
+	// documented default (1).
+	MaxFailures int
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
 	// Windows is spec.windows, and WindowsChangedAt when they last changed
@@ -326,6 +342,9 @@ const (
 	// spec.karpenter.postUpdateProtection on Karpenter-managed nodes (0s
 	// turns it off).
 	defaultPostUpdateProtection = 5 * time.Minute
+	// defaultMaxFailures is the documented default of
+	// spec.failurePolicy.maxFailures.
+	defaultMaxFailures = 1
 )
 
 // numPhases is len(v1alpha1.AllPhases); an init check keeps them equal.
@@ -971,6 +990,10 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	}
 	p.DrainTimeout = durationOr(o.Spec.DrainTimeout, defaultDrainTimeout)
 	p.HealthTimeout = durationOr(o.Spec.HealthTimeout, defaultHealthTimeout)
+	p.MaxFailures = defaultMaxFailures
+	if m := o.Spec.FailurePolicy.MaxFailures; m != nil {
+		p.MaxFailures = int(*m)
+	}
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
 	p.postUpdateProtectionSet = o.Spec.Karpenter.PostUpdateProtection != nil
 	p.setHealthChecks(&o.Spec.HealthChecks)
