@@ -61,7 +61,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn; nor is a graceful disruption, in a slot or after it, before the controller ran " + ProtectionReactBound.String() + " after someone else removed do-not-disrupt, or a repair before it ran " + RepairReactBound.String() + " after someone else removed do-not-repair, or after its last request an injected API fault failed, if later (in the twin, from when the controller's cache received the removal)", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back) since spec.image last changed, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open since its spec.image last changed (under the same windows) or after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back) since spec.image last changed, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open (under the same windows) since the work it has left appeared: its spec.image last changed, or every member not on the target joined it later, or after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -482,8 +482,9 @@ func (c *Checker) Finish(out Outcome) {
 			}
 			if p.ObservedGeneration == p.Generation && !p.UpToDate && p.UpToDateReason == reasonOutsideWindow && c.windowSpent(p, c.start.Add(out.End)) {
 				// Its maintenance window closed with work left, after the
-				// pool kept granting slots into its last stretch: the
-				// rest waits for the next window, by the spec.
+				// pool kept granting slots into its last stretch, or
+				// before that work appeared: the rest waits for the next
+				// window, by the spec.
 				continue
 			}
 			if doomed := c.expiryOutpacesUpdates(p, c.start.Add(out.End)); len(doomed) > 0 {
@@ -516,12 +517,14 @@ const reasonOutsideWindow = "OutsideMaintenanceWindow"
 // windowSpent reports whether pool p may end unconverged for its
 // maintenance windows at end: end is outside every window of its spec (as
 // this file reads the spec: daily UTC windows, on the listed weekdays),
-// and either no window was open since the pool's spec.image last changed,
-// under windows that were the spec's already then, so no slot could be
-// granted for the target it has (explorer seed 176001 of the 129187
+// and either no window was open since the work the pool has left
+// appeared (workSince), under windows that were the spec's already then,
+// so no slot could be granted for it (explorer seed 176001 of the 129187
 // regression: the pool rolled back to v1 in its 00:23 window, the image
 // was set to v2 at 1h58m, after the window closed, and the run ended at
-// 4h22m, before the next one), or the pool granted a slot in the last
+// 4h22m, before the next one; explorer seed 176069 of it: its one node
+// left the pool at 1h59m and joined it again at 2h6m20s, after the
+// window closed, not on the target), or the pool granted a slot in the last
 // stretch of its latest window (no earlier than drainTimeout +
 // healthTimeout before it closed, what one more node may take), so it
 // worked its window to the end (explorer seed 97187 of rollout-100-nodes:
@@ -534,7 +537,7 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	if inside {
 		return false
 	}
-	if since := p.ImageChangedAt; !since.IsZero() && !p.WindowsChangedAt.After(since) && openTime(p.Windows, since, end) == 0 {
+	if since := c.workSince(p); !since.IsZero() && !p.WindowsChangedAt.After(since) && openTime(p.Windows, since, end) == 0 {
 		return true
 	}
 	if closed.IsZero() {
@@ -542,6 +545,43 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	}
 	last := p.LastGrant
 	return !last.Before(open) && last.Before(closed) && !last.Before(closed.Add(-(p.DrainTimeout + p.HealthTimeout)))
+}
+
+// workSince is when the work pool p has left appeared: for each member
+// not on the pool's target, the later of the spec.image change and the
+// node's joining the pool, the earliest of these over those members; the
+// spec.image change alone when every member is on the target. A member
+// that was one when the image changed has had the work since then, one
+// that joined later (a new node, or a node relabelled into the pool) only
+// since it joined. On the target is by the host's booted image where the
+// sources give it, by the daemon's report otherwise.
+func (c *Checker) workSince(p *Pool) time.Time {
+	since := p.ImageChangedAt
+	if since.IsZero() {
+		return since
+	}
+	target := digestOf(p.TargetImage)
+	var first time.Time
+	for _, name := range c.world.Members(p.Name) {
+		booted := c.world.Node(name).BootedDigest
+		if c.src.Booted != nil {
+			booted = digestOf(c.src.Booted(name))
+		}
+		if p.TargetImage != "" && booted == target {
+			continue
+		}
+		at := since
+		if joined := p.memberSince[name]; joined.After(at) {
+			at = joined
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	if first.IsZero() {
+		return since
+	}
+	return first
 }
 
 // windowOn is window w on day d (midnight UTC): [from, to), and false

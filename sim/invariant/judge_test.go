@@ -1,6 +1,7 @@
 package invariant
 
 import (
+	"cmp"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -1376,6 +1377,95 @@ func TestConvergesExcusesOnlyASpentWindow(t *testing.T) {
 			q := p.DeepCopy()
 			q.Status.Slots = nil
 			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: p, Object: q})
+			f.check(tc.end)
+			f.c.Finish(Outcome{End: tc.end})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
+// converges excuses a pool waiting for its maintenance window also when
+// the work it has left appeared after its window closed without a change
+// of spec.image: the members not on its target all joined the pool since
+// (explorer seed 176069 of the 129187 regression of
+// pool-image-revert-mid-reboot: its one node, staged but not on the
+// target, was relabelled out of the pool at 1h59m and back in at 2h6m20s,
+// after the 00:23 window of 1h6m50s closed; the run ended at 4h30m20s). A
+// member not on the target since before the window, a member that joined
+// while it was open, windows set after the joining, a window open at the
+// end or come and gone since, and another reason are still caught.
+func TestConvergesExcusesWorkThatJoinedAfterTheWindow(t *testing.T) {
+	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	window := []v1alpha1.MaintenanceWindow{{Start: "00:23", Duration: metav1.Duration{Duration: time.Hour + 6*time.Minute + 50*time.Second}}}
+	const day = 24 * time.Hour
+	const (
+		leave  = time.Hour + 59*time.Minute
+		rejoin = 2*time.Hour + 6*time.Minute + 20*time.Second
+		end    = 4*time.Hour + 30*time.Minute + 20*time.Second
+	)
+	for _, tc := range []struct {
+		name      string
+		windowsAt time.Duration // when spec.windows is set (the image is the pool's since t0)
+		leave     time.Duration // when node a leaves the pool and rejoin when it joins again (0: it stays)
+		rejoin    time.Duration
+		newNode   time.Duration // when node c joins as a new Node (0: never)
+		bOnTarget bool          // node b, a member since t0, runs the target
+		end       time.Duration
+		reason    string
+		want      int
+	}{
+		{"relabelled back after the window closed", 6 * time.Minute, leave, rejoin, 0, true, end, "OutsideMaintenanceWindow", 0},
+		{"a new node after the window closed", 6 * time.Minute, 0, 0, 2 * time.Hour, true, end, "OutsideMaintenanceWindow", 0},
+		{"a new node and one relabelled back after the window closed", 6 * time.Minute, leave, rejoin, 2 * time.Hour, true, end, "OutsideMaintenanceWindow", 0},
+		{"a new node after the window closed, another member behind since before it", 6 * time.Minute, 0, 0, 2 * time.Hour, false, end, "OutsideMaintenanceWindow", 1},
+		{"no member joined, one behind since before the window", 6 * time.Minute, 0, 0, 0, false, end, "OutsideMaintenanceWindow", 1},
+		{"a new node while the window was open", 6 * time.Minute, 0, 0, time.Hour, true, end, "OutsideMaintenanceWindow", 1},
+		{"relabelled back, another member behind since before the window", 6 * time.Minute, leave, rejoin, 0, false, end, "OutsideMaintenanceWindow", 1},
+		{"relabelled back while the window was open", 6 * time.Minute, 30 * time.Minute, time.Hour, 0, true, end, "OutsideMaintenanceWindow", 1},
+		{"relabelled back 10s before the window closed", 6 * time.Minute, 30 * time.Minute, time.Hour + 29*time.Minute + 40*time.Second, 0, true, end, "OutsideMaintenanceWindow", 1},
+		{"relabelled back after the window closed, windows set later", 3 * time.Hour, leave, rejoin, 0, true, end, "OutsideMaintenanceWindow", 1},
+		{"relabelled back after the window closed, the next one open at the end", 6 * time.Minute, leave, rejoin, 0, true, day + 30*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"relabelled back after the window closed, the next one came and went", 6 * time.Minute, leave, rejoin, 0, true, day + 2*time.Hour, "OutsideMaintenanceWindow", 1},
+		{"relabelled back after the window closed, another reason", 6 * time.Minute, leave, rejoin, 0, true, end, "RollingOut", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
+			if tc.bOnTarget {
+				f.booted["b"] = target
+			}
+			type step struct {
+				at time.Duration
+				do func()
+			}
+			steps := []step{{tc.windowsAt, func() {
+				f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Windows = window; p.Generation++ })
+			}}}
+			if tc.leave > 0 {
+				steps = append(steps,
+					step{tc.leave, func() { f.node("a", func(n *corev1.Node) { delete(n.Labels, "pool") }) }},
+					step{tc.rejoin, func() { f.node("a", func(n *corev1.Node) { n.Labels["pool"] = "p" }) }})
+			} else {
+				// Node a runs the target; the work left is node c's, if any.
+				f.booted["a"] = target
+			}
+			if tc.newNode > 0 {
+				steps = append(steps, step{tc.newNode, func() {
+					node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"pool": "p"}, CreationTimestamp: metav1.NewTime(f.now)}}
+					node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+					f.nodes["c"] = node
+					f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: node.DeepCopy()})
+				}})
+			}
+			slices.SortStableFunc(steps, func(x, y step) int { return cmp.Compare(x.at, y.at) })
+			for _, s := range steps {
+				f.at(s.at)
+				s.do()
+			}
+			p := f.pool.DeepCopy()
+			p.Status.ObservedGeneration = p.Generation
+			p.Status.TargetImage = target
+			p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: tc.reason, ObservedGeneration: p.Generation}}
+			f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
 			f.check(tc.end)
 			f.c.Finish(Outcome{End: tc.end})
 			f.want(scenario.InvConverges, tc.want, "at the end")

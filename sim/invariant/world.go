@@ -306,6 +306,10 @@ type Pool struct {
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int
+	// memberSince is when each member last became one (its Node matched
+	// the selector, existing and not being deleted), by name; zero for a
+	// World without a clock.
+	memberSince map[string]time.Time
 	// Unavailable counts the member nodes unavailable because of bootroll.
 	Unavailable int
 
@@ -752,6 +756,7 @@ func (w *World) setPools(n *Node, pools []*Pool) {
 	for _, p := range n.pools {
 		if !slices.Contains(pools, p) {
 			p.Members--
+			delete(p.memberSince, n.Name)
 			w.markDirty(p)
 			if w.leftHook != nil && p.live && n.Exists && !n.Deleting {
 				w.leftHook(n, p)
@@ -761,6 +766,11 @@ func (w *World) setPools(n *Node, pools []*Pool) {
 	for _, p := range pools {
 		if !slices.Contains(n.pools, p) {
 			p.Members++
+			var since time.Time
+			if w.clock != nil {
+				since = w.clock()
+			}
+			p.memberSince[n.Name] = since
 			w.markDirty(p)
 		}
 	}
@@ -964,7 +974,7 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	}
 	if p == nil || !p.live {
 		w.incarnations++
-		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, slots: map[string]v1alpha1.Slot{}, live: true, ImageEpoch: 1, SpecImage: string(o.Spec.Image), incarnation: w.incarnations}
+		p = &Pool{Name: o.Name, unavailable: map[string]struct{}{}, slots: map[string]v1alpha1.Slot{}, memberSince: map[string]time.Time{}, live: true, ImageEpoch: 1, SpecImage: string(o.Spec.Image), incarnation: w.incarnations}
 		w.pools[o.Name] = p
 		i, _ := slices.BinarySearchFunc(w.poolList, p.Name, func(a *Pool, name string) int {
 			switch {
