@@ -78,7 +78,9 @@ func (s *nodeStep) phaseRecorded() {
 // faults, a lagging cache) grew that backoff to minutes, and a node whose
 // slot had ended was given back that much late, its post-update
 // protection outliving its deadline (post-update-emptiness-reaping
-// seed1001). Every retry re-reads; the cache has caught up by then.
+// seed1001). Every retry re-reads; the cache has mostly caught up by
+// then, though a lagging watch can take half a minute (a release does
+// not wait for it: step, NodeRelease).
 const ConflictRetry = time.Second
 
 // Reconcile advances one BootcNode.
@@ -179,27 +181,28 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 	case rollout.NodeIdle:
 		return reconcile.Result{}, nil
 	case rollout.NodeRelease:
-		// Left the pool: give back anything bootroll holds on the Node,
-		// once a boot order it may hold is withdrawn and the daemon can
-		// no longer act on it.
-		if err := r.withdrawBootOrder(ctx, s); err != nil {
+		res, err := r.releaseLeft(ctx, s)
+		if !apierrors.IsConflict(err) {
+			return res, err
+		}
+		// The release lost a write, or its check of the record, to a
+		// conflict: the cache is behind, most often behind this
+		// controller's own last write of the release (a withdrawal or
+		// a phase written before a later request failed). A retry on
+		// the cache would meet the same conflict until the cache caught
+		// up, and a lagging watch can take half a minute to (explorer
+		// seed 176099 of rollout-100-nodes: the pool deleted under API
+		// faults and a stale cache, workers-20 spent 40 s of retries
+		// on a record the controller had written over, and was given
+		// back 2m01s after the deletion). It runs once more on the
+		// record the API server holds, as finalize does.
+		if fresh, err := r.freshRecord(ctx, s); err != nil || !fresh {
 			return reconcile.Result{}, err
 		}
-		if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
-			return reconcile.Result{RequeueAfter: wait}, r.keepUntilSettled(ctx, s)
+		if rollout.NextNodeAction(s.view(), r.opts.TestOnly).Action != rollout.NodeRelease {
+			return reconcile.Result{}, nil // released already
 		}
-		if msg, down := downAfterLeaving(s, "left its pool"); down {
-			// It booted the pool's target in its slot and is still
-			// down: a failure of that target, which the pool counts
-			// (its halt) as any other, not a node that just left.
-			if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
-				return reconcile.Result{}, err
-			}
-			ro.FailedImage = bn.Spec.DesiredImage
-			r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
-			return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
-		}
-		return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
+		return r.releaseLeft(ctx, s)
 	case rollout.NodeDrain:
 		return r.drain(ctx, s)
 	case rollout.NodeVerify:
@@ -262,6 +265,31 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 		return reconcile.Result{}, err
 	}
 	return res, nil
+}
+
+// releaseLeft gives back anything bootroll holds on the Node of a node
+// that left its pool (or whose pool is being deleted), once a boot order
+// it may hold is withdrawn and the daemon can no longer act on it.
+func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
+	bn, ro := s.bn, &s.bn.Status.Rollout
+	if err := r.withdrawBootOrder(ctx, s); err != nil {
+		return reconcile.Result{}, err
+	}
+	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
+		return reconcile.Result{RequeueAfter: wait}, r.keepUntilSettled(ctx, s)
+	}
+	if msg, down := downAfterLeaving(s, "left its pool"); down {
+		// It booted the pool's target in its slot and is still
+		// down: a failure of that target, which the pool counts
+		// (its halt) as any other, not a node that just left.
+		if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
+			return reconcile.Result{}, err
+		}
+		ro.FailedImage = bn.Spec.DesiredImage
+		r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+		return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
+	}
+	return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
 }
 
 // downAfterLeaving reports whether a node that left its (still live) pool
@@ -884,6 +912,21 @@ func (r *Reconciler) withdrawBootOrder(ctx context.Context, s *nodeStep) error {
 // not the one the API server holds.
 func (r *Reconciler) current(ctx context.Context, s *nodeStep) error {
 	return recordCurrent(ctx, r.reader, s.bn)
+}
+
+// freshRecord makes the record the API server holds the step's record,
+// in place of the cached one and of any edits of it not yet written. It
+// reports whether there is one to act on (false: gone).
+func (r *Reconciler) freshRecord(ctx context.Context, s *nodeStep) (bool, error) {
+	var fresh v1alpha1.BootcNode
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Name}, &fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("re-read BootcNode %s: %w", s.bn.Name, err)
+	}
+	s.bn, s.orig = &fresh, recordOf(&fresh)
+	return true, nil
 }
 
 // recordCurrent reads bn from the API server (reader is uncached) and
