@@ -271,13 +271,17 @@ func (r *Reconciler) step(ctx context.Context, s *nodeStep) (reconcile.Result, e
 // that left its pool (or whose pool is being deleted), once a boot order
 // it may hold is withdrawn and the daemon can no longer act on it.
 func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Result, error) {
-	bn, ro := s.bn, &s.bn.Status.Rollout
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
 	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
 		return reconcile.Result{RequeueAfter: wait}, r.keepUntilSettled(ctx, s)
 	}
+	// Read after the withdrawal, which replaces the step's record: an
+	// edit through a pointer into the record before it was lost when the
+	// withdrawal and the failure fell in one reconcile (the reboot over,
+	// the withdrawal settles at once), and the failed image with it.
+	bn, ro := s.bn, &s.bn.Status.Rollout
 	if msg, down := downAfterLeaving(s, "left its pool"); down {
 		// It booted the pool's target in its slot and is still
 		// down: a failure of that target, which the pool counts
@@ -298,9 +302,7 @@ func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Re
 // the boot failed, and releasing it as merely gone would lose the failure
 // (the pool would hand its slot, and the same image, to the next node).
 func downAfterLeaving(s *nodeStep, why string) (string, bool) {
-	bn, ro, last := s.bn, &s.bn.Status.Rollout, s.bn.Status.Daemon.LastReboot
-	ro, o := &bn.Status.Rollout, bn.Spec.LastOrder()
-	_ = ro
+	bn, last, o := s.bn, s.bn.Status.Daemon.LastReboot, s.bn.Spec.LastOrder()
 	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || o == nil || o.Rollback ||
 		!rollout.RebootStarted(s.bn) || rollout.NodeReady(s.node) {
 		return "", false
