@@ -1199,24 +1199,21 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 		ro.Failures = 0
 		ro.RetryAfter = nil
 	}
-	// A node that Karpenter can disrupt (it has a NodeClaim) leaves the
-	// slot phase on its record first, still cordoned (the pool keeps the
-	// slot) and owning what bootroll added; only then does the Node lose
-	// its marker and protection. Removed first, a record write that then
-	// failed (or timed out unapplied) left a node in its slot unprotected
-	// until a retry landed, and Karpenter disrupted it (issue 11,
-	// karpenter-defaults.no-reap-while-updating.seed30). A crash between
-	// the two is finished by the next pass (a cordoned record outside a
-	// slot phase).
-	// Any other node that passed its verification is given back first and
-	// recorded after, in one write where there were two: nothing reaps it
-	// in between, and a crash before the record write leaves a record that
-	// still says it reboots, whose verification passes again and finishes
-	// it (docs/decisions.md). A failed or abandoned slot keeps the order
-	// above, as its phase is not derived again.
-	verified := phase == v1alpha1.PhaseUpdated || phase == v1alpha1.PhaseRolledBack
-	givenBackFirst := verified && s.node != nil && karpenter.ClaimName(s.node) == ""
-	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon && !givenBackFirst {
+	// The node leaves the slot phase on its record first, still cordoned
+	// (the pool keeps the slot) and owning what bootroll added; only then
+	// does the Node lose its marker and protection. Removed first, a
+	// record write that then failed (or timed out unapplied) left a node
+	// in its slot unprotected until a retry landed, and Karpenter
+	// disrupted it (issue 11, karpenter-defaults.no-reap-while-updating.seed30).
+	// A crash between the two is finished by the next pass (a cordoned
+	// record outside a slot phase). This holds for a node without a
+	// NodeClaim too, as the take-up's order does (rollout.TakeUp):
+	// Karpenter may come to manage it in between (explorer seed 176094 of
+	// nodeclass-drift-mid-rollout: the release uncordoned and unprotected
+	// such a node first, the controller crashed before the record write,
+	// and Karpenter, its CRDs installed again, adopted and drifted the
+	// node still in its slot on its record).
+	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
 		if err := r.patchStatus(ctx, s); err != nil {
 			return err
 		}
