@@ -244,3 +244,46 @@ func TestNoSlotForANodeThatFailedEarlier(t *testing.T) {
 		t.Error("a failure of an earlier rollout of the image keeps the node out")
 	}
 }
+
+// TestSlotsOnlyInAWindow: outside the pool's maintenance windows Slots
+// offers no free slot, and gives no takeover a fresh grant either (a
+// grant outside a window is what grant-in-window judges); the planted
+// testOnly.ignoreWindows offers them anyway.
+func TestSlotsOnlyInAWindow(t *testing.T) {
+	now := time.Date(2026, 1, 5, 0, 5, 0, 0, time.UTC)
+	const img = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	const digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	pool.Spec.Windows = []v1alpha1.MaintenanceWindow{{Start: "00:10", Duration: metav1.Duration{Duration: 25 * time.Minute}}}
+	pool.Status.TargetImage = img
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	rows := []Row{{Name: "a", Record: bn, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+		Facts: Facts{Phase: v1alpha1.PhaseStaged, Desired: img, Staged: digest, Target: img, Ready: true}}}
+	for _, tc := range []struct {
+		name   string
+		at     time.Time
+		to     TestOnly
+		open   bool
+		wantOK bool
+	}{
+		{"before the window", now, TestOnly{}, false, false},
+		{"in the window", now.Add(5 * time.Minute), TestOnly{}, true, true},
+		{"at its end", now.Add(30 * time.Minute), TestOnly{}, false, false},
+		{"planted ignoreWindows, before the window", now, TestOnly{IgnoreWindows: true}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Pass{Pool: pool.DeepCopy(), Rows: rows, Members: 1, Target: img, TargetDigest: digest, Now: tc.at, TestOnly: tc.to}
+			if open := p.Open(); open != tc.open {
+				t.Fatalf("Open() = %v, want %v", open, tc.open)
+			}
+			_, _, free, next, err := p.Slots(false, true, p.Open(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, ok := next()
+			if got := free > 0 && ok && name == "a"; got != tc.wantOK {
+				t.Errorf("free %d, next %q %v: a slot offered = %v, want %v", free, name, ok, got, tc.wantOK)
+			}
+		})
+	}
+}

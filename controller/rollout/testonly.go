@@ -44,6 +44,9 @@ type TestOnly struct {
 	// and removes them without asking who wrote them since, so bootroll
 	// removes annotations it did not add.
 	DropAnnotationOwnership bool
+	// IgnoreWindows hands out reboot slots whether or not one of the
+	// pool's maintenance windows is open (Slots).
+	IgnoreWindows bool
 	// SkipKarpenterProtection never sets do-not-disrupt or do-not-repair.
 	SkipKarpenterProtection bool
 	// KeepAnnotations never removes the annotations bootroll added.

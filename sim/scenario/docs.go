@@ -347,6 +347,7 @@ var docs = map[string]string{
 	"TestOnly.FreeSlotBeforeVerify":         "FreeSlotBeforeVerify gives a node's reboot slot back as soon as its reboot is requested, before it is verified, so more nodes than maxUnavailable are down at once; caught by max-unavailable.",
 	"TestOnly.HaltFromLiveRecords":          "HaltFromLiveRecords computes a pool's halt from the live BootcNodes only (the old behaviour), so deleting the failed node lifts the halt and the bad image rolls on; caught by halt-is-final.",
 	"TestOnly.IgnoreSlotLimit":              "IgnoreSlotLimit hands out reboot slots without counting them against maxUnavailable; caught by max-unavailable.",
+	"TestOnly.IgnoreWindows":                "IgnoreWindows hands out reboot slots whether or not one of the pool's maintenance windows is open; caught by grant-in-window.",
 	"TestOnly.KeepAnnotations":              "KeepAnnotations never removes the Karpenter annotations bootroll added (do-not-disrupt, do-not-repair) from Nodes and NodeClaims; caught by no-leaked-annotation.",
 	"TestOnly.KeepBootOrder":                "KeepBootOrder never withdraws a boot order and carries a node's last one over to each new desired image the pool gives it, so the next slot's cordon lets the daemon boot the new image before the drain; caught by no-unprotected-reboot.",
 	"TestOnly.NoHealthTimeout":              "NoHealthTimeout never fails a node that does not come back healthy, so a bad image stalls the rollout; caught by converges.",

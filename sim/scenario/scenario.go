@@ -530,6 +530,10 @@ type TestOnly struct {
 	// removes annotations it did not add; caught by cleanup.
 	DropAnnotationOwnership bool `json:"dropAnnotationOwnership,omitempty"`
 
+	// IgnoreWindows hands out reboot slots whether or not one of the
+	// pool's maintenance windows is open; caught by grant-in-window.
+	IgnoreWindows bool `json:"ignoreWindows,omitempty"`
+
 	// NoStagingReserve runs the node daemons with no OS staging reserve, so
 	// pinned-image pulls may take the room the next OS image needs; caught
 	// by os-staging-not-starved.

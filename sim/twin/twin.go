@@ -576,6 +576,7 @@ func testOnly(t scenario.TestOnly) rollout.TestOnly {
 		HaltFromLiveRecords:     t.HaltFromLiveRecords,
 		SkipCleanupOnDelete:     t.SkipCleanupOnDelete,
 		DropAnnotationOwnership: t.DropAnnotationOwnership,
+		IgnoreWindows:           t.IgnoreWindows,
 	}
 }
 
