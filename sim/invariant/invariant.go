@@ -3,9 +3,10 @@
 // watch events and the cluster model's reboot reports, checks the
 // invariants that can fail at any moment after every engine event
 // (max-unavailable, pdb-respected, no-double-reboot,
-// no-unprotected-reboot, halt-is-final, and the deadlines of cleanup,
-// no-stranded-node and no-leaked-annotation) in time that does not grow
-// with the cluster, and checks the rest at the end of a run
+// no-unprotected-reboot, halt-is-final, grant-in-window, and the
+// deadlines of cleanup, no-stranded-node and no-leaked-annotation) in
+// time that does not grow with the cluster, and checks the rest at the
+// end of a run
 // (no-leaked-cordon, no-leaked-annotation, converges and the
 // expectations).
 //
@@ -69,6 +70,7 @@ var Registry = []Info{
 	{scenario.InvCleanup, "within " + CleanupBound.String() + " of a pool's deletion, a BootcNode's deletion or a node leaving its pool (labels no longer match), a Node bootroll had marked is back as bootroll found it: the cordon it had, no slot marker, no Karpenter annotation or bootroll.dev/ taint it did not have, and none on its NodeClaim either; a reboot, a node not Ready or a boot order its daemon has not acknowledged (status.daemon.observedGeneration below the record's generation) in the meantime (bootroll keeps a node it cannot hear from cordoned) moves the bound to " + CleanupBound.String() + " after the node is Ready again and its daemon caught up, at most " + CleanupRebootCap.String() + " (or the pool's healthTimeout when longer) after the deletion", false},
 	{scenario.InvNoStrandedNode, "no node stays cordoned by bootroll (unschedulable with the slot marker, or the cordon left behind when the marker went) or tainted by bootroll beyond a bound, whatever the pool's state: drainTimeout + 2 × healthTimeout + " + StrandSlack.String() + " of its pool from the cordon or the last spec.image change for a node in a slot, " + UnslottedStrandBound.String() + " for a node in no pool's slot table", false},
 	{scenario.InvUpdatedHealthy, "a node bootroll records Updated at the end of its slot (its BootcNode's phase goes from Draining, Rebooting or Verifying to Updated) passes its pool's spec.healthChecks then: Node Ready, Ready without a break for readyFor since it last turned Ready or booted (to the second, as the API records it), the named Node conditions with their statuses, and a Ready, not terminating pod on it controlled by each named DaemonSet; or passed them all at a moment of the same boot at most " + HealthStale.String() + " before (the controller decides on cached state)", false},
+	{scenario.InvGrantInWindow, "a pool gives a reboot slot (a node newly listed in status.slots, or listed again with another since, as a takeover of a node down in an earlier slot is) only at a time (its since, which the API records to the second: the windows in effect at any moment of that second count) inside one of the maintenance windows its spec.windows had then, as the API documents them: daily from start (UTC) for duration, the end excluded, opening on the listed weekdays or every day, so a window runs past midnight into a day not listed; a pool whose spec had no windows then is always open, a slot already held is not granted again when a window closes or an edit of spec.windows closes it, and a node on the os-not-ready fast path takes no slot", false},
 }
 
 // Violation is one failed invariant or expectation.

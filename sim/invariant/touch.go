@@ -462,6 +462,7 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 		}
 	}
 	c.haltPool(p, o, deleted)
+	c.windowPool(p, o, deleted)
 }
 
 // down reports whether a node is rebooting, not Ready, or holds a boot

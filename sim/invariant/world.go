@@ -303,6 +303,11 @@ type Pool struct {
 	Windows          []v1alpha1.MaintenanceWindow
 	WindowsChangedAt time.Time
 	LastGrant        time.Time
+	// windowsSeen are the spec.windows the pool has had, oldest first,
+	// each from when the checker saw it; hadWindows is set once one of
+	// them had a window (grant-in-window, window.go).
+	windowsSeen []windowsVersion
+	hadWindows  bool
 	// Members counts the Nodes the selector matches that are not being
 	// deleted, as the controller counts them for maxUnavailable.
 	Members int

@@ -1341,7 +1341,7 @@ type NodeCrash struct {
 // Expect is what a run must show.
 type Expect struct {
 	// Invariants are checked after every event. Default all of them.
-	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy]"`
+	Invariants []Invariant `json:"invariants,omitempty" default:"[max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy, grant-in-window]"`
 
 	// CompletesWithin is the virtual time, from the start, by which every
 	// pool must be up to date or halted.
@@ -1418,9 +1418,10 @@ type CountRange struct {
 // spec.image changes), cleanup (deleting a pool or a BootcNode, or a node
 // leaving its pool, undoes bootroll's cordon, annotations and taints
 // within a bound), no-stranded-node (no node stays cordoned or tainted
-// by bootroll beyond a bound, whatever the pool's state) and
+// by bootroll beyond a bound, whatever the pool's state),
 // updated-healthy (a node verified Updated passes its pool's health
-// checks at that moment).
+// checks at that moment) and grant-in-window (a pool with maintenance
+// windows grants a reboot slot only inside one of them).
 type Invariant string
 
 // The invariants.
@@ -1440,6 +1441,7 @@ const (
 	InvCleanup             Invariant = "cleanup"
 	InvNoStrandedNode      Invariant = "no-stranded-node"
 	InvUpdatedHealthy      Invariant = "updated-healthy"
+	InvGrantInWindow       Invariant = "grant-in-window"
 )
 
 // AllInvariants lists every invariant, in the order they are reported.
@@ -1448,6 +1450,7 @@ var AllInvariants = []Invariant{
 	InvNoLeakedAnnotation, InvNoDoubleReboot, InvNoChurn, InvConverges,
 	InvOSStagingNotStarved, InvPinnedSetsExact, InvNoUnprotectedReboot,
 	InvHaltIsFinal, InvCleanup, InvNoStrandedNode, InvUpdatedHealthy,
+	InvGrantInWindow,
 }
 
 func (Invariant) enumValues() []string {

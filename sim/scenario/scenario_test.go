@@ -245,7 +245,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:18: faults[1].nodeCrash.node: unknown node "workers-3": node names are <group>-<i> for a group's nodes, counting nodes added by events`,
 		}},
 		{"invalid invariant", base + "expect:\n  invariants: [max-unavailable, no-leaks]\n", []string{
-			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy`,
+			`t.yaml:6: expect.invariants[1]: invalid value "no-leaks": want one of max-unavailable, pdb-respected, no-reap-while-updating, no-leaked-cordon, no-leaked-annotation, no-double-reboot, no-churn, converges, os-staging-not-starved, pinned-sets-exact, no-unprotected-reboot, halt-is-final, cleanup, no-stranded-node, updated-healthy, grant-in-window`,
 		}},
 		{"expect refs", poolDoc + "expect:\n  finalImages: {workers: v2}\n  failedNodes: {workers: {min: 2, max: 1}, other: 0}\n  completesWithin: 3h\n", []string{
 			`t.yaml:15: expect.finalImages.workers: unknown image "v2" (known: v1) (did you mean "v1"?)`,
