@@ -38,6 +38,7 @@ var plantedBugs = []plantedBug{
 	{"bootroll.testOnly.forgetSlotsOnRestart=true", "controller-restart-mid-drain", "max-unavailable"},
 	{"bootroll.testOnly.noHealthTimeout=true", "boot-failure-modes", "converges"},
 	{"bootroll.testOnly.skipHealthChecks=true", "health-checks", "updated-healthy"},
+	{"bootroll.testOnly.ignoreWindows=true", "maintenance-windows", "grant-in-window"},
 }
 
 // TestPlantedBugsAreFound proves the harness: every planted bug is found by
