@@ -207,3 +207,59 @@ func TestHaltedPoolTakesBackAHalfTakenSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestUncordonedBeforeTheDaemonSawTheOrderDrainsAgain: an admin uncordons
+// a node after its drain and boot order, while its daemon is down and has
+// not seen the order (status.daemon.observedGeneration behind), and a pod
+// lands on it. The order must not stand on the drain that no longer holds:
+// the node reconciler withdraws it and drains again (cordoned, the pod
+// evicted) before it orders the reboot afresh. Left standing, the daemon
+// back from its crash found the Node cordoned again by the admin and
+// rebooted it with the pod bound (explorer seed 176127 of the 94277
+// regression of cluster-karpenter-rollout-2).
+func TestUncordonedBeforeTheDaemonSawTheOrderDrainsAgain(t *testing.T) {
+	ctx := context.Background()
+	cl, r := adminCordonFixture(t, v1alpha1.PhaseDraining, true)
+	bn, _ := getNode(ctx, t, cl)
+	bn.Status.Daemon = v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, BootID: "boot-1", ObservedGeneration: bn.Generation}
+	if err := cl.Status().Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	bn, _ = getNode(ctx, t, cl)
+	ordered := metav1.Time{Time: time.Date(2026, 1, 5, 10, 0, 30, 0, time.UTC)}
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: ordered}
+	bn.Generation = bn.Status.Daemon.ObservedGeneration + 1 // the fake client keeps no generation
+	if err := cl.Update(ctx, bn); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: corev1.PodSpec{NodeName: "n"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if err := cl.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if bn, _ = getNode(ctx, t, cl); bn.Status.Daemon.ObservedGeneration >= bn.Generation {
+		t.Fatalf("fixture: the daemon has seen generation %d of %d", bn.Status.Daemon.ObservedGeneration, bn.Generation)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	bn, n := getNode(ctx, t, cl)
+	if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationSlot] != "p" {
+		t.Errorf("node not cordoned again: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	if p := bn.Status.Rollout.PriorUnschedulable; p == nil || *p {
+		t.Errorf("priorUnschedulable = %v (set %v), want false (the admin's uncordon)", ptr.Deref(p, false), p != nil)
+	}
+	var left corev1.Pod
+	podLeft := cl.Get(ctx, client.ObjectKeyFromObject(pod), &left) == nil
+	o := bn.Spec.Order()
+	if o != nil && o.At.Time.Equal(ordered.Time) {
+		t.Errorf("boot order given at %v still stands on the node uncordoned since (pod left: %v)", o.At, podLeft)
+	}
+	if o != nil && podLeft {
+		t.Errorf("boot order %+v stands with pod %s still bound to the node", o, pod.Name)
+	}
+	if now := r.clock.Now(); !podLeft && (o == nil || !o.At.Time.Equal(now)) {
+		t.Errorf("boot order = %+v, want one given afresh at %v after the node was drained again", o, now)
+	}
+}

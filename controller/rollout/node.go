@@ -165,12 +165,25 @@ func NextNodeAction(v NodeView, to TestOnly) NodeDecision {
 // but healthTimeout, and pods may have landed on the node meanwhile: it is
 // drained again (explorer seed 115028 of cluster-pool-deleted-mid-rollout:
 // the slot ran into healthTimeout and failed a node that never rebooted).
+//
+// So is a node whose daemon has not seen the order yet (it is down, or
+// behind) and recorded no reboot for it: the order stands on a drain that
+// no longer holds, and the daemon, once back, reboots on it if the Node is
+// cordoned again by then, by anyone, with the pods that landed meanwhile
+// (explorer seed 176127 of the 94277 regression of
+// cluster-karpenter-rollout-2: the daemon of kp-1 down from before its
+// order until 1m26s, an admin's uncordon at 30s, a pod bound at 31s, the
+// admin's cordon at 1m; the daemon rebooted the node with the pod on it).
+// Should the daemon be acting on the order unreported, its report moves
+// the record on and the withdrawal (written on the record read) meets a
+// conflict; a reboot it asked for all the same is verified by the drain
+// that follows (the node then runs its target).
 func UncordonedBeforeReboot(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 	o, d := bn.Spec.Order(), &bn.Status.Daemon
-	if o == nil || o.Rollback || !UncordonedUnderMarker(n, bn.Spec.Pool) {
+	if o == nil || o.Rollback || !UncordonedUnderMarker(n, bn.Spec.Pool) || RebootStarted(bn) {
 		return false
 	}
-	return d.ObservedGeneration >= bn.Generation && d.Phase == v1alpha1.DaemonStaged && !RebootStarted(bn)
+	return d.ObservedGeneration < bn.Generation || d.Phase == v1alpha1.DaemonStaged
 }
 
 // UncordonedUnderMarker reports whether Node n carries pool's slot marker

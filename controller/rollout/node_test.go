@@ -71,10 +71,20 @@ func TestNextNodeAction(t *testing.T) {
 		{"verifying", rec(v1alpha1.PhaseVerifying, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
 		{"rebooting, uncordoned before the daemon asked", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonStaged, false)), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeRedrain, KeepProtected: true}},
 		{"rebooting, uncordoned after the daemon asked", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonRebooting, true)), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		// The daemon has not seen the order (down, or behind): the order
+		// stands on a drain that no longer holds (explorer seed 176127).
 		{"rebooting, uncordoned, the order not seen yet", rec(v1alpha1.PhaseRebooting, func(bn *v1alpha1.BootcNode) {
 			held(v1alpha1.DaemonStaged, false)(bn)
 			bn.Generation = 3
+		}), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeRedrain, KeepProtected: true}},
+		{"rebooting, uncordoned, the order not seen yet, the reboot recorded", rec(v1alpha1.PhaseRebooting, func(bn *v1alpha1.BootcNode) {
+			held(v1alpha1.DaemonRebooting, true)(bn)
+			bn.Generation = 3
 		}), markedUncordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
+		{"rebooting, the order not seen yet, still cordoned", rec(v1alpha1.PhaseRebooting, func(bn *v1alpha1.BootcNode) {
+			held(v1alpha1.DaemonStaged, false)(bn)
+			bn.Generation = 3
+		}), markedCordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
 		{"rebooting, held, still cordoned", rec(v1alpha1.PhaseRebooting, held(v1alpha1.DaemonStaged, false)), markedCordoned, pool, TestOnly{}, NodeDecision{Action: NodeVerify, KeepProtected: true}},
 		{"failed, still cordoned", rec(v1alpha1.PhaseFailed, cordoned), member, pool, TestOnly{}, NodeDecision{Action: NodeConclude}},
 		{"rolled back, protection to end", rec(v1alpha1.PhaseRolledBack, func(bn *v1alpha1.BootcNode) {
