@@ -443,6 +443,28 @@ func (c *Checker) bootcChanged(n *Node, t apiserver.EventType, old, o *v1alpha1.
 		c.triggerCleanup(n, o.Spec.Pool, "BootcNode "+o.Name+" deleted", false)
 	}
 	c.haltBootcNode(n, t, old, o)
+	c.noteReorder(n, t, o)
+}
+
+// noteReorder notes a boot order (not a rollback's) into the image a
+// node was rolled back off, given to it after its pool's spec.image
+// changed and came back to that image (an operator's A -> B -> A): the
+// pool directed the node to the target again in this epoch, and the
+// daemon never reboots again for an image it was rebooted off
+// (docs/decisions.md, "No double reboot is the daemon's job"), so the
+// node stays off the target with no reboot since (converges,
+// downNodesBlock; explorer seed 176122 of the 176075 regression of
+// pool-edited-mid-rollout).
+func (c *Checker) noteReorder(n *Node, t apiserver.EventType, o *v1alpha1.BootcNode) {
+	r, b := &n.rolledOff, o.Spec.BootOrder
+	if t == apiserver.Deleted || r.pool == "" || o.Spec.Pool != r.pool || b == nil || b.Rollback || digestOf(b.Image) != r.from {
+		return
+	}
+	p := c.world.Pool(r.pool)
+	if p == nil || p.incarnation != r.incarnation || p.ImageEpoch == r.epoch || b.At.Time.Before(p.ImageChangedAt.Truncate(time.Second)) {
+		return
+	}
+	r.reordered = p.ImageEpoch
 }
 
 // poolChanged is the World's poolHook.

@@ -198,7 +198,8 @@ type Node struct {
 	// rolledOff is set by the Checker from a reboot that took the node
 	// off its pool's target to another image (a rollback: while
 	// spec.image stays the same the pool directs nodes to its target
-	// only), and cleared by any other reboot (converges, downNodesBlock).
+	// only), and cleared by any other reboot (converges, downNodesBlock);
+	// a boot order into that image in a later epoch notes the epoch.
 	rolledOff rollOff
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
@@ -221,11 +222,14 @@ type Node struct {
 }
 
 // rollOff is a reboot of a node off its pool's target: the pool (name
-// and incarnation), its ImageEpoch then, and the target's digest.
+// and incarnation), its ImageEpoch then, and the target's digest; and
+// reordered, the pool's ImageEpoch when the node was last given a boot
+// order (not a rollback's) into that digest again after spec.image had
+// changed and come back to it (0 for none).
 type rollOff struct {
-	pool               string
-	incarnation, epoch int
-	from               string
+	pool                          string
+	incarnation, epoch, reordered int
+	from                          string
 }
 
 // podInfo is one pod bound to a node.
