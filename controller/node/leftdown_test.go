@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -33,21 +32,9 @@ func TestLeftPoolDownRecordsTheFailedImage(t *testing.T) {
 	pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 	pool.Spec.Image = img
 	pool.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute}
-	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
-	bn.Spec.Pool, bn.Spec.DesiredImage = "p", img
-	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: img, At: metav1.NewTime(t0)}
-	bn.Status.Phase = v1alpha1.PhaseRebooting
-	bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img, BootID: "boot-1", At: metav1.NewTime(t0.Add(time.Second))}
-	ro := &bn.Status.Rollout
-	ro.TargetImage, ro.Cordoned, ro.PriorUnschedulable = img, true, ptr.To(false)
-	ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
 	// Relabelled out of the pool, back from the reboot (a new boot) but
 	// not Ready.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "elsewhere"},
-		Annotations: map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}}}
-	node.Spec.Unschedulable = true
-	node.Status.NodeInfo.BootID = "boot-2"
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	bn, node := rebootedInSlot(img, t0, v1alpha1.PhaseRebooting, "elsewhere", corev1.ConditionFalse)
 	api := fakeapi.Client(t, pool, bn, node)
 	r := NewReconciler(api, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}); err != nil {

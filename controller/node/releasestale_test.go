@@ -19,6 +19,27 @@ import (
 	"github.com/bootroll/bootroll/controller/options"
 )
 
+// rebootedInSlot is a record n in pool p's slot whose boot order into img
+// (given at t0) was carried out: the daemon recorded the reboot in boot
+// boot-1, and the Node, labelled pool=label, cordoned, marked and
+// protected by bootroll, runs boot-2 with Ready as given.
+func rebootedInSlot(img string, t0 time.Time, phase v1alpha1.NodePhase, label string, ready corev1.ConditionStatus) (*v1alpha1.BootcNode, *corev1.Node) {
+	bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
+	bn.Spec.Pool, bn.Spec.DesiredImage = "p", img
+	bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: img, At: metav1.NewTime(t0)}
+	bn.Status.Phase = phase
+	bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img, BootID: "boot-1", At: metav1.NewTime(t0.Add(time.Second))}
+	ro := &bn.Status.Rollout
+	ro.TargetImage, ro.Cordoned, ro.PriorUnschedulable = img, true, ptr.To(false)
+	ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": label},
+		Annotations: map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}}}
+	node.Spec.Unschedulable = true
+	node.Status.NodeInfo.BootID = "boot-2"
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+	return bn, node
+}
+
 // TestReleaseOnAStaleCache: a node in its slot whose pool was deleted is
 // given back by one reconcile even when the cache still shows its record
 // as it was before the controller's own last write of the release (the
@@ -58,20 +79,8 @@ func TestReleaseOnAStaleCache(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
-			bn.Spec.Pool, bn.Spec.DesiredImage = "p", img
-			bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: img, At: metav1.NewTime(t0)}
-			bn.Status.Phase = v1alpha1.PhaseDraining
-			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: img, BootID: "boot-1", At: metav1.NewTime(t0.Add(time.Second))}
-			ro := &bn.Status.Rollout
-			ro.TargetImage, ro.Cordoned, ro.PriorUnschedulable = img, true, ptr.To(false)
-			ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
 			// Back from the reboot into the image: the order is settled.
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"},
-				Annotations: map[string]string{v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}}}
-			node.Spec.Unschedulable = true
-			node.Status.NodeInfo.BootID = "boot-2"
-			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			bn, node := rebootedInSlot(img, t0, v1alpha1.PhaseDraining, "p", corev1.ConditionTrue)
 			if c.released {
 				node.Annotations, node.Spec.Unschedulable = nil, false
 			}
