@@ -64,10 +64,9 @@ type Crash struct {
 // armedCrash is a controllerCrash fault in effect: its successful writes
 // counted so far, and whether its one afterWrites crash happened.
 type armedCrash struct {
-	label  string
-	f      scenario.ControllerCrash
-	writes int
-	done   bool
+	label string
+	f     scenario.ControllerCrash
+	n     scenario.CrashCount
 }
 
 // NewProxy starts a proxy for who ("controller" or "daemon") in front of
@@ -159,19 +158,7 @@ func (p *Proxy) crashAfter(r APIRequest) bool {
 		return true
 	}
 	for _, c := range p.crashes {
-		crash := false
-		switch {
-		case c.f.AfterWrites > 0:
-			if c.done {
-				continue
-			}
-			c.writes++
-			crash = c.writes == c.f.AfterWrites
-			c.done = crash
-		default:
-			crash = c.f.Rate > 0 && p.rng.Float64() < c.f.Rate
-		}
-		if !crash {
+		if !c.n.Step(c.f.AfterWrites, c.f.Rate, p.rng.Float64) {
 			continue
 		}
 		p.crashing = true

@@ -135,7 +135,7 @@ func (fp faultPlan) crashes(start time.Time, seed uint64) *writeCrashes {
 		return nil
 	}
 	return &writeCrashes{start: start, seed: seed, faults: fp.writeCrashes,
-		writes: map[string]int{}, done: map[string]bool{}, rngs: map[string]*rand.Rand{}}
+		counts: map[string]*scenario.CrashCount{}, rngs: map[string]*rand.Rand{}}
 }
 
 // run arms each fault at its time, until ctx ends.

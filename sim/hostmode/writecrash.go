@@ -41,9 +41,8 @@ type writeCrashes struct {
 
 	mu     sync.Mutex
 	faults []writeCrash
-	writes map[string]int // fault name + "/" + node
-	done   map[string]bool
-	rngs   map[string]*rand.Rand // per node
+	counts map[string]*scenario.CrashCount // by fault name + "/" + node
+	rngs   map[string]*rand.Rand           // per node
 }
 
 // step counts one step of node's daemon at now (a successful write, or a
@@ -58,27 +57,26 @@ func (w *writeCrashes) step(now time.Time, node string, hostCall bool) (fault st
 			continue
 		}
 		key := c.name + "/" + node
-		switch {
-		case c.f.AfterWrites > 0:
-			if w.done[key] {
-				continue
-			}
-			w.writes[key]++
-			crash = w.writes[key] == c.f.AfterWrites
-			w.done[key] = crash
-		default:
-			r := w.rngs[node]
-			if r == nil {
-				r = NodeRand(w.seed, "daemonWriteCrash/"+node)
-				w.rngs[node] = r
-			}
-			crash = c.f.Rate > 0 && r.Float64() < c.f.Rate
+		n := w.counts[key]
+		if n == nil {
+			n = &scenario.CrashCount{}
+			w.counts[key] = n
 		}
-		if crash {
+		if n.Step(c.f.AfterWrites, c.f.Rate, func() float64 { return w.rng(node).Float64() }) {
 			return c.name, c.f.DownFor, true
 		}
 	}
 	return "", 0, false
+}
+
+// rng is node's source for the rate draws. Called with w.mu held.
+func (w *writeCrashes) rng(node string) *rand.Rand {
+	r := w.rngs[node]
+	if r == nil {
+		r = NodeRand(w.seed, "daemonWriteCrash/"+node)
+		w.rngs[node] = r
+	}
+	return r
 }
 
 // crashGate is one daemon process's side of the write crashes: its calls

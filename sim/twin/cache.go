@@ -181,11 +181,9 @@ type apiFault struct {
 	index    int
 	from, to time.Time
 	f        scenario.Fault
-	// writes counts the successful writes seen while in effect: the
-	// controller's, or per daemon node; done marks afterWrites crashes
-	// that happened.
-	writes map[string]int
-	done   map[string]bool
+	// counts are the crash faults' counts of successful steps while in
+	// effect: the controller's, or per daemon node.
+	counts map[string]*scenario.CrashCount
 }
 
 func (a *apiFault) active(now time.Time) bool { return !now.Before(a.from) && now.Before(a.to) }
@@ -201,7 +199,7 @@ func (r *runner) scheduleAPIFault(i int, f scenario.Fault) bool {
 		return false
 	}
 	start := r.sc.Start
-	a := &apiFault{index: i, f: f, to: start.Add(r.sc.Limit), writes: map[string]int{}, done: map[string]bool{}}
+	a := &apiFault{index: i, f: f, to: start.Add(r.sc.Limit), counts: map[string]*scenario.CrashCount{}}
 	switch {
 	case f.At != nil:
 		a.from = start.Add(*f.At)
@@ -404,20 +402,12 @@ func (g *gate) step(verb, object string, hostCall bool) {
 		default:
 			continue
 		}
-		crash := false
-		if afterWrites > 0 {
-			if a.done[g.node] {
-				continue
-			}
-			a.writes[g.node]++
-			crash = a.writes[g.node] == afterWrites
-			if crash {
-				a.done[g.node] = true
-			}
-		} else {
-			crash = rate > 0 && rng.Float64() < rate
+		c := a.counts[g.node]
+		if c == nil {
+			c = &scenario.CrashCount{}
+			a.counts[g.node] = c
 		}
-		if crash {
+		if c.Step(afterWrites, rate, rng.Float64) {
 			g.crash(a.index, verb, object, down)
 			return
 		}
