@@ -539,7 +539,7 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	if inside {
 		return false
 	}
-	if since := c.workSince(p); !since.IsZero() && !p.WindowsChangedAt.After(since) && openTime(p.Windows, since, end) == 0 {
+	if since := c.workSince(p); !since.IsZero() && !p.windowsChangedAt().After(since) && openTime(p.Windows, since, end) == 0 {
 		return true
 	}
 	if closed.IsZero() {

@@ -472,9 +472,6 @@ func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) 
 	if p.ImageChangedAt.IsZero() {
 		p.ImageChangedAt = c.now()
 	}
-	if p.WindowsChangedAt.IsZero() {
-		p.WindowsChangedAt = c.now()
-	}
 	if deleted {
 		for _, name := range c.world.NodeNames() {
 			n := c.world.nodes[name]

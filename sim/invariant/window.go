@@ -50,6 +50,15 @@ type windowsVersion struct {
 	windows []v1alpha1.MaintenanceWindow
 }
 
+// windowsChangedAt is when the pool's spec.windows last changed, as the
+// checker saw it (the pool's creation first); zero before it saw the pool.
+func (p *Pool) windowsChangedAt() time.Time {
+	if len(p.windowsSeen) == 0 {
+		return time.Time{}
+	}
+	return p.windowsSeen[len(p.windowsSeen)-1].from
+}
+
 // GrantResolution is the resolution to which the API records a slot's
 // since: a grant made at any instant of [since, since+GrantResolution) is
 // judged by the windows in effect during that second.

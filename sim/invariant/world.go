@@ -301,15 +301,13 @@ type Pool struct {
 	MaxFailures int
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
-	// Windows is spec.windows, and WindowsChangedAt when they last changed
-	// (the pool's creation first); LastGrant the latest grant time (since)
-	// of a slot the pool's status listed.
-	Windows          []v1alpha1.MaintenanceWindow
-	WindowsChangedAt time.Time
-	LastGrant        time.Time
+	// Windows is spec.windows; LastGrant the latest grant time (since) of
+	// a slot the pool's status listed.
+	Windows   []v1alpha1.MaintenanceWindow
+	LastGrant time.Time
 	// windowsSeen are the spec.windows the pool has had, oldest first,
-	// each from when the checker saw it; hadWindows is set once one of
-	// them had a window (grant-in-window, window.go).
+	// each from when the checker saw it (windowsChangedAt); hadWindows is
+	// set once one of them had a window (grant-in-window, window.go).
 	windowsSeen []windowsVersion
 	hadWindows  bool
 	// Members counts the Nodes the selector matches that are not being
@@ -1016,9 +1014,6 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 	p.PostUpdateProtection = durationOr(o.Spec.Karpenter.PostUpdateProtection, 0)
 	p.postUpdateProtectionSet = o.Spec.Karpenter.PostUpdateProtection != nil
 	p.setHealthChecks(&o.Spec.HealthChecks)
-	if !sameWindows(p.Windows, o.Spec.Windows) {
-		p.WindowsChangedAt = time.Time{}
-	}
 	p.Windows = o.Spec.Windows
 	for _, s := range o.Status.Slots {
 		if s.Since.After(p.LastGrant) {
