@@ -53,7 +53,7 @@ const whyChaos = "injected by Chaos Mesh objects (sim/chaos): "
 func chaosStep(s *Step) bool {
 	f := s.Fault
 	if f.ControllerRestart == nil && f.DaemonCrash == nil && f.NodeCrash == nil && f.PowerCycle == nil &&
-		f.APIErrors == nil && f.WatchFaults == nil && f.ControllerCrash == nil && f.DaemonWriteCrash == nil {
+		!f.Span() {
 		return false
 	}
 	// Built once with stand-ins for what only the cluster knows, to learn

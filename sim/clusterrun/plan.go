@@ -118,7 +118,7 @@ func Plan(sc *scenario.Scenario, o PlanOptions) ([]Step, []Notice) {
 		switch {
 		case f.At != nil:
 			at = *f.At
-		case f.Window != nil && (f.APIErrors != nil || f.WatchFaults != nil || f.ControllerCrash != nil || f.DaemonWriteCrash != nil):
+		case f.Window != nil && f.Span():
 			at = f.Window.From // in effect over the whole window
 		case f.Window != nil:
 			at = f.Window.From + time.Duration(rng.Int64N(int64(f.Window.To-f.Window.From)))

@@ -242,7 +242,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (res *Result,
 		}
 		if s.Skip == "" {
 			r.quietAfter = max(r.quietAfter, s.At)
-			if f := s.Fault; f != nil && (f.Window != nil || !spanFault(f)) {
+			if f := s.Fault; f != nil && (f.Window != nil || !f.Span()) {
 				r.quietAfter = max(r.quietAfter, s.Until)
 			}
 		}
@@ -880,14 +880,6 @@ func (r *runner) loop(steps []Step) (*Result, error) {
 	}
 	r.drain()
 	return r.finish(), nil
-}
-
-// spanFault reports whether f is in effect over a span (apiErrors,
-// watchFaults, controllerCrash, daemonWriteCrash): without a window it
-// lasts to the scenario's limit but, as in the twin, keeps the run from
-// settling only until it starts.
-func spanFault(f *scenario.Fault) bool {
-	return f.APIErrors != nil || f.WatchFaults != nil || f.ControllerCrash != nil || f.DaemonWriteCrash != nil
 }
 
 // downController kills the controller (SIGKILL, as a crash) and starts

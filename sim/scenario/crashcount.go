@@ -26,3 +26,11 @@ func (c *CrashCount) Step(afterWrites int, rate float64, draw func() float64) bo
 	}
 	return rate > 0 && draw() < rate
 }
+
+// Span reports whether f is in effect over a span rather than at one
+// time (apiErrors, watchFaults, controllerCrash, daemonWriteCrash): from
+// its time, or over its window; without a window it lasts to the
+// scenario's limit, but keeps a run from settling only until it starts.
+func (f *Fault) Span() bool {
+	return f.APIErrors != nil || f.WatchFaults != nil || f.ControllerCrash != nil || f.DaemonWriteCrash != nil
+}

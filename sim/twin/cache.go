@@ -195,7 +195,7 @@ func hits(who scenario.FaultWho, proc string) bool {
 // scheduleAPIFault takes the scenario's fault i when it is one of the
 // span faults of this file, and reports whether it was.
 func (r *runner) scheduleAPIFault(i int, f scenario.Fault) bool {
-	if f.APIErrors == nil && f.WatchFaults == nil && f.ControllerCrash == nil && f.DaemonWriteCrash == nil {
+	if !f.Span() {
 		return false
 	}
 	start := r.sc.Start
