@@ -67,6 +67,17 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 				// Back from the reboot, but its daemon has not said what
 				// it booted yet: the release waits for that report.
 				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+			} else if image, msg, failed, unknown := rollbackFailedAfterLeaving(s, "its record was deleted"); failed {
+				// The rollback failed on the image the pool went back to:
+				// the record made again must not be ordered into it.
+				if err := r.recordPoolFailure(ctx, s, image, "RollbackFailed", msg); err != nil {
+					return reconcile.Result{}, err
+				}
+				r.event(&bn, corev1.EventTypeWarning, "RollbackFailed", "%s", msg)
+			} else if unknown {
+				// Back from the reboot, but its daemon has not said what
+				// it booted yet: the release waits for that report.
+				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 			}
 		}
 		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {

@@ -346,6 +346,51 @@ func fellBackAfterLeaving(s *nodeStep, why string) (msg string, fell, unknown bo
 		why, bn.Spec.DesiredImage, booted), true, false
 }
 
+// rollbackFailedAfterLeaving is fellBackAfterLeaving for a rollback order:
+// the node, whose slot ends because of why, rebooted to roll back to
+// status.rollout.rollbackTo, which is now the pool's target (the pool went
+// back to it meanwhile), and did not come back healthy on it: the daemon
+// reports another image from the boot the Node now runs (the rollback
+// crash-looped and the host fell back), or the node is not Ready on it
+// healthTimeout after the order. A record that stayed would be Failed and
+// count as failed on that image (Facts.FailedOn; explorer seed 92018 of
+// rollback-on-failed-boot); this one is going, and the record made again
+// would not know, so the failure of the pool's target goes on the pool
+// first (image names it as the pool does), or the node is rebooted into
+// the image its rollback just failed on (explorer seed 176172 of that
+// regression). Until it is known, the caller waits, at most until
+// healthTimeout after the order.
+func rollbackFailedAfterLeaving(s *nodeStep, why string) (image, msg string, failed, unknown bool) {
+	bn, last := s.bn, s.bn.Status.Daemon.LastReboot
+	o := bn.Spec.LastOrder()
+	if s.pool == nil || s.pool.DeletionTimestamp != nil || s.node == nil || o == nil || !o.Rollback ||
+		!rollout.RebootStarted(bn) || !last.Rollback {
+		return "", "", false, false
+	}
+	to, target := imageref.Digest(bn.Status.Rollout.RollbackTo), s.pool.Status.TargetImage
+	if to == "" || imageref.Digest(target) != to {
+		return "", "", false, false // the pool keeps failures of its target only
+	}
+	d, boot := &bn.Status.Daemon, s.node.Status.NodeInfo.BootID
+	booted := rollout.DigestOfHost(bn.Status.Booted)
+	if boot != "" && boot != last.BootID && d.BootID == boot && booted != "" {
+		// The daemon has reported from the boot after the rollback's reboot.
+		if booted != to {
+			return target, fmt.Sprintf("%s while it rolled back to %s, and the node came back on %s (the rollback failed and the host fell back)",
+				why, bn.Status.Rollout.RollbackTo, booted), true, false
+		}
+		if rollout.NodeReady(s.node) {
+			return "", "", false, false
+		}
+	}
+	timeout := rollout.DurationOr(s.pool.Spec.HealthTimeout, rollout.DefaultHealthTimeout)
+	if s.now.Before(o.At.Add(timeout)) {
+		return "", "", false, true
+	}
+	return target, fmt.Sprintf("%s while it rolled back to %s, and the node was not healthy on it %s after the rollback order (booted %q, Ready=%v)",
+		why, bn.Status.Rollout.RollbackTo, timeout, booted, rollout.NodeReady(s.node)), true, false
+}
+
 // failedEarlier marks Failed a record outside any slot, directed to its
 // pool's target, whose node failed that target in this rollout under an
 // earlier record (deleted since, the failure recorded on the pool first:
