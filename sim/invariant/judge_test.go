@@ -1024,6 +1024,86 @@ func TestConvergesExcusesDownNodesBesideRolledBackOnes(t *testing.T) {
 	}
 }
 
+// converges' NodesUnavailable excuse counts as rolled back off the
+// target a node rebooted off it under a rollback order after spec.image
+// had moved on from it (the node was in its slot for it): explorer seed
+// 176172 of the 176122 regression of pool-edited-mid-rollout, workers-8
+// rolled back off v2 at 38m31s under v1 and ordered to v2 again after
+// v2, v1, v2. The rollback is judged as one off the target: after
+// spec.image came back, the pool must order the node to it again.
+func TestConvergesExcusesDownNodesBesideARollbackUnderAnotherImage(t *testing.T) {
+	const (
+		target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		old    = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	)
+	two := int32(2)
+	for _, tc := range []struct {
+		name        string
+		maxFailures *int32
+		rollback    bool // c's reboot off the target is its rollback order's (else an order into old)
+		order       bool // c is ordered to the target again after spec.image came back to it
+		want        int
+	}{
+		{"rolled back under old, ordered to the target again", &two, true, true, 0},
+		{"rolled back under old, ordered to the target again, maxFailures 1", nil, true, true, 1},
+		{"rolled back under old, not ordered to the target again", &two, true, false, 1},
+		{"rebooted into old by an order for it, ordered to the target again", &two, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c")
+			image := func(img string) {
+				f.setPool(func(p *v1alpha1.BootcNodePool) {
+					p.Generation++
+					p.Spec.Image = v1alpha1.ImageReference(img)
+					p.Spec.FailurePolicy = v1alpha1.FailurePolicy{Action: v1alpha1.FailureRollback, MaxFailures: tc.maxFailures}
+					p.Status.ObservedGeneration = p.Generation
+					p.Status.TargetImage = img
+					p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation},
+						{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "NodesUnavailable", ObservedGeneration: p.Generation}}
+				})
+			}
+			image(target)
+			f.node("a", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown })
+			for _, name := range []string{"b", "c"} {
+				f.bn(name, func(bn *v1alpha1.BootcNode) {
+					bn.Spec.DesiredImage = target
+					bn.Status.Booted = &v1alpha1.HostImage{Image: target, Digest: digestOf(target)}
+				})
+			}
+			f.at(time.Minute)
+			image(old) // c is in its slot for the target
+			f.at(2 * time.Minute)
+			f.bn("c", func(bn *v1alpha1.BootcNode) {
+				if tc.rollback {
+					bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: target, Rollback: true, At: metav1.NewTime(f.now)}
+				} else {
+					bn.Spec.DesiredImage = old
+					bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: old, At: metav1.NewTime(f.now)}
+				}
+			})
+			f.c.Reboot("c", target, old)
+			f.at(7 * time.Minute)
+			f.bn("c", func(bn *v1alpha1.BootcNode) {
+				bn.Status.Phase = v1alpha1.PhaseRolledBack
+				bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
+			})
+			f.at(8 * time.Minute)
+			image(target)
+			if tc.order {
+				f.at(9 * time.Minute)
+				f.bn("c", func(bn *v1alpha1.BootcNode) {
+					bn.Status.Phase = v1alpha1.PhaseFailed
+					bn.Spec.DesiredImage = target
+					bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: target, At: metav1.NewTime(f.now)}
+				})
+			}
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // converges excuses a pool that says Degraded/DaemonErrors only when the
 // model saw each member not on the target fail an OS staging for lack of
 // space, with the pinned images not to blame, within StallEvidence, or

@@ -26,7 +26,8 @@ type rebootKey struct {
 // requested (cluster.Hooks.Reboot): node boots from now and will boot to,
 // both digest references. It marks the node as rebooting (unavailable
 // because of bootroll until it is back), notes a reboot off its pool's
-// target (a rollback) and judges the reboot:
+// target or off the image a rollback order leaves (a rollback) and
+// judges the reboot:
 //
 // no-unprotected-reboot: a reboot into another digest must find the Node
 // cordoned by bootroll (spec.unschedulable and its slot marker), drained
@@ -47,9 +48,15 @@ func (c *Checker) Reboot(node, from, to string) {
 		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
 		n.failedDown = false
 		n.rolledOff = rollOff{}
-		if p := c.world.Pool(n.BootcPool); p != nil && p.TargetImage != "" && digestOf(from) == digestOf(p.TargetImage) && digestOf(to) != digestOf(from) {
+		if p := c.world.Pool(n.BootcPool); p != nil && digestOf(to) != digestOf(from) &&
+			((p.TargetImage != "" && digestOf(from) == digestOf(p.TargetImage)) || (n.rollbackOrder != "" && digestOf(from) == n.rollbackOrder)) {
 			// Off the target, to another image, while spec.image stays
-			// the same: a rollback (converges, downNodesBlock).
+			// the same: a rollback (converges, downNodesBlock). So is a
+			// reboot off the image a rollback order leaves when the
+			// pool's target had moved on from it (spec.image changed
+			// while the node was in its slot for it): its daemon never
+			// reboots for that image again (explorer seed 176172 of the
+			// 176122 regression of pool-edited-mid-rollout).
 			n.rolledOff = rollOff{pool: p.Name, incarnation: p.incarnation, epoch: p.ImageEpoch, from: digestOf(from)}
 		}
 		c.world.updateUnavailable(n)

@@ -163,6 +163,12 @@ type Node struct {
 	// DesiredBooted is true while the BootcNode carries a boot order for
 	// DesiredImage that is not withdrawn (orderStands).
 	DesiredBooted bool
+	// rollbackOrder is the digest of the image the BootcNode's boot order
+	// leaves when it is a rollback order (spec.bootOrder.rollback,
+	// standing or withdrawn: a daemon may act on it before it sees the
+	// withdrawal), "" otherwise: a reboot off that image is the rollback
+	// the pool asked for, whatever its target was then (Checker.Reboot).
+	rollbackOrder string
 	// orderUnheard is true while the BootcNode carries a boot order,
 	// standing or withdrawn, in a spec its daemon has not acknowledged
 	// (status.daemon.observedGeneration below metadata.generation): a
@@ -198,8 +204,9 @@ type Node struct {
 	// rolledOff is set by the Checker from a reboot that took the node
 	// off its pool's target to another image (a rollback: while
 	// spec.image stays the same the pool directs nodes to its target
-	// only), and cleared by any other reboot (converges, downNodesBlock);
-	// a boot order into that image in a later epoch notes the epoch.
+	// only), or off the image a rollback order on its BootcNode leaves,
+	// and cleared by any other reboot (converges, downNodesBlock); a boot
+	// order into that image in a later epoch notes the epoch.
 	rolledOff rollOff
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
@@ -221,11 +228,12 @@ type Node struct {
 	wasUnavailable bool
 }
 
-// rollOff is a reboot of a node off its pool's target: the pool (name
-// and incarnation), its ImageEpoch then, and the target's digest; and
-// reordered, the pool's ImageEpoch when the node was last given a boot
-// order (not a rollback's) into that digest again after spec.image had
-// changed and come back to it (0 for none).
+// rollOff is a reboot of a node off its pool's target, or off the image
+// a rollback order leaves: the pool (name and incarnation), its
+// ImageEpoch then, and the digest it left; and reordered, the pool's
+// ImageEpoch when the node was last given a boot order (not a
+// rollback's) into that digest again after spec.image had changed and
+// come back to it (0 for none).
 type rollOff struct {
 	pool                          string
 	incarnation, epoch, reordered int
@@ -905,7 +913,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		n.HasBootcNode, n.BootcDeleting = false, false
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
-		n.DesiredBooted, n.orderUnheard = false, false
+		n.DesiredBooted, n.orderUnheard, n.rollbackOrder = false, false, ""
 		w.updateUnavailable(n)
 		if w.bootcHook != nil {
 			w.bootcHook(n, t, old, o)
@@ -929,6 +937,10 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		n.LastRebootImage = r.Image
 	}
 	n.DesiredBooted = orderStands(o)
+	n.rollbackOrder = ""
+	if b := o.Spec.BootOrder; b != nil && b.Rollback {
+		n.rollbackOrder = digestOf(b.Image)
+	}
 	n.orderUnheard = o.Spec.BootOrder != nil && o.Status.Daemon.ObservedGeneration < o.Generation
 	n.Phase = to
 	if to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseRolledBack {
