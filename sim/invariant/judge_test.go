@@ -1030,24 +1030,34 @@ func TestConvergesExcusesDownNodesBesideRolledBackOnes(t *testing.T) {
 // 176172 of the 176122 regression of pool-edited-mid-rollout, workers-8
 // rolled back off v2 at 38m31s under v1 and ordered to v2 again after
 // v2, v1, v2. The rollback is judged as one off the target: after
-// spec.image came back, the pool must order the node to it again.
+// spec.image came back, the pool must order the node to it again,
+// unless the node was still rolling back when it came back (it counts as
+// failing while it rolls back: explorer seed 176175 of the 176075
+// regression, workers-8's rollback off v2 asked for at 39m30s under v1,
+// v2 set again at 39m34s).
 func TestConvergesExcusesDownNodesBesideARollbackUnderAnotherImage(t *testing.T) {
 	const (
 		target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
 		old    = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		other  = "registry.example/os@sha256:3333333333333333333333333333333333333333333333333333333333333333"
 	)
 	two := int32(2)
 	for _, tc := range []struct {
 		name        string
 		maxFailures *int32
-		rollback    bool // c's reboot off the target is its rollback order's (else an order into old)
-		order       bool // c is ordered to the target again after spec.image came back to it
+		rollback    bool   // c's reboot off the target is its rollback order's (else an order into old)
+		during      string // spec.image set while c is still in that reboot ("" for none)
+		order       bool   // c is ordered to the target again after spec.image came back to it
 		want        int
 	}{
-		{"rolled back under old, ordered to the target again", &two, true, true, 0},
-		{"rolled back under old, ordered to the target again, maxFailures 1", nil, true, true, 1},
-		{"rolled back under old, not ordered to the target again", &two, true, false, 1},
-		{"rebooted into old by an order for it, ordered to the target again", &two, false, true, 1},
+		{"rolled back under old, ordered to the target again", &two, true, "", true, 0},
+		{"rolled back under old, ordered to the target again, maxFailures 1", nil, true, "", true, 1},
+		{"rolled back under old, not ordered to the target again", &two, true, "", false, 1},
+		{"rebooted into old by an order for it, ordered to the target again", &two, false, "", true, 1},
+		{"rolling back under old when spec.image came back to the target", &two, true, target, false, 0},
+		{"rolling back under old when spec.image came back to the target, maxFailures 1", nil, true, target, false, 1},
+		{"rebooting into old by an order for it when spec.image came back to the target", &two, false, target, false, 1},
+		{"rolling back under old when spec.image went to another image, the target after", &two, true, other, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c")
@@ -1082,13 +1092,19 @@ func TestConvergesExcusesDownNodesBesideARollbackUnderAnotherImage(t *testing.T)
 				}
 			})
 			f.c.Reboot("c", target, old)
+			if tc.during != "" {
+				f.at(3 * time.Minute)
+				image(tc.during)
+			}
 			f.at(7 * time.Minute)
 			f.bn("c", func(bn *v1alpha1.BootcNode) {
 				bn.Status.Phase = v1alpha1.PhaseRolledBack
 				bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
 			})
-			f.at(8 * time.Minute)
-			image(target)
+			if tc.during != target {
+				f.at(8 * time.Minute)
+				image(target)
+			}
 			if tc.order {
 				f.at(9 * time.Minute)
 				f.bn("c", func(bn *v1alpha1.BootcNode) {

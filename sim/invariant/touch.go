@@ -467,10 +467,29 @@ func (c *Checker) noteReorder(n *Node, t apiserver.EventType, o *v1alpha1.BootcN
 	r.reordered = p.ImageEpoch
 }
 
+// noteRollingBack moves the rollback of a node still in its reboot off
+// the image it leaves (rolledOff) into pool p's new image epoch: a node
+// rolling back counts as failing while it rolls back (DESIGN.md section
+// 4), so when spec.image changes to that image under it, it failed the
+// new rollout too, and the pool does not direct it there again until
+// spec.image changes (converges, downNodesBlock; explorer seed 176175 of
+// the 176075 regression of pool-edited-mid-rollout: workers-8's rollback
+// off v2 was asked for at 39m30s, under v1, and the operator set v2
+// again at 39m34s, before the node went down).
+func (c *Checker) noteRollingBack(p *Pool) {
+	for _, name := range c.world.NodeNames() {
+		n := c.world.nodes[name]
+		if r := &n.rolledOff; n.rebooting && r.pool == p.Name && r.incarnation == p.incarnation {
+			r.epoch = p.ImageEpoch
+		}
+	}
+}
+
 // poolChanged is the World's poolHook.
 func (c *Checker) poolChanged(p *Pool, o *v1alpha1.BootcNodePool, deleted bool) {
 	if p.ImageChangedAt.IsZero() {
 		p.ImageChangedAt = c.now()
+		c.noteRollingBack(p)
 	}
 	if deleted {
 		for _, name := range c.world.NodeNames() {

@@ -206,7 +206,9 @@ type Node struct {
 	// spec.image stays the same the pool directs nodes to its target
 	// only), or off the image a rollback order on its BootcNode leaves,
 	// and cleared by any other reboot (converges, downNodesBlock); a boot
-	// order into that image in a later epoch notes the epoch.
+	// order into that image in a later epoch notes the epoch, and a
+	// change of spec.image while the node is still in that reboot moves
+	// it into the new epoch (noteRollingBack).
 	rolledOff rollOff
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
@@ -230,10 +232,11 @@ type Node struct {
 
 // rollOff is a reboot of a node off its pool's target, or off the image
 // a rollback order leaves: the pool (name and incarnation), its
-// ImageEpoch then, and the digest it left; and reordered, the pool's
-// ImageEpoch when the node was last given a boot order (not a
-// rollback's) into that digest again after spec.image had changed and
-// come back to it (0 for none).
+// ImageEpoch then (or the later one that began while the node was still
+// in that reboot: it counts as failing while it rolls back), and the
+// digest it left; and reordered, the pool's ImageEpoch when the node was
+// last given a boot order (not a rollback's) into that digest again
+// after spec.image had changed and come back to it (0 for none).
 type rollOff struct {
 	pool                          string
 	incarnation, epoch, reordered int
