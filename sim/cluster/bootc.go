@@ -201,7 +201,7 @@ func (h *host) beginStage(image string, stage func()) {
 		run.err = fmt.Sprintf("error: Switching: Pulling: Creating importer: failed to invoke method OpenImage: reading manifest %s: manifest unknown", h.c.digestOf(image))
 	case !h.c.registryDown() && !prefetch.CanStage(run.avail, im.Size.Value()):
 		// nodedaemon.SpaceCheckedHost refuses it before bootc runs.
-		h.c.starved = append(h.c.starved, facts.StageStarvation{Node: h.n.name, Image: image, Need: prefetch.StagingNeed(im.Size.Value()), Available: run.avail, PinnedHeld: f.pinnedHeld})
+		h.c.starved = append(h.c.starved, facts.StageStarvation{Node: h.n.name, Image: image, Need: prefetch.StagingNeed(im.Size.Value()), Available: run.avail, PinnedHeld: f.bootrollHeld(h.c.pinnedImages())})
 	case im == h.booted.im:
 		// bootc stages nothing; bootc.Client says why.
 	default:

@@ -44,6 +44,12 @@ type imageFs struct {
 	// would keep them. The runtime modelled honours the label, as
 	// containerd 1.7 and later do.
 	pins map[string]bool
+	// unpinned are the present images the daemon unpinned (no set of its
+	// node listed them any more) and has not pinned again: bootroll let
+	// them go to the kubelet's image GC, which removes unused images
+	// under disk pressure (docs/pinning.md), so they are no longer what
+	// bootroll holds (bootrollHeld).
+	unpinned map[string]bool
 	// pinnedHeld is the bytes the pinned images hold: their layers on
 	// disk and the holds of the pulls that run.
 	pinnedHeld int64
@@ -59,6 +65,7 @@ func newImageFs(g *scenario.NodeGroup) *imageFs {
 		layers:   map[string]int64{},
 		images:   map[string]bool{},
 		pins:     map[string]bool{},
+		unpinned: map[string]bool{},
 	}
 }
 
@@ -184,6 +191,7 @@ func (f *imageFs) remove(ref string, catalog map[string]*pinnedImage) {
 	}
 	delete(f.images, ref)
 	delete(f.pins, ref) // the labels go with the image record
+	delete(f.unpinned, ref)
 	im := catalog[ref]
 	if im == nil {
 		return
@@ -202,6 +210,39 @@ func (f *imageFs) remove(ref string, catalog map[string]*pinnedImage) {
 			f.releasePinned(n)
 		}
 	}
+}
+
+// bootrollHeld is what the daemon's pinned images hold, the room it can
+// give an OS staging back: pinnedHeld less the blobs that only images it
+// unpinned use (a blob an image it still holds shares stays counted).
+// catalog gives the images' blobs.
+func (f *imageFs) bootrollHeld(catalog map[string]*pinnedImage) int64 {
+	if len(f.unpinned) == 0 {
+		return f.pinnedHeld
+	}
+	held := map[string]bool{}
+	for ref := range f.images {
+		if im := catalog[ref]; im != nil && !f.unpinned[ref] {
+			for _, l := range im.layers {
+				held[l.key] = true
+			}
+		}
+	}
+	n := f.pinnedHeld
+	gone := map[string]bool{}
+	for ref := range f.unpinned {
+		im := catalog[ref]
+		if im == nil {
+			continue
+		}
+		for _, l := range im.layers {
+			if size, ok := f.layers[l.key]; ok && !held[l.key] && !gone[l.key] {
+				gone[l.key] = true
+				n -= size
+			}
+		}
+	}
+	return n
 }
 
 // stageStart takes the hold of an OS staging of size bytes, or says why it

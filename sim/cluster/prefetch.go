@@ -235,12 +235,18 @@ func (c criImages) Pin(_ context.Context, ref string) error {
 		return fmt.Errorf("pin %s: %w", ref, status.Errorf(codes.NotFound, "image %q: not found", ref))
 	}
 	f.pins[ref] = true
+	delete(f.unpinned, ref)
 	return nil
 }
 
-// Unpin implements prefetch.Pinner.
+// Unpin implements prefetch.Pinner: the image stays, given up to the
+// kubelet's image GC.
 func (c criImages) Unpin(_ context.Context, ref string) error {
-	delete(c.p.h.fs().pins, ref)
+	f := c.p.h.fs()
+	if f.pins[ref] && f.images[ref] {
+		f.unpinned[ref] = true
+	}
+	delete(f.pins, ref)
 	return nil
 }
 

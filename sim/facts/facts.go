@@ -27,7 +27,9 @@ type PDBState struct {
 type StageStarvation struct {
 	Node, Image string
 	// Need is the free space the staging needed, Available what was free,
-	// PinnedHeld what pinned images held then.
+	// PinnedHeld what the daemon's pinned images held then (the pulls
+	// running and the images present, less what only images it unpinned
+	// hold: those are the kubelet's image GC's).
 	Need, Available, PinnedHeld int64
 }
 
