@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -80,7 +81,9 @@ func (s *nodeStep) phaseRecorded() {
 // protection outliving its deadline (post-update-emptiness-reaping
 // seed1001). Every retry re-reads; the cache has mostly caught up by
 // then, though a lagging watch can take half a minute (a release does
-// not wait for it: step, NodeRelease).
+// not wait for it: step, NodeRelease). A reconcile that fails otherwise
+// on a record whose post-update protection is pending runs again after it
+// too (Reconcile).
 const ConflictRetry = time.Second
 
 // Reconcile advances one BootcNode.
@@ -136,7 +139,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
-		return reconcile.Result{}, err
+		if s.orig.Status.Rollout.ProtectUntil == nil && s.bn.Status.Rollout.ProtectUntil == nil {
+			return reconcile.Result{}, err
+		}
+		// A record whose post-update protection is pending (as read, or
+		// as this pass set it before it failed) has a deadline the
+		// workqueue's per-item backoff knows nothing of: a run of
+		// failed requests (API errors) doubled it to minutes, and the
+		// protection outlived its deadline by as much, the controller
+		// not trying meanwhile (explorer seed 176161 of
+		// repair-during-slow-reboot: seventeen failed reconciles in a
+		// row as kp-1's slot ended took the backoff to 5m28s,
+		// and the next try came 5m08s after the deadline). It tries
+		// again as after a conflict; the error is logged, as the
+		// manager would log it.
+		log.FromContext(ctx).Error(err, "Reconciler error; retrying before the post-update protection's deadline", "node", bn.Name, "after", ConflictRetry)
+		return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 	}
 	if until := s.bn.Status.Rollout.ProtectUntil; until != nil {
 		// Whatever path this step took (a slot that ended here, a finish

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/internal/fakeapi"
+	"github.com/bootroll/bootroll/controller/options"
+)
+
+// TestFailedReconcileRetriesBeforeTheProtectionDeadline: a reconcile of a
+// record whose post-update protection is pending that fails on an API
+// error is tried again after ConflictRetry, not after the workqueue's
+// per-item backoff, which knows nothing of the deadline (explorer seed
+// 176161 of repair-during-slow-reboot: seventeen failed reconciles in a
+// row as kp-1's slot ended took the backoff to 5m28s, and the next
+// try came 5m08s after the deadline, the protection still on). So is one
+// whose failing write is the one that ends the protection (the record as
+// read has the deadline, the pass had cleared it). A record with no such
+// deadline keeps the backoff: the error is returned.
+func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
+	now := time.Date(2026, 1, 5, 0, 25, 41, 0, time.UTC)
+	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}
+	added := []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+	for _, c := range []struct {
+		name string
+		// record sets up the record and the Node as the API server has
+		// them.
+		record               func(bn *v1alpha1.BootcNode, n *corev1.Node)
+		failRead, failStatus bool // the API server's Gets, the record's status patches fail
+		wantRetry            bool // RequeueAfter ConflictRetry and no error, or the error
+	}{
+		{"slot's end half written, the re-read fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			// The seed's record: Updated and cordoned on the record (the
+			// finish's last write lost), the Node given back but for the
+			// protection it keeps.
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			ro := &bn.Status.Rollout
+			ro.Cordoned, ro.PriorUnschedulable, ro.AddedAnnotations = true, ptr.To(false), added
+			ro.ProtectUntil = &metav1.Time{Time: now.Add(4 * time.Minute)}
+			n.Annotations = protected
+		}, true, false, true},
+		{"protection past its deadline, the Node's re-read fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			ro := &bn.Status.Rollout
+			ro.AddedAnnotations = added
+			ro.ProtectUntil = &metav1.Time{Time: now.Add(-10 * time.Second)}
+			n.Annotations = protected
+		}, true, false, true},
+		{"protection ended on the Node, the record write fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			ro := &bn.Status.Rollout
+			ro.AddedAnnotations = added
+			ro.ProtectUntil = &metav1.Time{Time: now.Add(-10 * time.Second)}
+			n.Annotations = protected
+		}, false, true, true},
+		{"no protection pending, the record write fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			bn.Status.Phase = "" // the pass records Pending
+		}, false, true, false},
+		{"slot's end half written, no protection kept, the re-read fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			bn.Status.Phase = v1alpha1.PhaseUpdated
+			ro := &bn.Status.Rollout
+			ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(false)
+		}, true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
+			bn.Spec.Pool = "p"
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
+			c.record(bn, node)
+			base := fakeapi.Client(t, pool, bn, node)
+			failed := apierrors.NewInternalError(context.DeadlineExceeded)
+			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if c.failStatus {
+						return failed
+					}
+					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if c.failRead {
+						return failed
+					}
+					return cl.Get(ctx, key, obj, opts...)
+				},
+			})
+			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
+			if c.wantRetry {
+				if err != nil || res.RequeueAfter != ConflictRetry {
+					t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass the deadline)", res, err, ConflictRetry)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
+			}
+		})
+	}
+}
