@@ -1248,7 +1248,17 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 		}
 		if pup := rollout.PostUpdateProtection(s.pool, claimed); pup > 0 {
 			keep = true
-			ro.ProtectUntil = &metav1.Time{Time: s.now.Add(pup)}
+			// The protection runs from the slot's end: a finish resumed
+			// after its first pass recorded the deadline (a later write
+			// failed) keeps that deadline. Set again from the resumed
+			// pass, it moved on with every late retry (explorer seed
+			// 176161 of repair-during-slow-reboot: the finish of kp-1,
+			// whose Node had been given back at 25m00s with its
+			// deadline at 30m00s, resumed at 35m08s and set 40m08s).
+			// The cordon of every slot clears it.
+			if ro.ProtectUntil == nil {
+				ro.ProtectUntil = &metav1.Time{Time: s.now.Add(pup)}
+			}
 		}
 	}
 	leaving := rollout.HoldsSlot(bn.Status.Phase) && !rollout.HoldsSlot(phase)

@@ -382,3 +382,57 @@ func TestPostUpdateProtectionAsksTheAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestResumedFinishKeepsTheProtectionDeadline: the post-update protection
+// runs from the slot's end. A finish resumed after its first pass
+// recorded the deadline (the record Updated and still cordoned: a later
+// write failed) keeps that deadline; set again from the resumed pass, it
+// moved on with every late retry (explorer seed 176161 of
+// repair-during-slow-reboot: kp-1 given back at 25m00s with its deadline
+// at 30m00s, the finish resumed at 35m08s and set 40m08s). A finish that
+// ends the slot sets it from now.
+func TestResumedFinishKeepsTheProtectionDeadline(t *testing.T) {
+	end := time.Date(2026, 1, 5, 0, 25, 0, 0, time.UTC)
+	now := end.Add(10 * time.Minute)
+	for _, c := range []struct {
+		name     string
+		phase    v1alpha1.NodePhase
+		recorded *metav1.Time // ProtectUntil on the record
+		marked   bool         // the Node still carries the slot marker
+		want     time.Time
+	}{
+		{"resumed after the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, false, end.Add(5 * time.Minute)},
+		{"resumed before the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, true, end.Add(5 * time.Minute)},
+		{"the slot ends now", v1alpha1.PhaseVerifying, nil, true, now.Add(5 * time.Minute)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			pool.Spec.Karpenter.PostUpdateProtection = &metav1.Duration{Duration: 5 * time.Minute}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}, Annotations: map[string]string{
+				v1alpha1.KarpenterDoNotDisrupt: "true"}}}
+			if c.marked {
+				node.Annotations[v1alpha1.AnnotationSlot] = "p"
+				node.Spec.Unschedulable = true
+			}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = c.phase
+			ro := &bn.Status.Rollout
+			ro.Cordoned, ro.PriorUnschedulable, ro.ProtectUntil = true, ptr.To(false), c.recorded
+			ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
+			cl := fakeapi.Client(t, pool, bn, node)
+			r := NewReconciler(cl, options.Options{})
+			if err := r.finish(context.Background(), stepOf(t, cl, pool, now), v1alpha1.PhaseUpdated, "Updated", "test", true); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.BootcNode
+			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if pu := got.Status.Rollout.ProtectUntil; pu == nil || !pu.Time.Equal(c.want) || got.Status.Rollout.Cordoned {
+				t.Fatalf("record: protectUntil %v, cordoned %v; want %s, given back", pu, got.Status.Rollout.Cordoned, c.want)
+			}
+		})
+	}
+}
