@@ -82,8 +82,8 @@ func (s *nodeStep) phaseRecorded() {
 // seed1001). Every retry re-reads; the cache has mostly caught up by
 // then, though a lagging watch can take half a minute (a release does
 // not wait for it: step, NodeRelease). A reconcile that fails otherwise
-// on a record whose post-update protection is pending runs again after it
-// too (Reconcile).
+// on a record whose post-update protection is pending, or whose release
+// is pending, runs again after it too (Reconcile, owesByDeadline).
 const ConflictRetry = time.Second
 
 // Reconcile advances one BootcNode.
@@ -139,21 +139,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
-		if s.orig.Status.Rollout.ProtectUntil == nil && s.bn.Status.Rollout.ProtectUntil == nil {
+		if !s.owesByDeadline() {
 			return reconcile.Result{}, err
 		}
-		// A record whose post-update protection is pending (as read, or
-		// as this pass set it before it failed) has a deadline the
-		// workqueue's per-item backoff knows nothing of: a run of
-		// failed requests (API errors) doubled it to minutes, and the
-		// protection outlived its deadline by as much, the controller
-		// not trying meanwhile (explorer seed 176161 of
-		// repair-during-slow-reboot: seventeen failed reconciles in a
-		// row as kp-1's slot ended took the backoff to 5m28s,
-		// and the next try came 5m08s after the deadline). It tries
-		// again as after a conflict; the error is logged, as the
-		// manager would log it.
-		log.FromContext(ctx).Error(err, "Reconciler error; retrying before the post-update protection's deadline", "node", bn.Name, "after", ConflictRetry)
+		// What bootroll owes the Node by a deadline the workqueue's
+		// per-item backoff knows nothing of: a run of failed requests
+		// (API errors) doubled it to minutes, and the Node waited as
+		// much past its deadline, the controller not trying meanwhile
+		// (explorer seeds 176161 and 176212 of
+		// repair-during-slow-reboot). It tries again as after a
+		// conflict; the error is logged, as the manager would log it.
+		log.FromContext(ctx).Error(err, "Reconciler error; retrying before what the Node is owed is due", "node", bn.Name, "after", ConflictRetry)
 		return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 	}
 	if until := s.bn.Status.Rollout.ProtectUntil; until != nil {
@@ -168,6 +164,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return res, nil
+}
+
+// owesByDeadline reports whether a failed step leaves bootroll owing the
+// Node something by a deadline, which the workqueue's backoff would pass:
+//   - the end of post-update protection (its protectUntil as read, or as
+//     the failed pass set it): seventeen failed reconciles in a row as
+//     kp-1's slot ended took the backoff to 5m28s, and the next try came
+//     5m08s after the deadline (explorer seed 176161);
+//   - the release of a node that left its pool, or whose pool is being
+//     deleted, while its record holds the slot or the cordon
+//     (rollout.NodeRelease, as read): it is given back within minutes
+//     (DESIGN.md section 4). kp-1, rebooting in its slot when its pool
+//     was deleted at 16m07s, was back at 24m47s; seventeen releases
+//     in a row failed on API errors, the last at 29m41s, and the next
+//     try came at 35m08s (5 ms x 2^16 later): the node stayed cordoned
+//     and protected 10m21s after its reboot ended (explorer seed
+//     176212). A release is pending only for a node that held a slot
+//     or a cordon, so few records retry at this pace, as few as hold
+//     post-update protection.
+func (s *nodeStep) owesByDeadline() bool {
+	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
+		return true
+	}
+	return rollout.LeftPool(s.pool, s.node) && (s.orig.Status.Rollout.Cordoned || rollout.HoldsSlot(s.orig.Status.Phase))
 }
 
 // view is the step's record, Node, pool and time as the rules read them.

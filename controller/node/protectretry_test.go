@@ -115,3 +115,99 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReleaseRetriesBeforeTheCleanupBound: a reconcile that fails
+// on an API error while it gives back a node that left its pool, or whose
+// pool is being deleted, in its slot or cordoned (rollout.NodeRelease) is
+// tried again after ConflictRetry, not after the workqueue's per-item
+// backoff: the node is owed its release within minutes (DESIGN.md section
+// 4), and the backoff knows nothing of that (explorer seed 176212 of
+// repair-during-slow-reboot: kp-1, rebooting in its slot when its pool
+// was deleted, was back at 24m47s; its release failed fourteen times in a
+// row, the backoff spaced the tries out to 35m08s, and the node stayed
+// cordoned and protected meanwhile). A record the pool keeps, with no
+// post-update protection pending, keeps the backoff: the error is
+// returned.
+func TestFailedReleaseRetriesBeforeTheCleanupBound(t *testing.T) {
+	now := time.Date(2026, 1, 5, 0, 24, 48, 0, time.UTC)
+	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true", v1alpha1.AnnotationSlot: "p"}
+	added := []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+	deleting := func(p *v1alpha1.BootcNodePool) {
+		p.Finalizers = []string{v1alpha1.Finalizer}
+		p.DeletionTimestamp = &metav1.Time{Time: now.Add(-8 * time.Minute)}
+	}
+	// released is the seed's record: the release's first pass wrote
+	// Pending, still cordoned and owning the protection, and lost the
+	// rest.
+	released := func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+		bn.Status.Phase = v1alpha1.PhasePending
+		ro := &bn.Status.Rollout
+		ro.Reason = "LeftPool"
+		ro.Cordoned, ro.PriorUnschedulable, ro.AddedAnnotations = true, ptr.To(false), added
+		n.Spec.Unschedulable, n.Annotations = true, protected
+	}
+	for _, c := range []struct {
+		name string
+		pool func(p *v1alpha1.BootcNodePool)
+		// record sets up the record and the Node as the API server has
+		// them.
+		record               func(bn *v1alpha1.BootcNode, n *corev1.Node)
+		failRead, failStatus bool // the API server's Gets, the record's status patches fail
+		wantRetry            bool // RequeueAfter ConflictRetry and no error, or the error
+	}{
+		{"pool being deleted, the release resumed, the record's re-read fails", deleting, released, true, false, true},
+		{"pool being deleted, in its slot, the release's record write fails", deleting, func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+			bn.Status.Phase = v1alpha1.PhaseDraining
+			ro := &bn.Status.Rollout
+			ro.Cordoned, ro.PriorUnschedulable, ro.AddedAnnotations = true, ptr.To(false), added
+			ro.DrainStartedAt = &metav1.Time{Time: now.Add(-12 * time.Minute)}
+			n.Spec.Unschedulable, n.Annotations = true, protected
+		}, false, true, true},
+		{"no longer selected, the release resumed, the record's re-read fails", func(p *v1alpha1.BootcNodePool) {
+			p.Spec.NodeSelector = map[string]string{"pool": "q"}
+		}, released, true, false, true},
+		{"a member, a cordon to restore, the record's re-read fails", nil, released, true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			if c.pool != nil {
+				c.pool(pool)
+			}
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
+			bn.Spec.Pool = "p"
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
+			c.record(bn, node)
+			base := fakeapi.Client(t, pool, bn, node)
+			failed := apierrors.NewInternalError(context.DeadlineExceeded)
+			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if c.failStatus {
+						return failed
+					}
+					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if c.failRead {
+						return failed
+					}
+					return cl.Get(ctx, key, obj, opts...)
+				},
+			})
+			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
+			if c.wantRetry {
+				if err != nil || res.RequeueAfter != ConflictRetry {
+					t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass the cleanup bound)", res, err, ConflictRetry)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
+			}
+		})
+	}
+}
