@@ -707,7 +707,14 @@ const reasonNodesUnavailable = "NodesUnavailable"
 // (DESIGN.md section 4; noteRollingBack, explorer seed 176175 of the
 // 176075 regression: workers-8's rollback off v2 asked for at 39m30s
 // under v1, v2 set again at 39m34s, the node back on v1 at 43m31s and
-// never ordered to v2 again).
+// never ordered to v2 again). So is a node rebooted into the target
+// since spec.image last changed that came back Ready on another image
+// and was not rebooted since: it came back on the old one, which is
+// Failed (DESIGN.md section 4), and counts with the rolled back ones
+// (explorer seed 176210 of the 176122 regression: workers-6, rebooted
+// from v2 into v1 at 3h00m13s after the operator set v1 again at 2h43m,
+// fell back to v2 at 3h05m01s, the pool's one failure of maxFailures 2,
+// while workers-3 stayed down).
 func (c *Checker) downNodesBlock(p *Pool) bool {
 	members := c.world.Members(p.Name)
 	limit, err := MaxUnavailableBound(p.MaxUnavailable, len(members))
@@ -715,7 +722,7 @@ func (c *Checker) downNodesBlock(p *Pool) bool {
 		return false
 	}
 	target := imageref.Digest(p.TargetImage)
-	down, readyBehind, rolledBack := 0, 0, 0
+	down, readyBehind, failed := 0, 0, 0
 	for _, name := range members {
 		n := c.world.Node(name)
 		switch {
@@ -723,13 +730,17 @@ func (c *Checker) downNodesBlock(p *Pool) bool {
 			down++
 		case target == "" || n.BootedDigest != target:
 			if r := n.rolledOff; target != "" && r.pool == p.Name && r.incarnation == p.incarnation && (r.epoch == p.ImageEpoch || r.reordered == p.ImageEpoch) && r.from == target {
-				rolledBack++
+				failed++
+				continue
+			}
+			if r := n.rebootInto; target != "" && !n.rebooting && r.pool == p.Name && r.incarnation == p.incarnation && r.epoch == p.ImageEpoch && r.into == target {
+				failed++ // came back on the old one
 				continue
 			}
 			readyBehind++
 		}
 	}
-	return down > 0 && (down >= limit || (readyBehind == 0 && rolledBack < p.MaxFailures))
+	return down > 0 && (down >= limit || (readyBehind == 0 && failed < p.MaxFailures))
 }
 
 // StallEvidence is how recent a refused eviction must be, at the end of a

@@ -1120,6 +1120,118 @@ func TestConvergesExcusesDownNodesBesideARollbackUnderAnotherImage(t *testing.T)
 	}
 }
 
+// converges' NodesUnavailable excuse counts as failed a Ready member
+// rebooted into the target since spec.image last changed that came back
+// on the old image and was not rebooted since: it came back on the old
+// one, which is Failed (DESIGN.md section 4), and the pool does not
+// direct it to the target again until spec.image changes (explorer seed
+// 176210 of the 176122 regression of pool-edited-mid-rollout: workers-6,
+// rebooted from v2 into v1 at 3h00m13s after v1 was set again, fell back
+// to v2, one failure of maxFailures 2, while workers-3 stayed down).
+// Still caught: as many failed as maxFailures, with a rolled back node
+// among them (the pool must halt); a fall-back before spec.image went
+// away and came back (the node is to be tried again); a node still in
+// its reboot; a reboot into another image; another reboot since; a Node
+// created again under the name since; none down; another reason.
+func TestConvergesExcusesDownNodesBesideFellBackOnes(t *testing.T) {
+	const (
+		target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		old    = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		other  = "registry.example/os@sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	)
+	two := int32(2)
+	for _, tc := range []struct {
+		name        string
+		degraded    string
+		maxFailures *int32
+		down        bool     // a is down
+		reboots     []string // c's reboots, "from>to"
+		back        bool     // c was down and is Ready again after them (else still in its reboot)
+		dRolledBack bool     // d rolled back off the target (else on it)
+		revert      bool     // spec.image set to old and back to the target after c's reboots
+		recreate    bool     // c's Node deleted and created again after c's reboots
+		want        int
+	}{
+		{"a down, c fell back from the target, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, false, 0},
+		{"a down, c fell back from the target, maxFailures 1", "NodesUnavailable", nil, true, []string{old + ">" + target}, true, false, false, false, 1},
+		{"a down, c fell back from the target, d rolled back off it, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, true, false, false, 1},
+		{"a down, c fell back before spec.image went back and forth", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, 1},
+		{"a down, c still in its reboot into the target", "NodesUnavailable", &two, true, []string{old + ">" + target}, false, false, false, false, 1},
+		{"a down, c fell back from another image", "NodesUnavailable", &two, true, []string{old + ">" + other}, true, false, false, false, 1},
+		{"a down, c fell back from the target and rebooted again", "NodesUnavailable", &two, true, []string{old + ">" + target, old + ">" + old}, true, false, false, false, 1},
+		{"a down, c fell back from the target, its Node created again since", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, true, 1},
+		{"none down, c fell back from the target", "NodesUnavailable", &two, false, []string{old + ">" + target}, true, false, false, false, 1},
+		{"a down, c fell back from the target, another reason", "NodesFailed", &two, true, []string{old + ">" + target}, true, false, false, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c", "d")
+			image := func(img string) {
+				f.setPool(func(p *v1alpha1.BootcNodePool) {
+					p.Generation++
+					p.Spec.Image = v1alpha1.ImageReference(img)
+					p.Spec.FailurePolicy = v1alpha1.FailurePolicy{Action: v1alpha1.FailureRollback, MaxFailures: tc.maxFailures}
+					p.Status.ObservedGeneration = p.Generation
+					p.Status.TargetImage = img
+					p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: "RollingOut", ObservedGeneration: p.Generation},
+						{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: tc.degraded, ObservedGeneration: p.Generation}}
+				})
+			}
+			image(target)
+			if tc.down {
+				f.node("a", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown })
+			}
+			for _, name := range []string{"b", "d"} {
+				f.bn(name, func(bn *v1alpha1.BootcNode) {
+					bn.Spec.DesiredImage = target
+					bn.Status.Booted = &v1alpha1.HostImage{Image: target, Digest: digestOf(target)}
+				})
+			}
+			f.at(time.Minute)
+			f.bn("c", func(bn *v1alpha1.BootcNode) {
+				bn.Spec.DesiredImage = target
+				bn.Status.Phase = v1alpha1.PhaseRebooting
+				bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
+			})
+			for _, r := range tc.reboots {
+				from, to, _ := strings.Cut(r, ">")
+				f.c.Reboot("c", from, to)
+			}
+			if tc.dRolledBack {
+				f.c.Reboot("d", target, old)
+			}
+			f.at(6 * time.Minute)
+			if tc.back {
+				f.node("c", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown })
+				f.node("c", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionTrue })
+				f.bn("c", func(bn *v1alpha1.BootcNode) { bn.Status.Phase = v1alpha1.PhaseFailed })
+			}
+			if tc.dRolledBack {
+				f.bn("d", func(bn *v1alpha1.BootcNode) {
+					bn.Status.Phase = v1alpha1.PhaseRolledBack
+					bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
+				})
+			}
+			if tc.revert {
+				f.at(7 * time.Minute)
+				image(old)
+				image(target)
+			}
+			if tc.recreate {
+				f.at(8 * time.Minute)
+				gone := f.nodes["c"]
+				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: gone.DeepCopy()})
+				again := gone.DeepCopy()
+				again.CreationTimestamp = metav1.NewTime(f.now)
+				f.nodes["c"] = again
+				f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: again.DeepCopy()})
+			}
+			f.check(time.Hour)
+			f.c.Finish(Outcome{End: time.Hour})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // converges excuses a pool that says Degraded/DaemonErrors only when the
 // model saw each member not on the target fail an OS staging for lack of
 // space, with the pinned images not to blame, within StallEvidence, or

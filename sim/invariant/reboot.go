@@ -26,8 +26,8 @@ type rebootKey struct {
 // requested (cluster.Hooks.Reboot): node boots from now and will boot to,
 // both digest references. It marks the node as rebooting (unavailable
 // because of bootroll until it is back), notes a reboot off its pool's
-// target or off the image a rollback order leaves (a rollback) and
-// judges the reboot:
+// target or off the image a rollback order leaves (a rollback), and one
+// into its pool's target, and judges the reboot:
 //
 // no-unprotected-reboot: a reboot into another digest must find the Node
 // cordoned by bootroll (spec.unschedulable and its slot marker), drained
@@ -58,6 +58,13 @@ func (c *Checker) Reboot(node, from, to string) {
 			// reboots for that image again (explorer seed 176172 of the
 			// 176122 regression of pool-edited-mid-rollout).
 			n.rolledOff = rollOff{pool: p.Name, incarnation: p.incarnation, epoch: p.ImageEpoch, from: digestOf(from)}
+		}
+		n.rebootInto = rebootInto{}
+		if p := c.world.Pool(n.BootcPool); p != nil && p.TargetImage != "" && digestOf(to) != digestOf(from) && digestOf(to) == digestOf(p.TargetImage) {
+			// Into the target: a node back from it Ready on another
+			// image came back on the old one, and failed (converges,
+			// downNodesBlock; explorer seed 176210).
+			n.rebootInto = rebootInto{pool: p.Name, incarnation: p.incarnation, epoch: p.ImageEpoch, into: digestOf(to)}
 		}
 		c.world.updateUnavailable(n)
 		if n.Marked {

@@ -210,6 +210,12 @@ type Node struct {
 	// change of spec.image while the node is still in that reboot moves
 	// it into the new epoch (noteRollingBack).
 	rolledOff rollOff
+	// rebootInto is set by the Checker from a reboot into its pool's
+	// target from another image, and cleared by any other reboot and by
+	// the Node's deletion: a node back from it Ready on another image
+	// came back on the old one, which DESIGN.md section 4 counts as
+	// failed (converges, downNodesBlock).
+	rebootInto rebootInto
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
 	// boot ID ends the reboot too, for a node that came back before it
@@ -241,6 +247,14 @@ type rollOff struct {
 	pool                          string
 	incarnation, epoch, reordered int
 	from                          string
+}
+
+// rebootInto is a reboot of a node into its pool's target: the pool
+// (name and incarnation), its ImageEpoch then, and the target's digest.
+type rebootInto struct {
+	pool               string
+	incarnation, epoch int
+	into               string
 }
 
 // podInfo is one pod bound to a node.
@@ -653,6 +667,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		w.setMarked(n, false, "")
 		n.Exists, n.Deleting = false, false
 		n.rebooting, n.rebootDown, n.failedDown = false, false, false
+		n.rebootInto = rebootInto{}
 		n.touch = touch{}
 		n.churn = churnRecord{}
 		w.setPools(n, nil)
