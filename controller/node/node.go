@@ -83,8 +83,18 @@ func (s *nodeStep) phaseRecorded() {
 // then, though a lagging watch can take half a minute (a release does
 // not wait for it: step, NodeRelease). A reconcile that fails otherwise
 // on a record whose post-update protection is pending, or whose release
-// is pending, runs again after it too (Reconcile, owesByDeadline).
+// is due (the record is being deleted, or its node left the pool) while
+// it still holds the Node, runs again after it too (Reconcile,
+// owesByDeadline).
 const ConflictRetry = time.Second
+
+// holdsNode reports whether a record still holds something on its Node
+// that a release gives back: a slot, bootroll's cordon, or annotations
+// and post-update protection bootroll added.
+func holdsNode(bn *v1alpha1.BootcNode) bool {
+	ro := &bn.Status.Rollout
+	return ro.Cordoned || rollout.HoldsSlot(rollout.RecordPhase(bn)) || rollout.ProtectionPending(ro)
+}
 
 // Reconcile advances one BootcNode.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -95,6 +105,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if bn.DeletionTimestamp != nil {
 		res, err := r.finalize(ctx, &bn)
 		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
+		}
+		if err != nil && holdsNode(&bn) {
+			// A record being deleted that still holds its Node (a slot,
+			// bootroll's cordon, annotations bootroll added) has a
+			// release due that the workqueue's per-item backoff knows
+			// nothing of, as has a protection's deadline (below): a run
+			// of failed requests (API errors) doubled it to minutes, the
+			// controller not trying meanwhile, and the Node stayed
+			// cordoned and protected that long after the record was
+			// deleted (explorer seed 176219 of bootcnode-deleted-mid-reboot:
+			// sixteen failed finalizes of workers-2 in a row from
+			// 9m48.6s, back from its reboot, took the backoff to 2m44s;
+			// the last tries came at 11m10.7s, 12m32.7s and 15m16.5s,
+			// and it was given back 6m16s after the deletion). It tries
+			// again as after a conflict; the error is logged, as the
+			// manager would log it.
+			log.FromContext(ctx).Error(err, "Reconciler error; retrying the release of a record being deleted", "node", bn.Name, "after", ConflictRetry)
 			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
 		return res, err
@@ -147,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// (API errors) doubled it to minutes, and the Node waited as
 		// much past its deadline, the controller not trying meanwhile
 		// (explorer seeds 176161 and 176212 of
-		// repair-during-slow-reboot). It tries again as after a
+		// repair-during-slow-reboot; a record being deleted, above: 176219). It tries again as after a
 		// conflict; the error is logged, as the manager would log it.
 		log.FromContext(ctx).Error(err, "Reconciler error; retrying before what the Node is owed is due", "node", bn.Name, "after", ConflictRetry)
 		return reconcile.Result{RequeueAfter: ConflictRetry}, nil
@@ -173,8 +201,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     kp-1's slot ended took the backoff to 5m28s, and the next try came
 //     5m08s after the deadline (explorer seed 176161);
 //   - the release of a node that left its pool, or whose pool is being
-//     deleted, while its record holds the slot or the cordon
-//     (rollout.NodeRelease, as read): it is given back within minutes
+//     deleted, while its record, as read, still holds the Node
+//     (holdsNode; rollout.NodeRelease): it is given back within minutes
 //     (DESIGN.md section 4). kp-1, rebooting in its slot when its pool
 //     was deleted at 16m07s, was back at 24m47s; seventeen releases
 //     in a row failed on API errors, the last at 29m41s, and the next
@@ -182,12 +210,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     and protected 10m21s after its reboot ended (explorer seed
 //     176212). A release is pending only for a node that held a slot
 //     or a cordon, so few records retry at this pace, as few as hold
-//     post-update protection.
+//     post-update protection. A record being deleted is the same case
+//     (Reconcile, before the step; explorer seed 176219).
 func (s *nodeStep) owesByDeadline() bool {
 	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
 		return true
 	}
-	return rollout.LeftPool(s.pool, s.node) && (s.orig.Status.Rollout.Cordoned || rollout.HoldsSlot(s.orig.Status.Phase))
+	return rollout.LeftPool(s.pool, s.node) && holdsNode(s.orig)
 }
 
 // view is the step's record, Node, pool and time as the rules read them.
