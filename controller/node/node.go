@@ -1278,6 +1278,7 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	stays := s.pool != nil && s.pool.DeletionTimestamp == nil && s.node != nil && rollout.Selects(s.pool, s.node)
 	var fresh *corev1.Node // the API server's Node, once read
 	read := false
+	moved := false // the deadline moved to this pass's give-back: recorded first
 	if stays && (len(ro.AddedAnnotations) > 0 || len(ro.AddedNodeClaimAnnotations) > 0) {
 		claimed := karpenter.ClaimName(s.node) != ""
 		if claimed && s.pool.Spec.Karpenter.PostUpdateProtection == nil {
@@ -1297,14 +1298,36 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 		}
 		if pup := rollout.PostUpdateProtection(s.pool, claimed); pup > 0 {
 			keep = true
-			// The protection runs from the slot's end: a finish resumed
-			// after its first pass recorded the deadline (a later write
-			// failed) keeps that deadline. Set again from the resumed
-			// pass, it moved on with every late retry (explorer seed
-			// 176161 of repair-during-slow-reboot: the finish of kp-1,
-			// whose Node had been given back at 25m00s with its
-			// deadline at 30m00s, resumed at 35m08s and set 40m08s).
-			// The cordon of every slot clears it.
+			// The protection runs from the Node's give-back (its pods
+			// can come back only then): a finish resumed after its
+			// first pass recorded the deadline (a later write failed)
+			// keeps that deadline once the Node was given back. Set
+			// again from the resumed pass, it moved on with every late
+			// retry (explorer seed 176161 of repair-during-slow-reboot:
+			// the finish of kp-1, whose Node had been given back at
+			// 25m00s with its deadline at 30m00s, resumed at 35m08s and
+			// set 40m08s). A Node still carrying bootroll's slot marker
+			// (the uncordon failed) is given back by this pass: the
+			// deadline runs from now, recorded before the uncordon
+			// (explorer seed 176264 of node-churn: kp-2's record said
+			// Updated with its deadline at 10m26s, the uncordon failed
+			// on API errors until 10m45s, and the protection ended
+			// 4m40s after the give-back; Karpenter reaped the empty
+			// node 19 s later). The cordon of every slot clears it.
+			if ro.ProtectUntil != nil && ro.Cordoned {
+				if !read {
+					var err error
+					if fresh, err = r.freshNode(ctx, s); err != nil {
+						return err
+					}
+					read = true
+				}
+				if fresh != nil && ro.ProtectUntil.Time.Before(s.now.Add(pup)) {
+					if _, marked := fresh.Annotations[v1alpha1.AnnotationSlot]; marked {
+						ro.ProtectUntil, moved = nil, true
+					}
+				}
+			}
 			if ro.ProtectUntil == nil {
 				ro.ProtectUntil = &metav1.Time{Time: s.now.Add(pup)}
 			}
@@ -1335,7 +1358,7 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	// such a node first, the controller crashed before the record write,
 	// and Karpenter, its CRDs installed again, adopted and drifted the
 	// node still in its slot on its record).
-	if leaving && ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
+	if (leaving || moved) && ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
 		if err := r.patchStatus(ctx, s); err != nil {
 			return err
 		}

@@ -384,13 +384,18 @@ func TestPostUpdateProtectionAsksTheAPIServer(t *testing.T) {
 }
 
 // TestResumedFinishKeepsTheProtectionDeadline: the post-update protection
-// runs from the slot's end. A finish resumed after its first pass
+// runs from the Node's give-back. A finish resumed after its first pass
 // recorded the deadline (the record Updated and still cordoned: a later
-// write failed) keeps that deadline; set again from the resumed pass, it
-// moved on with every late retry (explorer seed 176161 of
-// repair-during-slow-reboot: kp-1 given back at 25m00s with its deadline
-// at 30m00s, the finish resumed at 35m08s and set 40m08s). A finish that
-// ends the slot sets it from now.
+// write failed) keeps that deadline when the Node was given back; set
+// again from the resumed pass, it moved on with every late retry
+// (explorer seed 176161 of repair-during-slow-reboot: kp-1 given back at
+// 25m00s with its deadline at 30m00s, the finish resumed at 35m08s and
+// set 40m08s). When the Node still carries bootroll's slot marker (its
+// uncordon failed), this pass gives it back and the deadline runs from
+// now, recorded before the uncordon: should the uncordon fail again, the
+// record already holds it (explorer seed 176264 of node-churn: the
+// protection ended 4m40s after the give-back). A finish that ends the
+// slot sets it from now.
 func TestResumedFinishKeepsTheProtectionDeadline(t *testing.T) {
 	end := time.Date(2026, 1, 5, 0, 25, 0, 0, time.UTC)
 	now := end.Add(10 * time.Minute)
@@ -399,11 +404,15 @@ func TestResumedFinishKeepsTheProtectionDeadline(t *testing.T) {
 		phase    v1alpha1.NodePhase
 		recorded *metav1.Time // ProtectUntil on the record
 		marked   bool         // the Node still carries the slot marker
+		failNode bool         // the uncordon (the Node's patch) fails
 		want     time.Time
 	}{
-		{"resumed after the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, false, end.Add(5 * time.Minute)},
-		{"resumed before the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, true, end.Add(5 * time.Minute)},
-		{"the slot ends now", v1alpha1.PhaseVerifying, nil, true, now.Add(5 * time.Minute)},
+		{"resumed after the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, false, false, end.Add(5 * time.Minute)},
+		// The uncordon failed: the Node is given back now, and its
+		// protection runs from now (explorer seed 176264 of node-churn).
+		{"resumed before the Node was given back", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, true, false, now.Add(5 * time.Minute)},
+		{"resumed before the Node was given back, the uncordon fails again", v1alpha1.PhaseUpdated, &metav1.Time{Time: end.Add(5 * time.Minute)}, true, true, now.Add(5 * time.Minute)},
+		{"the slot ends now", v1alpha1.PhaseVerifying, nil, true, false, now.Add(5 * time.Minute)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
@@ -421,17 +430,26 @@ func TestResumedFinishKeepsTheProtectionDeadline(t *testing.T) {
 			ro := &bn.Status.Rollout
 			ro.Cordoned, ro.PriorUnschedulable, ro.ProtectUntil = true, ptr.To(false), c.recorded
 			ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
-			cl := fakeapi.Client(t, pool, bn, node)
+			base := fakeapi.Client(t, pool, bn, node)
+			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if _, isNode := obj.(*corev1.Node); isNode && c.failNode {
+						return apierrors.NewTooManyRequests("test", 1)
+					}
+					return cl.Patch(ctx, obj, patch, opts...)
+				},
+			})
 			r := NewReconciler(cl, options.Options{})
-			if err := r.finish(context.Background(), stepOf(t, cl, pool, now), v1alpha1.PhaseUpdated, "Updated", "test", true); err != nil {
-				t.Fatal(err)
+			err := r.finish(context.Background(), stepOf(t, cl, pool, now), v1alpha1.PhaseUpdated, "Updated", "test", true)
+			if (err != nil) != c.failNode {
+				t.Fatalf("finish: %v, want an error %v", err, c.failNode)
 			}
 			var got v1alpha1.BootcNode
 			if err := cl.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
 				t.Fatal(err)
 			}
-			if pu := got.Status.Rollout.ProtectUntil; pu == nil || !pu.Time.Equal(c.want) || got.Status.Rollout.Cordoned {
-				t.Fatalf("record: protectUntil %v, cordoned %v; want %s, given back", pu, got.Status.Rollout.Cordoned, c.want)
+			if pu := got.Status.Rollout.ProtectUntil; pu == nil || !pu.Time.Equal(c.want) || got.Status.Rollout.Cordoned != c.failNode {
+				t.Fatalf("record: protectUntil %v, cordoned %v; want %s, cordoned %v", pu, got.Status.Rollout.Cordoned, c.want, c.failNode)
 			}
 		})
 	}
