@@ -76,42 +76,14 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 		}, true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
 			bn.Spec.Pool = "p"
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
 			c.record(bn, node)
-			base := fakeapi.Client(t, pool, bn, node)
-			failed := apierrors.NewInternalError(context.DeadlineExceeded)
-			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-					if c.failStatus {
-						return failed
-					}
-					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
-				},
-			})
-			api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if c.failRead {
-						return failed
-					}
-					return cl.Get(ctx, key, obj, opts...)
-				},
-			})
-			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
-			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
-			if c.wantRetry {
-				if err != nil || res.RequeueAfter != ConflictRetry {
-					t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass the deadline)", res, err, ConflictRetry)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
-			}
+			res, err, _ := reconcileFailing(t, now, pool, bn, node, apiFailures{read: c.failRead, status: c.failStatus})
+			wantRetry(t, res, err, c.wantRetry, "the deadline")
 		})
 	}
 }
@@ -169,7 +141,6 @@ func TestFailedReleaseRetriesBeforeTheCleanupBound(t *testing.T) {
 		{"a member, a cordon to restore, the record's re-read fails", nil, released, true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 			if c.pool != nil {
@@ -179,35 +150,64 @@ func TestFailedReleaseRetriesBeforeTheCleanupBound(t *testing.T) {
 			bn.Spec.Pool = "p"
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}}}
 			c.record(bn, node)
-			base := fakeapi.Client(t, pool, bn, node)
-			failed := apierrors.NewInternalError(context.DeadlineExceeded)
-			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-					if c.failStatus {
-						return failed
-					}
-					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
-				},
-			})
-			api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if c.failRead {
-						return failed
-					}
-					return cl.Get(ctx, key, obj, opts...)
-				},
-			})
-			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
-			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
-			if c.wantRetry {
-				if err != nil || res.RequeueAfter != ConflictRetry {
-					t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass the cleanup bound)", res, err, ConflictRetry)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
-			}
+			res, err, _ := reconcileFailing(t, now, pool, bn, node, apiFailures{read: c.failRead, status: c.failStatus})
+			wantRetry(t, res, err, c.wantRetry, "the cleanup bound")
 		})
+	}
+}
+
+// apiFailures says which of the API server's answers fail in
+// reconcileFailing: its Gets (read), the records' status patches
+// (status), the Nodes' patches (nodePatch).
+type apiFailures struct{ read, status, nodePatch bool }
+
+// reconcileFailing runs one Reconcile of record n at now, on a fake API
+// server holding pool, bn and node, that fails the requests f names with
+// an internal error (a timeout). It returns the result and the error, and
+// the API server's client to read what landed.
+func reconcileFailing(t *testing.T, now time.Time, pool *v1alpha1.BootcNodePool, bn *v1alpha1.BootcNode, node *corev1.Node, f apiFailures) (reconcile.Result, error, client.Client) {
+	t.Helper()
+	base := fakeapi.Client(t, pool, bn, node)
+	failed := apierrors.NewInternalError(context.DeadlineExceeded)
+	cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, isNode := obj.(*corev1.Node); isNode && f.nodePatch {
+				return failed
+			}
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if f.status {
+				return failed
+			}
+			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if f.read {
+				return failed
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
+	return res, err, base
+}
+
+// wantRetry checks a failed reconcile's answer: with retry, a requeue
+// after ConflictRetry and no error (the workqueue's backoff would pass
+// bound); without, the error (the backoff).
+func wantRetry(t *testing.T, res reconcile.Result, err error, retry bool, bound string) {
+	t.Helper()
+	if retry {
+		if err != nil || res.RequeueAfter != ConflictRetry {
+			t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass %s)", res, err, ConflictRetry, bound)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
 	}
 }

@@ -6,18 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller/internal/fakeapi"
-	"github.com/bootroll/bootroll/controller/options"
 )
 
 // TestFailedReleaseOfADeletedRecordRetriesBeforeTheCleanupBound: a reconcile that fails on
@@ -73,7 +66,6 @@ func TestFailedReleaseOfADeletedRecordRetriesBeforeTheCleanupBound(t *testing.T)
 		}, false, false, true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
 			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
@@ -87,41 +79,16 @@ func TestFailedReleaseOfADeletedRecordRetriesBeforeTheCleanupBound(t *testing.T)
 			}
 			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 			c.record(bn, node)
-			base := fakeapi.Client(t, pool, bn, node)
-			failed := apierrors.NewInternalError(context.DeadlineExceeded)
-			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-					if _, isNode := obj.(*corev1.Node); isNode && c.failPatch {
-						return failed
-					}
-					return cl.Patch(ctx, obj, patch, opts...)
-				},
-			})
-			api := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
-				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if c.failRead {
-						return failed
-					}
-					return cl.Get(ctx, key, obj, opts...)
-				},
-			})
-			r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
-			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
+			res, err, base := reconcileFailing(t, now, pool, bn, node, apiFailures{read: c.failRead, nodePatch: c.failPatch})
+			wantRetry(t, res, err, c.wantRetry, "cleanup's bound")
 			if c.wantRetry {
-				if err != nil || res.RequeueAfter != ConflictRetry {
-					t.Fatalf("reconcile: result %+v, error %v; want a retry after %s and no error (the workqueue's backoff would pass cleanup's bound)", res, err, ConflictRetry)
-				}
 				var n corev1.Node
-				if err := base.Get(ctx, types.NamespacedName{Name: "n"}, &n); err != nil {
+				if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &n); err != nil {
 					t.Fatal(err)
 				}
 				if !n.Spec.Unschedulable && len(n.Annotations) == 0 {
 					t.Fatalf("the Node was given back; the case must fail part way")
 				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("reconcile: result %+v and no error; want the error (the workqueue's backoff)", res)
 			}
 		})
 	}
