@@ -122,8 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// and it was given back 6m16s after the deletion). It tries
 			// again as after a conflict; the error is logged, as the
 			// manager would log it.
-			log.FromContext(ctx).Error(err, "Reconciler error; retrying the release of a record being deleted", "node", bn.Name, "after", ConflictRetry)
-			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
+			return r.retryBeforeDeadline(ctx, &bn, err, owedRelease), nil
 		}
 		return res, err
 	}
@@ -167,7 +166,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
-		if !s.owesByDeadline() {
+		owed := s.owesByDeadline()
+		if owed == "" {
 			return reconcile.Result{}, err
 		}
 		// What bootroll owes the Node by a deadline the workqueue's
@@ -177,8 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// (explorer seeds 176161 and 176212 of
 		// repair-during-slow-reboot; a record being deleted, above: 176219). It tries again as after a
 		// conflict; the error is logged, as the manager would log it.
-		log.FromContext(ctx).Error(err, "Reconciler error; retrying before what the Node is owed is due", "node", bn.Name, "after", ConflictRetry)
-		return reconcile.Result{RequeueAfter: ConflictRetry}, nil
+		return r.retryBeforeDeadline(ctx, &bn, err, owed), nil
 	}
 	if until := s.bn.Status.Rollout.ProtectUntil; until != nil {
 		// Whatever path this step took (a slot that ended here, a finish
@@ -194,8 +193,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, nil
 }
 
-// owesByDeadline reports whether a failed step leaves bootroll owing the
-// Node something by a deadline, which the workqueue's backoff would pass:
+// owesByDeadline says what a failed step leaves bootroll owing the Node
+// by a deadline, which the workqueue's backoff would pass ("": nothing):
 //   - the end of post-update protection (its protectUntil as read, or as
 //     the failed pass set it): seventeen failed reconciles in a row as
 //     kp-1's slot ended took the backoff to 5m28s, and the next try came
@@ -212,11 +211,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     or a cordon, so few records retry at this pace, as few as hold
 //     post-update protection. A record being deleted is the same case
 //     (Reconcile, before the step; explorer seed 176219).
-func (s *nodeStep) owesByDeadline() bool {
+func (s *nodeStep) owesByDeadline() string {
 	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
-		return true
+		return owedProtectionEnd
 	}
-	return rollout.LeftPool(s.pool, s.node) && holdsNode(s.orig)
+	if rollout.LeftPool(s.pool, s.node) && holdsNode(s.orig) {
+		return owedRelease
+	}
+	return ""
+}
+
+// What a Node is owed by a deadline (owesByDeadline), the owed label of
+// bootroll_node_deadline_retries_total.
+const (
+	owedProtectionEnd = "protection-end"
+	owedRelease       = "release"
+)
+
+// retryBeforeDeadline answers a failed reconcile of bn whose Node is owed
+// something by a deadline (owed): the error is logged, as the manager
+// would log it, and counted (controller-runtime's error counter does not
+// see it), and the record is looked at again after ConflictRetry.
+func (r *Reconciler) retryBeforeDeadline(ctx context.Context, bn *v1alpha1.BootcNode, err error, owed string) reconcile.Result {
+	log.FromContext(ctx).Error(err, "Reconciler error; retrying before the Node's deadline", "node", bn.Name, "owed", owed, "after", ConflictRetry)
+	if r.metrics != nil {
+		r.metrics.DeadlineRetries.WithLabelValues(bn.Spec.Pool, owed).Inc()
+	}
+	return reconcile.Result{RequeueAfter: ConflictRetry}
 }
 
 // view is the step's record, Node, pool and time as the rules read them.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,8 +192,14 @@ func reconcileFailing(t *testing.T, now time.Time, pool *v1alpha1.BootcNodePool,
 			return cl.Get(ctx, key, obj, opts...)
 		},
 	})
-	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api})
+	m := options.NewMetrics(nil)
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now), APIReader: api, Metrics: m})
 	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}})
+	// A retry is counted (the error does not reach controller-runtime's
+	// counter); an error returned is not.
+	if n := testutil.CollectAndCount(m.DeadlineRetries); (n == 1) != (err == nil && res.RequeueAfter == ConflictRetry) || n > 1 {
+		t.Errorf("bootroll_node_deadline_retries_total has %d series after result %+v, error %v", n, res, err)
+	}
 	return res, err, base
 }
 

@@ -24,6 +24,11 @@ type Metrics struct {
 	// ViewMismatches counts rows where a pool's incrementally kept row
 	// table differed from a full rebuild: a bug, which the rebuild repairs.
 	ViewMismatches *prometheus.CounterVec
+	// DeadlineRetries counts failed node reconciles retried after a second
+	// (node.ConflictRetry) because the Node is owed something by a
+	// deadline: controller-runtime's reconcile error counter does not see
+	// them, as the error is not returned to the workqueue.
+	DeadlineRetries *prometheus.CounterVec
 
 	// phases holds each pool's Nodes gauges in the order of
 	// v1alpha1.AllPhases (SetPoolPhases), until ForgetPool: a pass sets
@@ -64,9 +69,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ViewMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bootroll_pool_view_mismatches_total", Help: "Nodes whose row in a pool's incrementally kept table differed from a full rebuild (a controller bug; the rebuild repairs it).",
 		}, []string{"pool"}),
+		DeadlineRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bootroll_node_deadline_retries_total", Help: "Failed node reconciles (API errors) retried after a second rather than the workqueue's backoff, because the Node is owed its release or the end of its post-update protection by a deadline; the error is logged.",
+		}, []string{"pool", "owed"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.Halted, m.ViewMismatches)
+		reg.MustRegister(m.Nodes, m.SlotsInUse, m.SlotsMax, m.DrainSeconds, m.RebootSeconds, m.Failures, m.PinnedNodes, m.Halted, m.ViewMismatches, m.DeadlineRetries)
 	}
 	return m
 }
@@ -114,4 +122,5 @@ func (m *Metrics) ForgetPool(pool string) {
 	m.Failures.DeletePartialMatch(l)
 	m.Halted.DeletePartialMatch(l)
 	m.ViewMismatches.DeletePartialMatch(l)
+	m.DeadlineRetries.DeletePartialMatch(l)
 }
