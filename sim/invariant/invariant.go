@@ -62,7 +62,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn; nor is a graceful disruption, in a slot or after it, before the controller ran " + ProtectionReactBound.String() + " after someone else removed do-not-disrupt, or a repair before it ran " + RepairReactBound.String() + " after someone else removed do-not-repair, or after its last request an injected API fault failed, if later (in the twin, from when the controller's cache received the removal)", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back: off the target then, or under a rollback order that leaves it) since spec.image last changed or in a reboot that was still under way then, or before and not since, given a boot order into it again since spec.image came back to it, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open (under the same windows) since the work it has left appeared: its spec.image last changed, or every member not on the target joined it later, or after granting a slot in the last drainTimeout + healthTimeout of the latest one; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back: off the target then, or under a rollback order that leaves it) since spec.image last changed or in a reboot that was still under way then, or before and not since, given a boot order into it again since spec.image came back to it, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open (under the same windows) since the work it has left appeared: its spec.image last changed, or every member not on the target joined it later, or after granting a slot in the last drainTimeout + healthTimeout of the latest one, or after a PodDisruptionBudget refused an eviction while it held a slot, for that work, within " + StallEvidence.String() + " of the time its windows were open since; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -274,6 +274,11 @@ func (c *Checker) Check(now time.Time) {
 	if c.src.EvictionsRefused != nil {
 		if n := c.src.EvictionsRefused(); n != c.refused {
 			c.refused, c.lastRefusal = n, now
+			for _, p := range c.world.Pools() {
+				if len(p.slots) > 0 {
+					p.LastRefusal = now
+				}
+			}
 		}
 	}
 	c.runDeadlines(now)
@@ -530,7 +535,17 @@ const reasonOutsideWindow = "OutsideMaintenanceWindow"
 // stretch of its latest window (no earlier than drainTimeout +
 // healthTimeout before it closed, what one more node may take), so it
 // worked its window to the end (explorer seed 97187 of rollout-100-nodes:
-// a 2h26m window with maxUnavailable 1 for 100 nodes).
+// a 2h26m window with maxUnavailable 1 for 100 nodes), or a
+// PodDisruptionBudget refused an eviction while the pool held a slot
+// (LastRefusal), for the work it has left (no earlier than workSince),
+// under the windows it has now, within StallEvidence of the time they
+// were open since: its window went on drains the budgets refused, and
+// none can be tried until the next (explorer seed 176333 of the 129187
+// regression: the budget refused workers-0's drains in the 00:23 window
+// until 01:11:11, the last retry due after it closed at 01:29:50; an admin
+// deleted its BootcNode at 2h19m, the record made again had no refused
+// drain, so the pool said OutsideMaintenanceWindow, not DrainsBlocked,
+// until the run ended at 4h43m, before the next window).
 func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	if len(p.Windows) == 0 {
 		return false
@@ -539,7 +554,16 @@ func (c *Checker) windowSpent(p *Pool, end time.Time) bool {
 	if inside {
 		return false
 	}
-	if since := c.workSince(p); !since.IsZero() && !p.windowsChangedAt().After(since) && openTime(p.Windows, since, end) == 0 {
+	since := c.workSince(p)
+	if !since.IsZero() && !p.windowsChangedAt().After(since) && openTime(p.Windows, since, end) == 0 {
+		return true
+	}
+	if r := p.LastRefusal; !since.IsZero() && !r.Before(since) && !p.windowsChangedAt().After(r) && openTime(p.Windows, r, end) <= StallEvidence {
+		// Its drains were refused in its window, by the world's account,
+		// and no retry could run since (explorer seed 176333 of the 129187
+		// regression): the stall budgetsBlock takes at the pool's word as
+		// Degraded/DrainsBlocked, told by a pool whose records no longer
+		// hold the refusal (its BootcNode deleted and made again).
 		return true
 	}
 	if closed.IsZero() {

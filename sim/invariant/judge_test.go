@@ -1706,6 +1706,101 @@ func TestConvergesExcusesWorkThatJoinedAfterTheWindow(t *testing.T) {
 	}
 }
 
+// converges excuses a pool waiting for its maintenance window also when a
+// PodDisruptionBudget refused an eviction while the pool held a slot, for
+// the work it has left, within StallEvidence of the time its windows were
+// open since: the window went on drains the budget refused and no retry
+// can run before the next (explorer seed 176333 of the 129187 regression
+// of pool-image-revert-mid-reboot: one node behind since the revert at
+// 2m30s, the 00:23 window of 1h6m50s set at 6m, workers-0's drains refused
+// in it until 01:11:11, its BootcNode deleted and made again at 2h19m, so
+// the pool said OutsideMaintenanceWindow and no longer DrainsBlocked; the
+// run ended at 4h43m). No refusal, a refusal while the pool held no slot,
+// one before spec.image changed, windows set after it, more than
+// StallEvidence of open time since it, a window open at the end and
+// another reason are still caught.
+func TestConvergesExcusesAWindowSpentOnRefusedDrains(t *testing.T) {
+	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	window := func(d time.Duration) []v1alpha1.MaintenanceWindow {
+		return []v1alpha1.MaintenanceWindow{{Start: "00:23", Duration: metav1.Duration{Duration: d}}}
+	}
+	seed176333 := window(time.Hour + 6*time.Minute + 50*time.Second)
+	const day = 24 * time.Hour
+	const (
+		grant   = 23 * time.Minute
+		release = time.Hour + 11*time.Minute + 12*time.Second
+		refused = time.Hour + 11*time.Minute + 11*time.Second
+		end     = 4*time.Hour + 43*time.Minute
+	)
+	for _, tc := range []struct {
+		name      string
+		windows   []v1alpha1.MaintenanceWindow
+		windowsAt time.Duration // when spec.windows is set
+		imageAt   time.Duration // when spec.image changes
+		refused   time.Duration // when a budget refuses an eviction (0: never); the pool holds a slot from grant to release
+		end       time.Duration
+		reason    string
+		want      int
+	}{
+		{"refused in the window, the record made again", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, refused, end, "OutsideMaintenanceWindow", 0},
+		{"refused at the grant, 67m of the window after it", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, grant + time.Second, end, "OutsideMaintenanceWindow", 1},
+		{"never refused", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, 0, end, "OutsideMaintenanceWindow", 1},
+		{"refused while the pool held no slot", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, release + time.Minute, end, "OutsideMaintenanceWindow", 1},
+		{"refused before spec.image changed", seed176333, 6 * time.Minute, release + 5*time.Minute, refused, end, "OutsideMaintenanceWindow", 1},
+		{"refused, windows set after it", seed176333, 2 * time.Hour, 2*time.Minute + 30*time.Second, refused, end, "OutsideMaintenanceWindow", 1},
+		{"refused, the window open 2h11m after it", window(3 * time.Hour), 6 * time.Minute, 2*time.Minute + 30*time.Second, refused, end, "OutsideMaintenanceWindow", 1},
+		{"refused, the next window open at the end", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, refused, day + 30*time.Minute, "OutsideMaintenanceWindow", 1},
+		{"refused, the next window came and went", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, refused, day + 2*time.Hour, "OutsideMaintenanceWindow", 1},
+		{"refused in the window, another reason", seed176333, 6 * time.Minute, 2*time.Minute + 30*time.Second, refused, end, "RollingOut", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			type step struct {
+				at time.Duration
+				do func()
+			}
+			status := func(slots ...v1alpha1.Slot) func() {
+				return func() {
+					p := f.pool.DeepCopy()
+					p.Status.ObservedGeneration = p.Generation
+					p.Status.TargetImage = target
+					p.Status.Slots = slots
+					p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionFalse, Reason: tc.reason, ObservedGeneration: p.Generation}}
+					f.c.Observe(apiserver.Event{Type: apiserver.Modified, Old: f.pool, Object: p})
+					f.pool = p
+				}
+			}
+			steps := []step{
+				{tc.windowsAt, func() {
+					f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Windows = tc.windows; p.Generation++ })
+				}},
+				{tc.imageAt, func() {
+					f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = "registry.example/os:v1"; p.Generation++ })
+				}},
+				{grant, status(v1alpha1.Slot{Node: "a", Image: target, Since: metav1.NewTime(t0.Add(grant))})},
+				{release, status()},
+			}
+			if tc.refused > 0 {
+				steps = append(steps, step{tc.refused, func() { f.refused++ }})
+			}
+			slices.SortStableFunc(steps, func(x, y step) int { return cmp.Compare(x.at, y.at) })
+			for _, s := range steps {
+				f.check(s.at - time.Millisecond)
+				f.at(s.at)
+				s.do()
+				f.check(s.at)
+			}
+			// The BootcNode deleted and made again at 2h19m: the pool's
+			// status of the current generation, no slot, no refused drain.
+			f.at(2*time.Hour + 19*time.Minute)
+			status()()
+			f.check(tc.end)
+			f.c.Finish(Outcome{End: tc.end})
+			f.want(scenario.InvConverges, tc.want, "at the end")
+		})
+	}
+}
+
 // TestProtectionPutBackAfterTheSlot: an operator's do-not-disrupt and
 // do-not-repair were on the node before its slot, so bootroll added none
 // of its own; after the slot the operator lifts do-not-repair and bootroll

@@ -327,9 +327,13 @@ type Pool struct {
 	// Health is spec.healthChecks (health.go).
 	Health poolHealth
 	// Windows is spec.windows; LastGrant the latest grant time (since) of
-	// a slot the pool's status listed.
-	Windows   []v1alpha1.MaintenanceWindow
-	LastGrant time.Time
+	// a slot the pool's status listed; LastRefusal the latest time a
+	// PodDisruptionBudget refused an eviction while the pool's status
+	// listed a slot (the Checker sets it: a drain of the pool's may have
+	// been refused then).
+	Windows     []v1alpha1.MaintenanceWindow
+	LastGrant   time.Time
+	LastRefusal time.Time
 	// windowsSeen are the spec.windows the pool has had, oldest first,
 	// each from when the checker saw it (windowsChangedAt); hadWindows is
 	// set once one of them had a window (grant-in-window, window.go).
