@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,56 @@ func TestDirectSkipsBackingOffStagings(t *testing.T) {
 	p := &Pass{Pool: pool, Rows: []Row{left}, Members: 0, Target: img("B"), TargetDigest: dig("B")}
 	if got := p.Direct(); len(got) != 0 {
 		t.Errorf("a record with no member Node: directed %v, want none", got)
+	}
+}
+
+// TestDirectSkipsDownMembers: with maxStaging 1, a member directed to the
+// target and not staged on it whose Node has not been Ready for
+// DaemonSilence or more (down: its daemon does not run, it pulls nothing)
+// holds no staging place, so the next node is directed (explorer seed
+// 176437 of pool-edited-mid-rollout: workers-3, down since a reboot 20m
+// in, held the only place for good and workers-10 was never directed). One
+// NotReady for less (a kubelet restart mid-staging) keeps its place and
+// the pass wakes when DaemonSilence has passed; so does a Ready one, and
+// one joining on an old image (os-not-ready).
+func TestDirectSkipsDownMembers(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	one := int32(1)
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	pool.Spec.Rollout.MaxStaging = &one
+	row := func(name string, ready corev1.ConditionStatus, since time.Duration, desired string) Row {
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-since))}}}}
+		return derived(Row{Name: name, Record: bn, Node: n, Facts: Facts{Phase: v1alpha1.PhasePending, Desired: desired, Booted: dig("A")}})
+	}
+	direct := func(first Row) ([]string, time.Duration) {
+		p := &Pass{Pool: pool, Rows: []Row{first, row("b", corev1.ConditionTrue, time.Hour, img("A"))}, Members: 2, Target: img("B"), TargetDigest: dig("B"), Now: now}
+		var out []string
+		for _, r := range p.Direct() {
+			out = append(out, r.Name)
+		}
+		return out, p.Wake
+	}
+	for _, tc := range []struct {
+		name     string
+		first    Row
+		want     []string
+		wantWake time.Duration
+	}{
+		{"a down for an hour", row("a", corev1.ConditionFalse, time.Hour, img("B")), []string{"b"}, 0},
+		{"a unknown for DaemonSilence", row("a", corev1.ConditionUnknown, DaemonSilence, img("B")), []string{"b"}, 0},
+		{"a NotReady for a minute", row("a", corev1.ConditionFalse, time.Minute, img("B")), nil, DaemonSilence - time.Minute},
+		{"a Ready", row("a", corev1.ConditionTrue, time.Hour, img("B")), nil, 0},
+		{"a joining on an old image", func() Row { r := row("a", corev1.ConditionFalse, time.Hour, img("B")); r.OSNotReady = true; return r }(), nil, 0},
+	} {
+		got, wake := direct(tc.first)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: directed %v, want %v", tc.name, got, tc.want)
+		}
+		if wake != tc.wantWake {
+			t.Errorf("%s: wake in %s, want %s", tc.name, wake, tc.wantWake)
+		}
 	}
 }
 

@@ -131,8 +131,9 @@ func (p *Pass) Open() bool {
 // Direct returns the rows whose spec.desiredImage should become the
 // target, keeping at most maxStaging nodes staging at once. Nodes that
 // already run the target, that failed this very target and are still
-// down on that failure, or whose staging failed and backs off (Degraded)
-// are not counted. A node asked to reboot
+// down on that failure, whose staging failed and backs off (Degraded), or
+// that is down (not Ready for DaemonSilence or more) are not counted. A
+// node asked to reboot
 // (Rebooting, Verifying) keeps its image until it has finished and been
 // verified; then it stages the new target and takes a fresh slot, cordon
 // and drain for it. A node that joined with an old boot image (startup
@@ -164,8 +165,20 @@ func (p *Pass) Direct() []*Row {
 			// only place for good (explorer seed 90162 of
 			// storage-exhaustion-during-prefetch; its retries may run
 			// beside the places' downloads).
+			// Nor does a member down (not Ready) for DaemonSilence or more:
+			// its daemon does not run, so it pulls nothing, and a node that
+			// never came back kept the pool's only place for good while a
+			// Ready member waited to be directed (explorer seed 176437 of
+			// pool-edited-mid-rollout). One NotReady for less (a kubelet
+			// restart mid-staging, say) keeps its place, and the pass looks
+			// again when DaemonSilence has passed.
 			if row.Booted != targetDigest && row.Staged != targetDigest && !row.FailedOn(target, targetDigest) && row.Phase != v1alpha1.PhaseDegraded {
-				staging++
+				if down, left := downFor(row, p.Now); !down {
+					staging++
+					if left > 0 && limit >= 0 {
+						p.WakeIn(left)
+					}
+				}
 			}
 			continue
 		}
@@ -186,6 +199,25 @@ func (p *Pass) Direct() []*Row {
 		}
 	}
 	return out
+}
+
+// downFor reports whether row's member Node is down: not Ready (and not
+// joining on an old image, os-not-ready) since DaemonSilence ago or more,
+// as DownMembers counts it. left is how long until a member not Ready for
+// less is down (zero otherwise); a Node whose Ready condition has no
+// transition time is not taken for down.
+func downFor(row *Row, now time.Time) (down bool, left time.Duration) {
+	if row.Node == nil || row.Ready || row.OSNotReady {
+		return false, 0
+	}
+	c := readyCondition(row.Node)
+	if c == nil || c.LastTransitionTime.IsZero() {
+		return false, 0
+	}
+	if left = DaemonSilence - now.Sub(c.LastTransitionTime.Time); left > 0 {
+		return false, left
+	}
+	return true, 0
 }
 
 // Directable reports whether a record in phase, directed to desired, may
