@@ -62,7 +62,7 @@ var Registry = []Info{
 	{scenario.InvNoLeakedAnnotation, "no annotation bootroll adds outlives its purpose: Karpenter protection bootroll added to a Node or its NodeClaim is gone within " + ProtectionGrace.String() + " after the slot ends plus the pool's karpenter.postUpdateProtection, and at the end no node outside a slot carries such an annotation that it did not have at creation, unless its protection deadline is still ahead; nor has any node lost a protection annotation it had at creation or that an operator set (kubectl annotate) and nobody removed", false},
 	{scenario.InvNoDoubleReboot, "no node is rebooted twice into the same image while its pool's spec.image stays the same (A -> B -> A by an operator starts a new generation)", false},
 	{scenario.InvNoChurn, "Karpenter disrupts no node because of bootroll, judged when it decides to: (1) no disruption or repair of a node bootroll has taken for its update (slot marker, or BootcNode Rebooting or Verifying; a node given a slot but not cordoned yet is untouched and its disruption is Karpenter's own), and no graceful disruption (Empty, Underutilized, Drifted) before the post-update protection of its last slot has run out (marker removal + the pool's karpenter.postUpdateProtection when the node was rebooted in that slot, or earlier once a workload pod is bound to it again, as the API documents); (2) no consolidation (Empty, Underutilized) of a node bootroll drained (removed a workload pod from while marked) sooner than its NodePool's consolidateAfter (at most " + RefillBound.String() + ") after bootroll uncordoned it, unless a workload pod was bound to it since, as the emptiness Karpenter counted is then bootroll's drain. Expiry, Karpenter's termination of nodes others delete, drift from a NodeClass change and consolidation of nodes others emptied or that stayed empty for consolidateAfter after their update are not bootroll's churn; nor is a graceful disruption, in a slot or after it, before the controller ran " + ProtectionReactBound.String() + " after someone else removed do-not-disrupt, or a repair before it ran " + RepairReactBound.String() + " after someone else removed do-not-repair, or after its last request an injected API fault failed, if later (in the twin, from when the controller's cache received the removal)", true},
-	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back: off the target then, or under a rollback order that leaves it) since spec.image last changed or in a reboot that was still under way then, or before and not since, given a boot order into it again since spec.image came back to it, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open (under the same windows) since the work it has left appeared: its spec.image last changed, or every member not on the target joined it later, or after granting a slot in the last drainTimeout + healthTimeout of the latest one, or after a PodDisruptionBudget refused an eviction while it held a slot, for that work, within " + StallEvidence.String() + " of the time its windows were open since; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, BootcNode still in the pool) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
+	{scenario.InvConverges, "every pool ends UpToDate, or Halted with a reason, before the limit; or, stalled by the world, says so: Degraded/" + reasonDrainsBlocked + " while a PodDisruptionBudget allows no eviction at the end or refused one within " + StallEvidence.String() + " of the time the pool's maintenance windows were open since, or Degraded/" + reasonNodesUnavailable + " while as many member Nodes as its slots are not Ready, or every Ready member runs the target or was rebooted off it to another image (rolled back: off the target then, or under a rollback order that leaves it) since spec.image last changed or in a reboot that was still under way then, or before and not since, given a boot order into it again since spec.image came back to it, fewer such than maxFailures, or Degraded/" + reasonDaemonErrors + " while every member not on the target is down or failed an OS staging for lack of disk space (not the pinned images') within " + StallEvidence.String() + ", or UpToDate=False/" + reasonOutsideWindow + " outside its maintenance windows, with none open (under the same windows) since the work it has left appeared: its spec.image last changed, or every member not on the target joined it later, or after granting a slot in the last drainTimeout + healthTimeout of the latest one, or after a PodDisruptionBudget refused an eviction while it held a slot, for that work, within " + StallEvidence.String() + " of the time its windows were open since; a pool whose members not on the target are all Karpenter nodes that expire no later than the shortest reboot (no controller can update them), counting such a node that is going (Node deleted, its BootcNode still in the pool or deleted since) until the controller ran " + LeaveReactBound.String() + " after its cache held the deletion (without a cache model, after the deletion), is recorded as the exception " + ExceptionExpiryOutpacesUpdates, false},
 	{scenario.InvOSStagingNotStarved, "no OS staging fails for lack of image-filesystem space while pinned images hold enough of it that the staging would have fit", false},
 	{scenario.InvPinnedSetsExact, "at the end every BootcNode carries its pinned sets as the PinnedImageSets say and, when its daemon runs then (not on a host that is down or hung in a boot that never gets Ready: the daemon is the status's only writer), reports exactly their current images, and the images it reports present are on the host", false},
 	{scenario.InvNoUnprotectedReboot, "at the instant a reboot into another image is requested, the Node is cordoned by bootroll (spec.unschedulable and the " + v1alpha1.AnnotationSlot + " marker), drained (no pod bound to it but DaemonSet, mirror and finished pods; terminating pods count) and holds a slot (the marker's pool lists it in status.slots); or it is on the os-not-ready fast path (taint " + v1alpha1.TaintOSNotReady + " and no such pod)", false},
@@ -813,14 +813,18 @@ const ExceptionExpiryOutpacesUpdates = "expiry-outpaces-updates"
 // of its current generation.
 //
 // A node of that kind that is going (its Node being deleted or gone, its
-// BootcNode still in the pool) counts too while the pool's status may
-// still count it (goneUnseen): the status of a pool whose last member
-// expired a moment before the end, and whose replacement has not
-// registered yet, still describes the member (explorer seed 168262 of
-// cluster-expiry-during-update: kp-37 expired at 50m05s, the run ended at
-// 50m24s with the pool's "1 draining" from before it, kp-38 was to
-// register at 50m29s). A going node that could have been updated is no
-// excuse, and one the controller has long seen go is not either.
+// BootcNode still in the pool, or deleted since: Pool.departed) counts
+// too while the pool's status may still count it (goneUnseen): the status
+// of a pool whose last member expired a moment before the end, and whose
+// replacement has not registered yet, still describes the member
+// (explorer seed 168262 of cluster-expiry-during-update: kp-37 expired at
+// 50m05s, the run ended at 50m24s with the pool's "1 draining" from
+// before it, kp-38 was to register at 50m29s; seed 176388 of its
+// regression: kp-69's BootcNode was deleted at 01:28:21.9, 2.1 s before
+// the end, the controller's status writes of the pool conflicting on a
+// cache behind its own last write). A going node that could have been
+// updated is no excuse, and one the controller has long seen go is not
+// either.
 func (c *Checker) expiryOutpacesUpdates(p *Pool, now time.Time) []string {
 	reboot := c.minReboot()
 	if reboot <= 0 || p.TargetImage == "" || p.ObservedGeneration != p.Generation || c.src.Booted == nil {
@@ -840,12 +844,26 @@ func (c *Checker) expiryOutpacesUpdates(p *Pool, now time.Time) []string {
 	}
 	for _, name := range c.world.Going(p.Name) {
 		n := c.world.Node(name)
-		if digestOf(c.src.Booted(name)) == target || !c.goneUnseen(n, now) {
+		if digestOf(c.src.Booted(name)) == target || !c.goneUnseen(n.leftAt, n.leftKnown, now) {
 			continue
 		}
 		if life, ok := c.world.ClaimLife(n); ok && life <= reboot {
 			doomed = append(doomed, name)
 		}
+	}
+	// One whose BootcNode went too, the World forgetting it, still
+	// counts by the same bound (noteDeparted): the controller deletes the
+	// record once its cache holds the Node's deletion, and its pool's
+	// status follows when its cache holds the record's.
+	for _, name := range slices.Sorted(maps.Keys(p.departed)) {
+		d := p.departed[name]
+		if n := c.world.Node(name); n != nil && (n.Exists && !n.Deleting || n.HasBootcNode) {
+			continue // a member, or going with a record again: counted above
+		}
+		if d.life > reboot || digestOf(c.src.Booted(name)) == target || !c.goneUnseen(d.leftAt, d.leftKnown, now) {
+			continue
+		}
+		doomed = append(doomed, name)
 	}
 	return doomed
 }
@@ -858,16 +876,17 @@ func (c *Checker) expiryOutpacesUpdates(p *Pool, now time.Time) []string {
 const LeaveReactBound = time.Minute
 
 // goneUnseen reports whether, at now, the pool's status may still count
-// node n that is going: its controller's cache has not held the Node's
-// deletion yet, or has for less than LeaveReactBound of the controller's
-// running time (without a cache model, counted from the deletion).
-func (c *Checker) goneUnseen(n *Node, now time.Time) bool {
-	at := n.leftAt
+// a node that is going, whose Node began to go at leftAt: its
+// controller's cache has not held the deletion yet (leftKnown zero), or
+// has for less than LeaveReactBound of the controller's running time
+// (without a cache model, counted from leftAt).
+func (c *Checker) goneUnseen(leftAt, leftKnown, now time.Time) bool {
+	at := leftAt
 	if c.world.cacheModelled {
-		if n.leftKnown.IsZero() {
+		if leftKnown.IsZero() {
 			return true
 		}
-		at = n.leftKnown
+		at = leftKnown
 	}
 	return !at.IsZero() && c.runningBetween(at, now) < LeaveReactBound
 }

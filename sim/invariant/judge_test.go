@@ -1458,8 +1458,11 @@ func TestConvergesExcusesOnlyExpiryOutpacingEveryUpdate(t *testing.T) {
 // member kp-37 (expireAfter 90s, registered 30s after its claim, 60 s
 // reboots) expired at 50m05s, the run ended at 50m24s with the pool's
 // status from before (its cache had not held the deletion) and kp-38 not
-// registered yet. A going node that could have been updated, or one the
-// controller saw go long before the end, keeps the violation.
+// registered yet. The same holds once the controller deleted the node's
+// BootcNode (explorer seed 176388 of that regression: kp-69's record went
+// 2.1 s before the end, the pool's status still counting it). A going
+// node that could have been updated, or one the controller saw go long
+// before the end, keeps the violation.
 func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
 	const end = time.Hour
 	for _, tc := range []struct {
@@ -1471,16 +1474,28 @@ func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
 		known      time.Duration // when the controller's cache held the deletion (0: never)
 		down       [2]time.Duration
 		want, excs int
+		record     time.Duration // when its BootcNode is deleted (0: never)
 	}{
-		{"gone 19s before the end, not in the cache", "90s", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 0, 1},
-		{"deleting 5s before the end, not in the cache", "90s", end - 5*time.Second, false, true, 0, [2]time.Duration{}, 0, 1},
-		{"gone 19s before the end, in the cache 10s before", "90s", end - 19*time.Second, true, true, end - 10*time.Second, [2]time.Duration{}, 0, 1},
-		{"in the cache more than the bound before the end", "90s", end - 3*time.Minute, true, true, end - LeaveReactBound - time.Second, [2]time.Duration{}, 1, 0},
-		{"in the cache long before, the controller down since", "90s", end - 3*time.Minute, true, true, end - 2*time.Minute, [2]time.Duration{end - 110*time.Second, end - 30*time.Second}, 0, 1},
-		{"not in the cache for long", "90s", end - 10*time.Minute, true, true, 0, [2]time.Duration{}, 0, 1},
-		{"the going node could have been updated", "2m", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 1, 0},
-		{"no cache model: deleted 19s before the end", "90s", end - 19*time.Second, true, false, 0, [2]time.Duration{}, 0, 1},
-		{"no cache model: deleted more than the bound before the end", "90s", end - LeaveReactBound - 10*time.Second, true, false, 0, [2]time.Duration{}, 1, 0},
+		{"gone 19s before the end, not in the cache", "90s", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 0, 1, 0},
+		{"deleting 5s before the end, not in the cache", "90s", end - 5*time.Second, false, true, 0, [2]time.Duration{}, 0, 1, 0},
+		{"gone 19s before the end, in the cache 10s before", "90s", end - 19*time.Second, true, true, end - 10*time.Second, [2]time.Duration{}, 0, 1, 0},
+		{"in the cache more than the bound before the end", "90s", end - 3*time.Minute, true, true, end - LeaveReactBound - time.Second, [2]time.Duration{}, 1, 0, 0},
+		{"in the cache long before, the controller down since", "90s", end - 3*time.Minute, true, true, end - 2*time.Minute, [2]time.Duration{end - 110*time.Second, end - 30*time.Second}, 0, 1, 0},
+		{"not in the cache for long", "90s", end - 10*time.Minute, true, true, 0, [2]time.Duration{}, 0, 1, 0},
+		{"the going node could have been updated", "2m", end - 19*time.Second, true, true, 0, [2]time.Duration{}, 1, 0, 0},
+		{"no cache model: deleted 19s before the end", "90s", end - 19*time.Second, true, false, 0, [2]time.Duration{}, 0, 1, 0},
+		{"no cache model: deleted more than the bound before the end", "90s", end - LeaveReactBound - 10*time.Second, true, false, 0, [2]time.Duration{}, 1, 0, 0},
+		// Explorer seed 176388 of the 168262 regression: the BootcNode
+		// deleted once the cache held the Node's deletion, 2.1 s before
+		// the end, the pool's status still counting the node.
+		{"record deleted 2s before the end, the deletion in the cache 3s before", "90s", end - 18*time.Second, true, true, end - 3*time.Second, [2]time.Duration{}, 0, 1, end - 2*time.Second},
+		{"record deleted, not in the cache", "90s", end - 18*time.Second, true, true, 0, [2]time.Duration{}, 0, 1, end - 2*time.Second},
+		{"record deleted while the Node is still being deleted", "90s", end - 4*time.Second, false, true, end - 3*time.Second, [2]time.Duration{}, 0, 1, end - 2*time.Second},
+		{"record deleted, in the cache more than the bound before the end", "90s", end - 3*time.Minute, true, true, end - LeaveReactBound - time.Second, [2]time.Duration{}, 1, 0, end - LeaveReactBound},
+		{"record deleted before the cache held the deletion, more than the bound before the end", "90s", end - 3*time.Minute, true, true, end - LeaveReactBound - time.Second, [2]time.Duration{}, 1, 0, end - 2*time.Minute},
+		{"record deleted, the node could have been updated", "2m", end - 18*time.Second, true, true, end - 3*time.Second, [2]time.Duration{}, 1, 0, end - 2*time.Second},
+		{"record deleted, no cache model: deleted 18s before the end", "90s", end - 18*time.Second, true, false, 0, [2]time.Duration{}, 0, 1, end - 2*time.Second},
+		{"record deleted, no cache model: deleted more than the bound before the end", "90s", end - LeaveReactBound - 10*time.Second, true, false, 0, [2]time.Duration{}, 1, 0, end - LeaveReactBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := &scenario.Scenario{Name: "test", Host: scenario.Host{Reboot: scenario.Distribution{Dist: scenario.DistFixed, Value: time.Minute}}, Expect: scenario.Expect{Invariants: scenario.AllInvariants}}
@@ -1513,9 +1528,19 @@ func TestConvergesExcusesAGoingNodeExpiryOutpaces(t *testing.T) {
 				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: gone})
 				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: claim})
 			}
+			deleteRecord := func() {
+				f.at(tc.record)
+				f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.bns["a"].DeepCopy()})
+			}
+			if tc.record != 0 && (tc.known == 0 || tc.record < tc.known) {
+				deleteRecord()
+			}
 			if tc.known != 0 {
 				n := f.nodes["a"].DeepCopy()
 				f.c.World().ControllerCacheNode(n, t0.Add(tc.known))
+			}
+			if tc.record != 0 && tc.known != 0 && tc.record >= tc.known {
+				deleteRecord()
 			}
 			if tc.down[1] != 0 {
 				f.at(tc.down[0])

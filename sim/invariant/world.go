@@ -359,6 +359,24 @@ type Pool struct {
 	overLimit        bool
 	// lastUnavailable is Unavailable at the last max-unavailable check.
 	lastUnavailable int
+	// departed are the Karpenter nodes (a NodeClaim's life known) whose
+	// BootcNode left the pool's records after their Node began to go, by
+	// name, until a Node of that name comes again: the pool's status may
+	// still count one until its controller has seen it go
+	// (expiryOutpacesUpdates), and the World forgets the node itself once
+	// both objects are gone.
+	departed map[string]departed
+}
+
+// departed is what the World keeps of a node of a pool's departed: when
+// its Node began to go (leftAt, leftRV the resourceVersion of that write)
+// and when the controller's cache first held that write or a later one
+// (leftKnown), as Node keeps them, and its NodeClaim's life
+// (World.ClaimLife).
+type departed struct {
+	leftAt, leftKnown time.Time
+	leftRV            uint64
+	life              time.Duration
 }
 
 // Slot returns the pool's status.slots entry of node.
@@ -664,6 +682,12 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 	if t == apiserver.Added || !n.Exists {
 		n.leftAt, n.leftKnown, n.leftRV = time.Time{}, time.Time{}, 0
 	}
+	if t == apiserver.Added {
+		// A Node of that name again: it counts as itself.
+		for _, p := range w.poolList {
+			delete(p.departed, o.Name)
+		}
+	}
 	if (t == apiserver.Deleted || o.DeletionTimestamp != nil) && n.leftAt.IsZero() && w.clock != nil {
 		n.leftAt, n.leftRV = w.clock(), parseRV(o.ResourceVersion)
 	}
@@ -753,6 +777,30 @@ func (w *World) setMarked(n *Node, marked bool, pool string) {
 		}
 	}
 	n.Marked, n.MarkPool = marked, pool
+}
+
+// noteDeparted keeps, on the pool of n's BootcNode that is being deleted,
+// what expiryOutpacesUpdates needs of n when its Node is going and its
+// NodeClaim's life is known: the pool's status may still count n after
+// the BootcNode went, and the World forgets n once its Node is gone too
+// (explorer seed 176388 of the 168262 regression of
+// cluster-expiry-during-update: kp-69's Node was deleted at 01:28:11, its
+// controller's cache held it at 01:28:21.88, the controller deleted its
+// BootcNode at 01:28:21.9, and its status writes of the pool conflicted
+// on a cache behind its own last write until the run ended at 01:28:24).
+func (w *World) noteDeparted(n *Node) {
+	p := w.pools[n.BootcPool]
+	if p == nil || !p.live || n.leftAt.IsZero() {
+		return
+	}
+	life, ok := w.ClaimLife(n)
+	if !ok {
+		return
+	}
+	if p.departed == nil {
+		p.departed = map[string]departed{}
+	}
+	p.departed[n.Name] = departed{leftAt: n.leftAt, leftKnown: n.leftKnown, leftRV: n.leftRV, life: life}
 }
 
 // forget drops a node that has neither a Node nor a BootcNode any more.
@@ -932,6 +980,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		from = ""
 	}
 	if t == apiserver.Deleted {
+		w.noteDeparted(n)
 		n.HasBootcNode, n.BootcDeleting = false, false
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
@@ -1320,10 +1369,18 @@ func (n *Node) liftWritten(o *corev1.Node) {
 func (w *World) ControllerCacheNode(o *corev1.Node, at time.Time) {
 	w.cacheModelled = true
 	n := w.nodes[o.Name]
+	rv := parseRV(o.ResourceVersion)
+	// A pool may remember the node after its BootcNode went, the World
+	// forgetting it once its Node is gone too (noteDeparted).
+	for _, p := range w.poolList {
+		if d, ok := p.departed[o.Name]; ok && d.leftKnown.IsZero() && rv >= d.leftRV {
+			d.leftKnown = at
+			p.departed[o.Name] = d
+		}
+	}
 	if n == nil {
 		return
 	}
-	rv := parseRV(o.ResourceVersion)
 	if n.leftRV != 0 && n.leftKnown.IsZero() && rv >= n.leftRV {
 		n.leftKnown = at
 	}
