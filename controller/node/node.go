@@ -1735,19 +1735,30 @@ func (r *Reconciler) nodeGone(ctx context.Context, s *nodeStep) error {
 	return r.patchStatus(ctx, s)
 }
 
+// setPhase records phase, reason and msg on the record; a change of phase
+// is said in an event once the write landed: a write that conflicts (a
+// cache behind the daemon's writes) is retried after ConflictRetry, and
+// each try said it again (explorer seed 176388: twenty Pending events for
+// kp-69, one a second, before its phase was written).
 func (r *Reconciler) setPhase(ctx context.Context, s *nodeStep, phase v1alpha1.NodePhase, reason, msg string) error {
 	ro := &s.bn.Status.Rollout
-	if s.bn.Status.Phase != phase {
+	changed := s.bn.Status.Phase != phase
+	if changed {
 		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	s.bn.Status.Phase = phase
+	ro.Reason, ro.Message = reason, msg
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	if changed {
 		typ := corev1.EventTypeNormal
 		if phase == v1alpha1.PhaseDegraded {
 			typ = corev1.EventTypeWarning
 		}
 		r.event(s.bn, typ, string(phase), "%s%s", phaseNote(phase, s.bn.Spec.DesiredImage), msg)
 	}
-	s.bn.Status.Phase = phase
-	ro.Reason, ro.Message = reason, msg
-	return r.patchStatus(ctx, s)
+	return nil
 }
 
 func phaseNote(p v1alpha1.NodePhase, img string) string {
