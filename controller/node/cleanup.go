@@ -51,33 +51,20 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
 		if ok, _ := rollout.BootOrderSettled(s.view()); ok {
-			if msg, down := downAfterLeaving(s, "its record was deleted"); down {
-				// The boot of the pool's target failed in the slot: the
-				// failure goes on the pool before the record goes.
-				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
-					return reconcile.Result{}, err
-				}
-				r.event(&bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
-			} else if msg, fell, unknown := fellBackAfterLeaving(s, "its record was deleted"); fell {
-				if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "BootFailed", msg); err != nil {
-					return reconcile.Result{}, err
-				}
-				r.event(&bn, corev1.EventTypeWarning, "BootFailed", "%s", msg)
-			} else if unknown {
+			image, reason, msg, wait := failedAfterLeaving(s, "its record was deleted")
+			if wait {
 				// Back from the reboot, but its daemon has not said what
 				// it booted yet: the release waits for that report.
 				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
-			} else if image, msg, failed, unknown := rollbackFailedAfterLeaving(s, "its record was deleted"); failed {
-				// The rollback failed on the image the pool went back to:
-				// the record made again must not be ordered into it.
-				if err := r.recordPoolFailure(ctx, s, image, "RollbackFailed", msg); err != nil {
+			}
+			if reason != "" {
+				// The failure goes on the pool before the record goes:
+				// the record made again must not be ordered into the
+				// image its node failed.
+				if err := r.recordPoolFailure(ctx, s, image, reason, msg); err != nil {
 					return reconcile.Result{}, err
 				}
-				r.event(&bn, corev1.EventTypeWarning, "RollbackFailed", "%s", msg)
-			} else if unknown {
-				// Back from the reboot, but its daemon has not said what
-				// it booted yet: the release waits for that report.
-				return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+				r.event(&bn, corev1.EventTypeWarning, reason, "%s", msg)
 			}
 		}
 		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {
@@ -152,4 +139,30 @@ func (r *Reconciler) clearStrayMarker(ctx context.Context, s *nodeStep) error {
 	}
 	r.event(s.bn, corev1.EventTypeNormal, "StrayMarkerCleared", "removed a %s marker and cordon that no bootroll record accounts for", v1alpha1.AnnotationSlot)
 	return nil
+}
+
+// failedAfterLeaving is the verdict on the slot of a node whose record is
+// going (why), checked in this order: down on the pool's target
+// (downAfterLeaving: HealthTimeout), back on another image after its boot
+// into it (fellBackAfterLeaving: BootFailed), its rollback to the image
+// the pool went back to failed (rollbackFailedAfterLeaving:
+// RollbackFailed). image is what the node failed, as the pool names it;
+// reason is "" when it failed nothing; wait says its daemon has not
+// reported from the boot after the reboot yet, so the verdict is not
+// known.
+func failedAfterLeaving(s *nodeStep, why string) (image, reason, msg string, wait bool) {
+	if msg, down := downAfterLeaving(s, why); down {
+		return s.bn.Spec.DesiredImage, "HealthTimeout", msg, false
+	}
+	if msg, fell, unknown := fellBackAfterLeaving(s, why); fell {
+		return s.bn.Spec.DesiredImage, "BootFailed", msg, false
+	} else if unknown {
+		return "", "", "", true
+	}
+	if image, msg, failed, unknown := rollbackFailedAfterLeaving(s, why); failed {
+		return image, "RollbackFailed", msg, false
+	} else if unknown {
+		return "", "", "", true
+	}
+	return "", "", "", false
 }
