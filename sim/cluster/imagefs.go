@@ -196,20 +196,27 @@ func (f *imageFs) remove(ref string, catalog map[string]*pinnedImage) {
 	if im == nil {
 		return
 	}
-	inUse := map[string]bool{}
-	for other := range f.images {
-		if o := catalog[other]; o != nil {
-			for _, l := range o.layers {
-				inUse[l.key] = true
-			}
-		}
-	}
+	inUse := f.layersOf(catalog, func(string) bool { return true })
 	for _, l := range im.layers {
 		if n, ok := f.layers[l.key]; ok && !inUse[l.key] {
 			delete(f.layers, l.key)
 			f.releasePinned(n)
 		}
 	}
+}
+
+// layersOf is the set of blob keys the present images that keep selects
+// use. catalog gives the images' blobs.
+func (f *imageFs) layersOf(catalog map[string]*pinnedImage, keep func(ref string) bool) map[string]bool {
+	out := map[string]bool{}
+	for ref := range f.images {
+		if im := catalog[ref]; im != nil && keep(ref) {
+			for _, l := range im.layers {
+				out[l.key] = true
+			}
+		}
+	}
+	return out
 }
 
 // bootrollHeld is what the daemon's pinned images hold, the room it can
@@ -220,14 +227,7 @@ func (f *imageFs) bootrollHeld(catalog map[string]*pinnedImage) int64 {
 	if len(f.unpinned) == 0 {
 		return f.pinnedHeld
 	}
-	held := map[string]bool{}
-	for ref := range f.images {
-		if im := catalog[ref]; im != nil && !f.unpinned[ref] {
-			for _, l := range im.layers {
-				held[l.key] = true
-			}
-		}
-	}
+	held := f.layersOf(catalog, func(ref string) bool { return !f.unpinned[ref] })
 	n := f.pinnedHeld
 	gone := map[string]bool{}
 	for ref := range f.unpinned {
