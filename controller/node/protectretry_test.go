@@ -35,6 +35,15 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 	now := time.Date(2026, 1, 5, 0, 25, 41, 0, time.UTC)
 	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}
 	added := []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+	// pastDeadline: Updated, the protection's deadline passed, the Node
+	// still protected.
+	pastDeadline := func(bn *v1alpha1.BootcNode, n *corev1.Node) {
+		bn.Status.Phase = v1alpha1.PhaseUpdated
+		ro := &bn.Status.Rollout
+		ro.AddedAnnotations = added
+		ro.ProtectUntil = &metav1.Time{Time: now.Add(-10 * time.Second)}
+		n.Annotations = protected
+	}
 	for _, c := range []struct {
 		name string
 		// record sets up the record and the Node as the API server has
@@ -53,20 +62,8 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 			ro.ProtectUntil = &metav1.Time{Time: now.Add(4 * time.Minute)}
 			n.Annotations = protected
 		}, true, false, true},
-		{"protection past its deadline, the Node's re-read fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
-			bn.Status.Phase = v1alpha1.PhaseUpdated
-			ro := &bn.Status.Rollout
-			ro.AddedAnnotations = added
-			ro.ProtectUntil = &metav1.Time{Time: now.Add(-10 * time.Second)}
-			n.Annotations = protected
-		}, true, false, true},
-		{"protection ended on the Node, the record write fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
-			bn.Status.Phase = v1alpha1.PhaseUpdated
-			ro := &bn.Status.Rollout
-			ro.AddedAnnotations = added
-			ro.ProtectUntil = &metav1.Time{Time: now.Add(-10 * time.Second)}
-			n.Annotations = protected
-		}, false, true, true},
+		{"protection past its deadline, the Node's re-read fails", pastDeadline, true, false, true},
+		{"protection ended on the Node, the record write fails", pastDeadline, false, true, true},
 		{"no protection pending, the record write fails", func(bn *v1alpha1.BootcNode, n *corev1.Node) {
 			bn.Status.Phase = "" // the pass records Pending
 		}, false, true, false},
