@@ -82,10 +82,10 @@ func (s *nodeStep) phaseRecorded() {
 // seed1001). Every retry re-reads; the cache has mostly caught up by
 // then, though a lagging watch can take half a minute (a release does
 // not wait for it: step, NodeRelease). A reconcile that fails otherwise
-// on a record whose post-update protection is pending, or whose release
-// is due (the record is being deleted, or its node left the pool) while
-// it still holds the Node, runs again after it too (Reconcile,
-// owesByDeadline).
+// on a record whose post-update protection is pending, or that still
+// holds the Node (its release due, the record being deleted or its node
+// out of the pool; or a slot, or bootroll's cordon, of a member), runs
+// again after it too (Reconcile, owesByDeadline).
 const ConflictRetry = time.Second
 
 // holdsNode reports whether a record still holds something on its Node
@@ -210,15 +210,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     176212). A release is pending only for a node that held a slot
 //     or a cordon, so few records retry at this pace, as few as hold
 //     post-update protection. A record being deleted is the same case
-//     (Reconcile, before the step; explorer seed 176219).
+//     (Reconcile, before the step; explorer seed 176219);
+//   - the end of the slot of a member that, as read, holds its Node (a
+//     slot, bootroll's cordon: a take-up stopped part way, a slot in
+//     progress, a slot's end half written): its drain and its verdict
+//     are due by drainTimeout and healthTimeout, and its give-back
+//     within no-stranded-node's bound (DESIGN.md section 4). Under an
+//     hour of API errors on every verb, twenty take-ups of workers-84 in
+//     a row failed from 3h12m38s, its cordon recorded and on the Node
+//     from 3h12m46s, the record still Pending; the backoff reached its
+//     1000 s cap, the last try came at 3h51m24s and the next at
+//     4h08m05s, the node cordoned and protected 57 min (explorer seed
+//     176607 of rollout-100-nodes). These are as few as the slots too.
 func (s *nodeStep) owesByDeadline() string {
 	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
 		return owedProtectionEnd
 	}
-	if rollout.LeftPool(s.pool, s.node) && holdsNode(s.orig) {
+	if !holdsNode(s.orig) {
+		return ""
+	}
+	if rollout.LeftPool(s.pool, s.node) {
 		return owedRelease
 	}
-	return ""
+	return owedSlotEnd
 }
 
 // What a Node is owed by a deadline (owesByDeadline), the owed label of
@@ -226,6 +240,7 @@ func (s *nodeStep) owesByDeadline() string {
 const (
 	owedProtectionEnd = "protection-end"
 	owedRelease       = "release"
+	owedSlotEnd       = "slot-end"
 )
 
 // retryBeforeDeadline answers a failed reconcile of bn whose Node is owed

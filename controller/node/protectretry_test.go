@@ -30,7 +30,9 @@ import (
 // try came 5m08s after the deadline, the protection still on). So is one
 // whose failing write is the one that ends the protection (the record as
 // read has the deadline, the pass had cleared it). A record with no such
-// deadline keeps the backoff: the error is returned.
+// deadline keeps the backoff (the error is returned) unless it still
+// holds its Node: a slot's end half written, the cordon still on, is
+// owed its give-back (TestFailedSlotStepRetriesBeforeTheStrandedBound).
 func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 	now := time.Date(2026, 1, 5, 0, 25, 41, 0, time.UTC)
 	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"}
@@ -71,7 +73,7 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 			bn.Status.Phase = v1alpha1.PhaseUpdated
 			ro := &bn.Status.Rollout
 			ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(false)
-		}, true, false, false},
+		}, true, false, true}, // still cordoned: owed its give-back (seed 176607)
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
@@ -95,9 +97,9 @@ func TestFailedReconcileRetriesBeforeTheProtectionDeadline(t *testing.T) {
 // repair-during-slow-reboot: kp-1, rebooting in its slot when its pool
 // was deleted, was back at 24m47s; its release failed fourteen times in a
 // row, the backoff spaced the tries out to 35m08s, and the node stayed
-// cordoned and protected meanwhile). A record the pool keeps, with no
-// post-update protection pending, keeps the backoff: the error is
-// returned.
+// cordoned and protected meanwhile). A member the pool keeps that still
+// holds a cordon to restore retries too, for its give-back
+// (TestFailedSlotStepRetriesBeforeTheStrandedBound, seed 176607).
 func TestFailedReleaseRetriesBeforeTheCleanupBound(t *testing.T) {
 	now := time.Date(2026, 1, 5, 0, 24, 48, 0, time.UTC)
 	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true", v1alpha1.AnnotationSlot: "p"}
@@ -136,7 +138,7 @@ func TestFailedReleaseRetriesBeforeTheCleanupBound(t *testing.T) {
 		{"no longer selected, the release resumed, the record's re-read fails", func(p *v1alpha1.BootcNodePool) {
 			p.Spec.NodeSelector = map[string]string{"pool": "q"}
 		}, released, true, false, true},
-		{"a member, a cordon to restore, the record's re-read fails", nil, released, true, false, false},
+		{"a member, a cordon to restore, the record's re-read fails", nil, released, true, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}

@@ -21,8 +21,10 @@ import (
 // bootcnode-deleted-mid-reboot: sixteen failed finalizes of workers-2 in
 // a row took the backoff to 2m44s, and the node stayed cordoned, marked
 // and protected 6m16s after its record was deleted). A record being
-// deleted that holds nothing on its Node, and a member of its pool whose
-// step fails in its slot, keep the backoff: the error is returned.
+// deleted that holds nothing on its Node keeps the backoff: the error is
+// returned. A member of its pool whose step fails while it holds its Node
+// retries too, for its slot's end
+// (TestFailedSlotStepRetriesBeforeTheStrandedBound, seed 176607).
 func TestFailedReleaseOfADeletedRecordRetriesBeforeTheCleanupBound(t *testing.T) {
 	now := time.Date(2026, 1, 5, 0, 9, 48, 0, time.UTC)
 	protected := map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true", v1alpha1.AnnotationSlot: "p"}
@@ -63,7 +65,7 @@ func TestFailedReleaseOfADeletedRecordRetriesBeforeTheCleanupBound(t *testing.T)
 			ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(false)
 			n.Spec.Unschedulable = true
 			n.Annotations = map[string]string{v1alpha1.AnnotationSlot: "p"}
-		}, false, false, true, false, false},
+		}, false, false, true, false, true}, // still cordoned: owed its give-back (seed 176607)
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
