@@ -244,7 +244,8 @@ func TestKeepProtected(t *testing.T) {
 // slot until the boot order settles; a protection lifted meanwhile is put
 // back (explorer seeds 107078 and 113126 of
 // cluster-repair-during-slow-reboot: an operator's do-not-repair removed
-// mid-reboot, and Karpenter repaired the node).
+// mid-reboot, and Karpenter repaired the node), also when the pool's image
+// changed since the order (seed 176610).
 func TestReleaseWaitKeepsProtection(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
@@ -264,8 +265,22 @@ func TestReleaseWaitKeepsProtection(t *testing.T) {
 	bn.Status.Rollout.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
 	bn.Status.Daemon.Phase = v1alpha1.DaemonRebooting
 	bn.Status.Daemon.ObservedGeneration = 2
-	for _, path := range []string{"left its pool", "record being deleted"} {
-		cl := fakeapi.Client(t, pool, bn.DeepCopy(), node.DeepCopy())
+	// The pool went back to the image the node ran while it was down in
+	// its reboot: the order is void, the reboot is not over (explorer
+	// seed 176610 of cluster-repair-during-slow-reboot: the release went
+	// at once, and Karpenter repaired the node mid-reboot).
+	voided := bn.DeepCopy()
+	voided.Generation = 3
+	voided.Spec.DesiredImage = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	voided.Spec.BootOrder.Withdrawn = true
+	voided.Status.Daemon.BootID = "boot-1"
+	voided.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: bn.Spec.DesiredImage, BootID: "boot-1", At: bn.Spec.BootOrder.At}
+	for _, path := range []string{"left its pool", "record being deleted", "record being deleted, the order voided"} {
+		rec := bn.DeepCopy()
+		if path == "record being deleted, the order voided" {
+			rec = voided.DeepCopy()
+		}
+		cl := fakeapi.Client(t, pool, rec, node.DeepCopy())
 		r := NewReconciler(cl, options.Options{})
 		var wait time.Duration
 		if path == "left its pool" {

@@ -261,10 +261,19 @@ func OnOrderedImage(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 }
 
 // BootOrderSettled reports whether a withdrawn boot order can no longer
-// be acted on, and otherwise how soon to look again.
+// be acted on, and otherwise how soon to look again. The order is the one
+// for the desired image or, when the pool's image changed since, a voided
+// one whose reboot the daemon asked for and has not reported from
+// (RebootClock): the node is in that reboot, down or going down, until it
+// is back. Settled at once then, the release of a record deleted
+// mid-reboot gave the node back down, its protection gone, as soon as
+// the pool went back to the image it left (explorer seed 176610 of
+// cluster-repair-during-slow-reboot: kp-0, its record deleted at 2m in a
+// reboot from 22 s to 12m22s, was given back at 10m36s, when the pool went
+// back to v1, and Karpenter repaired it at 10m40s).
 func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
 	bn := v.Record
-	at := OrderedAt(bn)
+	at := RebootClock(bn)
 	if at == nil || v.Node == nil {
 		return true, 0
 	}

@@ -107,6 +107,38 @@ func TestBootOrderSettled(t *testing.T) {
 		}
 	}
 
+	// The pool's image changed since the order (it went back to the
+	// image the node ran): the order is void, but the reboot the daemon
+	// asked for it is not over until the daemon reports from another
+	// boot (explorer seed 176610 of cluster-repair-during-slow-reboot: a
+	// record deleted mid-reboot was given back down, and Karpenter
+	// repaired the node).
+	voided := func(now time.Time, reportedBoot string, phase v1alpha1.DaemonPhase, ready bool, nodeBoot string) NodeView {
+		v := settleStep(now, 3, phase, thisReboot, ready, nodeBoot)
+		v.Record.Generation = 4
+		v.Record.Spec.DesiredImage = settleRef("v1")
+		v.Record.Status.Daemon.BootID = reportedBoot
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		s    NodeView
+		want bool
+	}{
+		{"voided, its reboot unreported, Node down", voided(t0, "boot-1", v1alpha1.DaemonRebooting, false, "boot-1"), false},
+		{"voided, its reboot unreported, Node Ready on a new boot", voided(t0, "boot-1", v1alpha1.DaemonRebooting, true, "boot-2"), false},
+		{"voided, the daemon reports from a new boot", voided(t0, "boot-2", v1alpha1.DaemonStaging, true, "boot-2"), true},
+		{"voided, its reboot unreported, healthTimeout passed", voided(t0.Add(DefaultHealthTimeout), "boot-1", v1alpha1.DaemonRebooting, false, "boot-1"), true},
+	} {
+		ok, wait := BootOrderSettled(c.s)
+		if ok != c.want {
+			t.Errorf("%s: settled %v, want %v", c.name, ok, c.want)
+		}
+		if !ok && wait <= 0 {
+			t.Errorf("%s: not settled but wait = %s: nothing would look again", c.name, wait)
+		}
+	}
+
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
 	noOrder.Record.Spec.BootOrder = nil
 	if ok, _ := BootOrderSettled(noOrder); !ok {
