@@ -79,8 +79,9 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 // longer act on it (bootOrderSettled; wait says how soon to look again
 // until then), gives back everything bootroll holds on the Node and its
 // NodeClaim: the cordon (to the state recorded before bootroll's), the slot
-// marker, and the annotations it recorded adding. It records the result,
-// so a crash part way is resumed.
+// marker, and the annotations it recorded adding. A record in a slot
+// phase leaves it first, before the Node is given back; the result is
+// recorded after, so a crash part way is resumed.
 func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg string) (wait time.Duration, err error) {
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return 0, err
@@ -89,7 +90,27 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 		return wait, r.keepUntilSettled(ctx, s)
 	}
 	ro := &s.bn.Status.Rollout
+	leaving := rollout.HoldsSlot(s.bn.Status.Phase)
+	if leaving {
+		s.bn.Status.Phase = v1alpha1.PhasePending
+		ro.PhaseSince = &metav1.Time{Time: s.now}
+	}
+	ro.Reason, ro.Message = reason, msg
 	if s.node != nil {
+		if leaving {
+			// The record leaves its slot phase first, still cordoned and
+			// owning what bootroll added, as every slot's end does
+			// (finish): given back first, the Node lost its marker and
+			// protection while its record still said it was in its slot,
+			// and a write that failed in between left it so (explorer
+			// seed 176610 of cluster-repair-during-slow-reboot: the
+			// NodeClaim's unprotect failed on API errors, and the record
+			// of kp-0, still down, said Draining 4 s later when
+			// Karpenter repaired the node).
+			if err := r.patchStatus(ctx, s); err != nil {
+				return 0, err
+			}
+		}
 		if err := r.uncordon(ctx, s, false); err != nil {
 			return 0, err
 		}
@@ -99,11 +120,6 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 	}
 	ro.AddedAnnotations, ro.AddedNodeClaimAnnotations, ro.ProtectUntil = nil, nil, nil
 	ro.Cordoned, ro.PriorUnschedulable, ro.DrainStartedAt = false, nil, nil
-	if rollout.HoldsSlot(s.bn.Status.Phase) {
-		s.bn.Status.Phase = v1alpha1.PhasePending
-		ro.PhaseSince = &metav1.Time{Time: s.now}
-	}
-	ro.Reason, ro.Message = reason, msg
 	if err := r.patchStatus(ctx, s); err != nil {
 		return 0, err
 	}

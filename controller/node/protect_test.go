@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -180,6 +181,99 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 			}
 			if rec.Status.Phase != c.wantPhase || rec.Status.Rollout.Cordoned != c.wantRecordCordoned {
 				t.Fatalf("record %s cordoned %v, want %s %v", rec.Status.Phase, rec.Status.Rollout.Cordoned, c.wantPhase, c.wantRecordCordoned)
+			}
+		})
+	}
+}
+
+// TestReleaseLeavesTheSlotOnTheRecordFirst: the release of a record being
+// deleted in its slot (its boot order settled) writes the record out of
+// its slot phase first, still cordoned and owning what bootroll added, and
+// only then gives the Node and its NodeClaim back, as finish does. With
+// the record write failing nothing is given back; with the Node's or the
+// NodeClaim's patch failing the record already says Pending (explorer
+// seed 176610 of cluster-repair-during-slow-reboot: the Node was given
+// back first, the NodeClaim's patch failed on API errors, and Karpenter
+// repaired kp-0, still down, while its record said Draining).
+func TestReleaseLeavesTheSlotOnTheRecordFirst(t *testing.T) {
+	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name                                 string
+		failRecord, failNode, failClaim      bool
+		wantPhase                            v1alpha1.NodePhase
+		wantRecordCordoned                   bool
+		wantNodeCordoned, wantClaimProtected bool
+	}{
+		{"record write fails", true, false, false, v1alpha1.PhaseDraining, true, true, true},
+		{"node patch fails", false, true, false, v1alpha1.PhasePending, true, true, true},
+		{"claim patch fails", false, false, true, v1alpha1.PhasePending, true, false, true},
+		{"all succeed", false, false, false, v1alpha1.PhasePending, false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+			pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "p"}, Annotations: map[string]string{
+				v1alpha1.AnnotationSlot: "p", v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: "claim-n", UID: "u"}}}}
+			node.Spec.Unschedulable = true
+			claim := &unstructured.Unstructured{}
+			claim.SetGroupVersionKind(karpenter.NodeClaimGVK)
+			claim.SetName("claim-n")
+			claim.SetAnnotations(map[string]string{v1alpha1.KarpenterDoNotDisrupt: "true"})
+			bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: []string{v1alpha1.Finalizer}}}
+			bn.Spec.Pool = "p"
+			bn.Status.Phase = v1alpha1.PhaseDraining
+			ro := &bn.Status.Rollout
+			ro.Cordoned, ro.PriorUnschedulable = true, ptr.To(false)
+			ro.DrainStartedAt = &metav1.Time{Time: now.Add(-11 * time.Minute)}
+			ro.AddedAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt, v1alpha1.KarpenterDoNotRepair}
+			ro.AddedNodeClaimAnnotations = []string{v1alpha1.KarpenterDoNotDisrupt}
+			base := fakeapi.Client(t, pool, bn, node, claim)
+			timeout := apierrors.NewTimeoutError("patch timed out", 0)
+			cl := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if c.failRecord {
+						return timeout
+					}
+					return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+				Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					_, isNode := obj.(*corev1.Node)
+					_, isClaim := obj.(*unstructured.Unstructured)
+					if isNode && c.failNode || isClaim && c.failClaim {
+						return timeout
+					}
+					return cl.Patch(ctx, obj, patch, opts...)
+				},
+			})
+			r := NewReconciler(cl, options.Options{})
+			wait, err := r.release(context.Background(), stepOf(t, cl, pool, now), "Released", "test")
+			if (err != nil) != (c.failRecord || c.failNode || c.failClaim) || wait != 0 {
+				t.Fatalf("release: wait %v, err %v", wait, err)
+			}
+			var rec v1alpha1.BootcNode
+			if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status.Phase != c.wantPhase || rec.Status.Rollout.Cordoned != c.wantRecordCordoned {
+				t.Fatalf("record %s cordoned %v, want %s %v", rec.Status.Phase, rec.Status.Rollout.Cordoned, c.wantPhase, c.wantRecordCordoned)
+			}
+			var got corev1.Node
+			if err := base.Get(context.Background(), types.NamespacedName{Name: "n"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			_, marked := got.Annotations[v1alpha1.AnnotationSlot]
+			_, protected := got.Annotations[v1alpha1.KarpenterDoNotRepair]
+			if got.Spec.Unschedulable != c.wantNodeCordoned || marked != c.wantNodeCordoned || protected != c.wantNodeCordoned {
+				t.Fatalf("node cordoned %v marked %v protected %v, want all %v", got.Spec.Unschedulable, marked, protected, c.wantNodeCordoned)
+			}
+			gc := &unstructured.Unstructured{}
+			gc.SetGroupVersionKind(karpenter.NodeClaimGVK)
+			if err := base.Get(context.Background(), types.NamespacedName{Name: "claim-n"}, gc); err != nil {
+				t.Fatal(err)
+			}
+			if _, has := gc.GetAnnotations()[v1alpha1.KarpenterDoNotDisrupt]; has != c.wantClaimProtected {
+				t.Fatalf("NodeClaim protected %v, want %v", has, c.wantClaimProtected)
 			}
 		})
 	}
