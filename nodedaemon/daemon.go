@@ -336,11 +336,15 @@ type conditionsReport struct {
 }
 
 // current is the status last reported: this process's own last write when
-// it made one for this object, else what the API returned.
+// it made one for this object, else what the API returned. It shares
+// memory with bn and with d.reported, uncopied: Step only reads its
+// status (and copies what its report keeps), bn is the pass's own copy,
+// and d.reported is replaced by a copy on every report, never changed in
+// place. Two deep copies per pass were 2% of an idle daemon pass.
 func (d *Daemon) current(bn *v1alpha1.BootcNode) v1alpha1.BootcNodeStatus {
-	s := *bn.Status.DeepCopy()
+	s := bn.Status
 	if r := d.reported; r != nil && r.uid == bn.UID {
-		mine := r.status.DeepCopy()
+		mine := r.status
 		s.Booted, s.Staged, s.RollbackImage = mine.Booted, mine.Staged, mine.RollbackImage
 		pinned, conds := s.Daemon.PinnedImages, s.Daemon.Conditions
 		s.Daemon = mine.Daemon

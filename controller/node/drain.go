@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,16 +60,19 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		return DrainResult{}, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	var res DrainResult
-	sort.Slice(pods.Items, func(i, j int) bool {
-		a, b := &pods.Items[i], &pods.Items[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+	// In name order, sorting pointers: a pod is a kilobyte to swap.
+	sorted := make([]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		sorted[i] = &pods.Items[i]
+	}
+	slices.SortFunc(sorted, func(a, b *corev1.Pod) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	var evict []*corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range sorted {
 		if !mustLeave(p) {
 			continue
 		}
