@@ -1132,7 +1132,16 @@ func TestConvergesExcusesDownNodesBesideARollbackUnderAnotherImage(t *testing.T)
 // among them (the pool must halt); a fall-back before spec.image went
 // away and came back (the node is to be tried again); a node still in
 // its reboot; a reboot into another image; another reboot since; a Node
-// created again under the name since; none down; another reason.
+// created again under the name since; none down; another reason. A node
+// that fell back before spec.image went back and forth is excused once
+// the pool gave it a boot order into the target again since (its daemon
+// does not reboot again for an image it was rebooted for: explorer seed
+// 176700 of the 106317 regression of boot-failure-modes, cl-0 fell back
+// from crashloop, ordered to it again after crashloop, neverready,
+// crashloop, while cl-1 stayed down); still caught when that order came
+// before the revert, was a rollback's, with maxFailures 1, beside a
+// rolled back node, after another reboot, after the Node was created
+// again, none down, another reason.
 func TestConvergesExcusesDownNodesBesideFellBackOnes(t *testing.T) {
 	const (
 		target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
@@ -1150,18 +1159,28 @@ func TestConvergesExcusesDownNodesBesideFellBackOnes(t *testing.T) {
 		dRolledBack bool     // d rolled back off the target (else on it)
 		revert      bool     // spec.image set to old and back to the target after c's reboots
 		recreate    bool     // c's Node deleted and created again after c's reboots
+		order       string   // c's boot order into the target: "after" or "before" the revert, "rollback" (after it)
 		want        int
 	}{
-		{"a down, c fell back from the target, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, false, 0},
-		{"a down, c fell back from the target, maxFailures 1", "NodesUnavailable", nil, true, []string{old + ">" + target}, true, false, false, false, 1},
-		{"a down, c fell back from the target, d rolled back off it, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, true, false, false, 1},
-		{"a down, c fell back before spec.image went back and forth", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, 1},
-		{"a down, c still in its reboot into the target", "NodesUnavailable", &two, true, []string{old + ">" + target}, false, false, false, false, 1},
-		{"a down, c fell back from another image", "NodesUnavailable", &two, true, []string{old + ">" + other}, true, false, false, false, 1},
-		{"a down, c fell back from the target and rebooted again", "NodesUnavailable", &two, true, []string{old + ">" + target, old + ">" + old}, true, false, false, false, 1},
-		{"a down, c fell back from the target, its Node created again since", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, true, 1},
-		{"none down, c fell back from the target", "NodesUnavailable", &two, false, []string{old + ">" + target}, true, false, false, false, 1},
-		{"a down, c fell back from the target, another reason", "NodesFailed", &two, true, []string{old + ">" + target}, true, false, false, false, 1},
+		{"a down, c fell back from the target, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, false, "", 0},
+		{"a down, c fell back from the target, maxFailures 1", "NodesUnavailable", nil, true, []string{old + ">" + target}, true, false, false, false, "", 1},
+		{"a down, c fell back from the target, d rolled back off it, maxFailures 2", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, true, false, false, "", 1},
+		{"a down, c fell back before spec.image went back and forth", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, "", 1},
+		{"a down, c fell back before spec.image went back and forth, ordered to the target again", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, "after", 0},
+		{"a down, c fell back before spec.image went back and forth, ordered to the target again, maxFailures 1", "NodesUnavailable", nil, true, []string{old + ">" + target}, true, false, true, false, "after", 1},
+		{"a down, c fell back before spec.image went back and forth, ordered to the target again, d rolled back off it", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, true, true, false, "after", 1},
+		{"a down, c fell back before spec.image went back and forth, ordered to the target before it", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, "before", 1},
+		{"a down, c fell back before spec.image went back and forth, a rollback order since", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, false, "rollback", 1},
+		{"a down, c fell back and rebooted again before spec.image went back and forth, ordered to the target again", "NodesUnavailable", &two, true, []string{old + ">" + target, old + ">" + old}, true, false, true, false, "after", 1},
+		{"a down, c fell back before spec.image went back and forth, its Node created again, ordered to the target again", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, true, true, "after", 1},
+		{"none down, c fell back before spec.image went back and forth, ordered to the target again", "NodesUnavailable", &two, false, []string{old + ">" + target}, true, false, true, false, "after", 1},
+		{"a down, c fell back before spec.image went back and forth, ordered to the target again, another reason", "NodesFailed", &two, true, []string{old + ">" + target}, true, false, true, false, "after", 1},
+		{"a down, c still in its reboot into the target", "NodesUnavailable", &two, true, []string{old + ">" + target}, false, false, false, false, "", 1},
+		{"a down, c fell back from another image", "NodesUnavailable", &two, true, []string{old + ">" + other}, true, false, false, false, "", 1},
+		{"a down, c fell back from the target and rebooted again", "NodesUnavailable", &two, true, []string{old + ">" + target, old + ">" + old}, true, false, false, false, "", 1},
+		{"a down, c fell back from the target, its Node created again since", "NodesUnavailable", &two, true, []string{old + ">" + target}, true, false, false, true, "", 1},
+		{"none down, c fell back from the target", "NodesUnavailable", &two, false, []string{old + ">" + target}, true, false, false, false, "", 1},
+		{"a down, c fell back from the target, another reason", "NodesFailed", &two, true, []string{old + ">" + target}, true, false, false, false, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c", "d")
@@ -1211,6 +1230,15 @@ func TestConvergesExcusesDownNodesBesideFellBackOnes(t *testing.T) {
 					bn.Status.Booted = &v1alpha1.HostImage{Image: old, Digest: digestOf(old)}
 				})
 			}
+			order := func(rollback bool) {
+				f.bn("c", func(bn *v1alpha1.BootcNode) {
+					bn.Spec.DesiredImage = target
+					bn.Spec.BootOrder = &v1alpha1.BootOrder{Image: target, Rollback: rollback, At: metav1.NewTime(f.now)}
+				})
+			}
+			if tc.order == "before" {
+				order(false)
+			}
 			if tc.revert {
 				f.at(7 * time.Minute)
 				image(old)
@@ -1224,6 +1252,10 @@ func TestConvergesExcusesDownNodesBesideFellBackOnes(t *testing.T) {
 				again.CreationTimestamp = metav1.NewTime(f.now)
 				f.nodes["c"] = again
 				f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: again.DeepCopy()})
+			}
+			if tc.order == "after" || tc.order == "rollback" {
+				f.at(9 * time.Minute)
+				order(tc.order == "rollback")
 			}
 			f.check(time.Hour)
 			f.c.Finish(Outcome{End: time.Hour})

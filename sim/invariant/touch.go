@@ -454,17 +454,40 @@ func (c *Checker) bootcChanged(n *Node, t apiserver.EventType, old, o *v1alpha1.
 // (docs/decisions.md, "No double reboot is the daemon's job"), so the
 // node stays off the target with no reboot since (converges,
 // downNodesBlock; explorer seed 176122 of the 176075 regression of
-// pool-edited-mid-rollout).
+// pool-edited-mid-rollout). So it notes one into the image a node was
+// rebooted into and came back from on another (fell back): its daemon
+// does not reboot again for an image it was rebooted for either
+// (explorer seed 176700 of the 106317 regression of boot-failure-modes:
+// cl-0 fell back from crashloop at 5m43s, crashloop, neverready,
+// crashloop at 8m and 10m40s, ordered to crashloop again at 23m32s and
+// refused by its daemon while cl-1 stayed down on neverready).
 func (c *Checker) noteReorder(n *Node, t apiserver.EventType, o *v1alpha1.BootcNode) {
-	r, b := &n.rolledOff, o.Spec.BootOrder
-	if t == apiserver.Deleted || r.pool == "" || o.Spec.Pool != r.pool || b == nil || b.Rollback || digestOf(b.Image) != r.from {
+	b := o.Spec.BootOrder
+	if t == apiserver.Deleted || b == nil || b.Rollback {
 		return
 	}
-	p := c.world.Pool(r.pool)
-	if p == nil || p.incarnation != r.incarnation || p.ImageEpoch == r.epoch || b.At.Time.Before(p.ImageChangedAt.Truncate(time.Second)) {
-		return
+	if r := &n.rolledOff; r.pool != "" && o.Spec.Pool == r.pool && digestOf(b.Image) == r.from {
+		if e, ok := c.reorderEpoch(r.pool, r.incarnation, r.epoch, b); ok {
+			r.reordered = e
+		}
 	}
-	r.reordered = p.ImageEpoch
+	if r := &n.rebootInto; r.pool != "" && o.Spec.Pool == r.pool && digestOf(b.Image) == r.into {
+		if e, ok := c.reorderEpoch(r.pool, r.incarnation, r.epoch, b); ok {
+			r.reordered = e
+		}
+	}
+}
+
+// reorderEpoch returns the ImageEpoch of the pool named pool when boot
+// order b was given in it after its spec.image last changed, and it is
+// another epoch than epoch, the one of the reboot b orders again (false
+// when not, or when the pool is gone or another incarnation).
+func (c *Checker) reorderEpoch(pool string, incarnation, epoch int, b *v1alpha1.BootOrder) (int, bool) {
+	p := c.world.Pool(pool)
+	if p == nil || p.incarnation != incarnation || p.ImageEpoch == epoch || b.At.Time.Before(p.ImageChangedAt.Truncate(time.Second)) {
+		return 0, false
+	}
+	return p.ImageEpoch, true
 }
 
 // noteRollingBack moves the rollback of a node still in its reboot off

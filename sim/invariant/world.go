@@ -214,7 +214,8 @@ type Node struct {
 	// target from another image, and cleared by any other reboot and by
 	// the Node's deletion: a node back from it Ready on another image
 	// came back on the old one, which DESIGN.md section 4 counts as
-	// failed (converges, downNodesBlock).
+	// failed (converges, downNodesBlock); a boot order into that image in
+	// a later epoch notes the epoch, as for rolledOff (noteReorder).
 	rebootInto rebootInto
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
@@ -250,11 +251,14 @@ type rollOff struct {
 }
 
 // rebootInto is a reboot of a node into its pool's target: the pool
-// (name and incarnation), its ImageEpoch then, and the target's digest.
+// (name and incarnation), its ImageEpoch then, and the target's digest;
+// and reordered, the pool's ImageEpoch when the node was last given a
+// boot order (not a rollback's) into that digest again after spec.image
+// had changed and come back to it (0 for none), as rollOff's.
 type rebootInto struct {
-	pool               string
-	incarnation, epoch int
-	into               string
+	pool                          string
+	incarnation, epoch, reordered int
+	into                          string
 }
 
 // podInfo is one pod bound to a node.
