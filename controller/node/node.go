@@ -221,12 +221,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     from 3h12m46s, the record still Pending; the backoff reached its
 //     1000 s cap, the last try came at 3h51m24s and the next at
 //     4h08m05s, the node cordoned and protected 57 min (explorer seed
-//     176607 of rollout-100-nodes). These are as few as the slots too.
+//     176607 of rollout-100-nodes). These are as few as the slots too;
+//   - the take-up of a slot the pool granted the member (GrantedSlot) that
+//     holds nothing on its Node yet: the slot is the pool's, held for it,
+//     and with maxUnavailable 1 nothing else moves while it waits. Under
+//     30% API errors on every verb, workers-77's take-ups failed from
+//     3h02m22s (each needs several requests), the backoff reached 16
+//     minutes, and the slot granted at 3h02m21s was taken up at 3h41m34s,
+//     after the pool's maintenance window had closed at 3h21m: 77 of 100
+//     updated where 85 were with the take-up in time (explorer seed
+//     176713 of the 176607 regression). As few as the slots again.
 func (s *nodeStep) owesByDeadline() string {
 	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
 		return owedProtectionEnd
 	}
 	if !holdsNode(s.orig) {
+		if s.grantedBefore() {
+			return owedSlotTakeUp
+		}
 		return ""
 	}
 	if rollout.LeftPool(s.pool, s.node) {
@@ -235,12 +247,25 @@ func (s *nodeStep) owesByDeadline() string {
 	return owedSlotEnd
 }
 
+// grantedBefore reports whether the record, as read before the step,
+// had a slot granted to take up (rollout.GrantedSlot). orig keeps the
+// controller's part of the status only; the daemon's staged image and the
+// record's UID, which a grant is also decided on, are the step's record's:
+// a step does not change them.
+func (s *nodeStep) grantedBefore() bool {
+	read := *s.orig
+	read.UID, read.Status.Staged = s.bn.UID, s.bn.Status.Staged
+	_, granted := rollout.GrantedSlot(s.pool, &read)
+	return granted
+}
+
 // What a Node is owed by a deadline (owesByDeadline), the owed label of
 // bootroll_node_deadline_retries_total.
 const (
 	owedProtectionEnd = "protection-end"
 	owedRelease       = "release"
 	owedSlotEnd       = "slot-end"
+	owedSlotTakeUp    = "slot-take-up"
 )
 
 // OwedPriority is the workqueue priority (controller-runtime's priority

@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "bootroll_pool_view_mismatches_total", Help: "Nodes whose row in a pool's incrementally kept table differed from a full rebuild (a controller bug; the rebuild repairs it).",
 		}, []string{"pool"}),
 		DeadlineRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bootroll_node_deadline_retries_total", Help: "Failed node reconciles (API errors) retried after a second rather than the workqueue's backoff, because the Node is owed its release, the end of its slot or the end of its post-update protection by a deadline; the error is logged.",
+			Name: "bootroll_node_deadline_retries_total", Help: "Failed node reconciles (API errors) retried after a second rather than the workqueue's backoff, because the Node is owed its release, the take-up of a granted slot, the end of its slot or the end of its post-update protection by a deadline; the error is logged.",
 		}, []string{"pool", "owed"}),
 	}
 	if reg != nil {
