@@ -14,6 +14,10 @@ IMAGES_DIR := $(BIN)/images
 # machine: a per-package limit above go test's 10-minute default.
 GO_TEST_FLAGS ?= -timeout 25m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
+# envtest gives kube-apiserver 20 s to start by default; on a loaded
+# 2-core machine it took longer five times in a row (sim/clusterrun,
+# TestChaosModeWithoutChaosMesh). A minute, unless set.
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 60s
 
 .PHONY: cluster-tools karpenter-v1.14 kind-up kind-deploy kind-scenario kind-down bench-controller images crane containerd chromium all build manifests chart generate test unit lint fmt vet run-controller run-daemon scenario tools clean help
 
