@@ -879,6 +879,11 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 			}
 		}
 		order := &v1alpha1.BootOrder{Image: bn.Spec.DesiredImage, At: metav1.Time{Time: s.now}}
+		if at := rollout.OrderAgainAt(bn); at != nil {
+			// The slot's reboot is under way, or over: the order keeps
+			// the time of the one that asked for it.
+			order.At = *at
+		}
 		if err := r.patchSpec(ctx, s, func(b *v1alpha1.BootcNode) { b.Spec.BootOrder = order }); err != nil {
 			return reconcile.Result{}, fmt.Errorf("ask BootcNode %s to boot %s: %w", bn.Name, bn.Spec.DesiredImage, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -218,6 +219,31 @@ func ProtectionPending(ro *v1alpha1.RolloutStatus) bool {
 func RebootStarted(bn *v1alpha1.BootcNode) bool {
 	at, r := OrderedAt(bn), bn.Status.Daemon.LastReboot
 	return at != nil && r != nil && !r.At.Time.Before(at.Time.Truncate(time.Second))
+}
+
+// OrderAgainAt is the time a boot order given again to a record in its
+// slot takes: the time of its order for the desired image, given in this
+// slot's drain and withdrawn after the daemon recorded the reboot into
+// that image for it (the node left its pool mid-reboot and came back
+// while the release waited for the reboot to settle). That reboot is the
+// slot's: a daemon never reboots into one image twice (its lastReboot),
+// so the order given again only restates it, and healthTimeout counts
+// from the request that started it. Given a new time, every rule that
+// finds the slot's reboot from the order (RebootStarted, RebootOver, the
+// finalizer's verdicts on a record deleted afterwards) missed it
+// (explorer seed 176717 of cluster-repair-during-slow-reboot: kp-0,
+// relabelled out of its pool at 1m in its reboot from 0:38 and back at
+// 3m18s, was ordered again at 3m18s; its record was deleted at 12m10s and
+// the node came back at 12m39s fallen back to v1, a failed boot the
+// finalizer did not record, and the record made again rebooted it into
+// v2 a second time). nil when there is none: the order is given now.
+func OrderAgainAt(bn *v1alpha1.BootcNode) *metav1.Time {
+	o, r := bn.Spec.LastOrder(), bn.Status.Daemon.LastReboot
+	if o == nil || !o.Withdrawn || o.Rollback || r == nil || r.Rollback || bn.Status.Rollout.DrainStartedAt == nil ||
+		!OrderedInSlot(bn, o) || !RebootStarted(bn) || imageref.Digest(r.Image) != imageref.Digest(o.Image) {
+		return nil
+	}
+	return &o.At
 }
 
 // RebootOver reports whether the reboot the daemon started for this slot's
