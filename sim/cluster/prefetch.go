@@ -234,6 +234,9 @@ func (c criImages) Pin(_ context.Context, ref string) error {
 	if !f.images[ref] {
 		return fmt.Errorf("pin %s: %w", ref, status.Errorf(codes.NotFound, "image %q: not found", ref))
 	}
+	if !f.pins[ref] {
+		c.p.h.c.trace("node/pin", c.p.h.object(), map[string]any{"image": ref})
+	}
 	f.pins[ref] = true
 	delete(f.unpinned, ref)
 	return nil
@@ -245,6 +248,7 @@ func (c criImages) Unpin(_ context.Context, ref string) error {
 	f := c.p.h.fs()
 	if f.pins[ref] && f.images[ref] {
 		f.unpinned[ref] = true
+		c.p.h.c.trace("node/unpin", c.p.h.object(), map[string]any{"image": ref})
 	}
 	delete(f.pins, ref)
 	return nil
