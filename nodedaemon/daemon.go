@@ -261,7 +261,7 @@ func (d *Daemon) prefetch(ctx context.Context, bn *v1alpha1.BootcNode, stagingDu
 	if d.pinned != nil && d.pinned.uid == bn.UID {
 		current = d.pinned.progress // our own last write: newer than a lagging cache
 	}
-	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane, StagingDue: stagingDue})
+	progress, wait, err := d.Prefetch.Sync(ctx, d.clock.Now(), bn.Spec.PinnedImageSets, current, prefetch.Env{StagingReserve: d.StagingReserve, ControlPlane: d.ControlPlane, StagingDue: stagingDue, RecordCreated: bn.CreationTimestamp.Time})
 	if err != nil && cri.Classify(err) == cri.KindRuntimeUnavailable {
 		// No runtime answers: pinned images wait, OS updates do not.
 		// Report it and look again after a backoff; the progress stays

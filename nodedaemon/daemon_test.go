@@ -812,3 +812,40 @@ func TestDaemonRuntimeAlwaysUpWritesNoCondition(t *testing.T) {
 		t.Errorf("conditions %+v, want none", c)
 	}
 }
+
+// createdPrefetcher records the RecordCreated each Sync is given.
+type createdPrefetcher struct{ seen []time.Time }
+
+func (p *createdPrefetcher) Sync(_ context.Context, _ time.Time, _ []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env prefetch.Env) ([]v1alpha1.PinnedSetProgress, time.Duration, error) {
+	p.seen = append(p.seen, env.RecordCreated)
+	return current, 0, nil
+}
+
+// TestDaemonPrefetchKnowsTheRecordsAge: the prefetch is told when the
+// BootcNode it reads was created, so that it keeps its pins on a record
+// just made whose sets the PinnedImageSet controller has not written yet
+// (prefetch.Config.UnpinGrace).
+func TestDaemonPrefetchKnowsTheRecordsAge(t *testing.T) {
+	h := newHarness(t, v1alpha1.BootcNodeSpec{Pool: "p"})
+	made := metav1.NewTime(t0.Add(-3 * time.Second))
+	bn := h.get()
+	bn.CreationTimestamp = made
+	if err := h.raw.Update(context.Background(), bn); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.get().CreationTimestamp; !got.Equal(&made) {
+		t.Fatalf("the fake kept creationTimestamp %v, want %v", got, made)
+	}
+	d := New(node, h.client, &fakeHost{t: t, obs: onOld()}, h.clock, logr.Discard())
+	pf := &createdPrefetcher{}
+	d.Prefetch = pf
+	h.reconcile(d)
+	if len(pf.seen) == 0 {
+		t.Fatal("no prefetch pass")
+	}
+	for _, got := range pf.seen {
+		if !got.Equal(made.Time) {
+			t.Errorf("RecordCreated %v, want the record's creationTimestamp %v", got, made.Time)
+		}
+	}
+}

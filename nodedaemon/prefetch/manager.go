@@ -33,6 +33,14 @@
 //     canceled and none starts, so that the staging takes its room first
 //     (the pull starts again afterwards, and fails alone if it does not
 //     fit).
+//   - bootroll's pins that no set lists are unpinned, except, on a record
+//     younger than UnpinGrace, the pins of images its sets never listed:
+//     a BootcNode made again (the node rejoined its pool, an admin
+//     deleted the record) carries no sets until the PinnedImageSet
+//     controller writes them, a moment later, so whether they will list
+//     those images cannot be known yet. They are kept until the grace
+//     ends, or until an OS staging is due and short of its reserve. An
+//     image the record's sets listed and dropped is unpinned at once.
 package prefetch
 
 import (
@@ -60,6 +68,7 @@ const (
 	DefaultEstimatedSize = int64(1 << 30)
 	DefaultPullPoll      = 30 * time.Second
 	DefaultSpacePoll     = 2 * time.Minute
+	DefaultUnpinGrace    = 5 * time.Minute
 	// MaxMessage bounds a progress message, so that 500 failed images keep
 	// the BootcNode well below the API server's object size limit.
 	MaxMessage = 512
@@ -95,6 +104,14 @@ type Config struct {
 	// freed on the host brings no event, and the daemon's resync is only
 	// a safety net. Default 2m.
 	SpacePoll time.Duration
+	// UnpinGrace is how long after its BootcNode was created
+	// (Observation.RecordCreated) bootroll's pins of images that no set
+	// of the record lists or listed (Observation.Reported) are kept
+	// instead of unpinned: the sets of a record just made are written by
+	// the PinnedImageSet controller after it, one set at a time, so until
+	// then such a pin may be one a set will list again. Default 5m;
+	// negative: none (unpin at once).
+	UnpinGrace time.Duration
 }
 
 // Manager decides the prefetch of one node; build it with New. It holds
@@ -126,6 +143,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.PullPoll <= 0 {
 		cfg.PullPoll = DefaultPullPoll
+	}
+	if cfg.UnpinGrace == 0 {
+		cfg.UnpinGrace = DefaultUnpinGrace
 	}
 	return &Manager{cfg: cfg}
 }
@@ -186,6 +206,18 @@ type Observation struct {
 	// Pin says what the runtime allows: whether Step may ask to pin, the
 	// images bootroll pinned, and why images stay unpinned.
 	Pin PinObservation
+	// RecordCreated is when the node's BootcNode (whose spec gives the
+	// sets) was created, its creationTimestamp; zero when unknown. Until
+	// Config.UnpinGrace after it, Step does not unpin bootroll's pins of
+	// images that no set lists and Reported does not name.
+	RecordCreated time.Time
+	// Reported is the progress stored on that BootcNode (its
+	// status.daemon.pinnedImages, or the daemon's own last write of it):
+	// the images it names are images a set of that record listed, since
+	// the daemon reports only the sets of its spec. A pin of such an
+	// image that no set lists now was dropped by a set of this record,
+	// and goes at once, whatever the record's age. Step only reads it.
+	Reported []v1alpha1.PinnedSetProgress
 }
 
 // PinObservation is what the executor knows of pinning on the node.
@@ -196,7 +228,7 @@ type PinObservation struct {
 	Can bool
 	// Own are the images bootroll pinned (its own record, the
 	// bootroll.dev/pinned label), any set or none. Step unpins those no
-	// set lists.
+	// set lists (see Config.UnpinGrace).
 	Own []string
 	// Note, when set, says why a present image may stay unpinned and what
 	// to do (CRI-O pins by configuration; containerd before 1.7 ignores
@@ -234,7 +266,8 @@ const (
 	// records that bootroll pinned it (PinObservation.Can).
 	ActionPin ActionType = "Pin"
 	// ActionUnpin removes bootroll's pin of Action.Image: no set lists it
-	// any more. A pin bootroll did not make stays.
+	// any more (see Config.UnpinGrace). A pin bootroll did not make
+	// stays.
 	ActionUnpin ActionType = "Unpin"
 )
 
@@ -746,7 +779,8 @@ func (s *step) consider(ref string) {
 
 // pin reports whether each present image is pinned, asks to pin those
 // the runtime does not report pinned (once: bootroll's record says it
-// did), and to unpin bootroll's pins that no set lists.
+// did), and to unpin bootroll's pins that no set lists, unless the
+// record is too young to tell whether its sets will (unpinHold).
 func (s *step) pin() {
 	var own map[string]bool
 	for _, ref := range s.obs.Pin.Own {
@@ -772,11 +806,56 @@ func (s *step) pin() {
 			r.Message = s.obs.Pin.Note
 		}
 	}
+	var hold time.Time
+	asked := false
 	for _, ref := range sortedKeys(own) {
-		if _, ok := s.setsOf[ref]; !ok {
-			s.actions = append(s.actions, Action{Type: ActionUnpin, Image: ref})
+		if _, ok := s.setsOf[ref]; ok {
+			continue
+		}
+		if !asked {
+			asked = true
+			hold = s.unpinHold()
+		}
+		if !hold.IsZero() && !names(s.obs.Reported, ref) {
+			s.wait(hold.Sub(s.now)) // unpinned then, if no set lists it
+			continue
+		}
+		s.actions = append(s.actions, Action{Type: ActionUnpin, Image: ref})
+	}
+}
+
+// unpinHold is when the pins of images that no set of the record lists
+// or listed may go: the end of the record's UnpinGrace, or the zero time
+// when they may go now. A record made again (its node rejoined its pool,
+// or an admin deleted it) starts with no sets in its spec; the
+// PinnedImageSet controller writes them a moment later, set by set, and
+// nothing on the record says when it has written them all (a node no set
+// selects gets none). Unpinning in that moment hands the images to the
+// kubelet's image GC, which may remove them under disk pressure before
+// they are pinned again. The grace ends early when an OS staging is due
+// and short of its reserve: such pins then go at once, as they did
+// before the grace, and are no longer what bootroll holds.
+func (s *step) unpinHold() time.Time {
+	if s.cfg.UnpinGrace <= 0 || s.obs.RecordCreated.IsZero() {
+		return time.Time{}
+	}
+	until := s.obs.RecordCreated.UTC().Truncate(time.Second).Add(s.cfg.UnpinGrace)
+	if !s.now.Before(until) || (s.obs.StagingDue && s.obs.Fs.Available < s.obs.StagingReserve) {
+		return time.Time{}
+	}
+	return until
+}
+
+// names reports whether progress names the image ref.
+func names(progress []v1alpha1.PinnedSetProgress, ref string) bool {
+	for _, sp := range progress {
+		for _, e := range sp.Images {
+			if e.Image == ref {
+				return true
+			}
 		}
 	}
+	return false
 }
 
 // floor is the free space a pull of ref must leave: the strictest

@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -125,5 +126,111 @@ func TestStepPinOnlyPresent(t *testing.T) {
 		if e := progress[0].Images[0]; e.Pinned {
 			t.Errorf("%s image reported pinned: %+v", e.State, e)
 		}
+	}
+}
+
+// TestStepUnpinGrace: on a record younger than UnpinGrace, bootroll's
+// pins of images that no set lists and the record's progress does not
+// name are kept (the PinnedImageSet controller writes the sets of a
+// record made again after it, set by set), and Step asks to be called
+// when the grace ends; past it, or when the record's age is unknown, they
+// are unpinned as before. An image the record's progress names was
+// listed by one of its sets and dropped: it is unpinned at once. An OS
+// staging due and short of its reserve ends the grace at once.
+func TestStepUnpinGrace(t *testing.T) {
+	a, b, c := img(1), img(2), img(3)
+	onNode := map[string]ImageInfo{
+		a: {Present: true, Size: 100 * mi, Pinned: true},
+		b: {Present: true, Size: 100 * mi, Pinned: true},
+		c: {Present: true, Size: 100 * mi, Pinned: true},
+	}
+	own := PinObservation{Can: true, Own: []string{a, b, c}}
+	short := Space{Capacity: 100 * gi, Available: 1 * gi}
+	unpin := func(refs ...string) []Action {
+		var out []Action
+		for _, ref := range refs {
+			out = append(out, Action{Type: ActionUnpin, Image: ref})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		cfg         Config
+		sets        []v1alpha1.NodePinnedImageSet
+		created     time.Time
+		reported    []v1alpha1.PinnedSetProgress
+		stagingDue  bool
+		fs          Space
+		wantActions []Action
+		wantRequeue time.Duration
+	}{{
+		name:        "record made a second ago, no sets yet: kept until the grace ends",
+		created:     t0.Add(-time.Second),
+		wantRequeue: DefaultUnpinGrace - time.Second,
+	}, {
+		name:        "record made a second ago, one of its sets written: the others' images kept",
+		sets:        []v1alpha1.NodePinnedImageSet{pset("a", 1, a)},
+		created:     t0.Add(-time.Second),
+		wantRequeue: DefaultUnpinGrace - time.Second,
+	}, {
+		name:        "a set of this record listed b and dropped it: b unpinned at once, c kept",
+		sets:        []v1alpha1.NodePinnedImageSet{pset("a", 2, a)},
+		created:     t0.Add(-time.Minute),
+		reported:    []v1alpha1.PinnedSetProgress{progressOf("a", 1, present(a), present(b))},
+		wantActions: unpin(b),
+		wantRequeue: DefaultUnpinGrace - time.Minute,
+	}, {
+		name:        "record older than the grace: unpinned",
+		sets:        []v1alpha1.NodePinnedImageSet{pset("a", 1, a)},
+		created:     t0.Add(-DefaultUnpinGrace - time.Second),
+		wantActions: unpin(b, c),
+	}, {
+		name:        "the grace just ended: unpinned",
+		created:     t0.Add(-DefaultUnpinGrace),
+		wantActions: unpin(a, b, c),
+	}, {
+		name:        "the record's age unknown: unpinned",
+		wantActions: unpin(a, b, c),
+	}, {
+		name:        "no grace configured: unpinned",
+		cfg:         Config{UnpinGrace: -1},
+		created:     t0.Add(-time.Second),
+		wantActions: unpin(a, b, c),
+	}, {
+		name:        "a shorter grace",
+		cfg:         Config{UnpinGrace: 30 * time.Second},
+		created:     t0.Add(-10 * time.Second),
+		wantRequeue: 20 * time.Second,
+	}, {
+		name:        "an OS staging due with its reserve: kept",
+		created:     t0.Add(-time.Second),
+		stagingDue:  true,
+		wantRequeue: DefaultUnpinGrace - time.Second,
+	}, {
+		name:        "an OS staging due and short of its reserve: unpinned",
+		created:     t0.Add(-time.Second),
+		stagingDue:  true,
+		fs:          short,
+		wantActions: unpin(a, b, c),
+	}, {
+		name:        "short of the reserve but no staging due: kept",
+		created:     t0.Add(-time.Second),
+		fs:          short,
+		wantRequeue: DefaultUnpinGrace - time.Second,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := tc.fs
+			if fs == (Space{}) {
+				fs = roomy
+			}
+			obs := Observation{Images: onNode, Fs: fs, Pin: own, RecordCreated: tc.created, Reported: tc.reported, StagingDue: tc.stagingDue, StagingReserve: 4 * gi}
+			actions, _, requeue := New(tc.cfg).Step(t0, tc.sets, nil, obs)
+			if diff := cmp.Diff(tc.wantActions, actions); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			if requeue != tc.wantRequeue {
+				t.Errorf("requeue %v, want %v", requeue, tc.wantRequeue)
+			}
+		})
 	}
 }

@@ -64,6 +64,9 @@ type Env struct {
 	ControlPlane bool
 	// StagingDue is Observation.StagingDue.
 	StagingDue bool
+	// RecordCreated is Observation.RecordCreated: the creationTimestamp
+	// of the BootcNode whose sets the Sync is given.
+	RecordCreated time.Time
 }
 
 // Defaults of the Runner.
@@ -136,11 +139,15 @@ type pull struct {
 }
 
 // Sync observes the image service, decides with Step and starts or
-// cancels pulls. current is the stored progress; after its first Sync the
-// Runner uses the progress it returned last instead, since the daemon's
-// read of its BootcNode may lag its own writes. It returns the progress to
-// report and the requeue (0: none needed). An error (the runtime did not
-// answer) leaves everything as it was.
+// cancels pulls. current is the stored progress of the BootcNode whose
+// sets are given (its status, or the daemon's last write of it); after
+// its first Sync the Runner uses the progress it returned last instead,
+// since the daemon's read of its BootcNode may lag its own writes. current
+// still tells Step which images that record's sets listed
+// (Observation.Reported): the progress the Runner returned last may be an
+// earlier record's. It returns the progress to report and the requeue (0:
+// none needed). An error (the runtime did not answer) leaves everything as
+// it was.
 //
 // When Step removes images (Env.StagingDue), Sync observes and steps again,
 // at most ReclaimRounds times, until Step removes no more: a removal frees
@@ -164,6 +171,7 @@ func (r *Runner) Sync(ctx context.Context, now time.Time, sets []v1alpha1.NodePi
 const ReclaimRounds = 8
 
 func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, env Env) (progress []v1alpha1.PinnedSetProgress, requeue time.Duration, again bool, err error) {
+	stored := current // the record's own report (Observation.Reported)
 	r.mu.Lock()
 	r.init()
 	var pulling map[string]int32 // nil when no pull runs: only read
@@ -191,6 +199,8 @@ func (r *Runner) syncOnce(ctx context.Context, now time.Time, sets []v1alpha1.No
 		StagingReserve: env.StagingReserve,
 		ControlPlane:   env.ControlPlane,
 		StagingDue:     env.StagingDue,
+		RecordCreated:  env.RecordCreated,
+		Reported:       stored,
 	}
 	pinner, _ := r.Images.(Pinner)
 	if pinner != nil {

@@ -370,3 +370,103 @@ func TestRunnerGo(t *testing.T) {
 	}
 	r.Wait()
 }
+
+// fakePinner is fakeImages with containerd's pins (Pinner).
+type fakePinner struct {
+	*fakeImages
+	pins []string // bootroll's, sorted
+	log  []string
+}
+
+func (p *fakePinner) PinState(context.Context) (bool, string, []string, error) {
+	return true, "", slices.Clone(p.pins), nil
+}
+
+func (p *fakePinner) Pinned(_ context.Context, ref string) (bool, error) {
+	return slices.Contains(p.pins, ref), nil
+}
+
+func (p *fakePinner) Pin(_ context.Context, ref string) error {
+	p.log = append(p.log, "pin "+ref)
+	if !slices.Contains(p.pins, ref) {
+		p.pins = append(p.pins, ref)
+		slices.Sort(p.pins)
+	}
+	return nil
+}
+
+func (p *fakePinner) Unpin(_ context.Context, ref string) error {
+	p.log = append(p.log, "unpin "+ref)
+	p.pins = slices.DeleteFunc(p.pins, func(s string) bool { return s == ref })
+	return nil
+}
+
+// TestRunnerKeepsPinsOfARecordJustMade: a BootcNode made again (deleted
+// and created, its node back in its pool) carries no sets at first; the
+// daemon's pass on it keeps the images it pinned for the old record, and
+// once the PinnedImageSet controller writes the set back nothing was
+// unpinned or pinned again. An image the new record's set listed and
+// drops is unpinned at once; one the new record's sets never list stays
+// pinned until the record's UnpinGrace ends. current is what the daemon
+// passes: the new record's stored progress, empty until it writes one.
+func TestRunnerKeepsPinsOfARecordJustMade(t *testing.T) {
+	a, b, c := img(1), img(2), img(3)
+	f := newFakeImages()
+	f.present[a], f.present[b], f.present[c] = true, true, true
+	p := &fakePinner{fakeImages: f}
+	r := &Runner{Images: p}
+	ctx := context.Background()
+
+	old := Env{RecordCreated: t0.Add(-time.Hour)}
+	if _, _, err := r.Sync(ctx, t0, []v1alpha1.NodePinnedImageSet{pset("web", 1, a, b, c)}, nil, old); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pin " + a, "pin " + b, "pin " + c}; !slices.Equal(p.log, want) {
+		t.Fatalf("on the old record: %v, want %v", p.log, want)
+	}
+	p.log = nil
+
+	// The record is made again at t0+10s; the daemon's first pass finds
+	// no sets in it, and no progress of its own on it.
+	made := Env{RecordCreated: t0.Add(10 * time.Second)}
+	_, requeue, err := r.Sync(ctx, t0.Add(10*time.Second), nil, nil, made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.log) != 0 || !slices.Equal(p.pins, []string{a, b, c}) {
+		t.Errorf("first pass on the new record: %v, pins %v; want none, all kept", p.log, p.pins)
+	}
+	if requeue != DefaultUnpinGrace {
+		t.Errorf("requeue %v, want the grace (%v)", requeue, DefaultUnpinGrace)
+	}
+	// The set is written back a second later, without c (changed while
+	// the node was away).
+	sets := []v1alpha1.NodePinnedImageSet{pset("web", 2, a, b)}
+	stored, requeue, err := r.Sync(ctx, t0.Add(11*time.Second), sets, nil, made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.log) != 0 || stored[0].Present != 2 || !stored[0].Images[0].Pinned || !stored[0].Images[1].Pinned {
+		t.Errorf("with the set back: %v, %+v; want no pin or unpin, both present and pinned", p.log, stored)
+	}
+	if requeue != DefaultUnpinGrace-time.Second {
+		t.Errorf("requeue %v, want the rest of the grace (%v) for c", requeue, DefaultUnpinGrace-time.Second)
+	}
+
+	// The set drops b: this record's set listed it, so it goes at once;
+	// c, which this record never listed, waits for the grace.
+	sets = []v1alpha1.NodePinnedImageSet{pset("web", 3, a)}
+	if _, _, err := r.Sync(ctx, t0.Add(12*time.Second), sets, stored, made); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"unpin " + b}; !slices.Equal(p.log, want) || !slices.Equal(p.pins, []string{a, c}) {
+		t.Errorf("b dropped by the record's set: %v, pins %v; want %v, a and c kept", p.log, p.pins, want)
+	}
+	p.log = nil
+	if _, _, err := r.Sync(ctx, t0.Add(10*time.Second+DefaultUnpinGrace), sets, stored, made); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"unpin " + c}; !slices.Equal(p.log, want) || !slices.Equal(p.pins, []string{a}) {
+		t.Errorf("when the grace ends: %v, pins %v; want %v, a kept", p.log, p.pins, want)
+	}
+}
