@@ -60,11 +60,20 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 			if reason != "" {
 				// The failure goes on the pool before the record goes:
 				// the record made again must not be ordered into the
-				// image its node failed.
-				if err := r.recordPoolFailure(ctx, s, image, reason, msg); err != nil {
+				// image its node failed. It is said on the record once,
+				// with the pool's write, as the pool's own event is:
+				// the finalize is tried again until the release lands
+				// (every second under API errors: ConflictRetry), and
+				// each try said it again (bootcnode-deleted-mid-reboot-
+				// release-retry-under-api-errors: eight BootFailed
+				// events for workers-2 in 12 s).
+				first, err := r.recordPoolFailure(ctx, s, image, reason, msg)
+				if err != nil {
 					return reconcile.Result{}, err
 				}
-				r.event(&bn, corev1.EventTypeWarning, reason, "%s", msg)
+				if first {
+					r.event(&bn, corev1.EventTypeWarning, reason, "%s", msg)
+				}
 			}
 		}
 		if wait, err := r.release(ctx, s, "Released", "the record is being deleted: bootroll undid what it did to the Node"); err != nil || wait > 0 {
@@ -89,6 +98,7 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
 		return wait, r.keepUntilSettled(ctx, s)
 	}
+	read := s.orig // the record as read: patchStatus replaces s.orig
 	ro := &s.bn.Status.Rollout
 	leaving := rollout.HoldsSlot(s.bn.Status.Phase)
 	if leaving {
@@ -123,7 +133,10 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 	if err := r.patchStatus(ctx, s); err != nil {
 		return 0, err
 	}
-	if s.node != nil {
+	if s.node != nil && recordDiffers(read, s.bn) {
+		// Said by the pass whose writes gave the Node back, not again by
+		// one that finds them written: a finalizer whose removal failed
+		// is tried again, and each try said it again.
 		r.event(s.bn, corev1.EventTypeNormal, reason, "%s", msg)
 	}
 	return 0, nil

@@ -428,7 +428,7 @@ func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Re
 		// It booted the pool's target in its slot and is still
 		// down: a failure of that target, which the pool counts
 		// (its halt) as any other, not a node that just left.
-		if err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
+		if _, err := r.recordPoolFailure(ctx, s, bn.Spec.DesiredImage, "HealthTimeout", msg); err != nil {
 			return reconcile.Result{}, err
 		}
 		ro.FailedImage = bn.Spec.DesiredImage
@@ -604,7 +604,7 @@ func (r *Reconciler) notReadyOnTarget(ctx context.Context, s *nodeStep) (failed 
 		return false, min(left, rollout.VerifyPoll), nil
 	}
 	msg := fmt.Sprintf("node runs %s but has been NotReady since %s, longer than healthTimeout %s", target, since.UTC().Format(time.RFC3339), timeout)
-	if err := r.recordPoolFailure(ctx, s, target, "NotReadyOnTarget", msg); err != nil {
+	if _, err := r.recordPoolFailure(ctx, s, target, "NotReadyOnTarget", msg); err != nil {
 		return false, 0, err
 	}
 	ro.FailedImage = target
@@ -1017,7 +1017,7 @@ func (r *Reconciler) fail(ctx context.Context, s *nodeStep, reason, msg string) 
 		image, reason = bn.Status.Rollout.FailedImage, "RollbackFailed"
 		msg = "rollback failed: " + msg
 	}
-	if err := r.recordPoolFailure(ctx, s, image, reason, msg); err != nil {
+	if _, err := r.recordPoolFailure(ctx, s, image, reason, msg); err != nil {
 		return err
 	}
 	// Counted only once written: a conflicting write is retried.
@@ -1209,24 +1209,33 @@ func (r *Reconciler) leftPool(ctx context.Context, s *nodeStep, p *v1alpha1.Boot
 // status.failures (read from the API server, written under its
 // resourceVersion). The node reconciler is that field's one writer; once
 // maxFailures failures are written, the pool counts as halted
-// (rollout.HaltedFor) and its reconciler records the halt.
-func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) error {
+// (rollout.HaltedFor) and its reconciler records the halt. first is
+// false when the pool already held the failure (an earlier try wrote
+// it): a caller that says the failure on the record too says it once, as
+// the pool's own event is (finalize). It is true when this call wrote it,
+// and when the pool keeps no such failure (gone, or image is not its
+// target): nothing records it then but the event.
+func (r *Reconciler) recordPoolFailure(ctx context.Context, s *nodeStep, image, reason, msg string) (first bool, err error) {
 	if r.opts.TestOnly.HaltFromLiveRecords {
-		return nil // the old behaviour: the failure lives on the record only
+		return true, nil // the old behaviour: the failure lives on the record only
 	}
 	var p v1alpha1.BootcNodePool
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.bn.Spec.Pool}, &p); err != nil {
-		return client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
 	}
+	first = image != p.Status.TargetImage || rollout.FailureOf(&p.Status, s.bn.Name, image) == nil
 	before := p.DeepCopy()
 	if !rollout.NoteFailure(&p.Status, rollout.FailureAt(s.bn.Name, image, reason, msg, s.now)) {
-		return nil
+		return first, nil
 	}
 	if err := r.client.Status().Patch(ctx, &p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("record the failure of %s on pool %s: %w", s.bn.Name, p.Name, err)
+		return false, fmt.Errorf("record the failure of %s on pool %s: %w", s.bn.Name, p.Name, err)
 	}
 	r.event(&p, corev1.EventTypeWarning, reason, "node %s failed %s: %s", s.bn.Name, image, msg)
-	return nil
+	return first, nil
 }
 
 // dropStaleFailures removes the failures of an earlier target from the
@@ -1832,8 +1841,7 @@ func phaseNote(p v1alpha1.NodePhase, img string) string {
 // rollout record) with an optimistic lock, so a decision made on a stale
 // read is never written.
 func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
-	if s.orig.Status.Phase == s.bn.Status.Phase &&
-		apiequality.Semantic.DeepEqual(s.orig.Status.Rollout, s.bn.Status.Rollout) {
+	if !recordDiffers(s.orig, s.bn) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, s.bn, patch.Record(s.orig)); err != nil {
@@ -1841,6 +1849,12 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 	}
 	s.orig = recordOf(s.bn)
 	return nil
+}
+
+// recordDiffers reports whether bn's phase or rollout record differs from
+// orig's: what a record write (patchStatus) would change.
+func recordDiffers(orig, bn *v1alpha1.BootcNode) bool {
+	return orig.Status.Phase != bn.Status.Phase || !apiequality.Semantic.DeepEqual(orig.Status.Rollout, bn.Status.Rollout)
 }
 
 // recordOf copies what a record patch (recordPatch) diffs against and
