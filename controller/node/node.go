@@ -59,16 +59,23 @@ type nodeStep struct {
 	// pool is shared with the cache (sharedPool): read it, never change it.
 	pool *v1alpha1.BootcNodePool
 	now  time.Time
-	// recorded, when set, runs once finish has written the new phase
-	// (the outcome's event and metric: said once, when it is durable,
-	// even if a later write of the same finish fails and is retried).
-	recorded func()
+	// recorded runs once the record write that carries this pass's
+	// edits lands (patchStatus; finish's write of the new phase): the
+	// outcome's events and metrics, said once, when it is durable, and
+	// not by each try whose write fails and is retried, nor lost when a
+	// later write of the same pass fails (onRecorded).
+	recorded []func()
 }
 
-// phaseRecorded runs s.recorded once.
+// onRecorded has f run once the step's next record write lands: an event
+// that announces an edit of the record not written yet.
+func (s *nodeStep) onRecorded(f func()) { s.recorded = append(s.recorded, f) }
+
+// phaseRecorded runs what waits for the record write (s.recorded) once.
 func (s *nodeStep) phaseRecorded() {
-	if f := s.recorded; f != nil {
-		s.recorded = nil
+	fs := s.recorded
+	s.recorded = nil
+	for _, f := range fs {
 		f()
 	}
 }
@@ -432,7 +439,12 @@ func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Re
 			return reconcile.Result{}, err
 		}
 		ro.FailedImage = bn.Spec.DesiredImage
-		r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg)
+		// Said once the verdict is written, and not again by a release
+		// resumed on a record that says it already: said first, each
+		// try whose write failed said it again.
+		if o := s.orig.Status; o.Phase != v1alpha1.PhaseFailed || o.Rollout.Reason != "HealthTimeout" {
+			s.onRecorded(func() { r.event(bn, corev1.EventTypeWarning, "HealthTimeout", "%s", msg) })
+		}
 		return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhaseFailed, "HealthTimeout", msg, false)
 	}
 	return reconcile.Result{}, r.finish(ctx, s, v1alpha1.PhasePending, "LeftPool", "node left its pool during the update", false)
@@ -724,7 +736,12 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 		// it was down on v2-bad, then set back to v1 by an operator; the
 		// node stayed down and the rollout stalled on it).
 		ro.FailedImage = left
-		r.event(s.bn, corev1.EventTypeWarning, "DownOnLeftImage", "not Ready on %s, which the pool no longer targets; it may take a slot for %s while down", left, target)
+		// Said once written (outside a slot, by the step's own write):
+		// said first, a write that failed left the record as it was,
+		// and the retry said it again.
+		s.onRecorded(func() {
+			r.event(s.bn, corev1.EventTypeWarning, "DownOnLeftImage", "not Ready on %s, which the pool no longer targets; it may take a slot for %s while down", left, target)
+		})
 	}
 	ro.TargetImage = target
 	ro.Failures = 0
@@ -793,11 +810,17 @@ func (r *Reconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, 
 			return reconcile.Result{}, err
 		}
 	}
-	if err := r.recordAdminUncordon(ctx, s); err != nil {
+	recordoned, err := r.recordAdminUncordon(ctx, s)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := r.cordon(ctx, s); err != nil {
 		return reconcile.Result{}, err
+	}
+	if recordoned {
+		// Said once the cordon is back: said first, a cordon that failed
+		// left the node uncordoned, and the retry said it again.
+		r.event(s.bn, corev1.EventTypeWarning, "Recordoned", "the node was uncordoned during its drain: cordoned again until its update, and left uncordoned after it")
 	}
 	if r.protects(s) {
 		if err := r.protectClaim(ctx, s); err != nil {
@@ -835,11 +858,16 @@ func (r *Reconciler) drain(ctx context.Context, s *nodeStep) (reconcile.Result, 
 		ro.RetryAfter = &metav1.Time{Time: s.now.Add(d.Backoff)}
 		msg := fmt.Sprintf("drain did not finish within %s (%d pod(s) left; blocked: %s); retry after %s",
 			timeout, res.Remaining, blockedMessage(res.Blocked), d.Backoff)
-		r.observe(s, "drain", d.Took, "timeout")
-		if r.metrics != nil {
-			r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
-		}
-		r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
+		// Said and counted once the slot's end is written: a write that
+		// failed left the record Draining, and the retry timed the drain
+		// out again.
+		s.onRecorded(func() {
+			r.observe(s, "drain", d.Took, "timeout")
+			if r.metrics != nil {
+				r.metrics.Failures.WithLabelValues(s.bn.Spec.Pool, "DrainTimeout").Inc()
+			}
+			r.event(s.bn, corev1.EventTypeWarning, "DrainTimeout", "%s", msg)
+		})
 		return reconcile.Result{RequeueAfter: d.Backoff}, r.finish(ctx, s, v1alpha1.PhasePending, "DrainTimeout", msg, false)
 	}
 	if d.MarkBlocked {
@@ -920,10 +948,10 @@ func (r *Reconciler) verify(ctx context.Context, s *nodeStep) (reconcile.Result,
 		// retried, and the retry must not count twice; a later write of
 		// the same finish that fails must not lose it either (the retry
 		// finds the phase written and only gives the Node back).
-		s.recorded = func() {
+		s.onRecorded(func() {
 			r.observe(s, "reboot", d.Took, "ok")
 			r.event(bn, corev1.EventTypeNormal, reason, "%s", msg)
-		}
+		})
 		return reconcile.Result{}, r.finish(ctx, s, phase, reason, msg, !bn.Spec.RollingBack())
 	case rollout.VerifyBootFailed:
 		return reconcile.Result{}, r.fail(ctx, s, "BootFailed", fmt.Sprintf("node came back on %s: %s", booted, bn.Status.Daemon.LastError))
@@ -1120,6 +1148,7 @@ func (r *Reconciler) freshRecord(ctx context.Context, s *nodeStep) (bool, error)
 		return false, fmt.Errorf("re-read BootcNode %s: %w", s.bn.Name, err)
 	}
 	s.bn, s.orig = &fresh, recordOf(&fresh)
+	s.recorded = nil // the edits they announce are dropped
 	return true, nil
 }
 
@@ -1182,7 +1211,9 @@ func (r *Reconciler) haltedOn(ctx context.Context, s *nodeStep, p *v1alpha1.Boot
 	// Retry no sooner than the slot was given, so the pool drops it.
 	ro.RetryAfter = &metav1.Time{Time: s.now.Add(rollout.BackoffBase)}
 	msg := fmt.Sprintf("the pool halted on %s: slot given back before the reboot", s.bn.Status.Rollout.TargetImage)
-	r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg)
+	// Said once the slot's end is written: a write that failed left the
+	// record in its slot, and the retry gave it back again.
+	s.onRecorded(func() { r.event(s.bn, corev1.EventTypeWarning, "Halted", "%s", msg) })
 	return true, r.finish(ctx, s, v1alpha1.PhasePending, "Halted", msg, false)
 }
 
@@ -1275,28 +1306,28 @@ func (r *Reconciler) patchSpec(ctx context.Context, s *nodeStep, mutate func(*v1
 // bootroll's cordon. That uncordon is now the cordon state the node is
 // given back with, so a cordon found before the slot is forgotten; the
 // drain then cordons the node again (cordon), so that no pod lands on it
-// before its reboot, and says so. The Node is read afresh first, as a
-// cached one may show such a state from an earlier slot.
-func (r *Reconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) error {
+// before its reboot, and says so once that cordon is written (found). The
+// Node is read afresh first, as a cached one may show such a state from
+// an earlier slot.
+func (r *Reconciler) recordAdminUncordon(ctx context.Context, s *nodeStep) (found bool, err error) {
 	ro := &s.bn.Status.Rollout
 	if !rollout.UncordonedUnderMarker(s.node, s.bn.Spec.Pool) {
-		return nil
+		return false, nil
 	}
 	var fresh corev1.Node
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: s.node.Name}, &fresh); err != nil {
-		return fmt.Errorf("re-read node %s: %w", s.node.Name, err)
+		return false, fmt.Errorf("re-read node %s: %w", s.node.Name, err)
 	}
 	if !rollout.UncordonedUnderMarker(&fresh, s.bn.Spec.Pool) {
-		return nil
+		return false, nil
 	}
 	if ro.PriorUnschedulable == nil || *ro.PriorUnschedulable {
 		ro.PriorUnschedulable = ptr.To(false)
 		if err := r.patchStatus(ctx, s); err != nil {
-			return err
+			return false, err
 		}
 	}
-	r.event(s.bn, corev1.EventTypeWarning, "Recordoned", "the node was uncordoned during its drain: cordoned again until its update, and left uncordoned after it")
-	return nil
+	return true, nil
 }
 
 // cordon makes sure the Node is cordoned with bootroll's slot marker, in
@@ -1462,6 +1493,7 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 			return err
 		}
 	}
+	uncordoned := false
 	if ro.Cordoned && !r.opts.TestOnly.SkipUncordon {
 		if !read {
 			var err error
@@ -1472,7 +1504,7 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 		if err := r.uncordonNode(ctx, s, fresh, keep); err != nil {
 			return err
 		}
-		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
+		uncordoned = true
 	}
 	if !r.opts.TestOnly.SkipUncordon {
 		ro.Cordoned = false
@@ -1482,6 +1514,12 @@ func (r *Reconciler) finish(ctx context.Context, s *nodeStep, phase v1alpha1.Nod
 	// a node that is neither cordoned nor in a slot phase (slotInUse).
 	if err := r.patchStatus(ctx, s); err != nil {
 		return err
+	}
+	if uncordoned {
+		// Said once the record no longer says cordoned: said when the
+		// Node was written, a record write that then failed had the
+		// retry, which finds the Node given back, say it again.
+		r.event(bn, corev1.EventTypeNormal, "Uncordoned", "restored the cordon state the node had before the update")
 	}
 	s.phaseRecorded()
 	// The startup taint goes last: a crash before it leaves a node that
@@ -1636,8 +1674,17 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 		return 0, err
 	}
 	ro.AddedAnnotations, ro.ProtectUntil = nil, nil
+	if err := r.patchStatus(ctx, s); err != nil {
+		return 0, err
+	}
+	// Said once the record no longer lists the protection: said first,
+	// each pass on a cache that did not show that write yet found the
+	// Node given back, said it again and lost its write to a conflict,
+	// one a second (ConflictRetry), as did each retry of a write that
+	// failed (seed 176610's regression, stale profile: nine
+	// ProtectionEnded events for kp-0 from 43m23s).
 	r.event(s.bn, corev1.EventTypeNormal, "ProtectionEnded", "removed the Karpenter protection bootroll added")
-	return 0, r.patchStatus(ctx, s)
+	return 0, nil
 }
 
 // keepUntilSettled keeps the protection of a node that bootroll gives
@@ -1839,7 +1886,8 @@ func phaseNote(p v1alpha1.NodePhase, img string) string {
 
 // patchStatus writes the controller's part of the status (phase and
 // rollout record) with an optimistic lock, so a decision made on a stale
-// read is never written.
+// read is never written. What waits for the write (s.recorded) runs once
+// it lands.
 func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 	if !recordDiffers(s.orig, s.bn) {
 		return nil
@@ -1848,6 +1896,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 		return fmt.Errorf("record %s on BootcNode %s: %w", s.bn.Status.Phase, s.bn.Name, err)
 	}
 	s.orig = recordOf(s.bn)
+	s.phaseRecorded()
 	return nil
 }
 

@@ -154,7 +154,7 @@ func TestFinishLeavesTheSlotOnTheRecordFirst(t *testing.T) {
 			r := NewReconciler(cl, options.Options{})
 			s := stepOf(t, cl, pool, now)
 			told := 0
-			s.recorded = func() { told++ }
+			s.onRecorded(func() { told++ })
 			err := r.finish(context.Background(), s, v1alpha1.PhaseUpdated, "Updated", "test", true)
 			if (err != nil) != (c.failRecord || c.failNode) {
 				t.Fatalf("finish: %v", err)

@@ -98,6 +98,7 @@ func (r *Reconciler) takeSlot(ctx context.Context, s *nodeStep, slot v1alpha1.Sl
 		log.FromContext(ctx).V(1).Info("slot not taken up yet", "node", s.node.Name, "reason", d.Skip)
 		s.bn.Status.Phase = s.orig.Status.Phase
 		s.orig.Status.Rollout.DeepCopyInto(&s.bn.Status.Rollout)
+		s.recorded = nil // the edits they announce are undone
 		return reconcile.Result{RequeueAfter: d.Wait}, nil
 	}
 	for _, w := range d.Writes {
