@@ -178,6 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	// 1. Target digest.
+	resolvedFrom := st.TargetImage
 	resolveErr := r.resolveTarget(ctx, &pool, now)
 	if !imageref.IsDigest(string(pool.Spec.Image)) {
 		wake(rollout.ResolveInterval)
@@ -365,8 +366,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		r.wrote[pool.Name] = wroteStatus{uid: pool.UID, status: *pool.Status.DeepCopy()}
 		r.mu.Unlock()
-		// Once written: a reason the rollout stopped moving for is also
-		// an Event, so `kubectl describe` and event exporters show it.
+		// Once written: a tag resolved to a new digest is said by the
+		// pass whose write records it. Said at the resolution, each pass
+		// on a cache that did not show the write yet resolved the tag
+		// again, said it again and lost its write to a conflict (the
+		// seed 120245 regression of cluster-halt-lifted-by-node-delete-
+		// karpenter, stale profile: fourteen Resolved events for one
+		// digest in the first 19 s).
+		if !imageref.IsDigest(string(pool.Spec.Image)) && st.TargetImage != resolvedFrom {
+			r.event(&pool, corev1.EventTypeNormal, "Resolved", "%s resolved to %s", pool.Spec.Image, st.TargetImage)
+		}
+		// A reason the rollout stopped moving for is also an Event, so
+		// `kubectl describe` and event exporters show it.
 		for _, e := range rollout.StuckEvents(orig.Status.Conditions, st.Conditions) {
 			r.event(&pool, corev1.EventTypeWarning, e.Reason, "%s", e.Message)
 		}
@@ -458,9 +469,8 @@ func (r *Reconciler) resolveTarget(ctx context.Context, pool *v1alpha1.BootcNode
 	if err != nil {
 		return err
 	}
-	if ref != st.TargetImage {
-		r.event(pool, corev1.EventTypeNormal, "Resolved", "%s resolved to %s", img, ref)
-	}
+	// A new digest is said once the status that records it is written
+	// (Reconcile).
 	setTarget(st, ref, &metav1.Time{Time: now}, now)
 	return nil
 }
