@@ -50,7 +50,7 @@ func (r *Reconciler) finalize(ctx context.Context, seen *v1alpha1.BootcNode) (re
 		case !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
-		if ok, _ := rollout.BootOrderSettled(s.view()); ok {
+		if ok, _ := rollout.BootOrderSettledWith(s.view(), r.opts.TestOnly); ok {
 			image, reason, msg, wait := failedAfterLeaving(s, "its record was deleted")
 			if wait {
 				// Back from the reboot, but its daemon has not said what
@@ -95,7 +95,7 @@ func (r *Reconciler) release(ctx context.Context, s *nodeStep, reason, msg strin
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return 0, err
 	}
-	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
+	if ok, wait := rollout.BootOrderSettledWith(s.view(), r.opts.TestOnly); !ok {
 		return wait, r.keepUntilSettled(ctx, s)
 	}
 	read := s.orig // the record as read: patchStatus replaces s.orig

@@ -423,7 +423,7 @@ func (r *Reconciler) releaseLeft(ctx context.Context, s *nodeStep) (reconcile.Re
 	if err := r.withdrawBootOrder(ctx, s); err != nil {
 		return reconcile.Result{}, err
 	}
-	if ok, wait := rollout.BootOrderSettled(s.view()); !ok {
+	if ok, wait := rollout.BootOrderSettledWith(s.view(), r.opts.TestOnly); !ok {
 		return reconcile.Result{RequeueAfter: wait}, r.keepUntilSettled(ctx, s)
 	}
 	// Read after the withdrawal, which replaces the step's record: an

@@ -298,8 +298,18 @@ func OnOrderedImage(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 // reboot from 22 s to 12m22s, was given back at 10m36s, when the pool went
 // back to v1, and Karpenter repaired it at 10m40s).
 func BootOrderSettled(v NodeView) (ok bool, wait time.Duration) {
+	return BootOrderSettledWith(v, TestOnly{})
+}
+
+// BootOrderSettledWith is BootOrderSettled with the controller's TestOnly
+// settings: SettleOnOrderedAt brings back the behaviour before explorer
+// seed 176610 (the order is the one for the desired image only, OrderedAt).
+func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) {
 	bn := v.Record
 	at := RebootClock(bn)
+	if t.SettleOnOrderedAt {
+		at = OrderedAt(bn)
+	}
 	if at == nil || v.Node == nil {
 		return true, 0
 	}

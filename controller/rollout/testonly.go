@@ -70,4 +70,11 @@ type TestOnly struct {
 	// never failed on it, is retargeted as a healthy one and can take no
 	// slot while down, so nothing brings it back.
 	ForgetDownOnLeft bool
+	// SettleOnOrderedAt is the behaviour before explorer seed 176610 of
+	// cluster-repair-during-slow-reboot: BootOrderSettled waits only on
+	// the order for the desired image (OrderedAt), not on a voided one
+	// whose reboot the daemon has not reported from (RebootClock), so the
+	// release of a record deleted mid-reboot gives the node back, still
+	// down in that reboot, as soon as the pool's image changes.
+	SettleOnOrderedAt bool
 }

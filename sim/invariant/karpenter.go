@@ -167,12 +167,65 @@ func (c *Checker) Exceptions() []Violation {
 // (explorer seed 112337 of cluster-node-churn: the controller crashed
 // between the release's Node write and the record's, and Karpenter
 // consolidated the empty node meanwhile).
+//
+// And, whatever its record and markers say, a node in a reboot bootroll's
+// daemon asked for holds its slot until it is back (inAskedReboot): DESIGN.md
+// section 4 has Karpenter never reap a node in the middle of a bootroll
+// update, and section 3 frees the slot only after the node came back
+// healthy or healthTimeout passed. A release that gives a node back down
+// in that reboot before then (explorer seed 176610 of
+// cluster-repair-during-slow-reboot: the record deleted mid-reboot, the
+// pool's image changed, the finalizer settled the voided order and wrote
+// the record Pending, and Karpenter repaired kp-0 still down) leaves it
+// to Karpenter mid-update.
 func (c *Checker) inSlot(node string) bool {
 	n := c.world.Node(node)
 	if n == nil || !n.Exists {
 		return false
 	}
-	return n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting))
+	return n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting)) || c.inAskedReboot(n)
+}
+
+// inAskedReboot reports whether n is in a reboot bootroll's daemon asked
+// for (askedReboot) that bootroll may not give it back in yet: less than
+// the healthTimeout of the pool its record named at the request (its spec
+// as the API server has it, last seen for a pool deleted since; the API's
+// default 15m without one) since the request, and before the cap of a
+// cleanup someone else started meanwhile (a pool or record deleted, the
+// node relabelled out: cleanup makes bootroll give the node back by then).
+// A reboot bootroll did not ask for (a crash, a power cycle) is not one.
+func (c *Checker) inAskedReboot(n *Node) bool {
+	a := &n.asked
+	if !a.on {
+		return false
+	}
+	now := c.now()
+	return now.Before(c.askedRebootUntil(n)) && (a.cleanupBy.IsZero() || now.Before(a.cleanupBy))
+}
+
+// askedNote says, for a node that holds its slot only by the reboot
+// bootroll asked for, which reboot, for a violation's message.
+func (c *Checker) askedNote(node string) string {
+	n := c.world.Node(node)
+	if n == nil || n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting)) || !c.inAskedReboot(n) {
+		return ""
+	}
+	record := "its BootcNode gone"
+	if n.HasBootcNode {
+		record = fmt.Sprintf("its BootcNode %s", n.Phase)
+	}
+	return fmt.Sprintf(" (no slot marker, %s, but still in the reboot bootroll's daemon asked for at %s: bootroll may not give it back before it is back or its pool's healthTimeout, %s, has passed)",
+		record, n.asked.at.Sub(c.start), c.askedRebootUntil(n).Sub(n.asked.at))
+}
+
+// askedRebootUntil is when bootroll may give back a node still down in
+// the reboot it asked for: the request plus its pool's healthTimeout.
+func (c *Checker) askedRebootUntil(n *Node) time.Time {
+	timeout := defaultHealthTimeout
+	if p := c.world.pools[n.asked.pool]; p != nil {
+		timeout = p.HealthTimeout
+	}
+	return n.asked.at.Add(timeout)
 }
 
 // KarpenterTrace takes one of the fake Karpenter's trace records (its
@@ -214,14 +267,14 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 				Message: fmt.Sprintf("NodeClaim of node %s expired while the node held a bootroll slot: Karpenter deletes it forcefully, without checking do-not-disrupt (documented, not preventable)", node)})
 			return
 		}
-		c.reapViolation(node, "disrupt", at, fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v) while it held a bootroll slot", node, details["method"], reason, details["decision"]))
+		c.reapViolation(node, "disrupt", at, fmt.Sprintf("Karpenter disrupted node %s (method %v, reason %s, decision %v) while it held a bootroll slot%s", node, details["method"], reason, details["decision"], c.askedNote(node)))
 	case "karpenter/repair":
 		if c.othersLiftedVeto(node, fakekarpenter.ReasonUnhealthy, now) {
 			return // as for its disrupt event above
 		}
 		ks.decided[node] = true
 		if c.inSlot(node) {
-			c.reapViolation(node, "repair", at, fmt.Sprintf("Karpenter repairs node %s (profile %v, unhealthy for %v) while it holds a bootroll slot", node, details["profile"], details["unhealthyFor"]))
+			c.reapViolation(node, "repair", at, fmt.Sprintf("Karpenter repairs node %s (profile %v, unhealthy for %v) while it holds a bootroll slot%s", node, details["profile"], details["unhealthyFor"], c.askedNote(node)))
 		}
 	case "karpenter/tainted":
 		if c.inSlot(node) && ks.decided[node] && !ks.expired[node] {

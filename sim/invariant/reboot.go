@@ -46,6 +46,7 @@ func (c *Checker) Reboot(node, from, to string) {
 	n := c.world.nodes[node]
 	if n != nil && n.Exists {
 		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
+		n.asked = askedReboot{on: true, at: now, pool: n.BootcPool, bootID: n.nodeBootID}
 		n.failedDown = false
 		n.rolledOff = rollOff{}
 		if p := c.world.Pool(n.BootcPool); p != nil && digestOf(to) != digestOf(from) &&

@@ -195,6 +195,12 @@ type Node struct {
 	// or is Ready with a new boot ID, or its BootcNode is Failed or
 	// RolledBack.
 	rebooting, rebootDown bool
+	// asked is the last reboot bootroll's daemon asked the host for, kept
+	// until the Node is back from it (as rebooting, but whatever the
+	// record says: a Failed or Pending record does not end it) or is
+	// deleted: no-reap-while-updating holds the node in its slot until
+	// then, at most its pool's healthTimeout (Checker.inAskedReboot).
+	asked askedReboot
 	// failedDown is set when a reboot bootroll asked for ends in Failed or
 	// RolledBack with the Node not Ready since (the failure policy counts
 	// it, not max-unavailable), until the Node is Ready again or is
@@ -235,6 +241,23 @@ type Node struct {
 	unavailIn *Pool   // the pool the node counts as unavailable in
 	// wasUnavailable is Unavailable() at the last updateUnavailable.
 	wasUnavailable bool
+}
+
+// askedReboot is a reboot bootroll's daemon asked a node's host for
+// (Checker.Reboot), until the Node is back from it: NotReady and Ready
+// again (down records the first half), or Ready on a boot ID other than
+// bootID, the one it had at the request. at is the request's time and
+// pool the pool the node's record named then, whose healthTimeout bounds
+// how long bootroll may keep a node that does not come back (DESIGN.md
+// section 3: it is Failed then, and given back). cleanupBy, when set, is
+// the cap the invariant cleanup puts on a reboot in progress after
+// someone else made bootroll give the node back (its pool or record
+// deleted, or the node relabelled out of its pool): bootroll must have
+// given it back by then, down or not.
+type askedReboot struct {
+	on, down      bool
+	at, cleanupBy time.Time
+	pool, bootID  string
 }
 
 // rollOff is a reboot of a node off its pool's target, or off the image
@@ -699,6 +722,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		w.setMarked(n, false, "")
 		n.Exists, n.Deleting = false, false
 		n.rebooting, n.rebootDown, n.failedDown = false, false, false
+		n.asked = askedReboot{}
 		n.rebootInto = rebootInto{}
 		n.touch = touch{}
 		n.churn = churnRecord{}
@@ -751,6 +775,14 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 			n.rebootDown = true
 		case n.rebootDown, n.nodeBootID != n.rebootBootID:
 			n.rebooting, n.rebootDown = false, false
+		}
+	}
+	if a := &n.asked; a.on {
+		switch {
+		case !n.Ready:
+			a.down = true
+		case a.down, n.nodeBootID != a.bootID:
+			*a = askedReboot{}
 		}
 	}
 	if n.Ready {

@@ -492,6 +492,13 @@ type TestOnly struct {
 	// (the pool stalls on it).
 	ForgetDownOnLeft bool `json:"forgetDownOnLeft,omitempty"`
 
+	// SettleOnOrderedAt lets the release of a record deleted mid-reboot
+	// call a boot order voided by a new desired image settled at once,
+	// though the node is still down in the reboot the daemon asked for
+	// it, so the node is given back mid-reboot; caught by
+	// no-reap-while-updating (with Karpenter repair).
+	SettleOnOrderedAt bool `json:"settleOnOrderedAt,omitempty"`
+
 	// FreeSlotBeforeVerify gives a node's reboot slot back as soon as its
 	// reboot is requested, before it is verified, so more nodes than
 	// maxUnavailable are down at once; caught by max-unavailable.

@@ -569,6 +569,7 @@ func testOnly(t scenario.TestOnly) rollout.TestOnly {
 		SkipHealthChecks:        t.SkipHealthChecks,
 		VerifyOnCache:           t.VerifyOnCache,
 		ForgetDownOnLeft:        t.ForgetDownOnLeft,
+		SettleOnOrderedAt:       t.SettleOnOrderedAt,
 		FreeSlotBeforeVerify:    t.FreeSlotBeforeVerify,
 		KeepBootOrder:           t.KeepBootOrder,
 		CountSlotsFromCache:     t.CountSlotsFromCache,
