@@ -593,3 +593,118 @@ func TestVetoLiftTimedFromTheControllersCache(t *testing.T) {
 		})
 	}
 }
+
+// TestNoReapNodeGivenBackMidReboot: bootroll gives node a back (marker
+// gone, record Pending) at 3m while it is still down in the reboot its
+// daemon asked for at 1m, and Karpenter repairs or disrupts it. The node
+// holds its slot until it is back or its pool's healthTimeout has passed
+// since the request, whatever its record says (explorer seed 176610 of
+// cluster-repair-during-slow-reboot: the release settled a voided order
+// and gave kp-0 back down; the judge before read Pending and was silent).
+// A reboot bootroll did not ask for (a crash), a node back from it, a
+// repair after healthTimeout, an expiry (the forceful exception), a Node
+// made again under the name, a repair just after someone else lifted
+// do-not-repair, and one past cleanup's cap after the record's or the
+// pool's deletion are not caught.
+func TestNoReapNodeGivenBackMidReboot(t *testing.T) {
+	deletePool := func(f *fixture) {
+		f.setPool(func(p *v1alpha1.BootcNodePool) { p.DeletionTimestamp = &metav1.Time{Time: f.now} })
+	}
+	for _, c := range []struct {
+		name string
+		// healthTimeout of the pool (0: the API's default, 15m).
+		healthTimeout time.Duration
+		crash         bool // the node goes down without bootroll's reboot request
+		back          bool // the node is Ready on a new boot at 4m (down again after)
+		deleteRecord  bool // the record is deleted at 30s, before the reboot request
+		reason        string
+		prep          func(f *fixture) // after the give-back
+		at            time.Duration    // of the repair or disruption
+		want, excused int
+	}{
+		// A repair is two events (repair, then the disruption), each
+		// judged.
+		{name: "repair mid-reboot after the give-back", at: 11 * time.Minute, want: 2},
+		{name: "emptiness mid-reboot after the give-back", reason: fakekarpenter.ReasonEmpty, at: 5 * time.Minute, want: 1},
+		{name: "repair after the default healthTimeout", at: 16*time.Minute + time.Second},
+		{name: "repair just before the default healthTimeout", at: 16*time.Minute - time.Second, want: 2},
+		{name: "repair after the pool's healthTimeout of 5m", healthTimeout: 5 * time.Minute, at: 7 * time.Minute},
+		{name: "repair within the pool's healthTimeout of 30m", healthTimeout: 30 * time.Minute, at: 20 * time.Minute, want: 2},
+		{name: "healthTimeout shortened to 5m after the request", prep: func(f *fixture) {
+			f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute} })
+		}, at: 7 * time.Minute},
+		{name: "node back from the reboot", back: true, at: 11 * time.Minute},
+		{name: "a crash, no reboot bootroll asked for", crash: true, at: 11 * time.Minute},
+		{name: "expiry mid-reboot", reason: fakekarpenter.ReasonExpired, at: 11 * time.Minute, excused: 1},
+		{name: "Node made again under its name", prep: func(f *fixture) {
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.nodes["a"].DeepCopy()})
+			f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: f.nodes["a"].DeepCopy()})
+		}, at: 11 * time.Minute},
+		{name: "repair 3ms after someone else lifted do-not-repair", prep: func(f *fixture) {
+			f.at(11*time.Minute - 3*time.Millisecond)
+			f.node("a", func(n *corev1.Node) { n.Annotations[v1alpha1.KarpenterDoNotRepair] = "true" })
+			f.c.World().SetIntendedAnnotation("a", v1alpha1.KarpenterDoNotRepair, false, f.now)
+			f.node("a", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotRepair) })
+		}, at: 11 * time.Minute},
+		{name: "record deleted at 30s, reboot at 1m, repair past the cleanup cap", deleteRecord: true, at: 15*time.Minute + 45*time.Second},
+		{name: "record deleted at 30s, reboot at 1m, repair within the cleanup cap", deleteRecord: true, at: 15*time.Minute + 15*time.Second, want: 2},
+		{name: "pool deleted at 3m, healthTimeout 40m, repair after it", healthTimeout: 40 * time.Minute, prep: deletePool, at: 41*time.Minute + time.Second},
+		{name: "pool deleted at 3m, healthTimeout 40m, repair within it", healthTimeout: 40 * time.Minute, prep: deletePool, at: 40 * time.Minute, want: 2},
+		{name: "pool gone at 3m, healthTimeout 40m, repair within it", healthTimeout: 40 * time.Minute, prep: func(f *fixture) {
+			deletePool(f)
+			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+		}, at: 40 * time.Minute, want: 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, nil, intstr.FromInt32(1), "a")
+			if c.healthTimeout > 0 {
+				f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.HealthTimeout = &metav1.Duration{Duration: c.healthTimeout} })
+			}
+			f.node("a", func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-1" })
+			f.slots(imgB, "a")
+			f.bn("a", phase(v1alpha1.PhaseDraining))
+			f.node("a", protect)
+			if c.deleteRecord {
+				// Its daemon read the order before the withdrawal.
+				f.at(30 * time.Second)
+				f.bn("a", func(b *v1alpha1.BootcNode) { b.DeletionTimestamp = &metav1.Time{Time: f.now} })
+			}
+			f.at(time.Minute)
+			if !c.crash {
+				f.c.Reboot("a", imgA, imgB)
+				f.bn("a", phase(v1alpha1.PhaseRebooting))
+			}
+			f.node("a", readyCond(false))
+			f.at(3 * time.Minute)
+			f.bn("a", phase(v1alpha1.PhasePending))
+			f.node("a", func(n *corev1.Node) {
+				n.Spec.Unschedulable = false
+				delete(n.Annotations, v1alpha1.AnnotationSlot)
+				delete(n.Annotations, v1alpha1.KarpenterDoNotRepair)
+				delete(n.Annotations, v1alpha1.KarpenterDoNotDisrupt)
+			})
+			f.slots(imgB)
+			if c.prep != nil {
+				c.prep(f)
+			}
+			if c.back {
+				f.at(4 * time.Minute)
+				f.node("a", func(n *corev1.Node) { readyCond(true)(n); n.Status.NodeInfo.BootID = "boot-2" })
+				f.node("a", readyCond(false)) // broken again later: not bootroll's reboot
+			}
+			reason := c.reason
+			if reason == "" {
+				reason = fakekarpenter.ReasonUnhealthy
+			}
+			f.at(c.at)
+			if reason == fakekarpenter.ReasonUnhealthy {
+				f.c.KarpenterTrace("karpenter/repair", "node/a", map[string]any{"profile": "v1.15", "unhealthyFor": "10m"}, f.now)
+			}
+			f.disrupt("a", reason, c.at)
+			f.want(scenario.InvNoReapWhileUpdating, c.want, c.name)
+			if got := len(f.c.Exceptions()); got != c.excused {
+				t.Errorf("%s: %d forceful exceptions, want %d", c.name, got, c.excused)
+			}
+		})
+	}
+}

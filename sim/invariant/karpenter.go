@@ -200,7 +200,7 @@ func (c *Checker) inAskedReboot(n *Node) bool {
 		return false
 	}
 	now := c.now()
-	return now.Before(c.askedRebootUntil(n)) && (a.cleanupBy.IsZero() || now.Before(a.cleanupBy))
+	return now.Before(c.askedRebootUntil(n)) && (n.cleanupFrom.IsZero() || now.Before(n.cleanupFrom.Add(c.cleanupRebootCap(n.cleanupPool))))
 }
 
 // askedNote says, for a node that holds its slot only by the reboot

@@ -413,12 +413,10 @@ func (c *Checker) strandDeadline(n *Node) (time.Time, bool) {
 
 // triggerCleanup starts the cleanup clock of a node bootroll has marked.
 func (c *Checker) triggerCleanup(n *Node, pool, why string, left bool) {
-	if a := &n.asked; a.on && n.Exists {
+	if n.Exists && n.cleanupFrom.IsZero() {
 		// A reboot in progress may hold the give-back up to the cleanup's
 		// cap from now, no longer (no-reap-while-updating's hold).
-		if by := c.now().Add(c.cleanupRebootCap(pool)); a.cleanupBy.IsZero() || by.Before(a.cleanupBy) {
-			a.cleanupBy = by
-		}
+		n.cleanupFrom, n.cleanupPool = c.now(), pool
 	}
 	if !n.Exists || !n.touch.active {
 		return

@@ -201,6 +201,14 @@ type Node struct {
 	// deleted: no-reap-while-updating holds the node in its slot until
 	// then, at most its pool's healthTimeout (Checker.inAskedReboot).
 	asked askedReboot
+	// cleanupFrom is when someone else first made bootroll give the node
+	// back (its pool or record deleted, the node relabelled out of its
+	// pool: Checker.triggerCleanup) since bootroll last marked it, for
+	// pool cleanupPool: the invariant cleanup has bootroll give it back
+	// by cleanup's cap from then, down in a reboot or not, and
+	// no-reap-while-updating's hold of a reboot in progress ends there.
+	cleanupFrom time.Time
+	cleanupPool string
 	// failedDown is set when a reboot bootroll asked for ends in Failed or
 	// RolledBack with the Node not Ready since (the failure policy counts
 	// it, not max-unavailable), until the Node is Ready again or is
@@ -249,15 +257,11 @@ type Node struct {
 // bootID, the one it had at the request. at is the request's time and
 // pool the pool the node's record named then, whose healthTimeout bounds
 // how long bootroll may keep a node that does not come back (DESIGN.md
-// section 3: it is Failed then, and given back). cleanupBy, when set, is
-// the cap the invariant cleanup puts on a reboot in progress after
-// someone else made bootroll give the node back (its pool or record
-// deleted, or the node relabelled out of its pool): bootroll must have
-// given it back by then, down or not.
+// section 3: it is Failed then, and given back).
 type askedReboot struct {
-	on, down      bool
-	at, cleanupBy time.Time
-	pool, bootID  string
+	on, down     bool
+	at           time.Time
+	pool, bootID string
 }
 
 // rollOff is a reboot of a node off its pool's target, or off the image
@@ -723,6 +727,7 @@ func (w *World) observeNode(t apiserver.EventType, o *corev1.Node, old *corev1.N
 		n.Exists, n.Deleting = false, false
 		n.rebooting, n.rebootDown, n.failedDown = false, false, false
 		n.asked = askedReboot{}
+		n.cleanupFrom, n.cleanupPool = time.Time{}, ""
 		n.rebootInto = rebootInto{}
 		n.touch = touch{}
 		n.churn = churnRecord{}
@@ -808,6 +813,7 @@ func (w *World) setMarked(n *Node, marked bool, pool string) {
 	if marked != n.Marked {
 		if marked {
 			w.marked++
+			n.cleanupFrom, n.cleanupPool = time.Time{}, "" // a new episode
 		} else {
 			w.marked--
 		}
