@@ -137,6 +137,11 @@ func TestBootOrderSettled(t *testing.T) {
 		if !ok && wait <= 0 {
 			t.Errorf("%s: not settled but wait = %s: nothing would look again", c.name, wait)
 		}
+		// The negative control's switch brings the behaviour before back:
+		// a voided order settles at once.
+		if ok, _ := BootOrderSettledWith(c.s, TestOnly{SettleOnOrderedAt: true}); !ok {
+			t.Errorf("%s: with TestOnly.SettleOnOrderedAt not settled, want settled at once", c.name)
+		}
 	}
 
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
