@@ -248,9 +248,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	open := p.Open()
 	active := target != "" && !pool.Spec.Paused && !halted
 
-	// 4. Staging directives, bounded by maxStaging.
-	if active {
-		retry, err := r.direct(ctx, &pool, target, p.Direct(), unborn)
+	// 4. Staging directives, bounded by maxStaging; a paused pool directs
+	// only the nodes that run its target already (DirectPaused).
+	var todo []*rollout.Row
+	switch {
+	case active:
+		todo = p.Direct()
+	case target != "" && pool.Spec.Paused && !halted:
+		todo = p.DirectPaused()
+	}
+	if len(todo) > 0 {
+		retry, err := r.direct(ctx, &pool, target, todo, unborn)
 		if err != nil {
 			return reconcile.Result{}, err
 		}

@@ -201,6 +201,28 @@ func (p *Pass) Direct() []*Row {
 	return out
 }
 
+// DirectPaused returns the rows a paused pool directs: those Direct
+// picks that run the target already (booted it, not on the os-not-ready
+// fast path). Directing them stages nothing and takes no slot, which a
+// pause stops; it only brings the record to the pool's rollout. Left on
+// the image it was directed to before, a node rolled back onto the new
+// target kept its verdict of the old one, and when the operator set the
+// old one again, still paused, the pool took that verdict for a failure
+// of the new rollout and never tried the node again, as it does when the
+// revert finds it running (explorer seed 176740 of the 176172 regression
+// of pool-edited-mid-rollout: workers-8, rolled back off v2 onto v1 at
+// 44m26s, stayed RolledBack for v2 through v1 at 1h25m and v2 at 1h29m10s
+// with the pool paused from 1h23m to 1h31m51s).
+func (p *Pass) DirectPaused() []*Row {
+	var out []*Row
+	for _, row := range p.Direct() {
+		if row.Booted == p.TargetDigest && !row.OSNotReady {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
 // downFor reports whether row's member Node is down: not Ready (and not
 // joining on an old image, os-not-ready) since DaemonSilence ago or more,
 // as DownMembers counts it. left is how long until a member not Ready for
