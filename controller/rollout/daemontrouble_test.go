@@ -11,9 +11,11 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
-// TestDaemonTrouble: a daemon that reports an error is named with it; one
-// that never reported is named DaemonSilence after its record was created,
-// not before; a healthy one, or one on a NotReady Node, is not.
+// TestDaemonTrouble: a daemon that reports an error is named with it, and
+// so is one staging again after failed stages (its last error stands until
+// a stage works: explorer seed 176739); one that never reported is named
+// DaemonSilence after its record was created, not before; a healthy one, one
+// staging for the first time, or one on a NotReady Node, is not.
 func TestDaemonTrouble(t *testing.T) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	ready := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
@@ -36,11 +38,20 @@ func TestDaemonTrouble(t *testing.T) {
 			bn.Status.Daemon.Phase, bn.Status.Daemon.LastError = v1alpha1.DaemonError, "bootc: not found"
 		}),
 		row("fine", ready, time.Hour, reported),
+		row("first", ready, time.Hour, func(bn *v1alpha1.BootcNode) {
+			reported(bn)
+			bn.Status.Daemon.Phase = v1alpha1.DaemonStaging
+		}),
+		row("retry", ready, time.Hour, func(bn *v1alpha1.BootcNode) {
+			reported(bn)
+			bn.Status.Daemon.Phase, bn.Status.Daemon.StageAttempts = v1alpha1.DaemonStaging, 22
+			bn.Status.Daemon.LastError = "stage " + img("B") + ": not enough space"
+		}),
 		row("silent", ready, DaemonSilence, nil),
 		row("new", ready, DaemonSilence-time.Second, nil),
 		row("down", down, time.Hour, nil),
 	}, now)
-	if len(got) != 2 || got[0] != "err: bootc: not found" || !strings.HasPrefix(got[1], "silent: its daemon has not reported") {
-		t.Fatalf("DaemonTrouble = %q, want err with its error and silent", got)
+	if len(got) != 3 || got[0] != "err: bootc: not found" || got[1] != "retry: stage "+img("B")+": not enough space" || !strings.HasPrefix(got[2], "silent: its daemon has not reported") {
+		t.Fatalf("DaemonTrouble = %q, want err and retry with their errors, and silent", got)
 	}
 }

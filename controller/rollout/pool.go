@@ -658,7 +658,7 @@ func DaemonTrouble(rows []Row, now time.Time) []string {
 		}
 		d := &bn.Status.Daemon
 		switch {
-		case d.Phase == v1alpha1.DaemonError && d.LastError != "":
+		case DaemonFailing(d):
 			out = append(out, row.Name+": "+d.LastError)
 		case Unreported(bn) && row.Ready && !bn.CreationTimestamp.IsZero() && now.Sub(bn.CreationTimestamp.Time) >= DaemonSilence:
 			out = append(out, row.Name+": its daemon has not reported since the record was created at "+bn.CreationTimestamp.UTC().Format(time.RFC3339)+" (is the bootroll-daemon pod running on the node?)")

@@ -85,8 +85,23 @@ func (f *Facts) SetFrom(bn *v1alpha1.BootcNode, intern func(string) string) {
 
 // daemonSuspect is Facts.DaemonSuspect of record bn.
 func daemonSuspect(bn *v1alpha1.BootcNode) bool {
-	d := &bn.Status.Daemon
-	return (d.Phase == v1alpha1.DaemonError && d.LastError != "") || Unreported(bn)
+	return DaemonFailing(&bn.Status.Daemon) || Unreported(bn)
+}
+
+// DaemonFailing reports whether daemon status d reports an error: it says
+// Error, or it says Staging again after failed stages (StageAttempts, with
+// the last one's error kept in LastError) and none has worked yet. A retry
+// is the daemon's way out of the error, not its end: read as healthy, a
+// pool whose cache showed the retry's start but not yet its failure said
+// Degraded=False/AsExpected for that while, at each retry (explorer seed
+// 176739 of pool-image-revert-mid-reboot's seed 80071 regression, a stale
+// cache: a disk full for good, the pool's DaemonErrors cleared for about
+// 24 s every 10 minutes, and the run ended in such a gap).
+func DaemonFailing(d *v1alpha1.DaemonStatus) bool {
+	if d.LastError == "" {
+		return false
+	}
+	return d.Phase == v1alpha1.DaemonError || (d.Phase == v1alpha1.DaemonStaging && d.StageAttempts > 0)
 }
 
 // SetNode sets the row's member Node and the facts taken from it.
