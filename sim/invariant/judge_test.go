@@ -148,6 +148,90 @@ func TestNoDoubleReboot(t *testing.T) {
 	}
 }
 
+// order puts node's BootcNode in pool with a boot order into image
+// (a rollback's off it when rollback), standing unless withdrawn.
+func (f *fixture) order(node, pool, image string, rollback, withdrawn bool) {
+	f.bn(node, func(b *v1alpha1.BootcNode) {
+		b.Generation++
+		b.Spec.Pool, b.Spec.DesiredImage = pool, image
+		b.Spec.BootOrder = &v1alpha1.BootOrder{Image: image, Rollback: rollback, Withdrawn: withdrawn, At: metav1.NewTime(f.now)}
+	})
+}
+
+// A node rebooted into B by its pool p, moved into pool q and rebooted
+// there into A by the order q gave, is rebooted into B by p again when
+// it comes back: q's reboot left B deliberately, and p converges its
+// member (explorer seed 100 of a probe of node-moves-between-pools).
+// A node that came back on A some other way (fell back, crashed back,
+// rolled back, or a reboot bootroll did not ask for into A) and is
+// rebooted into B again in one generation of p is still caught.
+func TestDoubleRebootAfterAnotherPoolsOrder(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(6), "a", "b", "c", "d", "e", "g")
+	f.setPool(func(p *v1alpha1.BootcNodePool) { p.Spec.Image = imgB })
+	q := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "q", Generation: 1},
+		Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "q"}, Image: imgA}}
+	f.c.Observe(apiserver.Event{Type: apiserver.Added, Object: q})
+
+	// a: B in p, A in q by q's order, B in p again.
+	f.order("a", "p", imgB, false, false)
+	f.c.Reboot("a", imgA, imgB)
+	f.order("a", "q", imgA, false, false)
+	f.c.Reboot("a", imgB, imgA)
+	f.order("a", "p", imgB, false, false)
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 0, "back into p after q rolled it to A")
+	// ... but not a third time without another such reboot in between.
+	f.c.Reboot("a", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 1, "into B twice after q's A")
+
+	// b: A by q's order, B by p's, fell back to A, B by p's again.
+	f.order("b", "q", imgA, false, false)
+	f.c.Reboot("b", imgB, imgA)
+	f.order("b", "p", imgB, false, false)
+	f.c.Reboot("b", imgA, imgB)
+	f.c.Reboot("b", imgA, imgB) // it came back on A: fell back
+	f.want(scenario.InvNoDoubleReboot, 2, "fell back to A, then B again")
+
+	// c: B by p's order, rolled back to A by p's rollback order, B again.
+	f.order("c", "p", imgB, false, false)
+	f.c.Reboot("c", imgA, imgB)
+	f.order("c", "p", imgB, true, false)
+	f.c.Reboot("c", imgB, imgA)
+	f.order("c", "p", imgB, false, false)
+	f.c.Reboot("c", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 3, "rolled back to A, then B again")
+
+	// d: B in p, moved into q, rebooted into A with no order for it
+	// (none; g: a withdrawn one), back into p and B again.
+	f.order("d", "p", imgB, false, false)
+	f.c.Reboot("d", imgA, imgB)
+	f.bn("d", func(b *v1alpha1.BootcNode) {
+		b.Spec.Pool, b.Spec.DesiredImage, b.Spec.BootOrder = "q", imgA, nil
+	})
+	f.c.Reboot("d", imgB, imgA)
+	f.order("d", "p", imgB, false, false)
+	f.c.Reboot("d", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 4, "a reboot into A nobody asked for, then B again")
+	f.order("g", "p", imgB, false, false)
+	f.c.Reboot("g", imgA, imgB)
+	f.order("g", "q", imgA, false, true)
+	f.c.Reboot("g", imgB, imgA)
+	f.order("g", "p", imgB, false, false)
+	f.c.Reboot("g", imgA, imgB)
+	f.want(scenario.InvNoDoubleReboot, 5, "a reboot into A on a withdrawn order, then B again")
+
+	// e: B in p, q ordered A but the node crashed back to B; p's order
+	// into B finds it on B (a reboot into the image it runs still
+	// counts), and one asked into A that came back on B excuses nothing.
+	f.order("e", "p", imgB, false, false)
+	f.c.Reboot("e", imgA, imgB)
+	f.order("e", "q", imgA, false, false)
+	f.c.Reboot("e", imgB, imgA)
+	f.order("e", "p", imgB, false, false)
+	f.c.Reboot("e", imgB, imgB)
+	f.want(scenario.InvNoDoubleReboot, 6, "q's A crashed back to B, then B again")
+}
+
 // halted makes the pool halted for target at its generation.
 func halted(target string, on bool) func(*v1alpha1.BootcNodePool) {
 	return func(p *v1alpha1.BootcNodePool) {

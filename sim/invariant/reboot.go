@@ -39,7 +39,9 @@ type rebootKey struct {
 //
 // no-double-reboot: a node is rebooted into one digest at most once while
 // its pool's spec.image stays the same (an operator who sets the image
-// back, A -> B -> A, starts a new generation in which A may boot again).
+// back, A -> B -> A, starts a new generation in which A may boot again),
+// unless it booted another image since through a reboot bootroll asked
+// for into that image under another pool or spec.image (askedInto).
 func (c *Checker) Reboot(node, from, to string) {
 	now := c.now()
 	at := now.Sub(c.start)
@@ -72,7 +74,7 @@ func (c *Checker) Reboot(node, from, to string) {
 			n.churn.rebooted = true // an update in the slot (no-churn)
 		}
 	}
-	c.checkDoubleReboot(n, node, to, at)
+	c.checkDoubleReboot(n, node, from, to, at)
 	if digestOf(from) == digestOf(to) || !c.enabled[scenario.InvNoUnprotectedReboot] {
 		return
 	}
@@ -127,7 +129,34 @@ func unprotected(w *World, n *Node) string {
 	return strings.Join(why, ", ")
 }
 
-func (c *Checker) checkDoubleReboot(n *Node, node, to string, at time.Duration) {
+func (c *Checker) checkDoubleReboot(n *Node, node, from, to string, at time.Duration) {
+	if n != nil {
+		// The node's last reboot was one bootroll asked for into the
+		// image it runs now, and it came back on it: its reboots into
+		// other images before that, in other generations than the one
+		// that asked, were left deliberately (a node moved into
+		// another pool and rolled to its image, then back), so the
+		// next one into such an image is not a second one. A reboot
+		// that fell back, crashed back or was rolled back to the
+		// image it runs was not asked for into it and excuses nothing
+		// (explorer seed 100 of a probe of node-moves-between-pools).
+		if a := n.askedInto; a.digest != "" && a.digest == digestOf(from) {
+			for k := range c.reboots {
+				if k.node == node && k.digest != a.digest && (k.pool != a.pool || k.incarnation != a.incarnation || k.epoch != a.epoch) {
+					delete(c.reboots, k)
+				}
+			}
+		}
+		n.askedInto = rebootKey{}
+		if n.Exists && n.HasBootcNode && n.DesiredBooted && n.rollbackOrder == "" &&
+			digestOf(to) != digestOf(from) && digestOf(to) == digestOf(n.DesiredImage) {
+			a := rebootKey{node: node, digest: digestOf(to), pool: n.BootcPool}
+			if p := c.world.Pool(n.BootcPool); p != nil {
+				a.incarnation, a.epoch = p.incarnation, p.ImageEpoch
+			}
+			n.askedInto = a
+		}
+	}
 	k := rebootKey{node: node, digest: digestOf(to)}
 	if n != nil && n.BootcPool != "" {
 		k.pool = n.BootcPool

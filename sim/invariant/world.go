@@ -231,6 +231,12 @@ type Node struct {
 	// failed (converges, downNodesBlock); a boot order into that image in
 	// a later epoch notes the epoch, as for rolledOff (noteReorder).
 	rebootInto rebootInto
+	// askedInto is set by the Checker from a reboot bootroll asked for
+	// (a standing boot order, not a rollback's, into spec.desiredImage)
+	// into another image than the node ran: the digest and the
+	// generation that asked (pool, incarnation, epoch); cleared by any
+	// other reboot (no-double-reboot, checkDoubleReboot).
+	askedInto rebootKey
 	// nodeBootID is the Node's status.nodeInfo.bootID; rebootBootID is
 	// the one it had when bootroll's daemon asked for the reboot: a new
 	// boot ID ends the reboot too, for a node that came back before it
