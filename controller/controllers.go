@@ -99,12 +99,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 			// Node events that can change membership or eligibility reach
 			// the pools that select the node, debounced like BootcNode
 			// events: a reboot flips readiness twice per node.
-			{Object: &corev1.Node{},
-				Handler: poolfeed.Feeding(feed, debounced(func(ctx context.Context, o client.Object) []reconcile.Request {
-					return NodeToPools(ctx, reader, o.(*corev1.Node))
-				}, func(old, cur client.Object) bool {
-					return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
-				}))},
+			{Object: &corev1.Node{}, Handler: poolfeed.Feeding(feed, debouncedNodePoolHandler(reader))},
 			{Object: &v1alpha1.BootcNode{}, Handler: poolfeed.Feeding(feed, debouncedPoolHandler(reader))},
 		}},
 		{Name: NodeController, New: func(c client.Client, o options.Options) reconcile.Reconciler { return node.NewReconciler(c, o) }, Watches: []WatchSpec{
@@ -252,6 +247,42 @@ func debouncedPoolHandler(reader client.Reader) handler.EventHandler {
 	h.DeleteFunc = func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, r := range BootcNodeGoneToPools(ctx, reader, e.Object) {
 			q.AddAfter(r, rollout.PoolStatusDebounce)
+		}
+	}
+	return h
+}
+
+// debouncedNodePoolHandler enqueues, rollout.PoolStatusDebounce after a
+// Node event that can change membership or eligibility, the pools that
+// select the Node (NodeToPools); an update also reaches the pools that
+// selected it before the change. A pool that counted a Node as a member
+// without a record of its own (the record was still the old pool's)
+// was not woken when the Node then left every pool: NodeToPools of the
+// new Node reached only the record's pool, and the other said "0/1
+// updated" to the end (explorer seed 5072 of the pool-return regression:
+// workers-0 moved into other at 1m while workers' record waited out its
+// 18-minute reboot, and left every pool at 10m).
+func debouncedNodePoolHandler(reader client.Reader) handler.EventHandler {
+	m := func(ctx context.Context, o client.Object) []reconcile.Request {
+		return NodeToPools(ctx, reader, o.(*corev1.Node))
+	}
+	h := debounced(m, func(old, cur client.Object) bool {
+		return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
+	})
+	update := h.UpdateFunc
+	h.UpdateFunc = func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		update(ctx, e, q)
+		if labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+			return
+		}
+		pools, err := cached.Pools(ctx, reader)
+		if err != nil {
+			return
+		}
+		for i := range pools {
+			if rollout.Selects(&pools[i], e.ObjectOld.(*corev1.Node)) && !rollout.Selects(&pools[i], e.ObjectNew.(*corev1.Node)) {
+				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}}, rollout.PoolStatusDebounce)
+			}
 		}
 	}
 	return h

@@ -82,3 +82,55 @@ func TestBootcNodeDeletionWakesThePoolsSelectingItsNode(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeLeavingWakesThePoolsThatSelectedIt: a Node whose labels change
+// wakes the pools that selected it before the change as well as those that
+// select it now and its record's pool: a pool that counted the Node as a
+// member without a record of its own (the old pool's record was still
+// there) was never woken when the Node then left every pool (explorer seed
+// 5072 of the node-moves-between-pools-return regression: other said
+// "0/1 updated" to the end).
+func TestNodeLeavingWakesThePoolsThatSelectedIt(t *testing.T) {
+	pool := func(name string) *v1alpha1.BootcNodePool {
+		return &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": name}, Image: "r/os:v1"}}
+	}
+	node := func(pool string, ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": pool}}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		return n
+	}
+	record := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1alpha1.BootcNodeSpec{Pool: "workers"}}
+	for _, tc := range []struct {
+		name     string
+		old, cur *corev1.Node
+		want     []string
+	}{
+		// The case found: in other (the record still workers'), then in no pool.
+		{"left every pool", node("other", corev1.ConditionTrue), node("none", corev1.ConditionTrue), []string{"other", "workers"}},
+		// Near cases: moved into other (other selects it now), a readiness change in other.
+		{"moved into other", node("workers", corev1.ConditionTrue), node("other", corev1.ConditionTrue), []string{"other", "workers"}},
+		{"readiness only", node("other", corev1.ConditionTrue), node("other", corev1.ConditionFalse), []string{"other", "workers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeapi.Client(t, pool("workers"), pool("other"), record, tc.cur)
+			var got []string
+			q := wokenQueue{names: &got}
+			for _, ctl := range Controllers(c, poolfeed.New()) {
+				if ctl.Name != PoolController {
+					continue
+				}
+				for _, w := range ctl.Watches {
+					if _, ok := w.Object.(*corev1.Node); ok {
+						w.Handler.Update(context.Background(), event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.cur}, q)
+					}
+				}
+			}
+			slices.Sort(got)
+			got = slices.Compact(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Node n1 labelled %v then %v woke pools %q, want %q", tc.old.Labels, tc.cur.Labels, got, tc.want)
+			}
+		})
+	}
+}
