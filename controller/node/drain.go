@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/rollout"
+	"github.com/bootroll/bootroll/internal/podorder"
 )
 
 // DrainResult says how far a drain got in one pass.
@@ -60,19 +60,8 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		return DrainResult{}, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	var res DrainResult
-	// In name order, sorting pointers: a pod is a kilobyte to swap.
-	sorted := make([]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		sorted[i] = &pods.Items[i]
-	}
-	slices.SortFunc(sorted, func(a, b *corev1.Pod) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
 	var evict []*corev1.Pod
-	for _, p := range sorted {
+	for _, p := range podorder.ByName(pods.Items) {
 		if !mustLeave(p) {
 			continue
 		}

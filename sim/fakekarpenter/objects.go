@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/internal/podorder"
 )
 
 // nodeClassRef names a NodeClass.
@@ -545,17 +547,7 @@ func (k *Karpenter) listPods(ctx context.Context, opts ...client.ListOption) ([]
 	if err := k.c.List(ctx, &l, opts...); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	out := make([]*corev1.Pod, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	slices.SortFunc(out, func(a, b *corev1.Pod) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out, nil
+	return podorder.ByName(l.Items), nil
 }
 
 // podsOnNode lists the pods bound to node, through the spec.nodeName index
