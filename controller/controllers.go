@@ -269,20 +269,24 @@ func debouncedNodePoolHandler(reader client.Reader) handler.EventHandler {
 	h := debounced(m, func(old, cur client.Object) bool {
 		return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
 	})
-	update := h.UpdateFunc
 	h.UpdateFunc = func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		update(ctx, e, q)
-		if labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+		old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		if !NodeMembershipChanged(old, cur) {
 			return
 		}
-		pools, err := cached.Pools(ctx, reader)
-		if err != nil {
-			return
-		}
-		for i := range pools {
-			if rollout.Selects(&pools[i], e.ObjectOld.(*corev1.Node)) && !rollout.Selects(&pools[i], e.ObjectNew.(*corev1.Node)) {
-				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}}, rollout.PoolStatusDebounce)
+		reqs := m(ctx, cur)
+		if !labels.Equals(old.Labels, cur.Labels) {
+			if pools, err := cached.Pools(ctx, reader); err == nil {
+				for i := range pools {
+					r := reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}}
+					if rollout.Selects(&pools[i], old) && !slices.Contains(reqs, r) {
+						reqs = append(reqs, r)
+					}
+				}
 			}
+		}
+		for _, r := range reqs {
+			q.AddAfter(r, rollout.PoolStatusDebounce)
 		}
 	}
 	return h
