@@ -276,14 +276,7 @@ func debouncedNodePoolHandler(reader client.Reader) handler.EventHandler {
 		}
 		reqs := m(ctx, cur)
 		if !labels.Equals(old.Labels, cur.Labels) {
-			if pools, err := cached.Pools(ctx, reader); err == nil {
-				for i := range pools {
-					r := reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}}
-					if rollout.Selects(&pools[i], old) && !slices.Contains(reqs, r) {
-						reqs = append(reqs, r)
-					}
-				}
-			}
+			reqs = union(reqs, m(ctx, old))
 		}
 		for _, r := range reqs {
 			q.AddAfter(r, rollout.PoolStatusDebounce)
@@ -307,12 +300,17 @@ func BootcNodeGoneToPools(ctx context.Context, c client.Reader, o client.Object)
 	if err := c.Get(ctx, types.NamespacedName{Name: o.GetName()}, &n); err != nil {
 		return out
 	}
-	for _, r := range NodeToPools(ctx, c, &n) {
-		if !slices.Contains(out, r) {
-			out = append(out, r)
+	return union(out, NodeToPools(ctx, c, &n))
+}
+
+// union appends to a the requests of b it does not hold (a few pools).
+func union(a, b []reconcile.Request) []reconcile.Request {
+	for _, r := range b {
+		if !slices.Contains(a, r) {
+			a = append(a, r)
 		}
 	}
-	return out
+	return a
 }
 
 // BootcNodeToPool maps a BootcNode to its pool.
