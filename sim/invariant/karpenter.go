@@ -183,7 +183,14 @@ func (c *Checker) inSlot(node string) bool {
 	if n == nil || !n.Exists {
 		return false
 	}
-	return n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting)) || c.inAskedReboot(n)
+	return markedOrRecorded(n) || c.inAskedReboot(n)
+}
+
+// markedOrRecorded reports whether n holds its slot by bootroll's marker
+// or its BootcNode's slot phase (a record being deleted only while the
+// node is in its reboot), without the hold of an asked reboot.
+func markedOrRecorded(n *Node) bool {
+	return n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting))
 }
 
 // inAskedReboot reports whether n is in a reboot bootroll's daemon asked
@@ -207,7 +214,7 @@ func (c *Checker) inAskedReboot(n *Node) bool {
 // bootroll asked for, which reboot, for a violation's message.
 func (c *Checker) askedNote(node string) string {
 	n := c.world.Node(node)
-	if n == nil || n.Marked || (holdsSlot(n.Phase) && (!n.BootcDeleting || n.rebooting)) || !c.inAskedReboot(n) {
+	if n == nil || markedOrRecorded(n) || !c.inAskedReboot(n) {
 		return ""
 	}
 	record := "its BootcNode gone"
