@@ -141,7 +141,7 @@ type Checker struct {
 	pdbPending   []pdbRemoval
 	// reboots counts reboot requests per node, digest and pool image
 	// generation (reboot.go).
-	reboots map[rebootKey]int
+	reboots map[string]map[rebootKey]int // by node: a reboot forgets only its node's counts
 	// halts are the remembered halts by pool (halt.go).
 	halts map[string][]*halt
 	// deadlines are the pending time-based checks (touch.go).
@@ -182,7 +182,7 @@ func New(sc *scenario.Scenario, src Sources, start time.Time) (*Checker, error) 
 		enabled: map[scenario.Invariant]bool{},
 		world:   NewWorld(),
 		caught:  map[string]int{},
-		reboots: map[rebootKey]int{},
+		reboots: map[string]map[rebootKey]int{},
 		halts:   map[string][]*halt{},
 		lastNow: start,
 	}

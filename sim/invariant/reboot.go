@@ -141,9 +141,9 @@ func (c *Checker) checkDoubleReboot(n *Node, node, from, to string, at time.Dura
 		// image it runs was not asked for into it and excuses nothing
 		// (explorer seed 100 of a probe of node-moves-between-pools).
 		if a := n.askedInto; a.digest != "" && a.digest == digestOf(from) {
-			for k := range c.reboots {
-				if k.node == node && k.digest != a.digest && (k.pool != a.pool || k.incarnation != a.incarnation || k.epoch != a.epoch) {
-					delete(c.reboots, k)
+			for k := range c.reboots[node] {
+				if k.digest != a.digest && (k.pool != a.pool || k.incarnation != a.incarnation || k.epoch != a.epoch) {
+					delete(c.reboots[node], k)
 				}
 			}
 		}
@@ -164,8 +164,13 @@ func (c *Checker) checkDoubleReboot(n *Node, node, from, to string, at time.Dura
 			k.incarnation, k.epoch = p.incarnation, p.ImageEpoch
 		}
 	}
-	c.reboots[k]++
-	if c.reboots[k] == 2 && c.enabled[scenario.InvNoDoubleReboot] {
+	counts := c.reboots[node]
+	if counts == nil {
+		counts = map[rebootKey]int{}
+		c.reboots[node] = counts
+	}
+	counts[k]++
+	if counts[k] == 2 && c.enabled[scenario.InvNoDoubleReboot] {
 		gen := "outside any pool"
 		if k.pool != "" {
 			gen = fmt.Sprintf("while pool %s's spec.image stayed the same", k.pool)
