@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/parallel"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -250,8 +253,65 @@ const RecoveryFloor = 35 * time.Minute
 // item ends, so the world has as long to recover from the schedule as the
 // scenario gives it to finish, the controller's timeouts need to judge
 // what failed and the pools need to roll every node once more.
+//
+// A limit that falls inside a maintenance window a pool may have is moved
+// to the window's close: the judge cannot tell a rollout cut off in the
+// middle of its window from one stalled there, and converges excuses a
+// pool whose closed window left it work only once that window is over
+// (explorer seed 176753 of the 176713 regression: the limit, 25h04m after
+// an addNodes at 12h08m, ended the run 9 minutes into the next day's
+// 2h26m window, the pool rolling out in it one node at a time, 92/101).
 func limitFor(sc *scenario.Scenario, s Schedule) time.Duration {
-	return max(sc.Limit, s.End()+max(sc.Limit, RecoveryFloor, judgeTime(sc)+rolloutTime(sc, s)))
+	limit := max(sc.Limit, s.End()+max(sc.Limit, RecoveryFloor, judgeTime(sc)+rolloutTime(sc, s)))
+	return outsideWindows(sc.Start, poolWindows(sc, s), limit)
+}
+
+// MaxWindowMoves bounds how many times outsideWindows moves a limit to a
+// window's close: windows last at most 24h, so a limit moved this often
+// is past a week of back-to-back windows.
+const MaxWindowMoves = 8
+
+// outsideWindows moves limit (from start) to the close of the windows
+// that hold it, again while the close falls in another window.
+func outsideWindows(start time.Time, ws []v1alpha1.MaintenanceWindow, limit time.Duration) time.Duration {
+	for range MaxWindowMoves {
+		closes, in := rollout.WindowClose(ws, start.Add(limit))
+		if !in {
+			break
+		}
+		limit = closes.Sub(start)
+	}
+	return limit
+}
+
+// poolWindows lists every maintenance window a pool of the run may have:
+// the scenario's pools', its setPool events' and the schedule's setPools'
+// (whichever is in force at the limit; one that is not only lengthens
+// the run).
+func poolWindows(sc *scenario.Scenario, s Schedule) []v1alpha1.MaintenanceWindow {
+	var ws []v1alpha1.MaintenanceWindow
+	for _, p := range sc.Bootroll.Pools {
+		ws = append(ws, p.Windows...)
+	}
+	for _, e := range sc.Events {
+		if e.SetPool != nil && e.SetPool.Windows != nil {
+			ws = append(ws, *e.SetPool.Windows...)
+		}
+	}
+	for _, it := range s {
+		for _, e := range it.Entries {
+			list, _ := e.Body["windows"].([]any)
+			for _, w := range list {
+				m, _ := w.(map[string]any)
+				start, _ := m["start"].(string)
+				d, _ := m["duration"].(string)
+				if dur, err := time.ParseDuration(d); err == nil && e.Key == "setPool" {
+					ws = append(ws, v1alpha1.MaintenanceWindow{Start: start, Duration: metav1.Duration{Duration: dur}})
+				}
+			}
+		}
+	}
+	return ws
 }
 
 // RolloutSlack is what rolloutTime allows each slot's turn beyond a

@@ -295,3 +295,38 @@ func TestLimitCoversTheRolloutAfterTheLastItem(t *testing.T) {
 		t.Errorf("rolloutTime %s for six nodes one at a time, want %s", got, 6*(reboot+RolloutSlack))
 	}
 }
+
+// A limit never ends a run inside a maintenance window a pool may have:
+// it moves to the window's close (explorer seed 176753 of the 176713
+// regression: an addNodes at 12h08m gave a limit of 25h04m17.532s, 9
+// minutes into the next day's 00:55 window of 2h26m4s that a setPool
+// event of the scenario gave the pool, and converges judged a pool rolling
+// out in its window). Windows from the schedule's setPools count too.
+func TestLimitEndsOutsideMaintenanceWindows(t *testing.T) {
+	tg := target(t, "regressions/rollout-100-nodes-api-outage-slot-take-up.converges.seed176713")
+	sc, err := scenario.Parse(tg.File, tg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Schedule{one(Human, Events, 12*time.Hour+8*time.Minute, "addNodes", map[string]any{"group": "workers", "count": 1})}
+	closes := 24*time.Hour + 55*time.Minute + 2*time.Hour + 26*time.Minute + 4*time.Second
+	if got := limitFor(sc, s); got != closes {
+		t.Errorf("limit %s, want the close of the day-2 window at %s", got, closes)
+	}
+	// Without the window, the limit is where it was.
+	sc.Events = slices.DeleteFunc(slices.Clone(sc.Events), func(e scenario.Event) bool { return e.SetPool != nil && e.SetPool.Windows != nil })
+	if got, want := limitFor(sc, s), 12*time.Hour+8*time.Minute+sc.Limit; got != want {
+		t.Errorf("limit %s without windows, want %s", got, want)
+	}
+	// A window a schedule's setPool draws moves it too, and a limit
+	// outside every window stays.
+	at := func(hm string, d time.Duration) Item {
+		return one(Human, Events, 2*time.Hour, "setPool", map[string]any{"pool": "workers", "windows": []any{map[string]any{"start": hm, "duration": d.String()}}})
+	}
+	if got, want := limitFor(sc, append(s, at("00:55", 3*time.Hour))), 27*time.Hour+55*time.Minute; got != want {
+		t.Errorf("limit %s with a drawn 00:55 window of 3h, want %s", got, want)
+	}
+	if got, want := limitFor(sc, append(s, at("04:00", time.Hour))), 12*time.Hour+8*time.Minute+sc.Limit; got != want {
+		t.Errorf("limit %s with a drawn window that does not hold it, want %s", got, want)
+	}
+}
