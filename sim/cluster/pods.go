@@ -89,6 +89,10 @@ type pdb struct {
 	dirty      bool
 	allowed    bool // the DisruptionAllowed condition last written
 	transition metav1.Time
+	// refused is the error of the last refused eviction, for the counts
+	// (desiredHealthy, healthy) in refusedFor (refusal).
+	refused    *apierrors.StatusError
+	refusedFor [2]int
 }
 
 func (b *pdb) expected() int {
@@ -603,14 +607,7 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 			if c.tracing() { // a refusal is retried every few seconds: no details built for nobody
 				c.trace("pod/evict-refused", "pod/"+p.ns+"/"+p.name, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
 			}
-			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-				Type: policyv1.DisruptionBudgetCause,
-				// "The disruption budget %s needs %d healthy pods and has %d currently", without fmt.
-				Message: "The disruption budget " + b.name + " needs " + strconv.Itoa(st.DesiredHealthy) +
-					" healthy pods and has " + strconv.Itoa(b.healthy) + " currently",
-			})
-			return err
+			return b.refusal(st.DesiredHealthy)
 		}
 	}
 	if err := c.c.Delete(ctx, obj, opts...); err != nil {
@@ -624,6 +621,26 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	c.trace("pod/evicted", "pod/"+p.ns+"/"+p.name, details)
 	c.terminate(p)
 	return nil
+}
+
+// refusal is the error of an eviction the budget refuses while it needs
+// desired healthy pods. A drain the budget blocks is refused again every
+// few seconds with the same counts, so the error is built once per counts
+// and handed to every such caller: callers only read an error (a real
+// client decodes a fresh one per response; nothing in bootroll or the
+// twin writes into one).
+func (b *pdb) refusal(desired int) error {
+	if b.refused == nil || b.refusedFor != [2]int{desired, b.healthy} {
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{
+			Type: policyv1.DisruptionBudgetCause,
+			// "The disruption budget %s needs %d healthy pods and has %d currently", without fmt.
+			Message: "The disruption budget " + b.name + " needs " + strconv.Itoa(desired) +
+				" healthy pods and has " + strconv.Itoa(b.healthy) + " currently",
+		}}
+		b.refused, b.refusedFor = err, [2]int{desired, b.healthy}
+	}
+	return b.refused
 }
 
 // markPDB schedules a write of the PDB's status.
