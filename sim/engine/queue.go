@@ -76,9 +76,12 @@ type Queue struct {
 	duration func() time.Duration
 	workers  int
 	limiter  workqueue.TypedRateLimiter[reconcile.Request]
-	items    map[reconcile.Request]*queued // queued keys, ready or waiting
+	// keys holds every key that is queued (ready or waiting), handed to
+	// a worker, or both; a key leaves it when it is neither.
+	keys     map[reconcile.Request]*key
+	queued   int // keys queued
+	busy     int // keys handed to a worker
 	ready    readyHeap
-	inflight map[reconcile.Request]*flight // keys handed to a worker
 	counter  uint64
 	shutdown bool
 	stats    QueueStats
@@ -89,21 +92,33 @@ type Queue struct {
 	requeueName, reconcileName, reconciledName string
 }
 
-// queued is a key waiting in the queue.
-type queued struct {
-	req      reconcile.Request
+// key is one key of the queue: queued (waiting or ready), handed to a
+// worker, or both (added again while it is being reconciled). It is kept
+// from one reconcile to the next while the key stays in the queue, with
+// its event functions bound once.
+type key struct {
+	q   *Queue
+	req reconcile.Request
+
+	// While queued:
+	queued   bool
 	priority int
 	counter  uint64    // FIFO order among equal priorities
 	readyAt  time.Time // zero once ready
 	wake     *Handle   // the event that makes it ready; nil once ready
 	index    int       // position in the ready heap; -1 while waiting
-}
 
-// flight is a key handed to a worker: its reconcile event, then, once the
-// reconcile has returned and ReconcileLatency > 0, its end event.
-type flight struct {
-	event   *Handle
-	started bool
+	// While handed to a worker: its reconcile event, then, once the
+	// reconcile has returned and ReconcileLatency > 0, its end event; the
+	// priority it was handed out at and the reconcile's result.
+	flight      *Handle
+	started     bool
+	runPriority int
+	res         reconcile.Result
+	err         error
+
+	// The key's event functions: wakeFn, startFn, endFn.
+	wakeFn, startFn, endFn func()
 }
 
 // NewQueue returns the work queue of reconciler r, named name in event names.
@@ -120,8 +135,7 @@ func NewQueue(eng *Engine, name string, r reconcile.Reconciler, opts QueueOption
 		duration:       opts.Duration,
 		workers:        opts.MaxConcurrentReconciles,
 		limiter:        opts.RateLimiter,
-		items:          map[reconcile.Request]*queued{},
-		inflight:       map[reconcile.Request]*flight{},
+		keys:           map[reconcile.Request]*key{},
 	}
 	if q.workers <= 0 {
 		q.workers = 1
@@ -151,7 +165,7 @@ func (q *Queue) NumRequeues(req reconcile.Request) int { return q.limiter.NumReq
 
 // Len returns how many keys are queued, ready or waiting, not counting
 // keys being reconciled.
-func (q *Queue) Len() int { return len(q.items) }
+func (q *Queue) Len() int { return q.queued }
 
 // Stats returns the queue's counters.
 func (q *Queue) Stats() QueueStats { return q.stats }
@@ -161,14 +175,12 @@ func (q *Queue) Stats() QueueStats { return q.stats }
 // finishes, but its result is dropped.
 func (q *Queue) ShutDown() {
 	q.shutdown = true
-	for _, it := range q.items {
-		it.wake.Cancel()
+	for _, k := range q.keys {
+		k.wake.Cancel()
+		k.flight.Cancel()
 	}
-	for _, f := range q.inflight {
-		f.event.Cancel()
-	}
-	q.items = map[reconcile.Request]*queued{}
-	q.inflight = map[reconcile.Request]*flight{}
+	q.keys = map[reconcile.Request]*key{}
+	q.queued, q.busy = 0, 0
 	q.ready = nil
 }
 
@@ -181,15 +193,32 @@ func (q *Queue) add(req reconcile.Request, after time.Duration, rateLimited bool
 			after = d
 		}
 	}
-	if f, ok := q.inflight[req]; ok && !f.started {
+	it := q.keys[req]
+	if it == nil {
+		it = q.newKey(req)
+		q.keys[req] = it
+	}
+	q.addKey(it, after, priority)
+}
+
+// newKey returns the state of a key not in the queue.
+func (q *Queue) newKey(req reconcile.Request) *key {
+	k := &key{q: q, req: req, index: -1}
+	k.wakeFn, k.startFn, k.endFn = k.wakeUp, k.start, k.end
+	return k
+}
+
+// addKey is add for a key in q.keys, any backoff already in after.
+func (q *Queue) addKey(it *key, after time.Duration, priority int) {
+	if it.flight != nil && !it.started {
 		// Handed to a worker but not started: that reconcile will see
 		// whatever this add is about.
 		return
 	}
-	it, ok := q.items[req]
-	if !ok {
-		it = &queued{req: req, priority: priority, counter: q.nextCounter(), index: -1}
-		q.items[req] = it
+	if !it.queued {
+		it.queued = true
+		q.queued++
+		it.priority, it.counter, it.index = priority, q.nextCounter(), -1
 		if after > 0 {
 			q.wait(it, q.eng.Now().Add(after))
 		} else {
@@ -219,26 +248,30 @@ func (q *Queue) add(req reconcile.Request, after time.Duration, rateLimited bool
 }
 
 // wait schedules it to become ready at t.
-func (q *Queue) wait(it *queued, t time.Time) {
+func (q *Queue) wait(it *key, t time.Time) {
 	it.readyAt = t
-	it.wake = q.eng.At(t, q.requeueName, func() {
-		it.wake, it.readyAt = nil, time.Time{}
-		// Ready keys are ordered by when they became ready, not added.
-		it.counter = q.nextCounter()
-		heap.Push(&q.ready, it)
-		q.dispatch()
-	})
+	it.wake = q.eng.At(t, q.requeueName, it.wakeFn)
+}
+
+// wakeUp makes a waiting key ready.
+func (k *key) wakeUp() {
+	q := k.q
+	k.wake, k.readyAt = nil, time.Time{}
+	// Ready keys are ordered by when they became ready, not added.
+	k.counter = q.nextCounter()
+	heap.Push(&q.ready, k)
+	q.dispatch()
 }
 
 // dispatch hands ready keys to idle workers. A ready key that is being
 // reconciled stays queued until that reconcile ends.
 func (q *Queue) dispatch() {
-	for !q.shutdown && len(q.inflight) < q.workers && q.ready.Len() > 0 {
-		var busy []*queued
-		var next *queued
+	for !q.shutdown && q.busy < q.workers && q.ready.Len() > 0 {
+		var busy []*key
+		var next *key
 		for q.ready.Len() > 0 {
-			it := heap.Pop(&q.ready).(*queued)
-			if _, ok := q.inflight[it.req]; ok {
+			it := heap.Pop(&q.ready).(*key)
+			if it.flight != nil {
 				busy = append(busy, it)
 				continue
 			}
@@ -251,40 +284,47 @@ func (q *Queue) dispatch() {
 		if next == nil {
 			return
 		}
-		delete(q.items, next.req)
-		req, priority := next.req, next.priority
-		f := &flight{}
-		f.event = q.eng.After(0, q.reconcileName, func() {
-			f.started = true
-			q.reconcile(f, req, priority)
-		})
-		q.inflight[req] = f
+		next.queued = false
+		q.queued--
+		next.runPriority, next.started = next.priority, false
+		next.flight = q.eng.After(0, q.reconcileName, next.startFn)
+		q.busy++
 	}
 }
 
-func (q *Queue) reconcile(f *flight, req reconcile.Request, priority int) {
-	res, err := q.r.Reconcile(context.Background(), req)
+// start is the key's reconcile event.
+func (k *key) start() {
+	k.started = true
+	k.q.reconcile(k)
+}
+
+// end is the key's reconcile end event.
+func (k *key) end() { k.q.finish(k) }
+
+func (q *Queue) reconcile(k *key) {
+	res, err := q.r.Reconcile(context.Background(), k.req)
 	q.stats.Reconciles++
 	if q.shutdown {
 		return
 	}
+	k.res, k.err = res, err
 	latency := q.latency
 	if q.duration != nil {
 		latency = q.duration()
 	}
 	if latency <= 0 {
-		q.finish(req, priority, res, err)
+		q.finish(k)
 		return
 	}
-	f.event = q.eng.After(latency, q.reconciledName, func() {
-		q.finish(req, priority, res, err)
-	})
+	k.flight = q.eng.After(latency, q.reconciledName, k.endFn)
 }
 
 // finish acts on a reconcile's result the way controller-runtime's
 // reconcileHandler does, then frees the worker.
-func (q *Queue) finish(req reconcile.Request, priority int, res reconcile.Result, err error) {
-	delete(q.inflight, req)
+func (q *Queue) finish(k *key) {
+	req, priority, res, err := k.req, k.runPriority, k.res, k.err
+	k.flight, k.res, k.err = nil, reconcile.Result{}, nil
+	q.busy--
 	if res.Priority != nil {
 		priority = *res.Priority
 	}
@@ -292,15 +332,18 @@ func (q *Queue) finish(req reconcile.Request, priority int, res reconcile.Result
 	case err != nil:
 		q.stats.Errors++
 		if !errors.Is(err, reconcile.TerminalError(nil)) {
-			q.add(req, 0, true, priority)
+			q.addKey(k, q.limiter.When(req), priority)
 		}
 	case res.RequeueAfter > 0:
 		q.limiter.Forget(req)
-		q.add(req, res.RequeueAfter, false, priority)
+		q.addKey(k, res.RequeueAfter, priority)
 	case res.Requeue: //nolint:staticcheck // controller-runtime still honours Requeue.
-		q.add(req, 0, true, priority)
+		q.addKey(k, q.limiter.When(req), priority)
 	default:
 		q.limiter.Forget(req)
+	}
+	if !k.queued && k.flight == nil { // (the add above may have handed it out again)
+		delete(q.keys, req)
 	}
 	q.dispatch()
 }
@@ -312,7 +355,7 @@ func (q *Queue) nextCounter() uint64 {
 }
 
 // readyHeap orders ready keys by priority, highest first, then FIFO.
-type readyHeap []*queued
+type readyHeap []*key
 
 func (h readyHeap) Len() int { return len(h) }
 
@@ -330,7 +373,7 @@ func (h readyHeap) Swap(i, j int) {
 }
 
 func (h *readyHeap) Push(x any) {
-	it := x.(*queued)
+	it := x.(*key)
 	it.index = len(*h)
 	*h = append(*h, it)
 }
