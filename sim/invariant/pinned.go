@@ -106,7 +106,7 @@ func (c *Checker) observePinned(ev apiserver.Event) {
 }
 
 // checkPinned runs os-staging-not-starved after every event.
-func (c *Checker) checkPinned(at time.Duration) {
+func (c *Checker) checkPinned(now time.Time) {
 	if c.pinned == nil || c.pinned.src.TakeStageStarvations == nil {
 		return
 	}
@@ -122,7 +122,7 @@ func (c *Checker) checkPinned(at time.Duration) {
 		if !c.enabled[scenario.InvOSStagingNotStarved] || s.PinnedHeld <= 0 || s.Available+s.PinnedHeld < s.Need {
 			continue
 		}
-		c.record(Violation{Invariant: string(scenario.InvOSStagingNotStarved), At: at, Objects: []string{"Node/" + s.Node},
+		c.record(Violation{Invariant: string(scenario.InvOSStagingNotStarved), At: now.Sub(c.start), Objects: []string{"Node/" + s.Node},
 			Message: fmt.Sprintf("staging %s on node %s failed with no space left on device: it needed %s free, %s were, and pinned images held %s; the staging reserve should have kept that room",
 				s.Image, s.Node, gib(s.Need), gib(s.Available), gib(s.PinnedHeld))})
 	}

@@ -249,7 +249,8 @@ func (g *gauge) observe(now time.Time, cpu, mem int64, pending, inSlot int) {
 	if g.last.IsZero() {
 		g.MinSchedulableCPU, g.MaxSchedulableCPU = cpu, cpu
 		g.MinSchedulableMem, g.MaxSchedulableMem = mem, mem
-	} else if dt := now.Sub(g.last); dt > 0 {
+	} else if now.After(g.last) { // (many events share an instant: no Time.Sub for them)
+		dt := now.Sub(g.last)
 		g.SchedulableCPUArea += float64(g.cpu) * dt.Seconds()
 		g.SchedulableMemArea += float64(g.mem) * dt.Seconds()
 		g.PendingArea += float64(g.pending) * dt.Seconds()
