@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -56,8 +57,8 @@ type World struct {
 	// podRemoved is set when a pod started terminating or went away in
 	// the current event.
 	podRemoved bool
-	// pods are the pods bound to a node, by namespace/name.
-	pods map[string]podInfo
+	// pods are the pods bound to a node, by namespace and name.
+	pods map[types.NamespacedName]podInfo
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
 	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
@@ -453,7 +454,7 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[string]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[types.NamespacedName]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
 }
 
 // Observe applies one watch event.
@@ -481,7 +482,7 @@ func (w *World) Observe(ev apiserver.Event) {
 
 // observePod keeps the count of workload pods per node.
 func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
-	key := o.Namespace + "/" + o.Name
+	key := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
 	old, had := w.pods[key]
 	var cur podInfo
 	has := t != apiserver.Deleted && o.Spec.NodeName != ""
@@ -1454,11 +1455,18 @@ type pdbSelector struct {
 	key       string // namespace/name
 	namespace string
 	selector  labels.Selector
+	// spec is the spec.selector the selector was made from.
+	spec *metav1.LabelSelector
 }
 
-// observePDB keeps the PodDisruptionBudgets' selectors: O(PDBs).
+// observePDB keeps the PodDisruptionBudgets' selectors: O(PDBs). A
+// status write (most of a PDB's events) keeps the selector already made.
 func (w *World) observePDB(t apiserver.EventType, o *policyv1.PodDisruptionBudget) {
 	key := o.Namespace + "/" + o.Name
+	i, found := slices.BinarySearchFunc(w.pdbs, key, func(p pdbSelector, k string) int { return strings.Compare(p.key, k) })
+	if found && t != apiserver.Deleted && o.DeletionTimestamp == nil && sameSelector(w.pdbs[i].spec, o.Spec.Selector) {
+		return
+	}
 	w.pdbs = slices.DeleteFunc(w.pdbs, func(p pdbSelector) bool { return p.key == key })
 	if t == apiserver.Deleted || o.DeletionTimestamp != nil {
 		return
@@ -1469,8 +1477,20 @@ func (w *World) observePDB(t apiserver.EventType, o *policyv1.PodDisruptionBudge
 			sel = s
 		}
 	}
-	i, _ := slices.BinarySearchFunc(w.pdbs, key, func(p pdbSelector, k string) int { return strings.Compare(p.key, k) })
-	w.pdbs = slices.Insert(w.pdbs, i, pdbSelector{key: key, namespace: o.Namespace, selector: sel})
+	i, _ = slices.BinarySearchFunc(w.pdbs, key, func(p pdbSelector, k string) int { return strings.Compare(p.key, k) })
+	w.pdbs = slices.Insert(w.pdbs, i, pdbSelector{key: key, namespace: o.Namespace, selector: sel, spec: o.Spec.Selector.DeepCopy()})
+}
+
+// sameSelector reports whether two label selectors select the same:
+// metav1.LabelSelectorAsSelector reads only the lengths of absent and
+// empty maps and lists, so nil and empty are the same.
+func sameSelector(a, b *metav1.LabelSelector) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return maps.Equal(a.MatchLabels, b.MatchLabels) && slices.EqualFunc(a.MatchExpressions, b.MatchExpressions, func(x, y metav1.LabelSelectorRequirement) bool {
+		return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+	})
 }
 
 // PDBsCovering returns the namespace/name of the PodDisruptionBudgets
@@ -1495,7 +1515,7 @@ func (w *World) podRemoval(ev apiserver.Event) (node string, workload, ok bool) 
 	if !isPod {
 		return "", false, false
 	}
-	info, had := w.pods[o.Namespace+"/"+o.Name]
+	info, had := w.pods[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
 	if !had || info.terminating {
 		return "", false, false
 	}
