@@ -22,10 +22,30 @@ import (
 type DrainResult struct {
 	// Remaining are the pods that still have to leave the node.
 	Remaining int
-	// Blocked names the pods that hold the drain up in this pass, each as
-	// "namespace/name (why)": a PodDisruptionBudget refused its eviction,
-	// or it needs an opt-in of the pool's spec.drain.
-	Blocked []string
+	// Blocked are the pods that hold the drain up in this pass: a
+	// PodDisruptionBudget refused its eviction, or it needs an opt-in of
+	// the pool's spec.drain.
+	Blocked []BlockedPod
+}
+
+// BlockedPod is a pod that holds a drain up, and why. Its text
+// ("namespace/name (why)", String) is made only for the messages that
+// name it (blockedMessage): a drain held up by a budget meets a refusal
+// for each of its pods at every poll, and most polls say nothing new.
+type BlockedPod struct {
+	Namespace, Name string
+	// why is the opt-in the pod needs, or "" when refused is set.
+	why string
+	// refused is the error that refused the pod's eviction.
+	refused error
+}
+
+func (b BlockedPod) String() string {
+	why := b.why
+	if b.refused != nil {
+		why = refusalReason(b.refused)
+	}
+	return b.Namespace + "/" + b.Name + " (" + why + ")"
 }
 
 // Drainer evicts a node's pods through the Eviction API, so PDBs are honoured.
@@ -70,7 +90,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 			continue
 		}
 		if why := needsOptIn(p, opts); why != "" {
-			res.Blocked = append(res.Blocked, p.Namespace+"/"+p.Name+" ("+why+")")
+			res.Blocked = append(res.Blocked, BlockedPod{Namespace: p.Namespace, Name: p.Name, why: why})
 			continue
 		}
 		evict = append(evict, p)
@@ -94,7 +114,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err), budgetRefusal(err) != "":
-			res.Blocked = append(res.Blocked, p.Namespace+"/"+p.Name+" ("+refusalReason(err)+")")
+			res.Blocked = append(res.Blocked, BlockedPod{Namespace: p.Namespace, Name: p.Name, refused: err})
 		default:
 			return res, fmt.Errorf("evict pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)
 		}
@@ -112,7 +132,7 @@ func needsOptIn(p *corev1.Pod, opts v1alpha1.DrainSpec) string {
 	if !opts.DeleteEmptyDirData && hasEmptyDir(p) {
 		why = append(why, "emptyDir data would be lost: set spec.drain.deleteEmptyDirData")
 	}
-	if !opts.Force && metav1.GetControllerOf(p) == nil {
+	if !opts.Force && metav1.GetControllerOfNoCopy(p) == nil {
 		why = append(why, "no controller recreates it: set spec.drain.force")
 	}
 	return strings.Join(why, "; ")
@@ -174,7 +194,7 @@ func mustLeave(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if o := metav1.GetControllerOf(p); o != nil && o.Kind == "DaemonSet" && o.APIVersion == "apps/v1" {
+	if o := metav1.GetControllerOfNoCopy(p); o != nil && o.Kind == "DaemonSet" && o.APIVersion == "apps/v1" {
 		return false
 	}
 	return true
@@ -206,14 +226,17 @@ func countPods(ctx context.Context, c client.Reader, node string, terminating bo
 	return n, nil
 }
 
-func blockedMessage(blocked []string) string {
-	if len(blocked) == 0 {
-		return ""
+// blockedMessage names the first five blocked pods, and how many more.
+func blockedMessage(blocked []BlockedPod) string {
+	named := make([]string, 0, min(len(blocked), 5))
+	for _, b := range blocked[:cap(named)] {
+		named = append(named, b.String())
 	}
+	msg := strings.Join(named, ", ")
 	if len(blocked) > 5 {
-		return strings.Join(blocked[:5], ", ") + fmt.Sprintf(" and %d more", len(blocked)-5)
+		msg += fmt.Sprintf(" and %d more", len(blocked)-5)
 	}
-	return strings.Join(blocked, ", ")
+	return msg
 }
 
 // drainOptions are a pool's spec.drain; none without a pool.

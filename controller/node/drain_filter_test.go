@@ -111,3 +111,29 @@ func TestRefusalReason(t *testing.T) {
 		t.Error("a 403 without a budget cause reads as a budget refusal")
 	}
 }
+
+// TestBlockedMessage: a blocked drain names its first five pods, each
+// with why it holds the drain up, and counts the others.
+func TestBlockedMessage(t *testing.T) {
+	refused := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	refused.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web needs 2 healthy pods and has 2 currently"}}
+	var blocked []BlockedPod
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		blocked = append(blocked, BlockedPod{Namespace: "ns", Name: name, refused: refused})
+	}
+	blocked[0] = BlockedPod{Namespace: "ns", Name: "a", why: "no controller recreates it: set spec.drain.force"}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{0, ""},
+		{1, "ns/a (no controller recreates it: set spec.drain.force)"},
+		{2, "ns/a (no controller recreates it: set spec.drain.force), ns/b (PDB web)"},
+		{5, "ns/a (no controller recreates it: set spec.drain.force), ns/b (PDB web), ns/c (PDB web), ns/d (PDB web), ns/e (PDB web)"},
+		{7, "ns/a (no controller recreates it: set spec.drain.force), ns/b (PDB web), ns/c (PDB web), ns/d (PDB web), ns/e (PDB web) and 2 more"},
+	} {
+		if got := blockedMessage(blocked[:tc.n]); got != tc.want {
+			t.Errorf("%d blocked: %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

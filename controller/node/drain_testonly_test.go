@@ -133,8 +133,8 @@ func TestDrainerEvictsNeverDeletes(t *testing.T) {
 	if len(calls.deleted) != 0 {
 		t.Errorf("deleted %v directly; the drainer must only evict", calls.deleted)
 	}
-	if want := []string{"default/web-b (Cannot evict pod as it would violate the pod's disruption budget.)"}; !slices.Equal(res.Blocked, want) {
-		t.Errorf("blocked %v, want %v", res.Blocked, want)
+	if got, want := blockedMessage(res.Blocked), "default/web-b (Cannot evict pod as it would violate the pod's disruption budget.)"; got != want {
+		t.Errorf("blocked %q, want %q", got, want)
 	}
 	// web-a, web-b and the terminating pod still had to leave in this pass.
 	if res.Remaining != 3 {
