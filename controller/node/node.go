@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -1924,7 +1923,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *nodeStep) error {
 // recordDiffers reports whether bn's phase or rollout record differs from
 // orig's: what a record write (patchStatus) would change.
 func recordDiffers(orig, bn *v1alpha1.BootcNode) bool {
-	return orig.Status.Phase != bn.Status.Phase || !apiequality.Semantic.DeepEqual(orig.Status.Rollout, bn.Status.Rollout)
+	return orig.Status.Phase != bn.Status.Phase || !equalRollout(&orig.Status.Rollout, &bn.Status.Rollout)
 }
 
 // recordOf copies what a record patch (recordPatch) diffs against and
