@@ -2,20 +2,23 @@ package patch
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// mergeDiff returns the JSON merge patch (RFC 7386) that turns the JSON of
-// a into the JSON of b, as a map to marshal; a and b are values of the same
-// struct type. It is what jsonpatch.CreateMergePatch gives for the two
-// encodings, computed field by field instead of decoding both documents:
+// appendMergeDiff appends to buf the JSON merge patch (RFC 7386) that
+// turns the JSON of a into the JSON of b, an object ("{}" when they
+// encode alike); a and b are values of the same struct type. It is what
+// jsonpatch.CreateMergePatch gives for the two encodings, computed field by
+// field instead of decoding both documents:
 //   - a field whose JSON differs is sent whole, or null when b omits it
 //     (omitempty and empty);
 //   - a nested struct without a JSON encoding of its own is diffed field by
@@ -23,12 +26,24 @@ import (
 //     objects: a removed key must be sent as null);
 //   - everything else (scalars, pointers, slices, types with MarshalJSON
 //     such as metav1.Time) is a leaf compared by its encoding.
-func mergeDiff(a, b any) (map[string]any, error) {
+//
+// The bytes are those json.Marshal gives for the patch built as a map of
+// maps: each object's members in the order of their names, leaves as
+// json.Marshal encodes them (TestMergeDiffBytes). Written as it is
+// diffed, the patch needs no maps to be built, walked and sorted.
+func appendMergeDiff(buf []byte, a, b any) ([]byte, error) {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	if va.Type() != vb.Type() || va.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("mergeDiff of %T and %T: want two values of one struct type", a, b)
 	}
-	return structDiff(va, vb)
+	buf, wrote, err := appendObjectDiff(buf, va, vb)
+	if err != nil {
+		return nil, err
+	}
+	if !wrote {
+		buf = append(buf, "{}"...)
+	}
+	return buf, nil
 }
 
 var (
@@ -36,17 +51,18 @@ var (
 	stringMapType = reflect.TypeFor[map[string]string]()
 )
 
-// diffField is what structDiff needs of one exported field of a struct
-// type, worked out once per type (fieldsOf).
+// diffField is what appendMembers needs of one exported field of a
+// struct type, worked out once per type (fieldsOf).
 type diffField struct {
 	index     int
 	goName    string
 	name      string // JSON name; "" when the field has no plain one
+	key       []byte // the name as a JSON string and a colon
 	omitempty bool
 	how       diffHow
 }
 
-// diffHow is how structDiff compares a field.
+// diffHow is how appendMembers compares a field.
 type diffHow int
 
 const (
@@ -56,6 +72,7 @@ const (
 	diffPtrStruct                // a pointer to such a struct
 	diffOtherMap                 // a map of another type: not supported
 	diffTime                     // a *metav1.Time, a leaf compared by sameTimeJSON
+	diffString                   // a string kind without an encoding of its own
 )
 
 var timePtrType = reflect.TypeFor[*metav1.Time]()
@@ -73,7 +90,8 @@ func sameTimeJSON(a, b *metav1.Time) bool {
 
 var diffFields sync.Map // reflect.Type -> []diffField
 
-// fieldsOf returns the exported fields of the struct type t, in order.
+// fieldsOf returns the exported fields of the struct type t, in the order
+// of their JSON names (json.Marshal's order of a map's keys).
 func fieldsOf(t reflect.Type) []diffField {
 	if fs, ok := diffFields.Load(t); ok {
 		return fs.([]diffField)
@@ -87,6 +105,8 @@ func fieldsOf(t reflect.Type) []diffField {
 		df := diffField{index: i, goName: f.Name}
 		if name, omitempty, ok := jsonField(f); ok {
 			df.name, df.omitempty = name, omitempty
+			df.key, _ = appendJSONString(nil, name)
+			df.key = append(df.key, ':')
 		}
 		switch {
 		case f.Type == timePtrType:
@@ -99,118 +119,190 @@ func fieldsOf(t reflect.Type) []diffField {
 			df.how = diffPtrStruct
 		case f.Type.Kind() == reflect.Map:
 			df.how = diffOtherMap
+		case f.Type.Kind() == reflect.String && !encodesItself(f.Type):
+			df.how = diffString
 		}
 		fs = append(fs, df)
 	}
+	slices.SortStableFunc(fs, func(x, y diffField) int { return strings.Compare(x.name, y.name) })
 	diffFields.Store(t, fs)
 	return fs
 }
 
-func structDiff(a, b reflect.Value) (map[string]any, error) {
-	out := map[string]any{}
+// appendObjectDiff appends the diff of the structs a and b as an object;
+// when nothing differs it appends nothing and wrote is false.
+func appendObjectDiff(buf []byte, a, b reflect.Value) (_ []byte, wrote bool, err error) {
+	start := len(buf)
+	buf, wrote, err = appendMembers(append(buf, '{'), a, b, true)
+	if err != nil || !wrote {
+		return buf[:start], false, err
+	}
+	return append(buf, '}'), true, nil
+}
+
+// appendMembers appends the members of the diff of the structs a and b,
+// each after a comma unless it is the first of its object (first, and
+// none appended before it); wrote says whether it appended any.
+func appendMembers(buf []byte, a, b reflect.Value, first bool) (_ []byte, wrote bool, err error) {
 	t := a.Type()
 	for _, f := range fieldsOf(t) {
 		if f.name == "" {
-			return nil, fmt.Errorf("mergeDiff: field %s.%s has no plain JSON name", t.Name(), f.goName)
+			return nil, false, fmt.Errorf("mergeDiff: field %s.%s has no plain JSON name", t.Name(), f.goName)
 		}
-		name := f.name
 		fa, fb := a.Field(f.index), b.Field(f.index)
 		aOmitted := f.omitempty && isEmptyValue(fa)
 		bOmitted := f.omitempty && isEmptyValue(fb)
-		switch {
-		case bOmitted && aOmitted:
-			continue
-		case bOmitted:
-			out[name] = nil
+		if aOmitted && bOmitted {
 			continue
 		}
-		switch {
-		case f.how == diffStruct:
-			if aOmitted {
-				out[name] = fb.Interface()
-				continue
-			}
-			sub, err := structDiff(fa, fb)
-			if err != nil {
-				return nil, err
-			}
-			if len(sub) > 0 {
-				out[name] = sub
-			}
-		case f.how == diffStringMap && !aOmitted && !fa.IsNil() && !fb.IsNil():
-			if sub := stringMapDiff(fa.Interface().(map[string]string), fb.Interface().(map[string]string)); len(sub) > 0 {
-				out[name] = sub
-			}
-		case f.how == diffPtrStruct && !fb.IsNil():
-			// A struct behind a pointer: set whole when it was absent,
-			// otherwise diffed field by field like a struct.
-			if aOmitted || fa.IsNil() {
-				out[name] = fb.Interface()
-				continue
-			}
-			sub, err := structDiff(fa.Elem(), fb.Elem())
-			if err != nil {
-				return nil, err
-			}
-			if len(sub) > 0 {
-				out[name] = sub
-			}
-		case f.how == diffOtherMap:
-			// Sent whole, such a value would be merged into the old one,
-			// keeping keys it dropped.
-			return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.goName, fa.Type())
-		case f.how == diffTime:
-			// The commonest leaf of a record (phaseSince, drainStartedAt,
-			// ...): compared by what its encoding says, without encoding
-			// it (a diff encoded both sides of each changed time).
-			ta, tb := fa.Interface().(*metav1.Time), fb.Interface().(*metav1.Time)
-			if !aOmitted && sameTimeJSON(ta, tb) {
-				continue
-			}
-			jb, err := json.Marshal(tb)
-			if err != nil {
-				return nil, err
-			}
-			out[name] = json.RawMessage(jb)
-		default:
-			if !aOmitted && fa.Comparable() && fa.Equal(fb) {
-				continue // same value, same encoding: nothing to send
-			}
-			ia, ib := fa.Interface(), fb.Interface()
-			if !aOmitted && reflect.DeepEqual(ia, ib) {
-				// Deeply equal values (pointers to equal times, equal
-				// slices) have the same encoding: no need to encode them.
-				continue
-			}
-			ja, err := json.Marshal(ia)
-			if err != nil {
-				return nil, err
-			}
-			jb, err := json.Marshal(ib)
-			if err != nil {
-				return nil, err
-			}
-			if aOmitted || !bytes.Equal(ja, jb) {
-				out[name] = json.RawMessage(jb)
-			}
+		member := len(buf)
+		if !first || wrote {
+			buf = append(buf, ',')
 		}
+		buf = append(buf, f.key...)
+		value := len(buf)
+		if buf, err = appendFieldDiff(buf, t, f, fa, fb, aOmitted, bOmitted); err != nil {
+			return nil, false, err
+		}
+		if len(buf) == value {
+			buf = buf[:member] // nothing to send
+			continue
+		}
+		wrote = true
 	}
-	return out, nil
+	return buf, wrote, nil
 }
 
-func stringMapDiff(a, b map[string]string) map[string]any {
-	out := map[string]any{}
+// appendFieldDiff appends what the patch sends for the field f, from fa
+// to fb; nothing when the field's JSON is the same.
+func appendFieldDiff(buf []byte, t reflect.Type, f diffField, fa, fb reflect.Value, aOmitted, bOmitted bool) ([]byte, error) {
+	if bOmitted {
+		return append(buf, "null"...), nil
+	}
+	switch {
+	case f.how == diffStruct:
+		if aOmitted {
+			return appendJSON(buf, fb.Interface())
+		}
+		buf, _, err := appendObjectDiff(buf, fa, fb)
+		return buf, err
+	case f.how == diffStringMap && !aOmitted && !fa.IsNil() && !fb.IsNil():
+		return appendStringMapDiff(buf, fa.Interface().(map[string]string), fb.Interface().(map[string]string))
+	case f.how == diffPtrStruct && !fb.IsNil():
+		// A struct behind a pointer: set whole when it was absent,
+		// otherwise diffed field by field like a struct.
+		if aOmitted || fa.IsNil() {
+			return appendJSON(buf, fb.Interface())
+		}
+		buf, _, err := appendObjectDiff(buf, fa.Elem(), fb.Elem())
+		return buf, err
+	case f.how == diffOtherMap:
+		// Sent whole, such a value would be merged into the old one,
+		// keeping keys it dropped.
+		return nil, fmt.Errorf("mergeDiff: field %s.%s (%s) is not supported", t.Name(), f.goName, fa.Type())
+	case f.how == diffString && utf8.ValidString(fa.String()) && utf8.ValidString(fb.String()):
+		// The commonest leaf of a record (phase, reason, message):
+		// two strings of valid UTF-8 encode alike exactly when they are
+		// equal. (encoding/json writes invalid bytes as U+FFFD: other
+		// strings are compared by their encoding below.)
+		if !aOmitted && fa.String() == fb.String() {
+			return buf, nil
+		}
+		return appendJSONString(buf, fb.String())
+	case f.how == diffTime:
+		// The commonest leaf of a record (phaseSince, drainStartedAt,
+		// ...): compared by what its encoding says, without encoding
+		// it (a diff encoded both sides of each changed time).
+		ta, tb := fa.Interface().(*metav1.Time), fb.Interface().(*metav1.Time)
+		if !aOmitted && sameTimeJSON(ta, tb) {
+			return buf, nil
+		}
+		return appendJSON(buf, tb)
+	}
+	if !aOmitted && fa.Comparable() && fa.Equal(fb) {
+		return buf, nil // same value, same encoding: nothing to send
+	}
+	ia, ib := fa.Interface(), fb.Interface()
+	if !aOmitted && reflect.DeepEqual(ia, ib) {
+		// Deeply equal values (pointers to equal times, equal slices)
+		// have the same encoding: no need to encode them.
+		return buf, nil
+	}
+	jb, err := json.Marshal(ib)
+	if err != nil {
+		return nil, err
+	}
+	if !aOmitted {
+		ja, err := json.Marshal(ia)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(ja, jb) {
+			return buf, nil
+		}
+	}
+	return append(buf, jb...), nil
+}
+
+// appendStringMapDiff appends the diff of two map[string]string as an
+// object, its keys sorted: the keys b adds or changes with their new
+// values, the keys it drops as null. Nothing when the maps are equal.
+func appendStringMapDiff(buf []byte, a, b map[string]string) ([]byte, error) {
+	var keys []string
 	for k, v := range b {
 		if old, ok := a[k]; !ok || old != v {
-			out[k] = v
+			keys = append(keys, k)
 		}
 	}
 	for k := range a {
 		if _, ok := b[k]; !ok {
-			out[k] = nil
+			keys = append(keys, k)
 		}
 	}
-	return out
+	if len(keys) == 0 {
+		return buf, nil
+	}
+	slices.Sort(keys)
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = appendJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf = append(buf, ':')
+		v, ok := b[k]
+		if !ok {
+			buf = append(buf, "null"...)
+		} else if buf, err = appendJSONString(buf, v); err != nil {
+			return nil, err
+		}
+	}
+	return append(buf, '}'), nil
+}
+
+// appendJSON appends json.Marshal's encoding of v.
+func appendJSON(buf []byte, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, b...), nil
+}
+
+var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+
+// encodesItself reports whether encoding/json encodes a value of type t by
+// its own MarshalJSON or MarshalText.
+func encodesItself(t reflect.Type) bool {
+	for _, t := range []reflect.Type{t, reflect.PointerTo(t)} {
+		if t.Implements(marshalerType) || t.Implements(textMarshalerType) {
+			return true
+		}
+	}
+	return false
 }
 
 // isLeaf reports whether a struct type has its own JSON encoding.
@@ -260,60 +352,6 @@ func isEmptyValue(v reflect.Value) bool {
 		return v.IsNil()
 	}
 	return false
-}
-
-// marshalDiff is json.Marshal of a merge patch built by mergeDiff, byte for
-// byte, without encoding/json's reflective walk of the map: the objects
-// are map[string]any with sorted keys, the leaves nil, strings (a
-// map[string]string's values), json.RawMessage (mergeDiff's own
-// json.Marshal output, which json.Marshal would copy unchanged: compact,
-// HTML-escaped) and values sent whole, which are marshalled as
-// json.Marshal would marshal them inside the map.
-func marshalDiff(doc map[string]any) ([]byte, error) {
-	return appendDiff(make([]byte, 0, 256), doc)
-}
-
-func appendDiff(buf []byte, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case nil:
-		return append(buf, "null"...), nil
-	case string:
-		return appendJSONString(buf, v)
-	case json.RawMessage:
-		if v == nil {
-			return append(buf, "null"...), nil
-		}
-		return append(buf, v...), nil
-	case map[string]any:
-		if v == nil {
-			return append(buf, "null"...), nil
-		}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		buf = append(buf, '{')
-		for i, k := range keys {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			var err error
-			if buf, err = appendJSONString(buf, k); err != nil {
-				return nil, err
-			}
-			buf = append(buf, ':')
-			if buf, err = appendDiff(buf, v[k]); err != nil {
-				return nil, err
-			}
-		}
-		return append(buf, '}'), nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(buf, b...), nil
 }
 
 // appendJSONString appends s quoted as encoding/json quotes it: plain

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
@@ -61,6 +62,19 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 			c.Rollout.PhaseSince = &zero
 			return c
 		}(), full})
+	// Strings are compared as strings when both are valid UTF-8, and by
+	// their encoding otherwise (encoding/json writes invalid bytes as
+	// U+FFFD).
+	message := func(m string) controllerPart {
+		c := full
+		c.Rollout.Message = m
+		return c
+	}
+	records = append(records,
+		recordCase{"a message escaped", full, message("m & \"q\" \u2028 é \x01")},
+		recordCase{"invalid UTF-8 encoded alike", message("a\xff"), message("a\xfe")},
+		recordCase{"invalid UTF-8 to valid", message("a\xff"), message("a\ufffd!")},
+		recordCase{"valid to invalid UTF-8", message("a"), message("a\xff")})
 	for _, tt := range records {
 		t.Run("record/"+tt.name, func(t *testing.T) { checkMergeDiff(t, tt.a, tt.b) })
 	}
@@ -93,7 +107,10 @@ func TestMergeDiffMatchesCreateMergePatch(t *testing.T) {
 		{"annotations to empty", node, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}},
 	}
 	for _, tt := range nodes {
-		t.Run("node/"+tt.name, func(t *testing.T) { checkMergeDiff(t, nodePartOf(tt.a), nodePartOf(tt.b)) })
+		t.Run("node/"+tt.name, func(t *testing.T) {
+			checkMergeDiff(t, nodeMeta{tt.a.Annotations}, nodeMeta{tt.b.Annotations})
+			checkMergeDiff(t, nodeSpec{tt.a.Spec.Unschedulable, tt.a.Spec.Taints}, nodeSpec{tt.b.Spec.Unschedulable, tt.b.Spec.Taints})
+		})
 	}
 }
 
@@ -101,11 +118,10 @@ func checkMergeDiff(t *testing.T, a, b any) {
 	t.Helper()
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
-	d, err := mergeDiff(a, b)
+	patch, err := appendMergeDiff(nil, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, _ := json.Marshal(d)
 	got, err := jsonpatch.MergePatch(ja, patch)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +152,7 @@ func TestMergeDiffRefusesNestedMaps(t *testing.T) {
 	type part struct {
 		Counts map[string]int `json:"counts"`
 	}
-	if _, err := mergeDiff(part{}, part{Counts: map[string]int{"a": 1}}); err == nil {
+	if _, err := appendMergeDiff(nil, part{}, part{Counts: map[string]int{"a": 1}}); err == nil {
 		t.Error("no error for a map that is not map[string]string")
 	}
 }
@@ -161,36 +177,94 @@ func TestMergeDiffNestedPointer(t *testing.T) {
 	}
 }
 
-// marshalDiff must give json.Marshal's bytes for every patch mergeDiff
-// builds, and for the leaves it encodes itself (escaped strings, nil
-// maps and raw messages).
-func TestMarshalDiffAsJSONMarshal(t *testing.T) {
+// appendMergeDiff and the patches' Data must give the bytes json.Marshal
+// gives for the patch built as a map of maps (mapDiff, the controller's
+// earlier patches), escaped strings and all.
+func TestMergeDiffBytes(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
 	full := controllerPart{Phase: v1alpha1.PhaseDraining, Rollout: v1alpha1.RolloutStatus{
 		TargetImage: "img@sha256:aa", PhaseSince: &t0, PriorUnschedulable: ptr.To(false), Cordoned: true,
-		AddedAnnotations: []string{"a", "<b>"}, Reason: "DrainBlocked", Message: "m & \"q\" \u2028 é \x01",
+		AddedAnnotations: []string{"a", "<b>"}, DrainStartedAt: &t0, Failures: 1, Reason: "DrainBlocked", Message: "m & \"q\" \u2028 é \x01",
 	}}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x": "1", "y<": "2&"}},
-		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
-	var docs []map[string]any
-	for _, pair := range [][2]any{
-		{full, controllerPart{}}, {controllerPart{}, full}, {full, full},
-		{nodePartOf(node), nodePartOf(&corev1.Node{})}, {nodePartOf(&corev1.Node{}), nodePartOf(node)},
+	changed := full
+	changed.Phase, changed.Rollout.Cordoned, changed.Rollout.Message, changed.Rollout.Reason = v1alpha1.PhaseUpdated, false, "done <ok>", ""
+	changed.Rollout.DrainStartedAt, changed.Rollout.ProtectUntil = nil, &t0
+	invalid := full
+	invalid.Rollout.Message = "a\xff"
+	order := &v1alpha1.BootOrder{Image: "i<", Rollback: true, At: t0}
+	spec := v1alpha1.BootcNodeSpec{Pool: "p", DesiredImage: "img@sha256:aa", BootOrder: order,
+		PinnedImageSets: []v1alpha1.NodePinnedImageSet{{Name: "s1"}}}
+	withdrawn := spec
+	withdrawn.BootOrder = &v1alpha1.BootOrder{Image: "i<", At: t0, Withdrawn: true}
+	for i, pair := range [][2]any{
+		{full, controllerPart{}}, {controllerPart{}, full}, {full, full}, {full, changed}, {changed, full}, {full, invalid}, {invalid, full},
+		{spec, v1alpha1.BootcNodeSpec{}}, {v1alpha1.BootcNodeSpec{Pool: "p"}, spec}, {spec, withdrawn}, {withdrawn, spec},
 	} {
-		d, err := mergeDiff(pair[0], pair[1])
+		d, err := mapDiff(pair[0], pair[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		lockOn(d, "42")
-		docs = append(docs, map[string]any{"status": d}, d)
+		want, _ := json.Marshal(d)
+		got, err := appendMergeDiff([]byte("x"), pair[0], pair[1])
+		if err != nil || string(got) != "x"+string(want) {
+			t.Errorf("%d: appendMergeDiff gives %s (%v), json.Marshal of the map %s", i, got, err, want)
+		}
 	}
-	docs = append(docs, map[string]any{}, map[string]any{"a": nil, "b": map[string]any(nil), "c": json.RawMessage(nil),
-		"d": json.RawMessage(`{"x":1}`), "\u00e9<>": "\t\u2029", "e": []string{"<"}, "f": &t0, "g": map[string]any{"z": 1, "a": 2.5}})
-	for _, d := range docs {
-		want, werr := json.Marshal(d)
-		got, gerr := marshalDiff(d)
-		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
-			t.Errorf("marshalDiff gives %s (%v), json.Marshal %s (%v)", got, gerr, want, werr)
+
+	bn := func(c controllerPart, s v1alpha1.BootcNodeSpec) *v1alpha1.BootcNode {
+		return &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "4<2"}, Spec: s,
+			Status: v1alpha1.BootcNodeStatus{Phase: c.Phase, Rollout: c.Rollout}}
+	}
+	for i, pair := range [][2]*v1alpha1.BootcNode{{bn(full, spec), bn(changed, withdrawn)}, {bn(full, spec), bn(full, spec)}, {bn(controllerPart{}, v1alpha1.BootcNodeSpec{}), bn(full, spec)}} {
+		from, to := pair[0], pair[1]
+		rec, _ := mapDiff(controllerPart{from.Status.Phase, from.Status.Rollout}, controllerPart{to.Status.Phase, to.Status.Rollout})
+		sp, _ := mapDiff(from.Spec, to.Spec)
+		lock := map[string]any{"resourceVersion": from.ResourceVersion}
+		for _, c := range []struct {
+			patch client.Patch
+			doc   map[string]any
+		}{
+			{Record(from), map[string]any{"metadata": lock, "status": rec}},
+			{Spec(from, true), map[string]any{"metadata": lock, "spec": sp}},
+			{Spec(from, false), map[string]any{"spec": sp}},
+		} {
+			want, _ := json.Marshal(c.doc)
+			got, err := c.patch.Data(to)
+			if err != nil || string(got) != string(want) {
+				t.Errorf("%d: Data gives %s (%v), json.Marshal of the map %s", i, got, err, want)
+			}
+		}
+	}
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7", Annotations: map[string]string{"x": "1", "y<": "2&", "z": "3"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
+	other := node.DeepCopy()
+	other.Annotations = map[string]string{"x": "1", "y<": "4", "a\u00e9": "5"}
+	uncordoned := node.DeepCopy()
+	uncordoned.Spec.Unschedulable = false
+	for i, pair := range [][2]*corev1.Node{{node, other}, {other, node}, {node, node}, {node, uncordoned}, {node, &corev1.Node{}}, {&corev1.Node{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}}, node}} {
+		from, to := pair[0], pair[1]
+		// The earlier nodePatch: one diff of both parts, the lock merged
+		// into its metadata.
+		type part struct {
+			Metadata nodeMeta `json:"metadata"`
+			Spec     nodeSpec `json:"spec"`
+		}
+		d, err := mapDiff(part{nodeMeta{from.Annotations}, nodeSpec{from.Spec.Unschedulable, from.Spec.Taints}},
+			part{nodeMeta{to.Annotations}, nodeSpec{to.Spec.Unschedulable, to.Spec.Taints}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := d["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["resourceVersion"] = from.ResourceVersion
+		d["metadata"] = meta
+		want, _ := json.Marshal(d)
+		got, err := Node(from).Data(to)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("node %d: Data gives %s (%v), json.Marshal of the map %s", i, got, err, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package patch
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -71,38 +72,39 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.lock && p.from.ResourceVersion == "" {
 		return nil, fmt.Errorf("BootcNode %s was read without a resourceVersion to lock on", bn.Name)
 	}
-	var diff map[string]any
+	buf := make([]byte, 0, 256)
+	buf = append(buf, '{')
+	if p.lock {
+		buf = append(buf, `"metadata":{`...)
+		buf = append(appendLock(buf, p.from.ResourceVersion), ',')
+	}
 	var err error
 	key := "status"
 	switch p.part {
 	case partRecord:
-		diff, err = mergeDiff(controllerPart{p.from.Status.Phase, p.from.Status.Rollout}, controllerPart{bn.Status.Phase, bn.Status.Rollout})
+		buf = append(buf, `"status":`...)
+		buf, err = appendMergeDiff(buf, controllerPart{p.from.Status.Phase, p.from.Status.Rollout}, controllerPart{bn.Status.Phase, bn.Status.Rollout})
 	case partSpec:
 		key = "spec"
-		diff, err = mergeDiff(p.from.Spec, bn.Spec)
+		buf = append(buf, `"spec":`...)
+		buf, err = appendMergeDiff(buf, p.from.Spec, bn.Spec)
 	default:
 		return nil, fmt.Errorf("BootcNode patch of unknown part %d", p.part)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("diff the %s of BootcNode %s: %w", key, bn.Name, err)
 	}
-	doc := map[string]any{key: diff}
-	if p.lock {
-		lockOn(doc, p.from.ResourceVersion)
-	}
-	return marshalDiff(doc)
+	return append(buf, '}'), nil
 }
 
-// lockOn adds metadata.resourceVersion to the merge patch doc, which makes
-// the patch an optimistic lock: the server refuses it with a conflict when
-// the object changed since rv was read.
-func lockOn(doc map[string]any, rv string) {
-	meta, _ := doc["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["resourceVersion"] = rv
-	doc["metadata"] = meta
+// appendLock appends the last member of a patch's metadata, the
+// resourceVersion rv, and closes the metadata: it makes the patch an
+// optimistic lock, which the server refuses with a conflict when the
+// object changed since rv was read.
+func appendLock(buf []byte, rv string) []byte {
+	buf = append(buf, `"resourceVersion":`...)
+	buf, _ = appendJSONString(buf, rv) // a string always encodes
+	return append(buf, '}')
 }
 
 // nodePatch is a JSON merge patch of what bootroll changes on a Node (its
@@ -110,33 +112,29 @@ func lockOn(doc map[string]any, rv string) {
 // (from) to the Node passed to Patch, locked on from's resourceVersion. It
 // sends what client.MergeFromWithOptions(from, MergeFromWithOptimisticLock)
 // would for a change of those fields, without marshalling and diffing the
-// whole Node twice. Changes to other fields are not sent: extend nodePart
-// before changing any other field of a Node.
+// whole Node twice. Changes to other fields are not sent: extend nodeMeta
+// or nodeSpec before changing any other field of a Node.
 type nodePatch struct{ from *corev1.Node }
 
 // Node is the nodePatch from the Node read (from).
 func Node(from *corev1.Node) client.Patch { return nodePatch{from: from} }
 
-type nodePart struct {
-	Metadata struct {
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		Unschedulable bool           `json:"unschedulable"`
-		Taints        []corev1.Taint `json:"taints"`
-	} `json:"spec"`
+// nodeMeta and nodeSpec are the parts of a Node's metadata and spec a
+// nodePatch writes.
+type nodeMeta struct {
+	Annotations map[string]string `json:"annotations"`
 }
 
-func nodePartOf(n *corev1.Node) nodePart {
-	var p nodePart
-	p.Metadata.Annotations = n.Annotations
-	p.Spec.Unschedulable = n.Spec.Unschedulable
-	p.Spec.Taints = n.Spec.Taints
-	return p
+type nodeSpec struct {
+	Unschedulable bool           `json:"unschedulable"`
+	Taints        []corev1.Taint `json:"taints"`
 }
 
 func (p nodePatch) Type() types.PatchType { return types.MergePatchType }
 
+// Data is {"metadata":{<the annotations' diff>,"resourceVersion":...},
+// "spec":<the diff of unschedulable and taints>}, the spec left out when
+// it has no change: the keys in json.Marshal's order.
 func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -145,12 +143,26 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	if p.from.ResourceVersion == "" {
 		return nil, fmt.Errorf("node %s was read without a resourceVersion to lock on", n.Name)
 	}
-	diff, err := mergeDiff(nodePartOf(p.from), nodePartOf(n))
+	buf := make([]byte, 0, 256)
+	buf = append(buf, `{"metadata":{`...)
+	buf, wrote, err := appendMembers(buf, reflect.ValueOf(nodeMeta{p.from.Annotations}), reflect.ValueOf(nodeMeta{n.Annotations}), true)
 	if err != nil {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
-	lockOn(diff, p.from.ResourceVersion)
-	return marshalDiff(diff)
+	if wrote {
+		buf = append(buf, ',')
+	}
+	buf = appendLock(buf, p.from.ResourceVersion)
+	spec := len(buf)
+	buf = append(buf, `,"spec":`...)
+	buf, wrote, err = appendObjectDiff(buf, reflect.ValueOf(nodeSpec{p.from.Spec.Unschedulable, p.from.Spec.Taints}), reflect.ValueOf(nodeSpec{n.Spec.Unschedulable, n.Spec.Taints}))
+	if err != nil {
+		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
+	}
+	if !wrote {
+		buf = buf[:spec]
+	}
+	return append(buf, '}'), nil
 }
 
 // RemoveFinalizer removes bootroll's finalizer from obj, locked on the
