@@ -100,7 +100,8 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		// a drain that cannot finish.
 		return res, nil
 	}
-	for _, p := range evict {
+	evictions := d.Client.SubResource("eviction")
+	for i, p := range evict {
 		if d.DeleteInsteadOfEvict {
 			// Deliberately broken (TestOnly): no PDB is consulted.
 			if err := d.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
@@ -110,10 +111,15 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		}
 		// No DeleteOptions: the pod's own grace period applies.
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		err := d.Client.SubResource("eviction").Create(ctx, p, ev)
+		err := evictions.Create(ctx, p, ev)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err), budgetRefusal(err) != "":
+			if res.Blocked == nil {
+				// A budget that refuses one pod mostly refuses the
+				// others too: room for them all at once.
+				res.Blocked = make([]BlockedPod, 0, len(evict)-i)
+			}
 			res.Blocked = append(res.Blocked, BlockedPod{Namespace: p.Namespace, Name: p.Name, refused: err})
 		default:
 			return res, fmt.Errorf("evict pod %s/%s from node %s: %w", p.Namespace, p.Name, node, err)

@@ -1731,7 +1731,7 @@ func (r *Reconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	if s.pool == nil || !r.protects(s) {
 		return nil
 	}
-	if _, added := karpenter.Protect(maps.Clone(s.node.Annotations)); len(added) == 0 {
+	if protected(s.node.Annotations) {
 		return nil // the cache shows every protection annotation
 	}
 	n, err := r.freshNode(ctx, s)
@@ -1773,6 +1773,19 @@ func (r *Reconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	}
 	r.event(s.bn, corev1.EventTypeNormal, "ProtectionRestored", "added %s again until %s", strings.Join(added, ", "), until)
 	return nil
+}
+
+// protected reports whether annotations hold every Karpenter protection
+// annotation, so that karpenter.Protect would add none: keepProtected
+// asks it of the cached Node on every pass of a slot, without the copy of
+// the annotations Protect writes into.
+func protected(annotations map[string]string) bool {
+	for _, k := range karpenter.ProtectAnnotations {
+		if _, ok := annotations[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // osNotReady updates a node that joined with an old boot image and the

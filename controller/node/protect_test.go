@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -561,5 +562,25 @@ func TestResumedFinishKeepsTheProtectionDeadline(t *testing.T) {
 				t.Fatalf("record: protectUntil %v, cordoned %v; want %s, cordoned %v", pu, got.Status.Rollout.Cordoned, c.want, c.failNode)
 			}
 		})
+	}
+}
+
+// protected says what karpenter.Protect says by adding nothing.
+func TestProtectedAsProtect(t *testing.T) {
+	for _, ann := range []map[string]string{
+		nil, {}, {"other": "x"},
+		{v1alpha1.KarpenterDoNotDisrupt: "true"},
+		{v1alpha1.KarpenterDoNotRepair: "true", "other": "x"},
+		{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "false"},
+		{v1alpha1.KarpenterDoNotDisrupt: "true", v1alpha1.KarpenterDoNotRepair: "true", "other": "x"},
+	} {
+		before := maps.Clone(ann)
+		_, added := karpenter.Protect(maps.Clone(ann))
+		if got, want := protected(ann), len(added) == 0; got != want {
+			t.Errorf("protected(%v) = %v, Protect adds %v", ann, got, added)
+		}
+		if !maps.Equal(ann, before) {
+			t.Errorf("protected changed %v", before)
+		}
 	}
 }
