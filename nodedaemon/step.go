@@ -197,6 +197,8 @@ func Step(now time.Time, spec v1alpha1.BootcNodeSpec, generation int64, current 
 	d := decide(now, spec, current.Daemon, obs)
 	d.status.BootID = obs.BootID
 	d.status.ObservedGeneration = generation
+	// The report shares memory with current and obs until it is emitted:
+	// most calls (a look at an idle host) report nothing, and copy nothing.
 	report := v1alpha1.BootcNodeStatus{
 		Booted:        hostImage(obs.Booted),
 		Staged:        hostImage(obs.Staged),
@@ -204,7 +206,7 @@ func Step(now time.Time, spec v1alpha1.BootcNodeSpec, generation int64, current 
 		Daemon:        d.status,
 	}
 	if !sameReport(current, report) && !ackNotNeeded(spec, current, report, obs) {
-		actions = append(actions, Action{Type: ReportStatus, Status: &report})
+		actions = append(actions, Action{Type: ReportStatus, Status: report.DeepCopy()})
 	}
 	return append(actions, d.host...), d.requeue
 }
@@ -263,8 +265,9 @@ func asksReboot(host []Action) bool {
 func decideOn(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonStatus, obs Observation) decision {
 	desired := spec.DesiredImage
 	// LastAttempt and LastReboot are history: kept unless a branch replaces
-	// them. Copies, so that the report shares no memory with current.
-	st := v1alpha1.DaemonStatus{LastAttempt: cur.LastAttempt.DeepCopy(), LastReboot: cur.LastReboot.DeepCopy()}
+	// them. Shared with current, never changed: Step copies the report it
+	// emits.
+	st := v1alpha1.DaemonStatus{LastAttempt: cur.LastAttempt, LastReboot: cur.LastReboot}
 	if desired == "" {
 		st.Phase = v1alpha1.DaemonIdle
 		return decision{status: st}
@@ -510,17 +513,19 @@ func digestOf(h *v1alpha1.HostImage) string {
 	return h.Digest
 }
 
-// hostImage copies h with its timestamp in UTC to the second, as the API
-// server stores it.
+// hostImage is h with its timestamp in UTC to the second, as the API
+// server stores it: h itself when it is already (BootcHost's are), else a
+// copy.
 func hostImage(h *v1alpha1.HostImage) *v1alpha1.HostImage {
-	if h == nil {
-		return nil
+	if h == nil || h.Timestamp == nil {
+		return h
+	}
+	t := h.Timestamp.UTC().Truncate(time.Second)
+	if h.Timestamp.Time == t { // the same representation: UTC, whole seconds, no monotonic reading
+		return h
 	}
 	c := *h
-	if h.Timestamp != nil {
-		t := metav1.NewTime(h.Timestamp.UTC().Truncate(time.Second))
-		c.Timestamp = &t
-	}
+	c.Timestamp = &metav1.Time{Time: t}
 	return &c
 }
 
