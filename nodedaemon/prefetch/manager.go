@@ -307,6 +307,16 @@ func (a Action) String() string {
 // lists the sets sorted by name, each image in its set's order; sets and
 // images no longer asked for are dropped.
 func (m *Manager) Step(now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, obs Observation) (actions []Action, progress []v1alpha1.PinnedSetProgress, requeue time.Duration) {
+	if len(sets) == 0 && len(obs.Pulling) == 0 && len(obs.Pin.Own) == 0 {
+		// Nothing to pull, cancel, pin or unpin (a node without pinned
+		// sets, on every resync): no action, no progress, no requeue,
+		// what the full step below finds (TestStepWithoutSets).
+		return nil, nil, 0
+	}
+	return m.step(now, sets, current, obs)
+}
+
+func (m *Manager) step(now time.Time, sets []v1alpha1.NodePinnedImageSet, current []v1alpha1.PinnedSetProgress, obs Observation) (actions []Action, progress []v1alpha1.PinnedSetProgress, requeue time.Duration) {
 	// The API server keeps times to the second; so does the progress, so
 	// that a status read back compares equal to the one written.
 	now = now.UTC().Truncate(time.Second)

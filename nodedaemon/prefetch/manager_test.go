@@ -959,3 +959,42 @@ func TestStepUnknownSizeYieldsToStaging(t *testing.T) {
 		t.Errorf("disk full by the unknown pull: actions %v, want %v", actions, want)
 	}
 }
+
+// TestStepWithoutSets checks Step's shortcut for a node without pinned
+// sets, pulls or pins of its own against the full step.
+func TestStepWithoutSets(t *testing.T) {
+	a := img(1)
+	old := []v1alpha1.PinnedSetProgress{progressOf("web", 1, present(a))}
+	for name, tc := range map[string]struct {
+		cfg     Config
+		current []v1alpha1.PinnedSetProgress
+		obs     Observation
+	}{
+		"nothing":         {obs: Observation{Fs: roomy}},
+		"sets dropped":    {current: old, obs: Observation{Fs: roomy, Reported: old}},
+		"results left":    {obs: Observation{Fs: roomy, Results: []PullResult{{Image: a, Attempt: 1}}}},
+		"images observed": {obs: Observation{Fs: roomy, Images: with(absent(), a, ImageInfo{Present: true, Size: mi})}},
+		"staging short": {current: old, obs: Observation{
+			Fs: Space{Capacity: 10 * gi, Available: gi}, StagingReserve: 8 * gi, StagingDue: true, Images: with(absent(), a, ImageInfo{Present: true, Size: gi}),
+		}},
+		"pins possible": {cfg: Config{UnpinGrace: time.Hour}, obs: Observation{Fs: roomy, ControlPlane: true, RecordCreated: t0, Pin: PinObservation{Can: true, Note: "note"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := New(tc.cfg)
+			actions, progress, requeue := m.Step(t0, nil, tc.current, tc.obs)
+			wantActions, wantProgress, wantRequeue := m.step(t0, nil, tc.current, tc.obs)
+			if diff := cmp.Diff(wantActions, actions); diff != "" {
+				t.Errorf("actions (-full +shortcut):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantProgress, progress); diff != "" {
+				t.Errorf("progress (-full +shortcut):\n%s", diff)
+			}
+			if requeue != wantRequeue {
+				t.Errorf("requeue = %v, full step %v", requeue, wantRequeue)
+			}
+			if actions != nil || progress != nil || requeue != 0 {
+				t.Errorf("Step = %v, %v, %v; want nothing", actions, progress, requeue)
+			}
+		})
+	}
+}

@@ -55,6 +55,9 @@ const (
 // stays absent.
 func Availability(conds []metav1.Condition, err error, now time.Time, generation int64) ([]metav1.Condition, bool) {
 	cur := meta.FindStatusCondition(conds, ConditionAvailable)
+	if cur == nil && err == nil {
+		return conds, false
+	}
 	want := metav1.Condition{
 		Type: ConditionAvailable, Status: metav1.ConditionTrue, Reason: ReasonRuntimeAvailable,
 		Message: "the container runtime answers on its CRI socket", ObservedGeneration: generation,
@@ -65,9 +68,6 @@ func Availability(conds []metav1.Condition, err error, now time.Time, generation
 		if len(want.Message) > maxConditionMessage {
 			want.Message = want.Message[:maxConditionMessage]
 		}
-	}
-	if cur == nil && err == nil {
-		return conds, false
 	}
 	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message {
 		return conds, false
