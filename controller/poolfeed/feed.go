@@ -293,6 +293,12 @@ func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, 
 // pending changes to rows, builds the rows afresh, and returns the fresh
 // rows and the names where the two differ, which is a bug in the change
 // tracking. Both are built at one instant of the feed.
+//
+// A kept row whose record and Node are the feed's objects is the row a
+// full build lends (rowsLocked), so it is equal by construction: only the
+// other names are built again and compared. Without a difference the kept
+// rows are the fresh ones and are returned as they are; with one, the rows
+// are built afresh (lending as rowsLocked does).
 func (f *Feed) Rebuild(sc *Scope, rows []rollout.Row) (fresh []rollout.Row, diff []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -300,25 +306,38 @@ func (f *Feed) Rebuild(sc *Scope, rows []rollout.Row) (fresh []rollout.Row, diff
 	if !ok {
 		return f.rowsLocked(sc, nil), nil
 	}
-	fresh = f.rowsLocked(sc, rows)
-	i, j := 0, 0
-	for i < len(rows) || j < len(fresh) {
+	k := 0
+	for _, name := range f.sortedNames() {
+		for k < len(rows) && rows[k].Name < name {
+			diff = append(diff, rows[k].Name) // a row of a name the feed does not hold
+			k++
+		}
+		kept := k < len(rows) && rows[k].Name == name
+		if kept && f.holds(&rows[k]) {
+			k++
+			continue
+		}
+		row, ok := f.row(sc, name)
 		switch {
-		case j >= len(fresh) || (i < len(rows) && rows[i].Name < fresh[j].Name):
-			diff = append(diff, rows[i].Name)
-			i++
-		case i >= len(rows) || fresh[j].Name < rows[i].Name:
-			diff = append(diff, fresh[j].Name)
-			j++
-		default:
-			if rows[i] != fresh[j] {
-				diff = append(diff, rows[i].Name)
+		case ok && kept:
+			if row != rows[k] {
+				diff = append(diff, name)
 			}
-			i++
-			j++
+			k++
+		case ok:
+			diff = append(diff, name)
+		case kept:
+			diff = append(diff, name)
+			k++
 		}
 	}
-	return fresh, diff
+	for ; k < len(rows); k++ {
+		diff = append(diff, rows[k].Name)
+	}
+	if len(diff) == 0 {
+		return rows, nil
+	}
+	return f.rowsLocked(sc, rows), diff
 }
 
 // forget stops tracking pool.

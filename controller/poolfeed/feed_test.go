@@ -186,6 +186,88 @@ func TestPoolFeedRebuildChecksEveryObject(t *testing.T) {
 	}
 }
 
+// rebuild returns the rows a full build gives, whatever the kept rows
+// were, and names exactly the kept rows that differ from them: a random
+// walk of events, with the kept rows sometimes spoiled (a row dropped, an
+// extra row, a row holding an older object or another conflict).
+func TestPoolFeedRebuildMatchesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	f := New()
+	sc := scopeP()
+	rows := f.Rows(sc)
+	pools := []string{"p", "q", "both", "none"}
+	spoiled := 0
+	for step := 0; step < 3000; step++ {
+		name := fmt.Sprintf("n%02d", rng.IntN(40))
+		switch rng.IntN(6) {
+		case 0, 1:
+			f.Observe(feedNode(name, pools[rng.IntN(len(pools))], rng.IntN(8) == 0), false)
+		case 2:
+			f.Observe(feedNode(name, "p", false), true)
+		case 3, 4:
+			f.Observe(feedBN(name, pools[rng.IntN(2)]), false)
+		case 5:
+			f.Observe(feedBN(name, "p"), true)
+		}
+		if rng.IntN(5) != 0 {
+			continue
+		}
+		var want []string
+		if len(rows) > 0 && rng.IntN(3) == 0 {
+			i := rng.IntN(len(rows))
+			want = []string{rows[i].Name}
+			switch rng.IntN(4) {
+			case 0:
+				rows = slices.Delete(rows, i, i+1)
+			case 1:
+				if rows[i].Record != nil {
+					rows[i].Record = rows[i].Record.DeepCopy()
+				} else {
+					rows[i].Conflict = "x"
+				}
+			case 2:
+				// The conflict of a row holding the feed's record and
+				// Node is theirs (a full build lends the row): spoil it
+				// on the others only.
+				if rows[i].Record != nil && rows[i].Node != nil {
+					rows[i].Node = rows[i].Node.DeepCopy()
+				} else {
+					rows[i].Conflict = "x"
+				}
+			case 3:
+				extra := rollout.Row{Name: rows[i].Name + "x"}
+				if i+1 < len(rows) && rows[i+1].Name <= extra.Name {
+					want = nil // not where it sorts: spoil nothing
+					break
+				}
+				rows = slices.Insert(rows, i+1, extra)
+				want = []string{extra.Name}
+			}
+		}
+		// The spoilt row's name may be one the pending changes rebuild
+		// anyway: those are not differences.
+		pending := map[string]bool{}
+		for n := range f.dirty[sc.Pool] {
+			pending[n] = true
+		}
+		if len(want) == 1 && pending[want[0]] {
+			want = nil
+		}
+		fresh, diff := f.Rebuild(sc, rows)
+		if all := f.Rows(sc); !slices.Equal(fresh, all) {
+			t.Fatalf("step %d: rebuilt rows %+v\nfull build %+v", step, viewRows(t, fresh), viewRows(t, all))
+		}
+		if !slices.Equal(diff, want) {
+			t.Fatalf("step %d: diff %v, want %v", step, diff, want)
+		}
+		spoiled += len(want)
+		rows = fresh
+	}
+	if spoiled == 0 {
+		t.Fatalf("no row was spoilt: the test checks nothing")
+	}
+}
+
 // Reset forgets objects and tracking, as a new controller process.
 func TestPoolFeedReset(t *testing.T) {
 	f := New()
