@@ -33,18 +33,27 @@ import (
 // workers only once every handler has seen the informers' initial lists,
 // so the feed is complete before the first pass. Safe for concurrent use.
 type Feed struct {
-	mu    sync.Mutex
-	bns   map[string]*v1alpha1.BootcNode
-	nodes map[string]*corev1.Node
-	// names are the keys of bns and nodes, sorted, each once; nil when a
-	// key came or went since they were sorted.
-	names []string
+	mu sync.Mutex
+	// objs holds, by name, the latest BootcNode and Node of each name that
+	// has one or both.
+	objs map[string]*entry
+	// sorted are the entries of objs sorted by name; nil when a name came
+	// or went since they were sorted.
+	sorted []*entry
 	// dirty holds, per pool that keeps a view, the names seen in an event
 	// since that pool last took them.
 	dirty map[string]map[string]struct{}
 	// strings holds one copy of each image reference and digest the rows
 	// carry (see rowFacts); there are few of them.
 	strings map[string]string
+}
+
+// entry is what the feed holds of one name: its record and its Node, nil
+// when there is none.
+type entry struct {
+	name string
+	bn   *v1alpha1.BootcNode
+	node *corev1.Node
 }
 
 // New returns an empty feed.
@@ -58,9 +67,8 @@ func New() *Feed {
 func (f *Feed) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.bns = map[string]*v1alpha1.BootcNode{}
-	f.nodes = map[string]*corev1.Node{}
-	f.names = nil
+	f.objs = map[string]*entry{}
+	f.sorted = nil
 	f.dirty = map[string]map[string]struct{}{}
 	f.strings = map[string]string{}
 }
@@ -88,29 +96,31 @@ func (f *Feed) Observe(o client.Object, gone bool) {
 	name := o.GetName()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	e, had := f.objs[name]
+	if !had {
+		e = &entry{name: name}
+	}
 	switch obj := o.(type) {
 	case *v1alpha1.BootcNode:
-		_, had := f.bns[name]
 		if gone {
-			delete(f.bns, name)
-		} else {
-			f.bns[name] = obj
+			obj = nil
 		}
-		if had == gone {
-			f.names = nil
-		}
+		e.bn = obj
 	case *corev1.Node:
-		_, had := f.nodes[name]
 		if gone {
-			delete(f.nodes, name)
-		} else {
-			f.nodes[name] = obj
+			obj = nil
 		}
-		if had == gone {
-			f.names = nil
-		}
+		e.node = obj
 	default:
 		return
+	}
+	if has := e.bn != nil || e.node != nil; has != had {
+		if has {
+			f.objs[name] = e
+		} else {
+			delete(f.objs, name)
+		}
+		f.sorted = nil
 	}
 	for _, names := range f.dirty {
 		names[name] = struct{}{}
@@ -176,11 +186,15 @@ type Other struct {
 	Sel  labels.Selector
 }
 
-// row builds the row of name from the feed's objects, and whether there
-// is one (a record of the pool, or a Node the pool selects). f.mu is held.
-func (f *Feed) row(sc *Scope, name string) (rollout.Row, bool) {
+// row builds the row of name from the feed's objects e (nil for none),
+// and whether there is one (a record of the pool, or a Node the pool
+// selects). f.mu is held.
+func (f *Feed) row(sc *Scope, name string, e *entry) (rollout.Row, bool) {
 	row := rollout.Row{Name: name}
-	if n := f.nodes[name]; n != nil && n.DeletionTimestamp == nil && sc.Sel.Matches(labels.Set(n.Labels)) {
+	if e == nil {
+		return row, false
+	}
+	if n := e.node; n != nil && n.DeletionTimestamp == nil && sc.Sel.Matches(labels.Set(n.Labels)) {
 		row.SetNode(n)
 		for _, o := range sc.Others {
 			if o.Sel.Matches(labels.Set(n.Labels)) {
@@ -189,17 +203,17 @@ func (f *Feed) row(sc *Scope, name string) (rollout.Row, bool) {
 			}
 		}
 	}
-	if bn := f.bns[name]; bn != nil && bn.Spec.Pool == sc.Pool {
+	if bn := e.bn; bn != nil && bn.Spec.Pool == sc.Pool {
 		row.SetRecord(bn, f.internLocked)
 	}
 	return row, row.Record != nil || row.Node != nil
 }
 
-// holds reports whether row's record and Node are the objects the feed
-// holds for its name, both present (a row without one is built again: the
-// feed may hold an object the scope does not select). f.mu is held.
-func (f *Feed) holds(row *rollout.Row) bool {
-	return row.Record != nil && row.Node != nil && f.bns[row.Name] == row.Record && f.nodes[row.Name] == row.Node
+// holds reports whether row's record and Node are the objects e, the
+// feed's for its name, both present (a row without one is built again:
+// the feed may hold an object the scope does not select).
+func (e *entry) holds(row *rollout.Row) bool {
+	return row.Record != nil && row.Node != nil && e.bn == row.Record && e.node == row.Node
 }
 
 // rows builds the pool's rows, sorted by name, from everything in the feed,
@@ -217,18 +231,19 @@ func (f *Feed) Rows(sc *Scope) []rollout.Row {
 // gives the same row. A row the change tracking missed names an object the
 // feed no longer holds, and is built afresh.
 func (f *Feed) rowsLocked(sc *Scope, prev []rollout.Row) []rollout.Row {
-	names := f.sortedNames()
-	rows := make([]rollout.Row, 0, len(names))
+	entries := f.sortedEntries()
+	rows := make([]rollout.Row, 0, len(entries))
 	k := 0
-	for _, name := range names {
+	for _, e := range entries {
+		name := e.name
 		for k < len(prev) && prev[k].Name < name {
 			k++
 		}
-		if k < len(prev) && prev[k].Name == name && f.holds(&prev[k]) {
+		if k < len(prev) && prev[k].Name == name && e.holds(&prev[k]) {
 			rows = append(rows, prev[k])
 			continue
 		}
-		if row, ok := f.row(sc, name); ok {
+		if row, ok := f.row(sc, name, e); ok {
 			rows = append(rows, row)
 		}
 	}
@@ -236,23 +251,18 @@ func (f *Feed) rowsLocked(sc *Scope, prev []rollout.Row) []rollout.Row {
 	return rows
 }
 
-// sortedNames returns f.names, sorting them again if a key came or went.
-// The slice is shared: the caller must not change it.
-func (f *Feed) sortedNames() []string {
-	if f.names == nil {
-		names := make([]string, 0, len(f.nodes)+len(f.bns))
-		for name := range f.nodes {
-			names = append(names, name)
+// sortedEntries returns f.sorted, sorting the entries again if a name
+// came or went. The slice is shared: the caller must not change it.
+func (f *Feed) sortedEntries() []*entry {
+	if f.sorted == nil {
+		sorted := make([]*entry, 0, len(f.objs))
+		for _, e := range f.objs {
+			sorted = append(sorted, e)
 		}
-		for name := range f.bns {
-			if _, dup := f.nodes[name]; !dup {
-				names = append(names, name)
-			}
-		}
-		sort.Strings(names)
-		f.names = names
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+		f.sorted = sorted
 	}
-	return f.names
+	return f.sorted
 }
 
 // update applies to rows (sorted by name, built by rows) the changes seen
@@ -272,7 +282,7 @@ func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, 
 	}
 	f.dirty[sc.Pool] = map[string]struct{}{}
 	for name := range dirty {
-		row, has := f.row(sc, name)
+		row, has := f.row(sc, name, f.objs[name])
 		i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
 		found := i < len(rows) && rows[i].Name == name
 		switch {
@@ -307,17 +317,18 @@ func (f *Feed) Rebuild(sc *Scope, rows []rollout.Row) (fresh []rollout.Row, diff
 		return f.rowsLocked(sc, nil), nil
 	}
 	k := 0
-	for _, name := range f.sortedNames() {
+	for _, e := range f.sortedEntries() {
+		name := e.name
 		for k < len(rows) && rows[k].Name < name {
 			diff = append(diff, rows[k].Name) // a row of a name the feed does not hold
 			k++
 		}
 		kept := k < len(rows) && rows[k].Name == name
-		if kept && f.holds(&rows[k]) {
+		if kept && e.holds(&rows[k]) {
 			k++
 			continue
 		}
-		row, ok := f.row(sc, name)
+		row, ok := f.row(sc, name, e)
 		switch {
 		case ok && kept:
 			if row != rows[k] {
