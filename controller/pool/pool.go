@@ -546,7 +546,8 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 	rows := v.pass
 	members := 0
 	var conflicts []string
-	for _, row := range rows {
+	for i := range rows {
+		row := &rows[i] // not a copy: a row is some 200 bytes
 		if row.Node != nil {
 			members++
 			if row.Conflict != "" {
