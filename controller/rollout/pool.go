@@ -279,11 +279,15 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	if p.TestOnly.ForgetSlotsOnRestart && firstPass {
 		slots = nil
 	}
+	// inSlot marks the rows of held entries, by index (a map of names
+	// cost more than the rest of the pass's loops over the rows).
+	var inSlot []bool
 	for _, s := range slots {
-		row := FindRow(p.Rows, s.Node)
-		if row == nil {
+		at := rowIndex(p.Rows, s.Node)
+		if at < 0 {
 			continue
 		}
+		row := &p.Rows[at]
 		down := ReleasedDown(row, s)
 		if !down && (row.Record == nil || !SlotInUse(row.Record, s)) {
 			continue
@@ -307,6 +311,10 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 			continue
 		}
 		held = append(held, s)
+		if inSlot == nil {
+			inSlot = make([]bool, len(p.Rows))
+		}
+		inSlot[at] = true
 		if _, ok := p.candidate(row); down && ok {
 			// Down in the reboot of its old record's slot, with a new
 			// record staged for the target: without a grant of its own
@@ -335,9 +343,8 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	if !active || !open || free <= 0 {
 		return held, maxU, 0, func() (string, bool) { return "", false }, nil
 	}
-	inSlot := make(map[string]bool, len(held))
-	for _, s := range held {
-		inSlot[s.Node] = true
+	if inSlot == nil {
+		inSlot = make([]bool, len(p.Rows))
 	}
 	// (Takeovers are granted by the caller from p.Takeovers, not in the
 	// candidates' order: they are in inSlot.)
@@ -351,7 +358,7 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// record or slot ordered, and nothing here can tell it is not.
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if row.Node == nil || row.Ready || row.OSNotReady || inSlot[row.Name] {
+		if row.Node == nil || row.Ready || row.OSNotReady || inSlot[i] {
 			continue
 		}
 		if Unreported(row.Record) || (!Done(row.Phase) && (row.Booted == targetDigest || row.RebootUnreported)) {
@@ -361,7 +368,7 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	var cands []Candidate
 	for i := range p.Rows {
 		row := &p.Rows[i]
-		if inSlot[row.Name] {
+		if inSlot[i] {
 			continue
 		}
 		if since, ok := p.candidate(row); ok {

@@ -121,9 +121,17 @@ func (f *Facts) FailedOn(target, targetDigest string) bool {
 
 // FindRow returns the row of name in rows sorted by name, or nil.
 func FindRow(rows []Row, name string) *Row {
-	i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
-	if i < len(rows) && rows[i].Name == name {
+	if i := rowIndex(rows, name); i >= 0 {
 		return &rows[i]
 	}
 	return nil
+}
+
+// rowIndex returns the index of name's row in rows sorted by name, or -1.
+func rowIndex(rows []Row, name string) int {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
+	if i < len(rows) && rows[i].Name == name {
+		return i
+	}
+	return -1
 }
