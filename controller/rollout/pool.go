@@ -424,15 +424,17 @@ func (p *Pass) Report(resolveErr error, conflicts, failed []string, halted, open
 func (p *Pass) aggregate() {
 	st, target, targetDigest := &p.Pool.Status, p.Target, p.TargetDigest
 	counts := make([]int32, len(v1alpha1.AllPhases))
-	// The few distinct digests, found by comparing (interned) strings.
+	// The few distinct digests, found by comparing (interned) strings;
+	// the target's, most rows' in a rollout, counted on its own.
 	type digestCount struct {
 		digest string
 		n      int32
 	}
 	var digests []digestCount
-	var updated, leaving int32
-	for i := range p.Rows {
-		row := &p.Rows[i]
+	var onTarget, updated, leaving int32
+	rows := p.Rows
+	for i := range rows {
+		row := &rows[i]
 		if row.Record == nil {
 			continue // deleted, or not created
 		}
@@ -448,7 +450,14 @@ func (p *Pass) aggregate() {
 		if row.PhaseIdx >= 0 {
 			counts[row.PhaseIdx]++
 		}
-		if d := row.Booted; d != "" {
+		switch d := row.Booted; {
+		case d == "":
+		case d == targetDigest:
+			onTarget++
+			if target != "" && OnTarget(row) {
+				updated++
+			}
+		default:
 			j := 0
 			for j < len(digests) && digests[j].digest != d {
 				j++
@@ -457,10 +466,10 @@ func (p *Pass) aggregate() {
 				digests = append(digests, digestCount{digest: d})
 			}
 			digests[j].n++
-			if target != "" && d == targetDigest && OnTarget(row) {
-				updated++
-			}
 		}
+	}
+	if onTarget > 0 {
+		digests = append(digests, digestCount{digest: targetDigest, n: onTarget})
 	}
 	sort.Slice(digests, func(i, j int) bool { return digests[i].digest < digests[j].digest })
 	st.Phases = nil
