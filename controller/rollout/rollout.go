@@ -3,6 +3,7 @@ package rollout
 import (
 	"container/heap"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,17 +170,27 @@ func (h *candHeap) Pop() any {
 
 // Summary breaks a pool down for a person: "7/10 updated; 2 staging; 1 rebooting".
 func Summary(updated, total int32, phases []v1alpha1.PhaseCount, leaving int32) string {
-	parts := []string{fmt.Sprintf("%d/%d updated", updated, total)}
+	// Appended, not formatted: a pass writes it every second.
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, int64(updated), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(total), 10)
+	b = append(b, " updated"...)
 	for _, pc := range phases {
 		if pc.Phase == v1alpha1.PhaseUpdated || pc.Nodes == 0 {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%d %s", pc.Nodes, strings.ToLower(string(pc.Phase))))
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(pc.Nodes), 10)
+		b = append(b, ' ')
+		b = append(b, strings.ToLower(string(pc.Phase))...)
 	}
 	if leaving > 0 {
-		parts = append(parts, fmt.Sprintf("%d leaving", leaving))
+		b = append(b, "; "...)
+		b = strconv.AppendInt(b, int64(leaving), 10)
+		b = append(b, " leaving"...)
 	}
-	return strings.Join(parts, "; ")
+	return string(b)
 }
 
 // PostUpdateProtection is how long a node keeps Karpenter's protection

@@ -146,6 +146,38 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// Summary says what the fmt.Sprintf version it replaced said, for every
+// phase, count and sign.
+func TestSummaryMatchesSprintf(t *testing.T) {
+	sprintf := func(updated, total int32, phases []v1alpha1.PhaseCount, leaving int32) string {
+		parts := []string{fmt.Sprintf("%d/%d updated", updated, total)}
+		for _, pc := range phases {
+			if pc.Phase == v1alpha1.PhaseUpdated || pc.Nodes == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", pc.Nodes, strings.ToLower(string(pc.Phase))))
+		}
+		if leaving > 0 {
+			parts = append(parts, fmt.Sprintf("%d leaving", leaving))
+		}
+		return strings.Join(parts, "; ")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := func() int32 { return int32(rng.IntN(2100) - 50) }
+	for range 2000 {
+		var phases []v1alpha1.PhaseCount
+		for _, ph := range append(slices.Clone(v1alpha1.AllPhases), "ÄÖ-Odd") {
+			if rng.IntN(3) > 0 {
+				phases = append(phases, v1alpha1.PhaseCount{Phase: ph, Nodes: n()})
+			}
+		}
+		u, tot, l := n(), n(), n()
+		if got, want := Summary(u, tot, phases, l), sprintf(u, tot, phases, l); got != want {
+			t.Fatalf("Summary = %q, want %q", got, want)
+		}
+	}
+}
+
 func TestStagingPhase(t *testing.T) {
 	target := "registry.example/os@sha256:" + "b" + zeros(63)
 	old := "sha256:a" + zeros(63)
