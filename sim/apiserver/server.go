@@ -389,7 +389,7 @@ func (s *Server) typedKind(gvk schema.GroupVersionKind) *kind {
 	}
 	t, ok := s.scheme.AllKnownTypes()[gvk]
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if !ok || t.Kind() != reflect.Struct || !reflect.PointerTo(t).Implements(objectType) || !s.scheme.Recognizes(listGVK) {
+	if !ok || t.Kind() != reflect.Struct || !factsOf(t).object || !s.scheme.Recognizes(listGVK) {
 		return nil
 	}
 	namespaced := !clusterScoped[gvk.GroupKind()] && gvk.Group != v1alpha1.GroupVersion.Group

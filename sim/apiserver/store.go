@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,23 +81,54 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		indexes:     map[string]*index{},
 	}
 	if goType != nil {
-		for i := range goType.NumField() {
-			switch goType.Field(i).Name {
-			case "TypeMeta":
-			case "ObjectMeta":
-				k.metaField = i
-			case "Status":
-				k.statusField = i
-			default:
-				k.contentFields = append(k.contentFields, i)
-			}
-		}
+		f := factsOf(goType)
+		k.metaField, k.statusField, k.contentFields = f.metaField, f.statusField, f.contentFields
 		k.status = k.statusField >= 0
-		if c, ok := copiers[goType]; ok {
-			k.copier = &c
-		}
+		k.copier = f.copier
 	}
 	return k
+}
+
+// typeFacts are what a kind needs to know of its Go type: whether a
+// pointer to it is a client.Object, where its ObjectMeta and Status are,
+// and its copier. Go types never change, so they are worked out once per
+// process (factsOf), not for every kind of every server: a twin run's API
+// server registers the scheme's 500 kinds and every daemon's cache its
+// own, and reflect's Implements alone was 1% of a run.
+type typeFacts struct {
+	object                 bool
+	metaField, statusField int
+	// contentFields is shared by every kind of the type: never modified.
+	contentFields []int
+	copier        *copier
+}
+
+// goTypeFacts holds the typeFacts of each struct type by reflect.Type
+// (a sweep runs twins in parallel).
+var goTypeFacts sync.Map
+
+// factsOf returns the typeFacts of struct type t.
+func factsOf(t reflect.Type) *typeFacts {
+	if f, ok := goTypeFacts.Load(t); ok {
+		return f.(*typeFacts)
+	}
+	f := &typeFacts{object: reflect.PointerTo(t).Implements(objectType), metaField: -1, statusField: -1}
+	for i := range t.NumField() {
+		switch t.Field(i).Name {
+		case "TypeMeta":
+		case "ObjectMeta":
+			f.metaField = i
+		case "Status":
+			f.statusField = i
+		default:
+			f.contentFields = append(f.contentFields, i)
+		}
+	}
+	if c, ok := copiers[t]; ok {
+		f.copier = &c
+	}
+	got, _ := goTypeFacts.LoadOrStore(t, f)
+	return got.(*typeFacts)
 }
 
 func (k *kind) typed() bool { return k.goType != nil }
