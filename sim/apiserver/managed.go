@@ -54,28 +54,68 @@ type managedEntry struct {
 }
 
 // fieldOwners returns who owns each tracked field by managedFields.
-func fieldOwners(entries []metav1.ManagedFieldsEntry) map[string]string {
+func (s *Server) fieldOwners(entries []metav1.ManagedFieldsEntry) map[string]string {
 	owners := map[string]string{}
 	for _, e := range entries {
 		if e.FieldsV1 == nil {
 			continue
 		}
-		var f managedEntry
-		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
+		f := s.fieldsOf(e.FieldsV1.Raw)
+		if !f.parsed {
 			continue
 		}
-		if f.Metadata != nil {
-			for k := range f.Metadata.Annotations {
-				if key, ok := strings.CutPrefix(k, "f:"); ok {
-					owners[key] = e.Manager
-				}
-			}
+		for _, key := range f.annotations {
+			owners[key] = e.Manager
 		}
-		if f.Spec != nil && f.Spec.Unschedulable != nil {
+		if f.unschedulable {
 			owners[unschedulableField] = e.Manager
 		}
 	}
 	return owners
+}
+
+// trackedSet is what a FieldsV1 set says of the tracked fields.
+type trackedSet struct {
+	// parsed is set when the set decodes as a managedEntry; annotations
+	// are then the annotation keys it holds, unschedulable whether it
+	// holds a Node's spec.unschedulable.
+	parsed        bool
+	annotations   []string
+	unschedulable bool
+	// modelled is modelledEntry's answer.
+	modelled bool
+}
+
+// maxTrackedSets bounds Server.trackedSets: past it, the cache starts
+// again (a run meets a few dozen sets).
+const maxTrackedSets = 1024
+
+// fieldsOf returns what the FieldsV1 set raw says of the tracked fields.
+// Sets are decoded once per server: the same few sets (one per manager
+// and set of annotation keys) come back on every write that changes a
+// tracked field, and decoding them was most of the cost of such a write.
+func (s *Server) fieldsOf(raw []byte) *trackedSet {
+	if f, ok := s.trackedSets[string(raw)]; ok {
+		return f
+	}
+	f := &trackedSet{modelled: modelledEntry(raw)}
+	var m managedEntry
+	if json.Unmarshal(raw, &m) == nil {
+		f.parsed = true
+		if m.Metadata != nil {
+			for k := range m.Metadata.Annotations {
+				if key, ok := strings.CutPrefix(k, "f:"); ok {
+					f.annotations = append(f.annotations, key)
+				}
+			}
+		}
+		f.unschedulable = m.Spec != nil && m.Spec.Unschedulable != nil
+	}
+	if s.trackedSets == nil || len(s.trackedSets) >= maxTrackedSets {
+		s.trackedSets = map[string]*trackedSet{}
+	}
+	s.trackedSets[string(raw)] = f
+	return f
 }
 
 // trackedFields returns the tracked fields of o that are set, with their
@@ -106,10 +146,10 @@ func sameTracked(cur, next client.Object) bool {
 }
 
 // manageAnnotations sets next's managedFields for a write by manager that
-// turns cur (nil for a create) into next: cur's entries, with the
-// ownership of the tracked fields the write added, changed or removed
-// moved as kube-apiserver moves it. apiVersion is next's.
-func manageAnnotations(cur, next client.Object, manager, apiVersion string, now metav1.Time) {
+// turns cur (nil for a create) into next, of kind kd: cur's entries, with
+// the ownership of the tracked fields the write added, changed or removed
+// moved as kube-apiserver moves it.
+func (s *Server) manageAnnotations(kd *kind, cur, next client.Object, manager string) {
 	var entries []metav1.ManagedFieldsEntry
 	if cur != nil {
 		entries = cur.GetManagedFields()
@@ -125,7 +165,7 @@ func manageAnnotations(cur, next client.Object, manager, apiVersion string, now 
 		before = trackedFields(cur)
 	}
 	after := trackedFields(next)
-	owners := fieldOwners(entries)
+	owners := s.fieldOwners(entries)
 	changed := false
 	for k, v := range after {
 		if old, ok := before[k]; (!ok || old != v) && owners[k] != manager {
@@ -149,11 +189,12 @@ func manageAnnotations(cur, next client.Object, manager, apiVersion string, now 
 	}
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
-		if e.FieldsV1 != nil && modelledEntry(e) {
+		if e.FieldsV1 != nil && s.fieldsOf(e.FieldsV1.Raw).modelled {
 			continue // rebuilt below
 		}
 		out = append(out, e)
 	}
+	apiVersion, now := kd.gvk.GroupVersion().String(), s.now()
 	for _, m := range slices.Sorted(maps.Keys(byManager)) {
 		set := map[string]any{}
 		annotations := map[string]struct{}{}
@@ -175,11 +216,11 @@ func manageAnnotations(cur, next client.Object, manager, apiVersion string, now 
 	next.SetManagedFields(out)
 }
 
-// modelledEntry reports whether e is an entry manageAnnotations builds:
-// its fields are tracked fields only.
-func modelledEntry(e metav1.ManagedFieldsEntry) bool {
+// modelledEntry reports whether the FieldsV1 set raw is one
+// manageAnnotations builds: its fields are tracked fields only.
+func modelledEntry(raw []byte) bool {
 	var f map[string]map[string]json.RawMessage
-	if json.Unmarshal(e.FieldsV1.Raw, &f) != nil || len(f) == 0 {
+	if json.Unmarshal(raw, &f) != nil || len(f) == 0 {
 		return false
 	}
 	for top, m := range f {

@@ -154,6 +154,9 @@ type Server struct {
 	// resolved remembers what begin found for a typed object's Go type.
 	resolved map[reflect.Type]resolvedType
 
+	// trackedSets caches fieldsOf by FieldsV1 set (managed.go).
+	trackedSets map[string]*trackedSet
+
 	// wholePatches turns off the field-wise path of merge patches
 	// (mergeFields): every patch is applied to the whole object, as the
 	// tests that compare the two paths need.

@@ -79,7 +79,7 @@ func (s *Server) create(k *kind, obj client.Object, manager string) error {
 		k.clearStatus(obj)
 	}
 	dropEmptyMaps(obj)
-	manageAnnotations(nil, obj, manager, k.gvk.GroupVersion().String(), s.now())
+	s.manageAnnotations(k, nil, obj, manager)
 	obj.SetResourceVersion(s.nextRV())
 	e := &entry{key: key, obj: obj}
 	k.store.insert(e)
@@ -118,7 +118,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 		}
 		takeServerMeta(next, cur)
 		dropEmptyMaps(next)
-		manageAnnotations(cur, next, manager, k.gvk.GroupVersion().String(), s.now())
+		s.manageAnnotations(k, cur, next, manager)
 		sameContent := k.sameContent(cur, next, d)
 		if !sameContent && k.generation {
 			next.SetGeneration(cur.GetGeneration() + 1)
