@@ -423,7 +423,7 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 	if err := dryRun(VerbCreate, o.ApplyOptions(opts).DryRun); err != nil {
 		return err
 	}
-	in, err := k.in(obj, !echoes(opts))
+	in, err := k.in(obj, !echoes(opts), false)
 	if err != nil {
 		return err
 	}
@@ -462,7 +462,7 @@ func (c *simClient) update(ctx context.Context, verb string, obj client.Object, 
 	if e == nil {
 		return notFound(k, key.Name)
 	}
-	in, err := k.in(obj, !echo)
+	in, err := k.in(obj, !echo, status)
 	if err != nil {
 		return err
 	}

@@ -19,11 +19,13 @@ import (
 
 // in returns a server-owned copy of obj in the form kind k is stored in,
 // with its GVK set and its times at the precision they are serialised with
-// (serialiseTimes), as a real API server stores them.
+// (serialiseTimes), as a real API server stores them. For a write of the
+// status subresource (status), only the status's times are: update reads
+// nothing else of it but the resourceVersion and UID.
 //
 // With keep (NoEcho: the caller gives its object up) a typed object of the
 // kind's Go type is taken as it is, not copied.
-func (k *kind) in(obj client.Object, keep bool) (client.Object, error) {
+func (k *kind) in(obj client.Object, keep, status bool) (client.Object, error) {
 	u, isU := obj.(*unstructured.Unstructured)
 	var out client.Object
 	switch {
@@ -46,10 +48,30 @@ func (k *kind) in(obj client.Object, keep bool) (client.Object, error) {
 		out = obj.DeepCopyObject().(client.Object)
 	}
 	if k.typed() {
-		serialiseTimes(out)
+		k.serialiseTimes(out, status && k.status)
 	}
 	out.GetObjectKind().SetGroupVersionKind(k.gvk)
 	return out, nil
+}
+
+// serialiseTimes is serialiseTimes for an object of typed kind k, or for
+// its status only, with the walkers looked up once per kind.
+func (k *kind) serialiseTimes(obj client.Object, status bool) {
+	if !k.walkersReady {
+		k.times = timeWalkerOf(k.goType)
+		if k.statusField >= 0 {
+			k.statusTimes = timeWalkerOf(k.goType.Field(k.statusField).Type)
+		}
+		k.walkersReady = true
+	}
+	walk := k.times
+	v := reflect.ValueOf(obj).Elem()
+	if status {
+		walk, v = k.statusTimes, v.Field(k.statusField)
+	}
+	if walk != nil {
+		walk(v)
+	}
 }
 
 // out copies the stored object obj into dst, which may be typed or

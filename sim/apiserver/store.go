@@ -43,6 +43,11 @@ type kind struct {
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
+	// times and statusTimes serialise the times of a typed object and of
+	// its status (timeWalkerOf; nil when there are none), set with
+	// walkersReady on the first in.
+	times, statusTimes func(reflect.Value)
+	walkersReady       bool
 	// scratch holds mergeFields' buffers from one patch to the next (a
 	// server applies one patch at a time).
 	scratch patcher
