@@ -119,15 +119,30 @@ func Gated(c client.Client, g Gate) client.Client {
 			return do(VerbPatch, obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
-			return do(VerbCreate+"/"+sub, obj, func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
+			return do(subVerb(VerbCreate, sub), obj, func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return do(VerbUpdate+"/"+sub, obj, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return do(subVerb(VerbUpdate, sub), obj, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return do(VerbPatch+"/"+sub, obj, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return do(subVerb(VerbPatch, sub), obj, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 	})
+}
+
+// subVerb is the verb of a request of subresource sub: verb+"/"+sub,
+// without building the string for the usual ones (an eviction refused by a
+// PodDisruptionBudget is retried thousands of times in a run).
+func subVerb(verb, sub string) string {
+	switch {
+	case verb == VerbCreate && sub == "eviction":
+		return VerbEvict
+	case verb == VerbUpdate && sub == "status":
+		return VerbUpdateStatus
+	case verb == VerbPatch && sub == "status":
+		return VerbPatchStatus
+	}
+	return verb + "/" + sub
 }
 
 // withWatch adds the Watch that interceptor.NewClient needs; the twin's
