@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"reflect"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,7 +97,7 @@ func (s *Server) Stored(obj client.Object) client.Object {
 // kindOf returns the served kind of obj; typed kinds are remembered by Go
 // type, which saves the scheme lookup on every event a cache applies.
 func (s *Server) kindOf(obj client.Object) (*kind, error) {
-	t := reflect.TypeOf(obj)
+	t := typeIDOf(obj)
 	if k := s.byType[t]; k != nil && k.present {
 		return k, nil
 	}
@@ -109,7 +108,7 @@ func (s *Server) kindOf(obj client.Object) (*kind, error) {
 	k, err := s.kindFor(gvk)
 	if err == nil && k.typed() {
 		if s.byType == nil {
-			s.byType = map[reflect.Type]*kind{}
+			s.byType = map[typeID]*kind{}
 		}
 		s.byType[t] = k
 	}

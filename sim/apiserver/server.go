@@ -150,9 +150,9 @@ type Server struct {
 
 	client, admin *simClient
 	// byType remembers typed kinds by Go type for kindOf (mirror.go).
-	byType map[reflect.Type]*kind
+	byType map[typeID]*kind
 	// resolved remembers what begin found for a typed object's Go type.
-	resolved map[reflect.Type]resolvedType
+	resolved map[typeID]resolvedType
 
 	// trackedSets caches fieldsOf by FieldsV1 set (managed.go).
 	trackedSets map[string]*trackedSet

@@ -94,6 +94,15 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 	return k
 }
 
+// typeID is the Go type of a value as a map key: the address of its type
+// descriptor, which a map hashes as one word, where a reflect.Type key is
+// hashed through its interface in twice the time. Maps from Go types to
+// kinds are read on every request.
+type typeID uintptr
+
+// typeIDOf returns the typeID of v's dynamic type.
+func typeIDOf(v any) typeID { return typeID(reflect.ValueOf(reflect.TypeOf(v)).Pointer()) }
+
 // typeFacts are what a kind needs to know of its Go type: whether a
 // pointer to it is a client.Object, where its ObjectMeta and Status are,
 // and its copier. Go types never change, so they are worked out once per
