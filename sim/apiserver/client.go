@@ -83,15 +83,10 @@ func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, 
 		key.Namespace = ""
 	}
 	if !c.admin {
-		c.s.counts[verb]++
-		if verb == VerbEvict {
-			c.s.podRemovals++
-		}
 		if kerr == nil {
-			c.s.kindCounts[verbKind{verb, k.gvk.Kind}]++
-			if verb == VerbDelete && k.gvk.Kind == "Pod" {
-				c.s.podRemovals++
-			}
+			c.s.count(verb, k)
+		} else {
+			c.s.count(verb, nil)
 		}
 		if c.s.fault != nil {
 			if err := c.s.fault(verb, gvk, key); err != nil {

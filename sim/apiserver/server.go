@@ -136,10 +136,13 @@ type Server struct {
 	pending    []Event
 	delivering bool
 
-	fault  FaultFunc
-	evict  EvictionHandler
-	counts map[string]uint64
-	// kindCounts counts requests of Client() per verb and kind.
+	fault FaultFunc
+	evict EvictionHandler
+	// verbCounts and counts count requests of Client() per verb (of
+	// countedVerbs and others); kindCounts per other verb and kind (a
+	// kind counts its own, kind.requests).
+	verbCounts [len(countedVerbs)]uint64
+	counts     map[string]uint64
 	kindCounts map[verbKind]uint64
 	// podRemovals is Count(VerbEvict) + CountOf(VerbDelete, "Pod"),
 	// kept as one counter: the invariants read it after every event.
@@ -228,10 +231,73 @@ func (s *Server) SetFault(fn FaultFunc) { s.fault = fn }
 // does (evictDefault) and deletes the pod.
 func (s *Server) SetEvictionHandler(fn EvictionHandler) { s.evict = fn }
 
+// countedVerbs are the verbs a request of Client() is counted under
+// without a map (begin counts every request): by their place here, in
+// Server.verbCounts and kind.requests. Other verbs (other subresources)
+// are counted in Server.counts and Server.kindCounts.
+var countedVerbs = [...]string{VerbGet, VerbList, VerbCreate, VerbUpdate, VerbPatch, VerbDelete,
+	VerbDeleteAllOf, VerbUpdateStatus, VerbPatchStatus, VerbEvict}
+
+// verbIndex returns the place of verb in countedVerbs, -1 if it is not there.
+func verbIndex(verb string) int {
+	switch verb {
+	case VerbGet:
+		return 0
+	case VerbList:
+		return 1
+	case VerbCreate:
+		return 2
+	case VerbUpdate:
+		return 3
+	case VerbPatch:
+		return 4
+	case VerbDelete:
+		return 5
+	case VerbDeleteAllOf:
+		return 6
+	case VerbUpdateStatus:
+		return 7
+	case VerbPatchStatus:
+		return 8
+	case VerbEvict:
+		return 9
+	}
+	return -1
+}
+
+// count counts a request of Client() with verb, on kind k when its kind is
+// served (else nil).
+func (s *Server) count(verb string, k *kind) {
+	i := verbIndex(verb)
+	if i >= 0 {
+		s.verbCounts[i]++
+	} else {
+		s.counts[verb]++
+	}
+	if verb == VerbEvict {
+		s.podRemovals++
+	}
+	if k != nil {
+		if i >= 0 {
+			k.requests[i]++
+		} else {
+			s.kindCounts[verbKind{verb, k.gvk.Kind}]++
+		}
+		if verb == VerbDelete && k.gvk.Kind == "Pod" {
+			s.podRemovals++
+		}
+	}
+}
+
 // Counts returns the number of requests of Client() per verb, sorted by verb.
 // Faulted and failed requests count.
 func (s *Server) Counts() []VerbCount {
-	out := make([]VerbCount, 0, len(s.counts))
+	out := make([]VerbCount, 0, len(s.counts)+len(countedVerbs))
+	for i, n := range s.verbCounts {
+		if n > 0 {
+			out = append(out, VerbCount{Verb: countedVerbs[i], Count: n})
+		}
+	}
 	for verb, n := range s.counts {
 		out = append(out, VerbCount{Verb: verb, Count: n})
 	}
@@ -240,11 +306,28 @@ func (s *Server) Counts() []VerbCount {
 }
 
 // Count returns the number of requests of Client() with verb.
-func (s *Server) Count(verb string) uint64 { return s.counts[verb] }
+func (s *Server) Count(verb string) uint64 {
+	if i := verbIndex(verb); i >= 0 {
+		return s.verbCounts[i]
+	}
+	return s.counts[verb]
+}
 
 // CountOf returns the number of requests of Client() with verb on objects
 // (or lists) of kind, e.g. CountOf(VerbDelete, "Pod").
-func (s *Server) CountOf(verb, kind string) uint64 { return s.kindCounts[verbKind{verb, kind}] }
+func (s *Server) CountOf(verb, kind string) uint64 {
+	i := verbIndex(verb)
+	if i < 0 {
+		return s.kindCounts[verbKind{verb, kind}]
+	}
+	var n uint64
+	for _, k := range s.kinds {
+		if k.gvk.Kind == kind {
+			n += k.requests[i]
+		}
+	}
+	return n
+}
 
 // PodRemovals returns Count(VerbEvict) + CountOf(VerbDelete, "Pod"): the
 // requests of Client() that remove pods, without the map lookups.
@@ -256,6 +339,10 @@ type verbKind struct{ verb, kind string }
 func (s *Server) ResetCounts() {
 	clear(s.counts)
 	clear(s.kindCounts)
+	s.verbCounts = [len(countedVerbs)]uint64{}
+	for _, k := range s.kinds {
+		k.requests = [len(countedVerbs)]uint64{}
+	}
 	s.podRemovals = 0
 }
 

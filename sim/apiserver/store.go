@@ -43,6 +43,9 @@ type kind struct {
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
+	// requests counts the requests of Client() on the kind by verb, as
+	// placed in countedVerbs (Server.count).
+	requests [len(countedVerbs)]uint64
 	// times and statusTimes serialise the times of a typed object and of
 	// its status (timeWalkerOf; nil when there are none), set with
 	// walkersReady on the first in.
