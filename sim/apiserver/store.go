@@ -103,8 +103,14 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 // kinds are read on every request.
 type typeID uintptr
 
-// typeIDOf returns the typeID of v's dynamic type.
-func typeIDOf(v any) typeID { return typeID(reflect.ValueOf(reflect.TypeOf(v)).Pointer()) }
+// typeIDOf returns the typeID of v's dynamic type, 0 for a nil v.
+func typeIDOf(v any) typeID {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return 0
+	}
+	return typeID(reflect.ValueOf(t).Pointer())
+}
 
 // typeFacts are what a kind needs to know of its Go type: whether a
 // pointer to it is a client.Object, where its ObjectMeta and Status are,

@@ -394,8 +394,14 @@ func cmpKey(want []client.Object, i int, have []client.Object, j int) int {
 // asked on every read of a cached client, Observe on every event).
 type typeID uintptr
 
-// typeIDOf returns the typeID of v's dynamic type.
-func typeIDOf(v any) typeID { return typeID(reflect.ValueOf(reflect.TypeOf(v)).Pointer()) }
+// typeIDOf returns the typeID of v's dynamic type, 0 for a nil v.
+func typeIDOf(v any) typeID {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return 0
+	}
+	return typeID(reflect.ValueOf(t).Pointer())
+}
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
