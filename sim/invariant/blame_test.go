@@ -594,11 +594,24 @@ func TestVetoLiftTimedFromTheControllersCache(t *testing.T) {
 	}
 }
 
+// orderAt gives node a's record a boot order for image (a rollback's:
+// off it) with the time at, withdrawn or not, written at that time.
+func orderAt(image string, at time.Duration, rollback, withdrawn bool) func(f *fixture) {
+	return func(f *fixture) {
+		f.at(at)
+		f.bn("a", func(b *v1alpha1.BootcNode) {
+			b.Spec.DesiredImage = image
+			b.Spec.BootOrder = &v1alpha1.BootOrder{Image: image, Rollback: rollback, At: metav1.Time{Time: f.now}, Withdrawn: withdrawn}
+		})
+	}
+}
+
 // TestNoReapNodeGivenBackMidReboot: bootroll gives node a back (marker
 // gone, record Pending) at 3m while it is still down in the reboot its
 // daemon asked for at 1m, and Karpenter repairs or disrupts it. The node
 // holds its slot until it is back or its pool's healthTimeout has passed
-// since the request, whatever its record says (explorer seed 176610 of
+// since the boot order the reboot carries out (the request without one:
+// askedSince), whatever its record says (explorer seed 176610 of
 // cluster-repair-during-slow-reboot: the release settled a voided order
 // and gave kp-0 back down; the judge before read Pending and was silent).
 // A reboot bootroll did not ask for (a crash), a node back from it, a
@@ -617,6 +630,9 @@ func TestNoReapNodeGivenBackMidReboot(t *testing.T) {
 		crash         bool // the node goes down without bootroll's reboot request
 		back          bool // the node is Ready on a new boot at 4m (down again after)
 		deleteRecord  bool // the record is deleted at 30s, before the reboot request
+		// order, when set, gives the record its boot order before the
+		// reboot request at 1m (none: the hold counts from the request).
+		order         func(f *fixture)
 		reason        string
 		prep          func(f *fixture) // after the give-back
 		at            time.Duration    // of the repair or disruption
@@ -654,6 +670,27 @@ func TestNoReapNodeGivenBackMidReboot(t *testing.T) {
 			deletePool(f)
 			f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
 		}, at: 40 * time.Minute, want: 2},
+		// The hold counts from the boot order the reboot carries out: the
+		// daemon's delay in acting on it counts against healthTimeout
+		// (explorer seed 176809 of cluster-repair-during-slow-reboot:
+		// ordered at 20 s, asked at 45 s, given back at 30m20s).
+		{name: "ordered at 30s, asked at 1m, repair past healthTimeout from the order", order: orderAt(imgB, 30*time.Second, false, false), at: 15*time.Minute + 31*time.Second},
+		{name: "ordered at 30.9s (stored 30s), asked at 1m, repair 30.5s past the 15m", order: orderAt(imgB, 30900*time.Millisecond, false, false), at: 15*time.Minute + 30500*time.Millisecond},
+		{name: "ordered at 30s, asked at 1m, repair just before healthTimeout from the order", order: orderAt(imgB, 30*time.Second, false, false), at: 15*time.Minute + 29*time.Second, want: 2},
+		{name: "order withdrawn before the daemon saw it, repair past healthTimeout from it", order: orderAt(imgB, 30*time.Second, false, true), at: 15*time.Minute + 31*time.Second},
+		{name: "rollback order off the image left, repair past healthTimeout from it", order: orderAt(imgA, 30*time.Second, true, false), at: 15*time.Minute + 31*time.Second},
+		{name: "order for another image, repair past healthTimeout from it", order: orderAt(imgA, 30*time.Second, false, false), at: 15*time.Minute + 31*time.Second, want: 2},
+		{name: "rollback order off the image the reboot goes into, repair past healthTimeout from it", order: orderAt(imgB, 30*time.Second, true, false), at: 15*time.Minute + 31*time.Second, want: 2},
+		{name: "order's time from before the slot marker went on again", order: func(f *fixture) {
+			orderAt(imgB, 10*time.Second, false, false)(f)
+			f.at(20 * time.Second)
+			f.node("a", unmark)
+			f.node("a", protect)
+		}, at: 15*time.Minute + 31*time.Second, want: 2},
+		{name: "order's time after the request: it counts from the request", order: func(f *fixture) {
+			orderAt(imgB, 2*time.Minute, false, false)(f)
+		}, at: 16*time.Minute + time.Second},
+		{name: "no boot order on the record: it counts from the request", at: 15*time.Minute + 31*time.Second, want: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, nil, intstr.FromInt32(1), "a")
@@ -668,6 +705,9 @@ func TestNoReapNodeGivenBackMidReboot(t *testing.T) {
 				// Its daemon read the order before the withdrawal.
 				f.at(30 * time.Second)
 				f.bn("a", func(b *v1alpha1.BootcNode) { b.DeletionTimestamp = &metav1.Time{Time: f.now} })
+			}
+			if c.order != nil {
+				c.order(f)
 			}
 			f.at(time.Minute)
 			if !c.crash {

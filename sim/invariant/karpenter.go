@@ -197,7 +197,8 @@ func markedOrRecorded(n *Node) bool {
 // for (askedReboot) that bootroll may not give it back in yet: less than
 // the healthTimeout of the pool its record named at the request (its spec
 // as the API server has it, last seen for a pool deleted since; the API's
-// default 15m without one) since the request, and before the cap of a
+// default 15m without one) since the boot order the reboot carries out
+// (askedSince; the request without one), and before the cap of a
 // cleanup someone else started meanwhile (a pool or record deleted, the
 // node relabelled out: cleanup makes bootroll give the node back by then).
 // A reboot bootroll did not ask for (a crash, a power cycle) is not one.
@@ -221,18 +222,28 @@ func (c *Checker) askedNote(node string) string {
 	if n.HasBootcNode {
 		record = fmt.Sprintf("its BootcNode %s", n.Phase)
 	}
-	return fmt.Sprintf(" (no slot marker, %s, but still in the reboot bootroll's daemon asked for at %s: bootroll may not give it back before it is back or its pool's healthTimeout, %s, has passed)",
-		record, n.asked.at.Sub(c.start), c.askedRebootUntil(n).Sub(n.asked.at))
+	since := "the request"
+	if a := &n.asked; a.since.Before(a.at) {
+		since = fmt.Sprintf("its boot order at %s", a.since.Sub(c.start))
+	}
+	return fmt.Sprintf(" (no slot marker, %s, but still in the reboot bootroll's daemon asked for at %s: bootroll may not give it back before it is back or its pool's healthTimeout, %s, has passed since %s)",
+		record, n.asked.at.Sub(c.start), c.askedTimeout(n), since)
 }
 
 // askedRebootUntil is when bootroll may give back a node still down in
-// the reboot it asked for: the request plus its pool's healthTimeout.
+// the reboot it asked for: its boot order (askedSince) plus its pool's
+// healthTimeout.
 func (c *Checker) askedRebootUntil(n *Node) time.Time {
-	timeout := defaultHealthTimeout
+	return n.asked.since.Add(c.askedTimeout(n))
+}
+
+// askedTimeout is the healthTimeout of the pool n's record named at the
+// request of the reboot bootroll asked for, the API's default without one.
+func (c *Checker) askedTimeout(n *Node) time.Duration {
 	if p := c.world.pools[n.asked.pool]; p != nil {
-		timeout = p.HealthTimeout
+		return p.HealthTimeout
 	}
-	return n.asked.at.Add(timeout)
+	return defaultHealthTimeout
 }
 
 // KarpenterTrace takes one of the fake Karpenter's trace records (its

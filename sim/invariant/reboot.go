@@ -48,7 +48,7 @@ func (c *Checker) Reboot(node, from, to string) {
 	n := c.world.nodes[node]
 	if n != nil && n.Exists {
 		n.rebooting, n.rebootDown, n.rebootBootID = true, false, n.nodeBootID
-		n.asked = askedReboot{on: true, at: now, pool: n.BootcPool, bootID: n.nodeBootID}
+		n.asked = askedReboot{on: true, at: now, since: askedSince(n, from, to, now), pool: n.BootcPool, bootID: n.nodeBootID}
 		n.failedDown = false
 		n.rolledOff = rollOff{}
 		if p := c.world.Pool(n.BootcPool); p != nil && digestOf(to) != digestOf(from) &&
@@ -82,6 +82,38 @@ func (c *Checker) Reboot(node, from, to string) {
 		c.record(Violation{Invariant: string(scenario.InvNoUnprotectedReboot), At: at, Objects: []string{"Node/" + node},
 			Message: fmt.Sprintf("node %s reboots from %s into %s while %s", node, from, to, why)})
 	}
+}
+
+// askedSince is when the healthTimeout of a reboot of n that bootroll's
+// daemon asks the host for now, from into to, starts: the time of the
+// boot order the reboot carries out, its record's spec.bootOrder.at as the
+// API server has it (standing or withdrawn: a daemon may act on an order
+// before it sees the withdrawal), or else the request. The API counts
+// healthTimeout from bootroll's reboot request, the order ("HealthTimeout
+// bounds the time from reboot request", a withdrawn order "is kept so
+// that a reboot it may have started still counts from At", and
+// docs/fields.md: "healthTimeout counts from it ... the order is the
+// record of the reboot request"), and the
+// controller gives the node back, Failed, healthTimeout after it (Verify,
+// BootOrderSettled, the finalizer's verdicts): the daemon's delay in
+// acting on the order counts against the timeout (explorer seed 176809 of
+// cluster-repair-during-slow-reboot: kp-0 ordered at 20 s, its daemon's
+// stale cache asked the host at 45 s, and the finalizer of its deleted
+// record gave it back, down and Failed, at 30m20s under a healthTimeout of
+// 30m). The order counts only when it names this reboot (into its image;
+// a rollback order, off it), came no later than the request, and was
+// given in the slot the node holds: not before bootroll's slot marker last
+// went on, at the API's precision of a second (an order's time carried
+// over from an earlier slot starts nothing).
+func askedSince(n *Node, from, to string, now time.Time) time.Time {
+	o := n.order
+	if o.at.IsZero() || o.at.After(now) || !n.Marked || n.markedAt.IsZero() || o.at.Before(n.markedAt.Truncate(time.Second)) {
+		return now
+	}
+	if (o.rollback && o.digest != digestOf(from)) || (!o.rollback && o.digest != digestOf(to)) {
+		return now
+	}
+	return o.at
 }
 
 // unprotected says why a reboot of n into another image is not protected,

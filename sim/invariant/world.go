@@ -170,6 +170,10 @@ type Node struct {
 	// withdrawal), "" otherwise: a reboot off that image is the rollback
 	// the pool asked for, whatever its target was then (Checker.Reboot).
 	rollbackOrder string
+	// order is the BootcNode's spec.bootOrder as the API server has it,
+	// standing or withdrawn (zero without one): the order a reboot
+	// bootroll's daemon asks for may carry out (askedSince).
+	order orderSeen
 	// orderUnheard is true while the BootcNode carries a boot order,
 	// standing or withdrawn, in a spec its daemon has not acknowledged
 	// (status.daemon.observedGeneration below metadata.generation): a
@@ -202,6 +206,8 @@ type Node struct {
 	// deleted: no-reap-while-updating holds the node in its slot until
 	// then, at most its pool's healthTimeout (Checker.inAskedReboot).
 	asked askedReboot
+	// markedAt is when bootroll's slot marker last went on the Node.
+	markedAt time.Time
 	// cleanupFrom is when someone else first made bootroll give the node
 	// back (its pool or record deleted, the node relabelled out of its
 	// pool: Checker.triggerCleanup) since bootroll last marked it, for
@@ -261,14 +267,24 @@ type Node struct {
 // askedReboot is a reboot bootroll's daemon asked a node's host for
 // (Checker.Reboot), until the Node is back from it: NotReady and Ready
 // again (down records the first half), or Ready on a boot ID other than
-// bootID, the one it had at the request. at is the request's time and
-// pool the pool the node's record named then, whose healthTimeout bounds
-// how long bootroll may keep a node that does not come back (DESIGN.md
-// section 3: it is Failed then, and given back).
+// bootID, the one it had at the request. at is the request's time, since
+// when its healthTimeout started (the boot order it carries out:
+// askedSince), and pool the pool the node's record named then, whose
+// healthTimeout bounds how long bootroll may keep a node that does not
+// come back (DESIGN.md section 3: it is Failed then, and given back).
 type askedReboot struct {
 	on, down     bool
-	at           time.Time
+	at, since    time.Time
 	pool, bootID string
+}
+
+// orderSeen is a BootcNode's spec.bootOrder as the judge keeps it: the
+// digest it names, whether it is a rollback order, and its time at the
+// API's precision of a second (metav1.Time); at is zero for none.
+type orderSeen struct {
+	digest   string
+	rollback bool
+	at       time.Time
 }
 
 // rollOff is a reboot of a node off its pool's target, or off the image
@@ -820,6 +836,10 @@ func (w *World) setMarked(n *Node, marked bool, pool string) {
 	if marked != n.Marked {
 		if marked {
 			w.marked++
+			n.markedAt = time.Time{}
+			if w.clock != nil {
+				n.markedAt = w.clock()
+			}
 			n.cleanupFrom, n.cleanupPool = time.Time{}, "" // a new episode
 		} else {
 			w.marked--
@@ -1034,6 +1054,7 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		w.countPhase(n, from, "")
 		n.Phase, n.BootcPool = "", ""
 		n.DesiredBooted, n.orderUnheard, n.rollbackOrder = false, false, ""
+		n.order = orderSeen{}
 		w.updateUnavailable(n)
 		if w.bootcHook != nil {
 			w.bootcHook(n, t, old, o)
@@ -1057,9 +1078,12 @@ func (w *World) observeBootcNode(t apiserver.EventType, o, old *v1alpha1.BootcNo
 		n.LastRebootImage = r.Image
 	}
 	n.DesiredBooted = orderStands(o)
-	n.rollbackOrder = ""
-	if b := o.Spec.BootOrder; b != nil && b.Rollback {
-		n.rollbackOrder = digestOf(b.Image)
+	n.rollbackOrder, n.order = "", orderSeen{}
+	if b := o.Spec.BootOrder; b != nil {
+		if b.Rollback {
+			n.rollbackOrder = digestOf(b.Image)
+		}
+		n.order = orderSeen{digest: digestOf(b.Image), rollback: b.Rollback, at: b.At.Truncate(time.Second)}
 	}
 	n.orderUnheard = o.Spec.BootOrder != nil && o.Status.Daemon.ObservedGeneration < o.Generation
 	n.Phase = to
