@@ -140,6 +140,19 @@ var slotsGranted = handler.Funcs{
 	},
 	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		po, pn := e.ObjectOld.(*v1alpha1.BootcNodePool), e.ObjectNew.(*v1alpha1.BootcNodePool)
+		// A failure recorded on the pool wakes its node's record: a
+		// record made again after the failure (its predecessor deleted
+		// mid-reboot) is marked Failed from it (failedEarlier), and one
+		// whose last reconcile read the pool before the failure reached
+		// the cache waited for a slot the pool never grants it, and the
+		// pool never finished (explorer seed 177830 of the 176717
+		// regression: the record made again at 12m51s looked at 13m02s,
+		// the failure written at 12m50s reached its cache later).
+		for _, f := range pn.Status.Failures {
+			if !slices.ContainsFunc(po.Status.Failures, func(g v1alpha1.NodeFailure) bool { return g.Node == f.Node && g.Image == f.Image }) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: f.Node}})
+			}
+		}
 		if po.Generation != pn.Generation || (po.DeletionTimestamp == nil) != (pn.DeletionTimestamp == nil) {
 			// A pool being deleted, or whose spec changed (its selector,
 			// its image), may leave its slot holders out of the pool or

@@ -57,3 +57,47 @@ func TestSlotsGrantedWakesSlotHoldersOnDeletion(t *testing.T) {
 		t.Errorf("a spec change woke %v, want both slot holders [a b]", got)
 	}
 }
+
+// TestSlotsGrantedWakesRecordsOfNewFailures: a failure recorded on the
+// pool wakes the record of its node, which failedEarlier marks Failed
+// when it was made again after the failure; a record whose last reconcile
+// read the pool before the failure reached the cache waited for a slot
+// the pool never grants it (explorer seed 177830 of the 176717
+// regression: the pool said "0/1 updated; 1 staged" for good). A failure
+// already listed, or one dropped, wakes nothing.
+func TestSlotsGrantedWakesRecordsOfNewFailures(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	pool.Status.Failures = []v1alpha1.NodeFailure{{Node: "a", Image: "i", Reason: "BootFailed", Time: at}}
+	woken := func(mutate func(*v1alpha1.BootcNodePool)) []string {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		defer q.ShutDown()
+		next := pool.DeepCopy()
+		mutate(next)
+		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: pool, ObjectNew: next}, q)
+		var out []string
+		for q.Len() > 0 {
+			r, _ := q.Get()
+			out = append(out, r.Name)
+			q.Done(r)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) {
+		p.Status.Failures = append(p.Status.Failures, v1alpha1.NodeFailure{Node: "b", Image: "i", Reason: "BootFailed", Time: at})
+	}); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("a failure recorded woke %v, want [b]", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) {
+		p.Status.Failures = []v1alpha1.NodeFailure{{Node: "a", Image: "j", Reason: "BootFailed", Time: at}}
+	}); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("a failure of another image woke %v, want [a]", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Status.Summary = "x" }); len(got) != 0 {
+		t.Errorf("a status change with the same failures woke %v, want none", got)
+	}
+	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Status.Failures = nil }); len(got) != 0 {
+		t.Errorf("the failures dropped woke %v, want none", got)
+	}
+}
