@@ -125,7 +125,8 @@ type deadline struct {
 	pool, why string
 	left      bool
 	// since is when the cleanup was triggered; waited is true once the
-	// deadline was moved past a reboot in progress (CleanupRebootCap).
+	// deadline was moved past a reboot in progress (CleanupRebootCap; for
+	// a protection, the reboot bootroll asked for: inAskedReboot).
 	since          time.Time
 	waited, graced bool
 	// downBase is the controller downtime when the check was set;
@@ -637,6 +638,29 @@ func (c *Checker) runDeadline(d deadline, now time.Time) {
 		}
 	case dlProtection:
 		if c.postponed(d, now) {
+			return
+		}
+		if c.inAskedReboot(n) {
+			// Still down in the reboot bootroll's daemon asked for: the
+			// hold no-reap-while-updating counts as the node's slot
+			// (inAskedReboot), which the protection must outlast, or
+			// Karpenter repairs the node mid-reboot; the deadline runs
+			// ProtectionGrace from the reboot's end (explorer seed 177062
+			// of the 176717 regression: kp-0's slot ended at 3m19s, 2m34s
+			// into its 12m reboot, and the protection went when the node
+			// was back at 12m40s). The hold ends at healthTimeout after
+			// the boot order, or cleanup's cap.
+			d.waited = true
+			d.at = now.Add(cleanupPoll)
+			c.push(d)
+			return
+		}
+		if d.waited {
+			// The reboot that held the deadline back ended within the
+			// last cleanupPoll: ProtectionGrace from then.
+			d.waited = false
+			d.at = now.Add(ProtectionGrace)
+			c.push(d)
 			return
 		}
 		if c.enabled[scenario.InvNoLeakedAnnotation] {
