@@ -701,6 +701,18 @@ func (r *Reconciler) retarget(ctx context.Context, s *nodeStep, target string) e
 		// mid-reboot (explorer seed 94094 of rollout-100-nodes).
 		phase = v1alpha1.PhaseRebooting
 	}
+	if phase == v1alpha1.PhaseDraining && rollout.RebootUnreportedInSlot(s.bn) {
+		// So is a drain again in the slot whose reboot the daemon asked
+		// for and has not reported from: its order was withdrawn (by a
+		// retarget before this one, or the node left its pool and came
+		// back), not voided, and the node is down in that reboot. An
+		// abandoned drain gave it back down, its protection ended 5m
+		// later, and Karpenter repaired it (explorer seed 176602 of
+		// cluster-repair-during-slow-reboot: kp-0, rebooting from 1m02s
+		// for 12m on its order of 57 s, was retargeted to v1 at 3m19s
+		// and back to v2 at 5m11s, given back then, repaired at 11m10s).
+		phase = v1alpha1.PhaseRebooting
+	}
 	switch phase {
 	case v1alpha1.PhaseDraining:
 		if err := r.finish(ctx, s, v1alpha1.PhasePending, "Retargeted", "drain abandoned: the pool image changed", false); err != nil {

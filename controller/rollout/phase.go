@@ -67,6 +67,20 @@ func RebootUnreported(bn *v1alpha1.BootcNode) bool {
 	return d.LastReboot != nil && d.LastReboot.BootID == d.BootID
 }
 
+// RebootUnreportedInSlot reports whether the daemon asked for a reboot in
+// the record's current slot (at or after its grant,
+// status.rollout.slotGrantedAt, when one is recorded) and has not reported
+// since (RebootUnreported): the node is going down, down or coming up in
+// the slot's reboot, whether the order that asked for it stands, was
+// withdrawn or was voided by a new desired image.
+func RebootUnreportedInSlot(bn *v1alpha1.BootcNode) bool {
+	if !RebootUnreported(bn) {
+		return false
+	}
+	g := bn.Status.Rollout.SlotGrantedAt
+	return g == nil || !bn.Status.Daemon.LastReboot.At.Time.Before(g.Time.Truncate(time.Second))
+}
+
 // RecordPhase is a record's phase as the rules read it: the stored phase,
 // except that a node in its slot's drain (stored Draining) whose boot order
 // stands is Rebooting. The order (spec.bootOrder, with its time) is the
@@ -90,10 +104,28 @@ func BootOrdered(bn *v1alpha1.BootcNode) bool {
 }
 
 // OrderedInSlot reports whether boot order o of the record was given in
-// its current slot: at or after the drain started, or with no drain.
+// its current slot: at or after the drain started, or the slot's grant
+// (status.rollout.slotGrantedAt) when that is earlier, or with no drain.
+// A slot may hold more than one drain: a retarget while the node is in
+// its reboot drains it again (withdrawing the order), and the order given
+// again after it keeps the time of the reboot under way (OrderAgainAt).
+// Read from the last drain's start, that order was from before the slot:
+// it did not stand (BootOrdered), and was given again at once with the
+// time now, which no rule finds the slot's reboot from (explorer seed
+// 176602 of cluster-repair-during-slow-reboot: kp-0, ordered into v2 at
+// 57 s, drained again for v1 at 3m19s and for v2 at 5m11s, was ordered
+// at 5m11s; the finalizer of its record, deleted at 12m10s, released it
+// fallen back to v1 with no failure on the pool).
 func OrderedInSlot(bn *v1alpha1.BootcNode, o *v1alpha1.BootOrder) bool {
-	ds := bn.Status.Rollout.DrainStartedAt
-	return ds == nil || !o.At.Time.Before(ds.Time.Truncate(time.Second))
+	ro := &bn.Status.Rollout
+	from := ro.DrainStartedAt
+	if from == nil {
+		return true
+	}
+	if g := ro.SlotGrantedAt; g != nil && g.Time.Before(from.Time) {
+		from = g
+	}
+	return !o.At.Time.Before(from.Time.Truncate(time.Second))
 }
 
 // OrderSpent reports whether the record's last boot order was carried
