@@ -290,8 +290,8 @@ func OnOrderedImage(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 // be acted on, and otherwise how soon to look again. The order is the one
 // for the desired image or, when the pool's image changed since, a voided
 // one whose reboot the daemon asked for and has not reported from
-// (RebootClock): the node is in that reboot, down or going down, until it
-// is back. Settled at once then, the release of a record deleted
+// (RebootClock), or has reported from on a Node not Ready: the node is in
+// that reboot, down or going down, until it is back (Ready). Settled at once then, the release of a record deleted
 // mid-reboot gave the node back down, its protection gone, as soon as
 // the pool went back to the image it left (explorer seed 176610 of
 // cluster-repair-during-slow-reboot: kp-0, its record deleted at 2m in a
@@ -310,6 +310,22 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 	if t.SettleOnOrderedAt {
 		at = OrderedAt(bn)
 	}
+	downAfterVoided := false
+	if at == nil && !t.SettleOnOrderedAt && v.Node != nil && !NodeReady(v.Node) {
+		// A voided order whose reboot the daemon recorded and has
+		// reported from, on a Node not Ready: the node came back from
+		// that reboot down, as a node whose order stands may (below:
+		// RebootStarted on a Node not Ready), and is not back before it
+		// is Ready or healthTimeout has passed. Settled as soon as the
+		// daemon reported, the release of a record deleted mid-reboot
+		// gave kp-0 back down on v2, its pool gone to v1 meanwhile, and
+		// Karpenter repaired it 10m later (explorer seed 176588 of
+		// cluster-repair-during-slow-reboot: ordered at 27 s, back
+		// NotReady at 12m35s, given back at 12m40s, repaired at 22m40s).
+		if o := bn.Spec.BootOrder; o != nil && rebootRecordedFor(bn, o) {
+			at, downAfterVoided = &o.At, true
+		}
+	}
 	if at == nil || v.Node == nil {
 		return true, 0
 	}
@@ -325,7 +341,7 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 	// A Node that went down after a reboot was recorded is rebooting,
 	// whatever the last report said before it went.
 	d := &bn.Status.Daemon
-	if d.ObservedGeneration >= bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !(RebootStarted(bn) && !NodeReady(v.Node)) {
+	if d.ObservedGeneration >= bn.Generation && d.Phase != v1alpha1.DaemonRebooting && !((RebootStarted(bn) || downAfterVoided) && !NodeReady(v.Node)) {
 		return true, 0
 	}
 	timeout := DefaultHealthTimeout
@@ -337,6 +353,15 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 		return true, 0
 	}
 	return false, min(left, DrainPoll)
+}
+
+// rebootRecordedFor reports whether the daemon's last recorded reboot
+// (status.daemon.lastReboot) is the one boot order o asked for: at or
+// after the order, into its image (a rollback's for a rollback order).
+func rebootRecordedFor(bn *v1alpha1.BootcNode, o *v1alpha1.BootOrder) bool {
+	r := bn.Status.Daemon.LastReboot
+	return r != nil && r.Rollback == o.Rollback && imageref.Digest(r.Image) == imageref.Digest(o.Image) &&
+		!r.At.Time.Before(o.At.Time.Truncate(time.Second))
 }
 
 // PoolSelector is the selector of a pool's member Nodes, nil for a pool

@@ -120,6 +120,10 @@ func TestBootOrderSettled(t *testing.T) {
 		v.Record.Status.Daemon.BootID = reportedBoot
 		return v
 	}
+	reboot := func(v NodeView, last *v1alpha1.RebootRecord) NodeView {
+		v.Record.Status.Daemon.LastReboot = last
+		return v
+	}
 	for _, c := range []struct {
 		name string
 		s    NodeView
@@ -129,6 +133,15 @@ func TestBootOrderSettled(t *testing.T) {
 		{"voided, its reboot unreported, Node Ready on a new boot", voided(t0, "boot-1", v1alpha1.DaemonRebooting, true, "boot-2"), false},
 		{"voided, the daemon reports from a new boot", voided(t0, "boot-2", v1alpha1.DaemonStaging, true, "boot-2"), true},
 		{"voided, its reboot unreported, healthTimeout passed", voided(t0.Add(DefaultHealthTimeout), "boot-1", v1alpha1.DaemonRebooting, false, "boot-1"), true},
+		// Back from that reboot but not Ready, the node is not back
+		// either, as with an order that stands: until it is Ready or
+		// healthTimeout passed (explorer seed 176588 of
+		// cluster-repair-during-slow-reboot: given back NotReady on v2
+		// 5 s after its daemon reported, repaired by Karpenter 10m later).
+		{"voided, the daemon reports from a new boot, Node down", voided(t0, "boot-2", v1alpha1.DaemonStaging, false, "boot-2"), false},
+		{"voided, back down, healthTimeout passed", voided(t0.Add(DefaultHealthTimeout), "boot-2", v1alpha1.DaemonStaging, false, "boot-2"), true},
+		{"voided, down, its last reboot from before the order", reboot(voided(t0, "boot-2", v1alpha1.DaemonStaging, false, "boot-2"), earlier), true},
+		{"voided, down, its last reboot into another image", reboot(voided(t0, "boot-2", v1alpha1.DaemonStaging, false, "boot-2"), otherImage), true},
 	} {
 		ok, wait := BootOrderSettled(c.s)
 		if ok != c.want {
