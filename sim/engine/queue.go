@@ -155,6 +155,13 @@ func (q *Queue) Add(req reconcile.Request) { q.add(req, 0, false, 0) }
 // AddAfter queues req to be reconciled d from now; d <= 0 means now.
 func (q *Queue) AddAfter(req reconcile.Request, d time.Duration) { q.add(req, d, false, 0) }
 
+// AddWithPriority queues req at priority (higher first), after d (d <= 0:
+// now) or, when rateLimited, after the shorter of d and its rate limiter
+// backoff: controller-runtime's PriorityQueue.AddWithOpts.
+func (q *Queue) AddWithPriority(req reconcile.Request, d time.Duration, rateLimited bool, priority int) {
+	q.add(req, d, rateLimited, priority)
+}
+
 // AddRateLimited queues req after its rate limiter backoff, as a failed
 // reconcile does.
 func (q *Queue) AddRateLimited(req reconcile.Request) { q.add(req, 0, true, 0) }

@@ -40,8 +40,6 @@
 //     object, changed or not);
 //   - objects of kinds the cache does not hold are read from the store
 //     (a manager would start an informer for them on first use);
-//   - controller-runtime's priority queue gives initial-list events low
-//     priority; the engine's queue adds everything at normal priority;
 //   - a controller restart drops both queues and builds new reconcilers
 //     with the same constructors; the daemons keep running.
 package twin
@@ -394,9 +392,12 @@ type runner struct {
 	queues       map[string]*engine.Queue
 	watches      []watch
 	controllerUp bool
-	daemons      map[string]*daemonProc
-	kp           *karpenterRun // karpenter.go; nil without a karpenter section
-	act          actionState   // actions.go
+	// ctrlInitialList is set while a new controller process's initial
+	// lists reach its watches (event.CreateEvent's IsInInitialList).
+	ctrlInitialList bool
+	daemons         map[string]*daemonProc
+	kp              *karpenterRun // karpenter.go; nil without a karpenter section
+	act             actionState   // actions.go
 
 	reconciles map[string]uint64
 	// writes counts served writes per process kind and "verb Kind"
@@ -623,8 +624,12 @@ func (r *runner) startController() {
 	r.controllerRunning(true)
 	r.tr.emit("controller.start", "", map[string]any{"profile": r.profile})
 	// The manager starts its workers once the caches have synced: the
-	// initial lists reach the handlers first.
-	if err := p.cache.Sync(); err != nil {
+	// initial lists reach the handlers first, as initial-list events
+	// (queued at controller-runtime's LowPriority).
+	r.ctrlInitialList = true
+	err = p.cache.Sync()
+	r.ctrlInitialList = false
+	if err != nil {
 		r.fail(fmt.Errorf("controller start: %w", err))
 	}
 }
@@ -664,6 +669,8 @@ func (r *runner) startInstantController() {
 		r.fail(fmt.Errorf("controller start: list BootcNodes: %w", err))
 		return
 	}
+	r.ctrlInitialList = true
+	defer func() { r.ctrlInitialList = false }()
 	for i := range pools.Items {
 		r.dispatchController(apiserver.Event{Type: apiserver.Added, Object: &pools.Items[i]})
 	}
@@ -752,7 +759,7 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 		r.w.ControllerCacheNode(n, r.eng.Now())
 	}
 	for i := range r.watches {
-		r.watches[i].deliver(r.ctx, ev)
+		r.watches[i].deliver(r.ctx, ev, r.ctrlInitialList)
 	}
 }
 
@@ -874,7 +881,7 @@ type daemonProc struct {
 // deliver hands an API server event to the process's watches.
 func (p *daemonProc) deliver(ctx context.Context, ev apiserver.Event) {
 	for i := range p.watches {
-		p.watches[i].deliver(ctx, ev)
+		p.watches[i].deliver(ctx, ev, false)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -20,12 +21,29 @@ import (
 )
 
 // queueRef lets controller-runtime's own event handlers enqueue into an
-// engine queue: it implements the workqueue interface the handlers take.
+// engine queue: it implements the workqueue interface the handlers take,
+// the priority queue's (controller-runtime v0.25's default, whose rules
+// the engine queue follows) included, so that the handlers give the
+// initial list's events controller-runtime's LowPriority themselves.
 // get returns the current queue, which is nil while its process is
 // down; adds are then dropped, as events are when no informer runs.
 type queueRef struct{ get func() *engine.Queue }
 
-var _ workqueue.TypedRateLimitingInterface[reconcile.Request] = queueRef{}
+var _ priorityqueue.PriorityQueue[reconcile.Request] = queueRef{}
+
+// AddWithOpts queues items at o's priority (0 when unset), after o.After
+// or its backoff when o.RateLimited.
+func (r queueRef) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	if q := r.get(); q != nil {
+		for _, req := range items {
+			q.AddWithPriority(req, o.After, o.RateLimited, ptr.Deref(o.Priority, 0))
+		}
+	}
+}
+
+func (queueRef) GetWithPriority() (reconcile.Request, int, bool) {
+	panic("twin: queueRef.GetWithPriority: workers are the engine queue's")
+}
 
 func (r queueRef) Add(req reconcile.Request) {
 	if q := r.get(); q != nil {
@@ -88,6 +106,28 @@ func (c *counting) AddAfter(req reconcile.Request, d time.Duration) {
 	c.TypedRateLimitingInterface.AddAfter(req, d)
 }
 
+// AddWithOpts counts and hands the adds to the queue's AddWithOpts (a
+// queue that is no priority queue gets them without their priority).
+func (c *counting) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	c.n += uint64(len(items))
+	if pq, ok := c.TypedRateLimitingInterface.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(o, items...)
+		return
+	}
+	for _, req := range items {
+		switch {
+		case o.RateLimited:
+			c.TypedRateLimitingInterface.AddRateLimited(req)
+		default:
+			c.TypedRateLimitingInterface.AddAfter(req, o.After)
+		}
+	}
+}
+
+func (c *counting) GetWithPriority() (reconcile.Request, int, bool) {
+	panic("twin: counting.GetWithPriority: workers are the engine queue's")
+}
+
 // direct returns h with each handler.Funcs in it (also inside a
 // poolfeed.Feeding) replaced by directFuncs, which calls the functions
 // without handler.Funcs' per-event reflection.
@@ -104,10 +144,12 @@ func direct(h handler.EventHandler) handler.EventHandler {
 // directFuncs does what its handler.Funcs does. handler.Funcs asks, by
 // reflection on every event (reflect.Type.Implements, a few percent of a
 // run), whether its object type implements client.Object, to give the
-// initial list's events a low priority on a priority queue; with any
-// other queue it calls the function as it is. The twin's queues are
-// never priority queues, so directFuncs calls the function at once, and
-// hands anything else to handler.Funcs.
+// initial list's events, and updates whose resourceVersion did not
+// change (a resync), a low priority on a priority queue; otherwise it
+// calls the function as it is. The twin hands over no update of an
+// unchanged resourceVersion (watch.go's controllerWatches; twin.go), so
+// directFuncs goes through handler.Funcs for the initial list's create
+// events only, and calls the function at once for the others.
 type directFuncs struct{ f handler.Funcs }
 
 func isPriority(q workqueue.TypedRateLimitingInterface[reconcile.Request]) bool {
@@ -116,7 +158,7 @@ func isPriority(q workqueue.TypedRateLimitingInterface[reconcile.Request]) bool 
 }
 
 func (d directFuncs) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if isPriority(q) {
+	if e.IsInInitialList && isPriority(q) {
 		d.f.Create(ctx, e, q)
 	} else if d.f.CreateFunc != nil {
 		d.f.CreateFunc(ctx, e, q)
@@ -124,7 +166,7 @@ func (d directFuncs) Create(ctx context.Context, e event.CreateEvent, q workqueu
 }
 
 func (d directFuncs) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if isPriority(q) {
+	if isPriority(q) && e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
 		d.f.Update(ctx, e, q)
 	} else if d.f.UpdateFunc != nil {
 		d.f.UpdateFunc(ctx, e, q)
@@ -154,8 +196,11 @@ type watch struct {
 
 // deliver hands an API server event to the watch the way an informer
 // event reaches controller-runtime's handler: predicates first, then the
-// handler with the queue.
-func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
+// handler with the queue. initial says an Added event is one of the
+// initial list a process's informers deliver before its workers start
+// (event.CreateEvent's IsInInitialList: controller-runtime's handlers
+// queue it at LowPriority, behind the events of changes).
+func (w *watch) deliver(ctx context.Context, ev apiserver.Event, initial bool) {
 	if !w.accepts(ev.Object) {
 		return
 	}
@@ -165,7 +210,7 @@ func (w *watch) deliver(ctx context.Context, ev apiserver.Event) {
 	q := w.counted
 	switch ev.Type {
 	case apiserver.Added:
-		e := event.CreateEvent{Object: ev.Object}
+		e := event.CreateEvent{Object: ev.Object, IsInInitialList: initial}
 		for _, p := range w.predicates {
 			if !p.Create(e) {
 				return

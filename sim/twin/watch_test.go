@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -33,6 +35,21 @@ type recordQueue struct {
 func (q recordQueue) Add(r reconcile.Request) { *q.got = append(*q.got, q.name+" "+r.Name) }
 func (q recordQueue) AddAfter(r reconcile.Request, d time.Duration) {
 	*q.got = append(*q.got, fmt.Sprintf("%s %s after %s", q.name, r.Name, d))
+}
+
+// AddWithOpts records the adds of the priority queue's interface, with
+// the priority when one is set.
+func (q recordQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	for _, r := range items {
+		s := q.name + " " + r.Name
+		if o.After > 0 {
+			s += " after " + o.After.String()
+		}
+		if o.Priority != nil {
+			s += fmt.Sprintf(" at priority %d", *o.Priority)
+		}
+		*q.got = append(*q.got, s)
+	}
 }
 
 // TestWatchMappings holds the twin's watches to controller.Setup's: each
@@ -88,7 +105,7 @@ func TestWatchMappings(t *testing.T) {
 	}
 	debounce := rollout.PoolStatusDebounce.String()
 	for _, tc := range []struct {
-		name string
+		name string // "initial ...": an event of a new process's initial list
 		ev   apiserver.Event
 		want []string
 	}{
@@ -112,6 +129,13 @@ func TestWatchMappings(t *testing.T) {
 			b.Status.Daemon.LastAttempt = &metav1.Time{Time: eng.Now()}
 		})}, []string{"node n1"}},
 		{"bootcnode deleted", apiserver.Event{Type: apiserver.Deleted, Object: bn(v1alpha1.PhaseUpdated)}, []string{"pool p after " + debounce, "node n1"}},
+		// The initial list of a new controller process: controller-runtime's
+		// handlers (handler.Funcs, EnqueueRequestForObject, the map
+		// funcs) queue it at LowPriority on its priority queue, the
+		// default, behind the events of changes.
+		{"initial pool", apiserver.Event{Type: apiserver.Added, Object: pool}, []string{"pool p at priority -100"}},
+		{"initial node", apiserver.Event{Type: apiserver.Added, Object: node("n1", "p", true)}, []string{"pool p after " + debounce + " at priority -100", "node n1 at priority -100"}},
+		{"initial bootcnode", apiserver.Event{Type: apiserver.Added, Object: bn("")}, []string{"pool p after " + debounce + " at priority -100", "node n1 at priority -100"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -123,8 +147,16 @@ func TestWatchMappings(t *testing.T) {
 			ws := controllerWatches(controller.Controllers(c, poolfeed.New()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 				return queues[name]
 			})
+			ev := tc.ev
+			if ev.Type == apiserver.Modified {
+				// A watch event's objects differ in resourceVersion (an
+				// equal one is a resync's, queued at LowPriority).
+				ev.Old, ev.Object = ev.Old.DeepCopyObject().(client.Object), ev.Object.DeepCopyObject().(client.Object)
+				ev.Old.SetResourceVersion("1")
+				ev.Object.SetResourceVersion("2")
+			}
 			for i := range ws {
-				ws[i].deliver(ctx, tc.ev)
+				ws[i].deliver(ctx, ev, strings.HasPrefix(tc.name, "initial "))
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("enqueued %q, want %q", got, tc.want)
