@@ -54,7 +54,7 @@ func (c *simClient) begin(ctx context.Context, verb string, obj runtime.Object, 
 	var gvk schema.GroupVersionKind
 	var k *kind
 	var kerr error
-	t := typeIDOf(obj)
+	t := TypeIDOf(obj)
 	if r, ok := c.s.resolved[t]; ok {
 		// What the lines below found the first time for this Go type.
 		gvk, k = r.gvk, r.k
@@ -112,7 +112,7 @@ type resolvedType struct {
 // kind is in the object), of a kind served now. The scheme must not change
 // once the server is made (twin.Run builds it first); a kind, once
 // served, keeps its *kind (RemoveKind only marks it not present).
-func (s *Server) resolve(obj runtime.Object, t typeID, isList bool) {
+func (s *Server) resolve(obj runtime.Object, t TypeID, isList bool) {
 	switch obj.(type) {
 	case runtime.Unstructured, *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
 		return
@@ -133,7 +133,7 @@ func (s *Server) resolve(obj runtime.Object, t typeID, isList bool) {
 		return
 	}
 	if s.resolved == nil {
-		s.resolved = map[typeID]resolvedType{}
+		s.resolved = map[TypeID]resolvedType{}
 	}
 	s.resolved[t] = resolvedType{gvk: gvk, k: k, list: isList}
 }

@@ -97,7 +97,7 @@ func (s *Server) Stored(obj client.Object) client.Object {
 // kindOf returns the served kind of obj; typed kinds are remembered by Go
 // type, which saves the scheme lookup on every event a cache applies.
 func (s *Server) kindOf(obj client.Object) (*kind, error) {
-	t := typeIDOf(obj)
+	t := TypeIDOf(obj)
 	if k := s.byType[t]; k != nil && k.present {
 		return k, nil
 	}
@@ -108,7 +108,7 @@ func (s *Server) kindOf(obj client.Object) (*kind, error) {
 	k, err := s.kindFor(gvk)
 	if err == nil && k.typed() {
 		if s.byType == nil {
-			s.byType = map[typeID]*kind{}
+			s.byType = map[TypeID]*kind{}
 		}
 		s.byType[t] = k
 	}

@@ -153,9 +153,9 @@ type Server struct {
 
 	client, admin *simClient
 	// byType remembers typed kinds by Go type for kindOf (mirror.go).
-	byType map[typeID]*kind
+	byType map[TypeID]*kind
 	// resolved remembers what begin found for a typed object's Go type.
-	resolved map[typeID]resolvedType
+	resolved map[TypeID]resolvedType
 
 	// trackedSets caches fieldsOf by FieldsV1 set (managed.go).
 	trackedSets map[string]*trackedSet

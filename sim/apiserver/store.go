@@ -97,19 +97,20 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 	return k
 }
 
-// typeID is the Go type of a value as a map key: the address of its type
+// TypeID is the Go type of a value as a map key: the address of its type
 // descriptor, which a map hashes as one word, where a reflect.Type key is
 // hashed through its interface in twice the time. Maps from Go types to
-// kinds are read on every request.
-type typeID uintptr
+// kinds are read on every request (and sim/informer's Holds, HoldsList
+// and Observe on every cached read and event).
+type TypeID uintptr
 
-// typeIDOf returns the typeID of v's dynamic type, 0 for a nil v.
-func typeIDOf(v any) typeID {
+// TypeIDOf returns the TypeID of v's dynamic type, 0 for a nil v.
+func TypeIDOf(v any) TypeID {
 	t := reflect.TypeOf(v)
 	if t == nil {
 		return 0
 	}
-	return typeID(reflect.ValueOf(t).Pointer())
+	return TypeID(reflect.ValueOf(t).Pointer())
 }
 
 // typeFacts are what a kind needs to know of its Go type: whether a

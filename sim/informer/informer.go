@@ -77,13 +77,13 @@ type Options struct {
 // Cache is one process's informer cache.
 type Cache struct {
 	o       Options
-	streams map[typeID]*stream
+	streams map[apiserver.TypeID]*stream
 	order   []*stream
 	lists   map[schema.GroupVersionKind]bool
 	// listTypes memoises HoldsList for typed lists (the kind of a Go list
 	// type cannot change): working the kind out from the scheme was 1% of
 	// a twin run.
-	listTypes map[typeID]bool
+	listTypes map[apiserver.TypeID]bool
 	synced    bool
 	closed    bool
 }
@@ -112,7 +112,7 @@ type delivery struct {
 // New makes an empty cache; Sync fills it. Observe ignores events until
 // then: a reflector watches from the resourceVersion of its list.
 func New(o Options) (*Cache, error) {
-	c := &Cache{o: o, streams: map[typeID]*stream{}, lists: map[schema.GroupVersionKind]bool{}}
+	c := &Cache{o: o, streams: map[apiserver.TypeID]*stream{}, lists: map[schema.GroupVersionKind]bool{}}
 	for _, ex := range o.Kinds {
 		gvk, err := apiutil.GVKForObject(ex, o.Store.AdminClient().Scheme())
 		if err != nil {
@@ -120,13 +120,13 @@ func New(o Options) (*Cache, error) {
 		}
 		c.lists[gvk.GroupVersion().WithKind(gvk.Kind+"List")] = true
 		t := reflect.TypeOf(ex)
-		if _, dup := c.streams[typeIDOf(ex)]; dup {
+		if _, dup := c.streams[apiserver.TypeIDOf(ex)]; dup {
 			return nil, fmt.Errorf("informer %s: kind %T given twice", o.Name, ex)
 		}
 		s := &stream{c: c, kind: t.Elem().Name(), example: ex}
 		s.name = "informer/" + o.Name + "/" + s.kind
 		s.fireFn = s.fire
-		c.streams[typeIDOf(ex)] = s
+		c.streams[apiserver.TypeIDOf(ex)] = s
 		c.order = append(c.order, s)
 	}
 	return c, nil
@@ -151,14 +151,14 @@ func (c *Cache) Store() *apiserver.Server { return c.o.Store }
 
 // Holds reports whether the cache holds objects of obj's kind.
 func (c *Cache) Holds(obj client.Object) bool {
-	_, ok := c.streams[typeIDOf(obj)]
+	_, ok := c.streams[apiserver.TypeIDOf(obj)]
 	return ok
 }
 
 // HoldsList reports whether the cache holds the items of list's kind.
 func (c *Cache) HoldsList(list client.ObjectList) bool {
 	_, unstructured := list.(runtime.Unstructured) // its kind is in the object
-	t := typeIDOf(list)
+	t := apiserver.TypeIDOf(list)
 	if held, ok := c.listTypes[t]; ok && !unstructured {
 		return held
 	}
@@ -166,7 +166,7 @@ func (c *Cache) HoldsList(list client.ObjectList) bool {
 	held := err == nil && c.lists[gvk]
 	if !unstructured {
 		if c.listTypes == nil {
-			c.listTypes = map[typeID]bool{}
+			c.listTypes = map[apiserver.TypeID]bool{}
 		}
 		c.listTypes[t] = held
 	}
@@ -195,7 +195,7 @@ func (c *Cache) ObserveAfter(ev apiserver.Event, after time.Duration) {
 	if c.closed || !c.synced {
 		return
 	}
-	s := c.streams[typeIDOf(ev.Object)]
+	s := c.streams[apiserver.TypeIDOf(ev.Object)]
 	if s == nil {
 		return
 	}
@@ -386,21 +386,6 @@ func cmpKey(want []client.Object, i int, have []client.Object, j int) int {
 		return 1
 	}
 	return 0
-}
-
-// typeID is the Go type of a value as a map key: the address of its type
-// descriptor, which a map hashes as one word, where a reflect.Type key is
-// hashed through its interface in twice the time (Holds and HoldsList are
-// asked on every read of a cached client, Observe on every event).
-type typeID uintptr
-
-// typeIDOf returns the typeID of v's dynamic type, 0 for a nil v.
-func typeIDOf(v any) typeID {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return 0
-	}
-	return typeID(reflect.ValueOf(t).Pointer())
 }
 
 func maxTime(a, b time.Time) time.Time {
