@@ -94,16 +94,16 @@ func (s *nodeStep) phaseRecorded() {
 // again after it too (Reconcile, owesByDeadline).
 const ConflictRetry = time.Second
 
-// holdsNode reports whether a record still holds something on its Node
+// HoldsNode reports whether a record still holds something on its Node
 // that a release gives back: a slot, bootroll's cordon, or annotations
 // and post-update protection bootroll added.
-func holdsNode(bn *v1alpha1.BootcNode) bool {
+func HoldsNode(bn *v1alpha1.BootcNode) bool {
 	ro := &bn.Status.Rollout
 	return ro.Cordoned || rollout.HoldsSlot(rollout.RecordPhase(bn)) || rollout.ProtectionPending(ro)
 }
 
 // Reconcile advances one BootcNode. A record that holds its Node after
-// the pass (holdsNode) is looked at again at OwedPriority, ahead of the
+// the pass (HoldsNode) is looked at again at OwedPriority, ahead of the
 // records that hold nothing; one that holds nothing goes back to the
 // default priority. A deleted pool's ten slot holders, waiting for their
 // reboots to end, were looked at again behind its 90 other records'
@@ -118,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	res, err := r.reconcileRecord(ctx, &bn)
 	if res.Priority == nil && res.RequeueAfter > 0 {
 		prio := 0
-		if holdsNode(&bn) {
+		if HoldsNode(&bn) {
 			prio = OwedPriority
 		}
 		res.Priority = &prio
@@ -134,7 +134,7 @@ func (r *Reconciler) reconcileRecord(ctx context.Context, bn *v1alpha1.BootcNode
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{RequeueAfter: ConflictRetry}, nil
 		}
-		if err != nil && holdsNode(bn) {
+		if err != nil && HoldsNode(bn) {
 			// A record being deleted that still holds its Node (a slot,
 			// bootroll's cordon, annotations bootroll added) has a
 			// release due that the workqueue's per-item backoff knows
@@ -228,7 +228,7 @@ func (r *Reconciler) reconcileRecord(ctx context.Context, bn *v1alpha1.BootcNode
 //     5m08s after the deadline (explorer seed 176161);
 //   - the release of a node that left its pool, or whose pool is being
 //     deleted, while its record, as read, still holds the Node
-//     (holdsNode; rollout.NodeRelease): it is given back within minutes
+//     (HoldsNode; rollout.NodeRelease): it is given back within minutes
 //     (DESIGN.md section 4). kp-1, rebooting in its slot when its pool
 //     was deleted at 16m07s, was back at 24m47s; seventeen releases
 //     in a row failed on API errors, the last at 29m41s, and the next
@@ -262,7 +262,7 @@ func (s *nodeStep) owesByDeadline() string {
 	if s.orig.Status.Rollout.ProtectUntil != nil || s.bn.Status.Rollout.ProtectUntil != nil {
 		return owedProtectionEnd
 	}
-	if !holdsNode(s.orig) {
+	if !HoldsNode(s.orig) {
 		if s.grantedBefore() {
 			return owedSlotTakeUp
 		}
