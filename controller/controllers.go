@@ -151,9 +151,18 @@ var slotsGranted = handler.Funcs{
 		// pool never finished (explorer seed 177830 of the 176717
 		// regression: the record made again at 12m51s looked at 13m02s,
 		// the failure written at 12m50s reached its cache later).
-		for _, f := range pn.Status.Failures {
-			if !slices.ContainsFunc(po.Status.Failures, func(g v1alpha1.NodeFailure) bool { return g.Node == f.Node && g.Image == f.Image }) {
-				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: f.Node}})
+		// A set of the old failures, as the slot tables below: a pool's
+		// status changes with every node update.
+		if len(pn.Status.Failures) > 0 {
+			type failed struct{ node, image string }
+			listed := make(map[failed]bool, len(po.Status.Failures))
+			for _, f := range po.Status.Failures {
+				listed[failed{f.Node, f.Image}] = true
+			}
+			for _, f := range pn.Status.Failures {
+				if !listed[failed{f.Node, f.Image}] {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: f.Node}})
+				}
 			}
 		}
 		if po.Generation != pn.Generation || (po.DeletionTimestamp == nil) != (pn.DeletionTimestamp == nil) {
