@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/sim/apiserver"
 )
 
 // cachedClient is a manager's client: Get and List of the kinds the cache
@@ -21,12 +23,26 @@ func NewClient(cache *Cache, api client.Client) client.Client {
 	return &cachedClient{Client: api, cache: cache, read: cache.o.Store.AdminClient()}
 }
 
-// Get reads obj from the cache when it holds obj's kind.
+// Get reads obj from the cache when it holds obj's kind. With
+// client.UnsafeDisableDeepCopy the cache's object is not copied, as a
+// controller-runtime cache does it: obj gets its fields, and shares its
+// maps, slices and pointers with the cache (apiserver.Shared), so the
+// caller must copy before it modifies any of them.
 func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if c.cache.Holds(obj) {
+		if len(opts) > 0 && noDeepCopy(opts) {
+			return c.read.Get(ctx, key, obj, apiserver.Shared)
+		}
 		return c.read.Get(ctx, key, obj, opts...)
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// noDeepCopy reports whether opts ask for client.UnsafeDisableDeepCopy.
+func noDeepCopy(opts []client.GetOption) bool {
+	var o client.GetOptions
+	o.ApplyOptions(opts)
+	return o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
 }
 
 // List lists from the cache when it holds the list's kind.

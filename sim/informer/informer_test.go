@@ -3,6 +3,7 @@ package informer_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -388,5 +389,54 @@ func TestHoldsList(t *testing.T) {
 				t.Errorf("asked %d time(s): HoldsList(%T %s) = %v, want %v", i+1, c.list, c.list.GetObjectKind().GroupVersionKind().Kind, got, c.want)
 			}
 		}
+	}
+}
+
+// A cached Get with client.UnsafeDisableDeepCopy shares the cache's object,
+// as a controller-runtime cache does; without it the caller gets a copy. A
+// later event replaces the cache's object rather than changing the one a
+// shared read holds.
+func TestGetUnsafeDisableDeepCopySharesTheCachedObject(t *testing.T) {
+	w := newWorld(t, opts{})
+	if err := w.cache.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	c := w.api.AdminClient()
+	if err := c.Create(ctx, mkNode("a", "0")); err != nil {
+		t.Fatal(err)
+	}
+	w.run(time.Millisecond)
+	get := func(opts ...client.GetOption) corev1.Node {
+		t.Helper()
+		var n corev1.Node
+		if err := w.client.Get(ctx, client.ObjectKey{Name: "a"}, &n, opts...); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	same := func(a, b map[string]string) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	s1, s2 := get(client.UnsafeDisableDeepCopy), get(client.UnsafeDisableDeepCopy)
+	if !same(s1.Labels, s2.Labels) {
+		t.Errorf("two reads with UnsafeDisableDeepCopy got different label maps: not the cache's object")
+	}
+	if c1 := get(); same(c1.Labels, s1.Labels) || c1.Labels["v"] != "0" {
+		t.Errorf("a read without UnsafeDisableDeepCopy shares the cache's labels (or reads %v)", c1.Labels)
+	}
+	if c2 := get(client.UnsafeDisableDeepCopyOption(false)); same(c2.Labels, s1.Labels) {
+		t.Errorf("UnsafeDisableDeepCopyOption(false) shares the cache's labels")
+	}
+	setLabel(t, c, "a", "1")
+	w.run(time.Millisecond)
+	if s3 := get(client.UnsafeDisableDeepCopy); s3.Labels["v"] != "1" || s1.Labels["v"] != "0" {
+		t.Errorf("after the update: shared read %v, the earlier shared read %v; want v=1 and v=0 (kept)", s3.Labels, s1.Labels)
+	}
+	// A kind the cache does not hold is read from the server, option or not.
+	cm := &corev1.ConfigMap{}
+	cm.Name, cm.Namespace = "c", "default"
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}, client.UnsafeDisableDeepCopy); err != nil {
+		t.Errorf("a kind the cache does not hold, with UnsafeDisableDeepCopy: %v", err)
 	}
 }
