@@ -164,6 +164,10 @@ type Cluster struct {
 	outageUntil, slowUntil time.Time
 	slowFactor             int
 
+	// digestRefs memoises digestRef: parsing the reference was 1% of a
+	// twin run, once per reboot and per host.
+	digestRefs map[*scenario.Image]string
+
 	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
 	starved []facts.StageStarvation // stagings that failed for lack of space
 }
@@ -492,14 +496,21 @@ func (c *Cluster) imageFor(ref string) *scenario.Image {
 
 // digestRef returns the digest reference of an image: its ref when that is
 // one, else the ref's repository with the digest.
-func digestRef(im *scenario.Image) string {
-	if imageref.IsDigest(im.Ref) {
-		return im.Ref
+func (c *Cluster) digestRef(im *scenario.Image) string {
+	if ref, ok := c.digestRefs[im]; ok {
+		return ref
 	}
-	ref, err := imageref.WithDigest(im.Ref, im.Digest)
-	if err != nil {
-		panic(err) // the scenario loader validated both
+	ref := im.Ref
+	if !imageref.IsDigest(ref) {
+		var err error
+		if ref, err = imageref.WithDigest(im.Ref, im.Digest); err != nil {
+			panic(err) // the scenario loader validated both
+		}
 	}
+	if c.digestRefs == nil {
+		c.digestRefs = map[*scenario.Image]string{}
+	}
+	c.digestRefs[im] = ref
 	return ref
 }
 

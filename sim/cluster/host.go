@@ -120,7 +120,7 @@ type stageRun struct {
 func newHost(c *Cluster, n *node) *host {
 	return &host{
 		c: c, n: n,
-		booted:       &deployment{im: n.g.boot, ref: digestRef(n.g.boot)},
+		booted:       &deployment{im: n.g.boot, ref: c.digestRef(n.g.boot)},
 		bootN:        1,
 		requestedFor: map[string]int{},
 	}
@@ -217,7 +217,7 @@ func (h *host) requestReboot(reason string) {
 	down := min(ShutdownDelay, total/2)
 	h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
 	if h.c.hooks.Reboot != nil {
-		h.c.hooks.Reboot(h.n.name, digestRef(h.booted.im), digestRef(to.im))
+		h.c.hooks.Reboot(h.n.name, h.c.digestRef(h.booted.im), h.c.digestRef(to.im))
 	}
 	h.event = h.c.eng.After(down, "node/shutdown/"+h.n.name, func() { h.shutdown(total - down) })
 }

@@ -424,9 +424,56 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	// kubelet's status manager finishes a pod: it writes one field, not
 	// the whole pod. obj shares the stored pod's slices: a new one.
 	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": obj.ResourceVersion}})
-	must(err, "encoding the finalizer patch of pod "+p.ns+"/"+p.name)
-	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
+}
+
+// finalizerPatch is the merge patch that sets metadata.finalizers to rest
+// (null when rest is nil) locked on resourceVersion rv: byte for byte what
+// json.Marshal gives for the map of it (TestPatchesAsJSONMarshal), without
+// its reflection, once per pod that finishes.
+func finalizerPatch(rest []string, rv string) []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, `{"metadata":{"finalizers":`...)
+	if rest == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, f := range rest {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, f)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"resourceVersion":`...)
+	b = appendJSONString(b, rv)
+	return append(b, "}}"...)
+}
+
+// bindPatch is the merge patch that sets spec.nodeName: byte for byte
+// what json.Marshal gives for the map of it (TestPatchesAsJSONMarshal).
+func bindPatch(node string) []byte {
+	b := make([]byte, 0, 32+len(node))
+	b = append(b, `{"spec":{"nodeName":`...)
+	b = appendJSONString(b, node)
+	return append(b, "}}"...)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: printable
+// ASCII without '"', '\\', '<', '>' and '&' is copied, anything else goes
+// through json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			must(err, "encoding a string") // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // forceDelete deletes a pod at once, as the pod garbage collector does

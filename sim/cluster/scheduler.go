@@ -3,7 +3,6 @@ package cluster
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 
@@ -228,9 +227,7 @@ func (c *Cluster) bind(p *pod, n *node) {
 	c.place(p, n)
 	// One field, as the scheduler's Binding writes it.
 	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeName": n.name}})
-	must(err, "encoding the binding of pod "+p.ns+"/"+p.name)
-	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, bindPatch(n.name)), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
 	if c.tracing() {
 		c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
 	}

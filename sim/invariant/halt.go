@@ -46,10 +46,20 @@ func digestOf(ref string) string {
 	}
 	d := ref[i+1:]
 	hex, ok := strings.CutPrefix(d, "sha256:")
-	if !ok || len(hex) != 64 || strings.IndexFunc(hex, func(r rune) bool { return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') }) >= 0 {
+	if !ok || len(hex) != 64 || !lowerHex(hex) {
 		return ref
 	}
 	return d
+}
+
+// lowerHex reports whether s is made of 0-9 and a-f only.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func slotKey(s v1alpha1.Slot) string { return s.Node + "\x00" + s.Since.UTC().String() }

@@ -516,7 +516,9 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 		return
 	}
 	if had {
-		delete(w.pods, key)
+		if !has {
+			delete(w.pods, key)
+		}
 		w.countDaemonSetPod(old, -1)
 		if old.workload {
 			if n := w.nodes[old.node]; n != nil {
