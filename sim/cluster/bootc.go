@@ -217,7 +217,9 @@ func (h *host) beginStage(image string, stage func()) {
 		}
 		f.stageStart(im.Size.Value())
 		d = h.c.sc.Host.StageOverhead.Sample(h.c.eng.Rand()) + downloadTime(im.Size.Value(), h.c.pullBandwidth())
-		h.c.trace("node/stage-start", h.object(), map[string]any{"image": image, "duration": d.String()})
+		if h.c.tracing() {
+			h.c.trace("node/stage-start", h.object(), map[string]any{"image": image, "duration": d.String()})
+		}
 	}
 	h.stage = run
 	run.done = h.c.eng.After(d, "node/stage/"+h.n.name, func() {

@@ -171,7 +171,9 @@ func downloadTime(size, bw int64) time.Duration {
 func (h *host) stageDone(run *stageRun) {
 	h.fs().stageEnd(true, run.im.Size.Value())
 	h.staged = &deployment{im: run.im, ref: run.image, downloadOnly: true}
-	h.c.trace("node/stage-done", h.object(), map[string]any{"image": run.image})
+	if h.c.tracing() {
+		h.c.trace("node/stage-done", h.object(), map[string]any{"image": run.image})
+	}
 }
 
 // abortStage kills a stage in progress: nothing is staged.
@@ -215,7 +217,9 @@ func (h *host) requestReboot(reason string) {
 	}
 	h.requestAt = h.c.eng.Now()
 	down := min(ShutdownDelay, total/2)
-	h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
+	if h.c.tracing() {
+		h.c.trace("node/reboot-request", h.object(), map[string]any{"from": h.booted.ref, "to": to.ref, "reason": reason})
+	}
 	if h.c.hooks.Reboot != nil {
 		h.c.hooks.Reboot(h.n.name, h.c.digestRef(h.booted.im), h.c.digestRef(to.im))
 	}
@@ -232,7 +236,9 @@ func (h *host) shutdown(rest time.Duration) {
 		h.c.trace("node/long-reboot", h.object(), map[string]any{"duration": h.longNext.String()})
 		h.longNext = 0
 	}
-	h.c.trace("node/reboot-start", h.object(), map[string]any{"from": h.booted.ref, "to": h.next(true).ref})
+	if h.c.tracing() {
+		h.c.trace("node/reboot-start", h.object(), map[string]any{"from": h.booted.ref, "to": h.next(true).ref})
+	}
 	h.abortStage("reboot")
 	h.daemonDown("reboot")
 	h.state, h.bootClean = hostDown, true
@@ -327,7 +333,9 @@ func (h *host) boot() {
 		h.reboots++
 		kind = "node/reboot-done"
 	}
-	h.c.trace(kind, h.object(), map[string]any{"from": prev.ref, "booted": h.booted.ref, "bootID": h.bootID(), "outcome": outcome})
+	if h.c.tracing() {
+		h.c.trace(kind, h.object(), map[string]any{"from": prev.ref, "booted": h.booted.ref, "bootID": h.bootID(), "outcome": outcome})
+	}
 	if h.badBoot {
 		h.state = hostHung
 		return
@@ -358,7 +366,9 @@ func (h *host) scheduleDaemon(wait time.Duration) {
 	h.daemonStart = h.c.eng.After(d, "node/daemon-start/"+h.n.name, func() {
 		h.daemonStart = nil
 		if !h.daemonUp && h.kubeletRuns() {
-			h.c.trace("node/daemon-start", h.object(), map[string]any{"bootID": h.bootID()})
+			if h.c.tracing() {
+				h.c.trace("node/daemon-start", h.object(), map[string]any{"bootID": h.bootID()})
+			}
 		}
 		h.startDaemon()
 	})
@@ -385,7 +395,9 @@ func (h *host) daemonDown(reason string) {
 	h.daemonUp = false
 	h.stopPrefetch(reason)
 	h.proc = nil
-	h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
+	if h.c.tracing() {
+		h.c.trace("node/daemon-down", h.object(), map[string]any{"reason": reason})
+	}
 	if h.c.hooks.DaemonDown != nil {
 		h.c.hooks.DaemonDown(h.n.name)
 	}

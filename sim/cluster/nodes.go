@@ -184,9 +184,13 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 		c.syncNode(n, obj)
 	}
 	if ready {
-		c.trace("node/ready", "node/"+n.name, map[string]any{"bootID": n.host.bootID()})
+		if c.tracing() {
+			c.trace("node/ready", "node/"+n.name, map[string]any{"bootID": n.host.bootID()})
+		}
 	} else {
-		c.trace("node/notready", "node/"+n.name, map[string]any{"reason": reason})
+		if c.tracing() {
+			c.trace("node/notready", "node/"+n.name, map[string]any{"reason": reason})
+		}
 	}
 }
 

@@ -661,11 +661,13 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 		return err
 	}
 	c.unblock(p.node)
-	details := map[string]any{}
-	if p.node != nil {
-		details["node"] = p.node.name
+	if c.tracing() {
+		details := map[string]any{}
+		if p.node != nil {
+			details["node"] = p.node.name
+		}
+		c.trace("pod/evicted", "pod/"+p.ns+"/"+p.name, details)
 	}
-	c.trace("pod/evicted", "pod/"+p.ns+"/"+p.name, details)
 	c.terminate(p)
 	return nil
 }
