@@ -370,7 +370,9 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 		if err := d.patchStatus(ctx, bn, data); err != nil {
 			return fmt.Errorf("patch BootcNode %s status: %w", d.nodeName, err)
 		}
-		d.reported = &reported{uid: bn.UID, status: *a.Status.DeepCopy()}
+		// a.Status is Step's copy, made for this action alone and only
+		// read since: kept as it is, not copied again.
+		d.reported = &reported{uid: bn.UID, status: *a.Status}
 		return nil
 	case Stage:
 		return d.host.Stage(ctx, a.Image)
