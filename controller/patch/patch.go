@@ -83,7 +83,7 @@ func (p bootcNodePatch) Data(obj client.Object) ([]byte, error) {
 	switch p.part {
 	case partRecord:
 		buf = append(buf, `"status":`...)
-		buf, err = appendMergeDiff(buf, controllerPart{p.from.Status.Phase, p.from.Status.Rollout}, controllerPart{bn.Status.Phase, bn.Status.Rollout})
+		buf = appendRecordDiff(buf, p.from.Status.Phase, bn.Status.Phase, &p.from.Status.Rollout, &bn.Status.Rollout)
 	case partSpec:
 		key = "spec"
 		buf = append(buf, `"spec":`...)
