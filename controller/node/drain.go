@@ -56,12 +56,15 @@ type Drainer struct {
 	// a deliberately broken setting for the twin's negative controls;
 	// production never sets it.
 	DeleteInsteadOfEvict bool
+	// evictions is Client's eviction subresource, made once (NewDrainer)
+	// rather than at every pass; nil, Drain makes it.
+	evictions client.SubResourceClient
 }
 
 // NewDrainer returns the drainer the node reconciler uses; to carries the
 // deliberately broken settings of the twin's negative controls.
 func NewDrainer(c client.Client, to rollout.TestOnly) *Drainer {
-	return &Drainer{Client: c, DeleteInsteadOfEvict: to.DeleteInsteadOfEvict}
+	return &Drainer{Client: c, DeleteInsteadOfEvict: to.DeleteInsteadOfEvict, evictions: c.SubResource("eviction")}
 }
 
 // Drain runs one pass with the pool's opt-ins: it lists the node's pods
@@ -100,7 +103,10 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		// a drain that cannot finish.
 		return res, nil
 	}
-	evictions := d.Client.SubResource("eviction")
+	evictions := d.evictions
+	if evictions == nil {
+		evictions = d.Client.SubResource("eviction")
+	}
 	for i, p := range evict {
 		if d.DeleteInsteadOfEvict {
 			// Deliberately broken (TestOnly): no PDB is consulted.
@@ -113,8 +119,8 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 		err := evictions.Create(ctx, p, ev)
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err), budgetRefusal(err) != "":
+		case err == nil, !tooManyRequests(err) && apierrors.IsNotFound(err):
+		case tooManyRequests(err), apierrors.IsTooManyRequests(err), budgetRefusal(err) != "":
 			if res.Blocked == nil {
 				// A budget that refuses one pod mostly refuses the
 				// others too: room for them all at once.
@@ -151,6 +157,18 @@ func hasEmptyDir(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// tooManyRequests reports whether err is a StatusError whose reason is
+// TooManyRequests, as a budget's refusal of an eviction mostly is: such an
+// error is IsTooManyRequests, and not IsNotFound (TooManyRequests is a
+// known reason, so IsNotFound does not look at its code). It tells so
+// without their reads of the error's status, a copy of it each: a drain
+// blocked by a budget meets one refusal per pod at every poll.
+// TestTooManyRequestsAsIsChecks checks it against them.
+func tooManyRequests(err error) bool {
+	se, ok := err.(*apierrors.StatusError)
+	return ok && se.ErrStatus.Reason == metav1.StatusReasonTooManyRequests
 }
 
 // budgetRefusal returns the message of the PodDisruptionBudget cause of an
