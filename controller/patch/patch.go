@@ -4,9 +4,12 @@
 package patch
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -113,14 +116,16 @@ func appendLock(buf []byte, rv string) []byte {
 // sends what client.MergeFromWithOptions(from, MergeFromWithOptimisticLock)
 // would for a change of those fields, without marshalling and diffing the
 // whole Node twice. Changes to other fields are not sent: extend nodeMeta
-// or nodeSpec before changing any other field of a Node.
+// or nodeSpec, and Data's diff of them (appendAnnotationsDiff,
+// appendNodeSpecDiff), before changing any other field of a Node.
 type nodePatch struct{ from *corev1.Node }
 
 // Node is the nodePatch from the Node read (from).
 func Node(from *corev1.Node) client.Patch { return nodePatch{from: from} }
 
 // nodeMeta and nodeSpec are the parts of a Node's metadata and spec a
-// nodePatch writes.
+// nodePatch writes. Data diffs them by hand; appendMergeDiff of them is
+// its reference in the tests (TestNodePatchAsMergeDiff).
 type nodeMeta struct {
 	Annotations map[string]string `json:"annotations"`
 }
@@ -145,7 +150,7 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 	}
 	buf := make([]byte, 0, 256)
 	buf = append(buf, `{"metadata":{`...)
-	buf, wrote, err := appendMembers(buf, reflect.ValueOf(nodeMeta{p.from.Annotations}), reflect.ValueOf(nodeMeta{n.Annotations}), true)
+	buf, wrote, err := appendAnnotationsDiff(buf, p.from.Annotations, n.Annotations)
 	if err != nil {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
@@ -153,16 +158,78 @@ func (p nodePatch) Data(obj client.Object) ([]byte, error) {
 		buf = append(buf, ',')
 	}
 	buf = appendLock(buf, p.from.ResourceVersion)
-	spec := len(buf)
-	buf = append(buf, `,"spec":`...)
-	buf, wrote, err = appendObjectDiff(buf, reflect.ValueOf(nodeSpec{p.from.Spec.Unschedulable, p.from.Spec.Taints}), reflect.ValueOf(nodeSpec{n.Spec.Unschedulable, n.Spec.Taints}))
+	buf, err = appendNodeSpecDiff(buf, &p.from.Spec, &n.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("diff node %s: %w", n.Name, err)
 	}
-	if !wrote {
-		buf = buf[:spec]
+	return append(buf, '}'), nil
+}
+
+// appendAnnotationsDiff appends the "annotations" member of a nodePatch's
+// metadata, from a to b, and says whether it did: what appendMembers
+// gives for nodeMeta, written out (TestNodePatchAsMergeDiff). Both maps
+// set, the keys changed, added (with their values) and removed (null);
+// a map set whole on a Node that had none; null for a Node whose
+// annotations went.
+func appendAnnotationsDiff(buf []byte, a, b map[string]string) (_ []byte, wrote bool, err error) {
+	start := len(buf)
+	buf = append(buf, `"annotations":`...)
+	value := len(buf)
+	switch {
+	case a != nil && b != nil:
+		buf, err = appendStringMapDiff(buf, a, b)
+	case b != nil:
+		buf, err = appendJSON(buf, b)
+	case a != nil:
+		buf = append(buf, "null"...)
+	}
+	if err != nil || len(buf) == value {
+		return buf[:start], false, err
+	}
+	return buf, true, nil
+}
+
+// appendNodeSpecDiff appends the "spec" member of a nodePatch, the diff
+// of spec.taints and spec.unschedulable from a to b, after a comma;
+// nothing when neither changed. It is what appendObjectDiff gives for
+// nodeSpec, written out (TestNodePatchAsMergeDiff): the taints, a list,
+// are sent whole when their JSON changed.
+func appendNodeSpecDiff(buf []byte, a, b *corev1.NodeSpec) ([]byte, error) {
+	start := len(buf)
+	buf = append(buf, `,"spec":{`...)
+	members := len(buf)
+	if !sameTaints(a.Taints, b.Taints) {
+		jb, err := json.Marshal(b.Taints)
+		if err != nil {
+			return nil, err
+		}
+		ja, err := json.Marshal(a.Taints)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(ja, jb) {
+			buf = append(append(buf, `"taints":`...), jb...)
+		}
+	}
+	if a.Unschedulable != b.Unschedulable {
+		if len(buf) > members {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendBool(append(buf, `"unschedulable":`...), b.Unschedulable)
+	}
+	if len(buf) == members {
+		return buf[:start], nil
 	}
 	return append(buf, '}'), nil
+}
+
+// sameTaints is reflect.DeepEqual of two lists of taints, the common
+// case of none on either side first.
+func sameTaints(a, b []corev1.Taint) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return (a == nil) == (b == nil)
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // RemoveFinalizer removes bootroll's finalizer from obj, locked on the

@@ -1,12 +1,14 @@
 package patch
 
 import (
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -87,5 +89,58 @@ func TestRecordDiffAsMergeDiff(t *testing.T) {
 		}
 		check(a, b)
 		check(a, a)
+	}
+}
+
+// nodePatch's Data gives what it gave when it diffed nodeMeta and
+// nodeSpec with appendMembers and appendObjectDiff, for Nodes whose
+// annotations, taints and cordon are drawn from values that encode alike
+// or not (nil and empty maps and lists, escaped keys and values).
+func TestNodePatchAsMergeDiff(t *testing.T) {
+	reference := func(from, n *corev1.Node) []byte {
+		buf := []byte(`{"metadata":{`)
+		buf, wrote, err := appendMembers(buf, reflect.ValueOf(nodeMeta{from.Annotations}), reflect.ValueOf(nodeMeta{n.Annotations}), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote {
+			buf = append(buf, ',')
+		}
+		buf = appendLock(buf, from.ResourceVersion)
+		spec := len(buf)
+		buf = append(buf, `,"spec":`...)
+		buf, wrote, err = appendObjectDiff(buf, reflect.ValueOf(nodeSpec{from.Spec.Unschedulable, from.Spec.Taints}), reflect.ValueOf(nodeSpec{n.Spec.Unschedulable, n.Spec.Taints}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wrote {
+			buf = buf[:spec]
+		}
+		return append(buf, '}')
+	}
+	t0 := metav1.NewTime(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	annotations := []map[string]string{nil, {}, {"a": "1"}, {"a": "2"}, {"a": "1", "b<": "&"}, {"b<": "&", "c\xff": "x"}, {"c\xfe": "x"}}
+	taints := [][]corev1.Taint{nil, {}, {{Key: "k", Effect: corev1.TaintEffectNoSchedule}}, {{Key: "k", Effect: corev1.TaintEffectNoSchedule}},
+		{{Key: "k", Effect: corev1.TaintEffectNoExecute, TimeAdded: &t0}}, {{Key: "k", Value: "v<", Effect: corev1.TaintEffectNoSchedule}, {Key: "j"}}}
+	rng := rand.New(rand.NewPCG(3, 4))
+	node := func(rv string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Annotations: annotations[rng.IntN(len(annotations))]},
+			Spec: corev1.NodeSpec{Unschedulable: rng.IntN(2) == 0, Taints: taints[rng.IntN(len(taints))]}}
+		if m := n.Annotations; m != nil {
+			n.Annotations = maps.Clone(m)
+		}
+		return n
+	}
+	for range 5000 {
+		from := node("4<2")
+		for _, n := range []*corev1.Node{node("9"), from.DeepCopy()} {
+			got, err := Node(from).Data(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := reference(from, n); string(got) != string(want) {
+				t.Fatalf("from %+v %+v\nto %+v %+v:\nData gives %s\nthe merge diff %s", from.Annotations, from.Spec, n.Annotations, n.Spec, got, want)
+			}
+		}
 	}
 }
