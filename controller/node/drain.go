@@ -10,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -79,7 +80,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, opts v1alpha1.DrainSpe
 	// The pods are only read (an eviction names its pod; its answer goes
 	// into the Eviction): no deep copies of the cache's pods.
 	var pods corev1.PodList
-	if err := d.Client.List(ctx, &pods, client.MatchingFields{index.PodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := d.Client.List(ctx, &pods, onNode(node), client.UnsafeDisableDeepCopy); err != nil {
 		return DrainResult{}, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	var res DrainResult
@@ -238,7 +239,7 @@ func PodsToLeave(ctx context.Context, c client.Reader, node string) (int, error)
 
 func countPods(ctx context.Context, c client.Reader, node string, terminating bool) (int, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.MatchingFields{index.PodNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &pods, onNode(node), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	n := 0
@@ -248,6 +249,13 @@ func countPods(ctx context.Context, c client.Reader, node string, terminating bo
 		}
 	}
 	return n, nil
+}
+
+// onNode selects the pods bound to node through the pods-by-node index
+// (index.PodNode): the selector client.MatchingFields makes of a map,
+// made without the map at every pass of a drain.
+func onNode(node string) client.MatchingFieldsSelector {
+	return client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(index.PodNode, node)}
 }
 
 // blockedMessage names the first five blocked pods, and how many more.

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/bootroll/bootroll/controller/index"
 )
 
 // tooManyRequests is the drain's shortcut past IsNotFound and
@@ -47,5 +51,20 @@ func TestTooManyRequestsAsIsChecks(t *testing.T) {
 	}
 	if !tooManyRequests(pdb) {
 		t.Error("a budget's refusal takes the long way")
+	}
+}
+
+// onNode selects what client.MatchingFields on the pods-by-node index
+// selects: the same requirements, sent as the same string.
+func TestOnNodeAsMatchingFields(t *testing.T) {
+	var got, want client.ListOptions
+	onNode("workers-1").ApplyToList(&got)
+	client.MatchingFields{index.PodNode: "workers-1"}.ApplyToList(&want)
+	g, w := got.FieldSelector, want.FieldSelector
+	if !reflect.DeepEqual(g.Requirements(), w.Requirements()) || g.String() != w.String() || g.Empty() != w.Empty() {
+		t.Errorf("onNode selects %v (%+v), MatchingFields %v (%+v)", g, g.Requirements(), w, w.Requirements())
+	}
+	if v, ok := g.RequiresExactMatch(index.PodNode); !ok || v != "workers-1" {
+		t.Errorf("onNode does not require %s=workers-1 exactly, as the cache's index needs", index.PodNode)
 	}
 }

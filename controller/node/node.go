@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller/index"
 	"github.com/bootroll/bootroll/controller/internal/cached"
 	"github.com/bootroll/bootroll/controller/karpenter"
 	"github.com/bootroll/bootroll/controller/options"
@@ -1054,7 +1053,7 @@ func (r *Reconciler) viewOn(ctx context.Context, s *nodeStep, c client.Reader) (
 		return v, nil
 	}
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.MatchingFields{index.PodNode: s.node.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &pods, onNode(s.node.Name), client.UnsafeDisableDeepCopy); err != nil {
 		return v, fmt.Errorf("list pods on node %s for its health checks: %w", s.node.Name, err)
 	}
 	v.Pods = pods.Items
