@@ -276,8 +276,10 @@ func objectRef(o any) string {
 }
 
 // kindName is the Go type name of an object, e.g. "BootcNode".
-func kindName(o any) string {
-	t := reflect.TypeOf(o)
+func kindName(o any) string { return typeName(reflect.TypeOf(o)) }
+
+// typeName is kindName for an object of type t.
+func typeName(t reflect.Type) string {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -367,21 +369,21 @@ func (g *gate) Served(req apiserver.Request, err error) {
 		return
 	}
 	g.r.countWrite(g.who, req)
-	g.step(req.Verb, objectRef(req.Object), false)
+	g.step(req.Verb, req.Object, false)
 }
 
 // HostCalled is a daemon's successful call to its host (hostCall names
 // it): a step for the daemonWriteCrash faults that count host calls.
 func (g *gate) HostCalled(hostCall string) {
 	if !g.dead {
-		g.step(hostCall, "Node/"+g.node, true)
+		g.step(hostCall, nil, true)
 	}
 }
 
-// step counts one step of the process (a successful write, or a host
-// call) for the crash faults in effect and crashes the process when one
-// says so.
-func (g *gate) step(verb, object string, hostCall bool) {
+// step counts one step of the process (a successful write of obj, or a
+// host call) for the crash faults in effect and crashes the process when
+// one says so.
+func (g *gate) step(verb string, obj any, hostCall bool) {
 	r := g.r
 	now := r.eng.Now()
 	rng := r.eng.Rand()
@@ -408,6 +410,11 @@ func (g *gate) step(verb, object string, hostCall bool) {
 			a.counts[g.node] = c
 		}
 		if c.Step(afterWrites, rate, rng.Float64) {
+			// The object is named only for the crash's trace line.
+			object := "Node/" + g.node
+			if !hostCall {
+				object = objectRef(obj)
+			}
 			g.crash(a.index, verb, object, down)
 			return
 		}
@@ -441,17 +448,38 @@ func (g *gate) crash(fault int, verb, object string, down time.Duration) {
 	}
 }
 
+// writeKey is what Result.Writes counts a served write under: the
+// process kind, the verb and the object's Go type, whose name (kindName)
+// finish looks up once per key rather than once per write.
+type writeKey struct {
+	who, verb string
+	typ       reflect.Type
+}
+
 // countWrite counts a served write of a process of kind who (Result.Writes).
 func (r *runner) countWrite(who string, req apiserver.Request) {
 	if r.writes == nil {
-		r.writes = map[string]map[string]uint64{}
+		r.writes = map[writeKey]uint64{}
 	}
-	m := r.writes[who]
-	if m == nil {
-		m = map[string]uint64{}
-		r.writes[who] = m
+	r.writes[writeKey{who: who, verb: req.Verb, typ: reflect.TypeOf(req.Object)}]++
+}
+
+// writeCounts returns the writes counted as Result.Writes: per process
+// kind, per "verb Kind"; nil when none was counted.
+func (r *runner) writeCounts() map[string]map[string]uint64 {
+	if r.writes == nil {
+		return nil
 	}
-	m[req.Verb+" "+kindName(req.Object)]++
+	out := map[string]map[string]uint64{}
+	for k, n := range r.writes {
+		m := out[k.who]
+		if m == nil {
+			m = map[string]uint64{}
+			out[k.who] = m
+		}
+		m[k.verb+" "+typeName(k.typ)] += n
+	}
+	return out
 }
 
 // transformFor is the cache transform of a process: the controller's

@@ -400,9 +400,9 @@ type runner struct {
 	act             actionState   // actions.go
 
 	reconciles map[string]uint64
-	// writes counts served writes per process kind and "verb Kind"
-	// (Result.Writes).
-	writes map[string]map[string]uint64
+	// writes counts served writes per process kind, verb and object
+	// type (countWrite; Result.Writes).
+	writes map[writeKey]uint64
 	// quietAfter is the virtual time after which no scenario event or
 	// fault is still to come or still in effect.
 	quietAfter time.Time
@@ -846,24 +846,26 @@ type steppedHost struct {
 }
 
 func (h steppedHost) Stage(ctx context.Context, image string) error {
-	return h.called("stage", h.Host.Stage(ctx, image))
+	return h.called("host/stage", h.Host.Stage(ctx, image))
 }
 
 func (h steppedHost) Apply(ctx context.Context, image string) error {
-	return h.called("apply", h.Host.Apply(ctx, image))
+	return h.called("host/apply", h.Host.Apply(ctx, image))
 }
 
 func (h steppedHost) Rollback(ctx context.Context) error {
-	return h.called("rollback", h.Host.Rollback(ctx))
+	return h.called("host/rollback", h.Host.Rollback(ctx))
 }
 
 func (h steppedHost) Reboot(ctx context.Context) error {
-	return h.called("reboot", h.Host.Reboot(ctx))
+	return h.called("host/reboot", h.Host.Reboot(ctx))
 }
 
-func (h steppedHost) called(call string, err error) error {
+// called passes a successful host call (hostCall, e.g. "host/stage") on
+// to the gate.
+func (h steppedHost) called(hostCall string, err error) error {
 	if err == nil {
-		h.g.HostCalled("host/" + call)
+		h.g.HostCalled(hostCall)
 	}
 	return err
 }
@@ -1146,7 +1148,7 @@ func (r *runner) finish() (*Result, error) {
 		Enqueued:    map[string]uint64{},
 		Requests:    r.api.Counts(),
 		Recorded:    r.rec.counts,
-		Writes:      r.writes,
+		Writes:      r.writeCounts(),
 		NodeUpdates: slices.Clone(r.nodeUpdates),
 		PeakHeap:    r.peakHeap,
 		Gauges:      r.gauge.Gauges,
