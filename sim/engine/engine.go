@@ -15,15 +15,29 @@ import (
 // Engine owns virtual time and the pending events of one simulation run.
 // It is not safe for concurrent use; the simulation has one thread.
 type Engine struct {
-	now     time.Time
-	seed    uint64
-	rng     *rand.Rand
-	events  eventHeap
-	seq     uint64
-	ran     uint64
-	stopped bool
-	hooks   []func(name string)
-	clock   *Clock
+	now  time.Time
+	seed uint64
+	rng  *rand.Rand
+	// events holds the pending events scheduled for a time after the
+	// instant they were scheduled at, soon (from soonHead on) those
+	// scheduled for that instant itself (At a time not after Now, After
+	// d <= 0; a reconcile's start is one), in the order they were
+	// scheduled; soonLive counts those of soon still pending (a
+	// cancelled one stays in soon until its turn). Every event of soon
+	// is at Now: time moves on only once soon has run dry, as its
+	// events are no later than any other. So soon is in (time, seq)
+	// order and its first event is its earliest, and the next event is
+	// the earlier of that and the heap's first; an event at Now saves
+	// the heap's push and pop.
+	events   eventHeap
+	soon     []*Handle
+	soonHead int
+	soonLive int
+	seq      uint64
+	ran      uint64
+	stopped  bool
+	hooks    []func(name string)
+	clock    *Clock
 }
 
 // New returns an engine whose clock reads start and whose random source is
@@ -64,21 +78,33 @@ type Handle struct {
 	seq   uint64
 	name  string
 	fn    func()
-	index int // position in the heap; -1 once run or cancelled
+	index int // position in the heap, inSoon, or done once run or cancelled
 }
 
-// Cancel removes the event from the heap and reports whether it was still
-// pending. Cancelling a nil handle, or one that ran, does nothing.
+// Handle.index of an event that is not in the heap.
+const (
+	done   = -1 // run or cancelled
+	inSoon = -2 // pending in the engine's soon list
+)
+
+// Cancel removes the event and reports whether it was still pending.
+// Cancelling a nil handle, or one that ran, does nothing.
 func (h *Handle) Cancel() bool {
-	if h == nil || h.index < 0 {
+	if h == nil || h.index == done {
 		return false
+	}
+	if h.index == inSoon {
+		// It stays in soon, where the engine skips it.
+		h.index = done
+		h.e.soonLive--
+		return true
 	}
 	h.e.events.remove(h.index)
 	return true
 }
 
 // Pending reports whether the event has neither run nor been cancelled.
-func (h *Handle) Pending() bool { return h != nil && h.index >= 0 }
+func (h *Handle) Pending() bool { return h != nil && h.index != done }
 
 // When returns the virtual time the event is (or was) scheduled for.
 func (h *Handle) When() time.Time { return h.at }
@@ -94,12 +120,19 @@ func (e *Engine) At(t time.Time, name string, fn func()) *Handle {
 		panic("engine: At " + name + " with a nil func")
 	}
 	t = t.Round(0)
-	if t.Before(e.now) {
+	later := t.After(e.now)
+	if !later && t.Before(e.now) {
 		t = e.now
 	}
 	h := &Handle{e: e, at: t, sec: t.Unix(), nsec: int32(t.Nanosecond()), seq: e.seq, name: name, fn: fn}
 	e.seq++
-	e.events.push(h)
+	if later {
+		e.events.push(h)
+	} else {
+		h.index = inSoon
+		e.soon = append(e.soon, h)
+		e.soonLive++
+	}
 	return h
 }
 
@@ -122,10 +155,21 @@ func (e *Engine) OnEvent(hook func(name string)) {
 // Step runs the next event and reports whether it ran one: it returns false
 // when no event is pending or the engine was stopped.
 func (e *Engine) Step() bool {
-	if e.stopped || len(e.events) == 0 {
+	if e.stopped {
 		return false
 	}
-	h := e.events.pop()
+	h, fromSoon := e.next()
+	if h == nil {
+		return false
+	}
+	if fromSoon {
+		e.soon[e.soonHead] = nil
+		e.soonHead++
+		e.soonLive--
+		h.index = done
+	} else {
+		e.events.pop()
+	}
 	e.now = h.at
 	h.fn()
 	e.ran++
@@ -139,7 +183,10 @@ func (e *Engine) Step() bool {
 // to t. A stop leaves the clock at the last event run.
 func (e *Engine) RunUntil(t time.Time) {
 	t = t.Round(0)
-	for !e.stopped && len(e.events) > 0 && !e.events[0].at.After(t) {
+	for !e.stopped {
+		if h, _ := e.next(); h == nil || h.at.After(t) {
+			break
+		}
 		e.Step()
 	}
 	if !e.stopped && e.now.Before(t) {
@@ -166,16 +213,33 @@ func (e *Engine) Stopped() bool { return e.stopped }
 func (e *Engine) EventsRun() uint64 { return e.ran }
 
 // Pending returns how many events are scheduled and not yet run.
-func (e *Engine) Pending() int { return len(e.events) }
+func (e *Engine) Pending() int { return len(e.events) + e.soonLive }
 
-// eventHeap orders events by time, then by the order they were scheduled,
-// which makes the order total and so independent of heap layout.
-type eventHeap []*Handle
+// next returns the next event to run, and whether it is soon's first,
+// without taking it; nil when none is pending. It drops the cancelled
+// events at the head of soon, and empties soon once all of it has run.
+func (e *Engine) next() (h *Handle, fromSoon bool) {
+	for e.soonHead < len(e.soon) && e.soon[e.soonHead].index == done {
+		e.soon[e.soonHead] = nil
+		e.soonHead++
+	}
+	if e.soonHead == len(e.soon) {
+		e.soon, e.soonHead = e.soon[:0], 0
+		if len(e.events) == 0 {
+			return nil, false
+		}
+		return e.events[0], false
+	}
+	s := e.soon[e.soonHead]
+	if len(e.events) > 0 && before(e.events[0], s) {
+		return e.events[0], false
+	}
+	return s, true
+}
 
-func (h eventHeap) Len() int { return len(h) }
-
-func (h eventHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
+// before reports whether event a runs before event b: it is earlier, or
+// at the same time and scheduled first.
+func before(a, b *Handle) bool {
 	if a.sec != b.sec {
 		return a.sec < b.sec
 	}
@@ -185,81 +249,93 @@ func (h eventHeap) Less(i, j int) bool {
 	return a.seq < b.seq
 }
 
-func (h eventHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
+// eventHeap orders events by time, then by the order they were scheduled
+// (before), which makes the order total and so independent of heap
+// layout. It is a 4-ary heap, as the Go runtime's timer heap is: half
+// the levels of a binary one, so fewer moves per push and pop. up and
+// down move the event along a hole rather than swapping at each level.
+type eventHeap []*Handle
 
-func (h *eventHeap) Push(x any) {
-	ev := x.(*Handle)
-	ev.index = len(*h)
-	*h = append(*h, ev)
-}
-
-// push, pop and remove are container/heap's Push, Pop and Remove for
-// eventHeap, with its methods called directly rather than through
-// heap.Interface: the engine's heap holds every timer of a run.
 func (h *eventHeap) push(ev *Handle) {
-	h.Push(ev)
+	*h = append(*h, ev)
 	h.up(len(*h) - 1)
 }
 
+// pop removes the first event.
 func (h *eventHeap) pop() *Handle {
-	n := len(*h) - 1
-	h.Swap(0, n)
-	h.down(0, n)
-	return h.Pop().(*Handle)
+	old := *h
+	n := len(old) - 1
+	ev := old[0]
+	old[0] = old[n]
+	old[n] = nil
+	*h = old[:n]
+	if n > 0 {
+		h.down(0, n)
+	}
+	ev.index = done
+	return ev
 }
 
+// remove removes the event at position i.
 func (h *eventHeap) remove(i int) {
-	n := len(*h) - 1
-	if n != i {
-		h.Swap(i, n)
+	old := *h
+	n := len(old) - 1
+	ev := old[i]
+	if i != n {
+		old[i] = old[n]
+		old[n] = nil
+		*h = old[:n]
 		if !h.down(i, n) {
 			h.up(i)
 		}
+	} else {
+		old[n] = nil
+		*h = old[:n]
 	}
-	h.Pop()
+	ev.index = done
 }
 
+// up moves the event at j up to its place.
 func (h eventHeap) up(j int) {
-	for {
-		i := (j - 1) / 2 // parent
-		if i == j || !h.Less(j, i) {
+	ev := h[j]
+	for j > 0 {
+		i := (j - 1) / 4 // parent
+		if !before(ev, h[i]) {
 			break
 		}
-		h.Swap(i, j)
+		h[j] = h[i]
+		h[j].index = j
 		j = i
 	}
+	h[j] = ev
+	ev.index = j
 }
 
+// down moves the event at i0 down to its place among the first n, and
+// reports whether it moved.
 func (h eventHeap) down(i0, n int) bool {
+	ev := h[i0]
 	i := i0
 	for {
-		j1 := 2*i + 1
-		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+		// c is the first child (c < 0 after int overflow).
+		c := 4*i + 1
+		if c >= n || c < 0 {
 			break
 		}
-		j := j1 // left child
-		if j2 := j1 + 1; j2 < n && h.Less(j2, j1) {
-			j = j2 // = 2*i + 2  // right child
+		m := c // the earliest child
+		for k, end := c+1, min(c+4, n); k < end; k++ {
+			if before(h[k], h[m]) {
+				m = k
+			}
 		}
-		if !h.Less(j, i) {
+		if !before(h[m], ev) {
 			break
 		}
-		h.Swap(i, j)
-		i = j
+		h[i] = h[m]
+		h[i].index = i
+		i = m
 	}
+	h[i] = ev
+	ev.index = i
 	return i > i0
-}
-
-func (h *eventHeap) Pop() any {
-	old := *h
-	n := len(old)
-	ev := old[n-1]
-	old[n-1] = nil
-	ev.index = -1
-	*h = old[:n-1]
-	return ev
 }

@@ -206,3 +206,60 @@ func firstDiff(a, b []int) int {
 	}
 	return min(len(a), len(b))
 }
+
+// Events scheduled for the current instant (the engine's soon list) run
+// in scheduling order after the events of that instant scheduled before
+// them, count as pending until they run, and can be cancelled.
+func TestEventsAtNow(t *testing.T) {
+	e := New(t0, 1)
+	var got []string
+	run := func(name string) func() { return func() { got = append(got, name) } }
+	var x, y *Handle
+	e.After(time.Second, "first", func() {
+		got = append(got, "first")
+		x = e.After(0, "x", run("x"))
+		y = e.At(t0, "y", run("y")) // in the past: runs now
+		e.After(0, "z", func() {
+			got = append(got, "z")
+			e.After(0, "z2", run("z2"))
+		})
+		if !x.Pending() || !y.Pending() {
+			t.Error("an event at now is not Pending")
+		}
+		if n := e.Pending(); n != 5 { // x, y, z, second, later
+			t.Errorf("Pending = %d, want 5", n)
+		}
+		if !x.Cancel() || x.Pending() || x.Cancel() {
+			t.Error("Cancel of an event at now: want true once, then not pending")
+		}
+		if n := e.Pending(); n != 4 {
+			t.Errorf("Pending after a Cancel = %d, want 4", n)
+		}
+	})
+	e.After(time.Second, "second", run("second"))
+	e.After(2*time.Second, "later", run("later"))
+	e.RunUntil(t0.Add(time.Second))
+	want := []string{"first", "second", "y", "z", "z2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+	if y.Pending() {
+		t.Error("an event that ran is Pending")
+	}
+	if n := e.Pending(); n != 1 {
+		t.Errorf("Pending = %d, want 1 (later)", n)
+	}
+	if !e.Now().Equal(t0.Add(time.Second)) {
+		t.Errorf("Now = %v, want %v", e.Now(), t0.Add(time.Second))
+	}
+	// A cancelled event at now is the last one at now: the next event
+	// is the heap's.
+	e.After(0, "cancelled", run("cancelled")).Cancel()
+	e.Run()
+	if want := append(want, "later"); !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+	if e.EventsRun() != 6 {
+		t.Errorf("EventsRun = %d, want 6", e.EventsRun())
+	}
+}
