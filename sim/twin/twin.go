@@ -387,10 +387,11 @@ type runner struct {
 	// (cache.go); its watch events leave for the caches then.
 	landsAfter time.Duration
 	// ctrls are the controller's controllers (controller.Controllers),
-	// and queues their work queues by name while the controller runs.
+	// watches their watches, and queues their work queues by name while
+	// the controller runs.
 	ctrls        []controller.Controller
 	queues       map[string]*engine.Queue
-	watches      []watch
+	watches      watchSet
 	controllerUp bool
 	// ctrlInitialList is set while a new controller process's initial
 	// lists reach its watches (event.CreateEvent's IsInInitialList).
@@ -506,9 +507,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 	}
 	api.Subscribe(r.dispatch)
 	r.ctrls = controller.Controllers(cacheReader{r}, r.ctrlOpts.Feed)
-	r.watches = controllerWatches(r.ctrls, func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	r.watches = newWatchSet(controllerWatches(r.ctrls, func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return queueRef{func() *engine.Queue { return r.queues[name] }}
-	})
+	}))
 
 	if err := r.setupKarpenter(); err != nil {
 		return nil, fmt.Errorf("serving Karpenter's kinds: %w", err)
@@ -758,9 +759,7 @@ func (r *runner) dispatchController(ev apiserver.Event) {
 		// time the controller's reactions from it.
 		r.w.ControllerCacheNode(n, r.eng.Now())
 	}
-	for i := range r.watches {
-		r.watches[i].deliver(r.ctx, ev, r.ctrlInitialList)
-	}
+	r.watches.deliver(r.ctx, ev, r.ctrlInitialList)
 }
 
 // daemonStarted starts the node daemon of node: a new process, so a new
@@ -782,7 +781,7 @@ func (r *runner) daemonStarted(node string) {
 		typ := reflect.TypeOf(w.Object)
 		p.watches = append(p.watches, watch{
 			name:       "daemon/" + node + "/" + typ.Elem().Name(),
-			accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
+			typ:        typ,
 			predicates: w.Predicates,
 			handler:    w.Handler,
 			queue:      q,
@@ -1161,7 +1160,7 @@ func (r *runner) finish() (*Result, error) {
 		res.Karpenter = &st
 	}
 	slices.Sort(res.NodeUpdates)
-	for _, w := range r.watches {
+	for _, w := range r.watches.all {
 		if w.counted != nil {
 			res.Enqueued[w.name] = w.counted.n
 		}

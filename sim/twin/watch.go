@@ -3,11 +3,11 @@ package twin
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -185,8 +185,10 @@ func (d directFuncs) Generic(ctx context.Context, e event.GenericEvent, q workqu
 // predicates that filter its events and the handler that maps them to
 // requests of one queue.
 type watch struct {
-	name       string
-	accepts    func(client.Object) bool
+	name string
+	// typ is the Go type of the objects watched: events of other types
+	// are not the watch's.
+	typ        reflect.Type
 	predicates []predicate.Predicate
 	handler    handler.EventHandler
 	queue      workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -201,7 +203,7 @@ type watch struct {
 // (event.CreateEvent's IsInInitialList: controller-runtime's handlers
 // queue it at LowPriority, behind the events of changes).
 func (w *watch) deliver(ctx context.Context, ev apiserver.Event, initial bool) {
-	if !w.accepts(ev.Object) {
+	if reflect.TypeOf(ev.Object) != w.typ {
 		return
 	}
 	if w.counted == nil {
@@ -250,7 +252,7 @@ func controllerWatches(ctrls []controller.Controller, queueOf func(name string) 
 			typ := reflect.TypeOf(w.Object)
 			out = append(out, watch{
 				name:       ctl.Name + "/" + typ.Elem().Name(),
-				accepts:    func(o client.Object) bool { return reflect.TypeOf(o) == typ },
+				typ:        typ,
 				predicates: w.Predicates,
 				handler:    direct(w.Handler),
 				queue:      q,
@@ -258,4 +260,47 @@ func controllerWatches(ctrls []controller.Controller, queueOf func(name string) 
 		}
 	}
 	return out
+}
+
+// watchSet is a process's watches, in order, with the watches of each
+// object type listed apart (byType), so that an event is offered to the
+// watches of its type only, in their order, instead of to every watch.
+type watchSet struct {
+	all    []watch
+	byType []typeWatches
+}
+
+// typeWatches are the watches of a watchSet that watch objects of typ.
+type typeWatches struct {
+	typ     reflect.Type
+	watches []*watch
+}
+
+// newWatchSet returns the set of the watches ws, which it keeps.
+func newWatchSet(ws []watch) watchSet {
+	s := watchSet{all: ws}
+	for i := range ws {
+		w := &ws[i]
+		j := slices.IndexFunc(s.byType, func(t typeWatches) bool { return t.typ == w.typ })
+		if j < 0 {
+			j = len(s.byType)
+			s.byType = append(s.byType, typeWatches{typ: w.typ})
+		}
+		s.byType[j].watches = append(s.byType[j].watches, w)
+	}
+	return s
+}
+
+// deliver hands ev to the watches of its object's type, in order, as
+// delivering it to every watch of the set does (watch.deliver).
+func (s *watchSet) deliver(ctx context.Context, ev apiserver.Event, initial bool) {
+	typ := reflect.TypeOf(ev.Object)
+	for i := range s.byType {
+		if s.byType[i].typ == typ {
+			for _, w := range s.byType[i].watches {
+				w.deliver(ctx, ev, initial)
+			}
+			return
+		}
+	}
 }

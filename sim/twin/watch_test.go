@@ -138,15 +138,19 @@ func TestWatchMappings(t *testing.T) {
 		{"initial bootcnode", apiserver.Event{Type: apiserver.Added, Object: bn("")}, []string{"pool p after " + debounce + " at priority -100", "node n1 at priority -100"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []string
 			none := queueRef{func() *engine.Queue { return nil }}
-			queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
-				controller.PoolController: recordQueue{none, "pool", &got},
-				controller.NodeController: recordQueue{none, "node", &got},
+			watches := func(got *[]string) []watch {
+				queues := map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{
+					controller.PoolController: recordQueue{none, "pool", got},
+					controller.NodeController: recordQueue{none, "node", got},
+				}
+				return controllerWatches(controller.Controllers(c, poolfeed.New()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+					return queues[name]
+				})
 			}
-			ws := controllerWatches(controller.Controllers(c, poolfeed.New()), func(name string) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return queues[name]
-			})
+			var got, gotSet []string
+			ws := watches(&got)
+			set := newWatchSet(watches(&gotSet))
 			ev := tc.ev
 			if ev.Type == apiserver.Modified {
 				// A watch event's objects differ in resourceVersion (an
@@ -155,11 +159,19 @@ func TestWatchMappings(t *testing.T) {
 				ev.Old.SetResourceVersion("1")
 				ev.Object.SetResourceVersion("2")
 			}
+			initial := strings.HasPrefix(tc.name, "initial ")
 			for i := range ws {
-				ws[i].deliver(ctx, ev, strings.HasPrefix(tc.name, "initial "))
+				ws[i].deliver(ctx, ev, initial)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("enqueued %q, want %q", got, tc.want)
+			}
+			// The twin delivers through a watchSet, which offers the
+			// event to the watches of its type only: the same adds, in
+			// the same order.
+			set.deliver(ctx, ev, initial)
+			if !slices.Equal(gotSet, tc.want) {
+				t.Errorf("through the watchSet: enqueued %q, want %q", gotSet, tc.want)
 			}
 		})
 	}
