@@ -237,24 +237,32 @@ type Gauges struct {
 // gauge is the running state of Result.Gauges.
 type gauge struct {
 	Gauges
-	last     time.Time
+	// seen says a reading was taken; last is its time in Unix
+	// nanoseconds. Virtual times lie well inside the years int64 Unix
+	// nanoseconds cover (1678-2262), so differences of them are what
+	// Time.Sub gives, without its overflow check, which was a good part
+	// of observe's cost.
+	seen     bool
+	last     int64
 	cpu, mem int64
 	pending  int
 }
 
 // observe reads the gauges after an event at now.
 func (g *gauge) observe(now time.Time, cpu, mem int64, pending, inSlot int) {
-	if g.last.IsZero() {
+	t := now.UnixNano()
+	if !g.seen {
+		g.seen = true
 		g.MinSchedulableCPU, g.MaxSchedulableCPU = cpu, cpu
 		g.MinSchedulableMem, g.MaxSchedulableMem = mem, mem
-	} else if now.After(g.last) { // (many events share an instant: no Time.Sub for them)
-		dt := now.Sub(g.last)
+	} else if t > g.last { // (many events share an instant)
+		dt := time.Duration(t - g.last)
 		g.SchedulableCPUArea += float64(g.cpu) * dt.Seconds()
 		g.SchedulableMemArea += float64(g.mem) * dt.Seconds()
 		g.PendingArea += float64(g.pending) * dt.Seconds()
 		g.Window += dt
 	}
-	g.last, g.cpu, g.mem, g.pending = now, cpu, mem, pending
+	g.last, g.cpu, g.mem, g.pending = t, cpu, mem, pending
 	g.MinSchedulableCPU = min(g.MinSchedulableCPU, cpu)
 	g.MaxSchedulableCPU = max(g.MaxSchedulableCPU, cpu)
 	g.MinSchedulableMem = min(g.MinSchedulableMem, mem)
