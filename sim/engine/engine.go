@@ -23,7 +23,7 @@ type Engine struct {
 	// scheduled for that instant itself (At a time not after Now, After
 	// d <= 0; a reconcile's start is one), in the order they were
 	// scheduled; soonLive counts those of soon still pending (a
-	// cancelled one stays in soon until its turn). Every event of soon
+	// cancelled one leaves a nil in soon). Every event of soon
 	// is at Now: time moves on only once soon has run dry, as its
 	// events are no later than any other. So soon is in (time, seq)
 	// order and its first event is its earliest, and the next event is
@@ -73,19 +73,23 @@ type Handle struct {
 	at time.Time
 	// sec and nsec are at's Unix seconds and nanoseconds: the heap
 	// compares them instead of calling Time.Compare.
-	sec   int64
-	nsec  int32
-	seq   uint64
-	name  string
-	fn    func()
-	index int // position in the heap, inSoon, or done once run or cancelled
+	sec  int64
+	nsec int32
+	seq  uint64
+	name string
+	fn   func()
+	// index is the event's position in the heap, or soonIndex of its
+	// position in the engine's soon list, or done once run or cancelled.
+	index int
 }
 
-// Handle.index of an event that is not in the heap.
-const (
-	done   = -1 // run or cancelled
-	inSoon = -2 // pending in the engine's soon list
-)
+// done is the Handle.index of an event that ran or was cancelled.
+const done = -1
+
+// soonIndex is the Handle.index of the event at position i of soon, and
+// soonPos the position of the event of a Handle.index below done.
+func soonIndex(i int) int   { return -2 - i }
+func soonPos(index int) int { return -2 - index }
 
 // Cancel removes the event and reports whether it was still pending.
 // Cancelling a nil handle, or one that ran, does nothing.
@@ -93,10 +97,11 @@ func (h *Handle) Cancel() bool {
 	if h == nil || h.index == done {
 		return false
 	}
-	if h.index == inSoon {
-		// It stays in soon, where the engine skips it.
+	if h.index < done {
+		e := h.e
+		e.soon[soonPos(h.index)] = nil
+		e.soonLive--
 		h.index = done
-		h.e.soonLive--
 		return true
 	}
 	h.e.events.remove(h.index)
@@ -116,20 +121,31 @@ func (h *Handle) Name() string { return h.name }
 // never goes backwards. Events at the same time run in the order they were
 // scheduled.
 func (e *Engine) At(t time.Time, name string, fn func()) *Handle {
+	return e.schedule(new(Handle), t, name, fn)
+}
+
+// schedule is At in h, a new Handle or one of the caller's that is no
+// longer pending (it ran or was cancelled): a work queue schedules its
+// keys' events in Handles of the keys, which saves an allocation per
+// event. It returns h.
+func (e *Engine) schedule(h *Handle, t time.Time, name string, fn func()) *Handle {
 	if fn == nil {
 		panic("engine: At " + name + " with a nil func")
+	}
+	if h.e != nil && h.index != done {
+		panic("engine: " + name + " scheduled in a pending event's Handle")
 	}
 	t = t.Round(0)
 	later := t.After(e.now)
 	if !later && t.Before(e.now) {
 		t = e.now
 	}
-	h := &Handle{e: e, at: t, sec: t.Unix(), nsec: int32(t.Nanosecond()), seq: e.seq, name: name, fn: fn}
+	*h = Handle{e: e, at: t, sec: t.Unix(), nsec: int32(t.Nanosecond()), seq: e.seq, name: name, fn: fn}
 	e.seq++
 	if later {
 		e.events.push(h)
 	} else {
-		h.index = inSoon
+		h.index = soonIndex(len(e.soon))
 		e.soon = append(e.soon, h)
 		e.soonLive++
 	}
@@ -171,10 +187,13 @@ func (e *Engine) Step() bool {
 		e.events.pop()
 	}
 	e.now = h.at
+	// h may be scheduled again by its own event (schedule): its name
+	// is read first.
+	name := h.name
 	h.fn()
 	e.ran++
 	for _, hook := range e.hooks {
-		hook(h.name)
+		hook(name)
 	}
 	return true
 }
@@ -216,11 +235,11 @@ func (e *Engine) EventsRun() uint64 { return e.ran }
 func (e *Engine) Pending() int { return len(e.events) + e.soonLive }
 
 // next returns the next event to run, and whether it is soon's first,
-// without taking it; nil when none is pending. It drops the cancelled
-// events at the head of soon, and empties soon once all of it has run.
+// without taking it; nil when none is pending. It skips the nils that
+// cancelled events left at the head of soon, and empties soon once all
+// of it has run.
 func (e *Engine) next() (h *Handle, fromSoon bool) {
-	for e.soonHead < len(e.soon) && e.soon[e.soonHead].index == done {
-		e.soon[e.soonHead] = nil
+	for e.soonHead < len(e.soon) && e.soon[e.soonHead] == nil {
 		e.soonHead++
 	}
 	if e.soonHead == len(e.soon) {

@@ -263,3 +263,49 @@ func TestEventsAtNow(t *testing.T) {
 		t.Errorf("EventsRun = %d, want 6", e.EventsRun())
 	}
 }
+
+// A Handle scheduled again once its event ran or was cancelled
+// (Engine.schedule, as a work queue's keys do) runs its new event once,
+// and the hooks see the name of the event that ran.
+func TestHandleReuse(t *testing.T) {
+	e := New(t0, 1)
+	var got, hooked []string
+	e.OnEvent(func(name string) { hooked = append(hooked, name) })
+	var h Handle
+	run := func(name string) func() { return func() { got = append(got, name) } }
+	e.schedule(&h, t0, "a", func() {
+		got = append(got, "a")
+		// Its own event has run: the Handle takes the next one.
+		e.schedule(&h, t0.Add(time.Second), "b", run("b"))
+	})
+	e.After(0, "other", run("other"))
+	e.RunUntil(t0)
+	if !h.Pending() || h.Name() != "b" {
+		t.Fatalf("after a: Pending = %v, Name = %q; want b pending", h.Pending(), h.Name())
+	}
+	// Cancelled in the heap, then at now (soon), then reused at now:
+	// the cancelled events leave nothing behind.
+	h.Cancel()
+	e.schedule(&h, t0, "c", run("c"))
+	h.Cancel()
+	e.schedule(&h, t0, "d", run("d"))
+	e.After(0, "e", run("e"))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("scheduling a pending event's Handle did not panic")
+			}
+		}()
+		e.schedule(&h, t0, "pending", run("pending"))
+	}()
+	if n := e.Pending(); n != 2 {
+		t.Errorf("Pending = %d, want 2 (d, e)", n)
+	}
+	e.Run()
+	if want := []string{"a", "other", "d", "e"}; !slices.Equal(got, want) {
+		t.Errorf("ran %v, want %v", got, want)
+	}
+	if want := []string{"a", "other", "d", "e"}; !slices.Equal(hooked, want) {
+		t.Errorf("hooks saw %v, want %v", hooked, want)
+	}
+}

@@ -119,6 +119,12 @@ type key struct {
 
 	// The key's event functions: wakeFn, startFn, endFn.
 	wakeFn, startFn, endFn func()
+
+	// The Handles its events are scheduled in (Engine.schedule): wake is
+	// &wakeH while set, flight &flightH. A key has one wake-up and one
+	// reconcile start or end pending at most, and its Handles outlive
+	// them: the key is dropped only once neither is pending.
+	wakeH, flightH Handle
 }
 
 // NewQueue returns the work queue of reconciler r, named name in event names.
@@ -257,7 +263,7 @@ func (q *Queue) addKey(it *key, after time.Duration, priority int) {
 // wait schedules it to become ready at t.
 func (q *Queue) wait(it *key, t time.Time) {
 	it.readyAt = t
-	it.wake = q.eng.At(t, q.requeueName, it.wakeFn)
+	it.wake = q.eng.schedule(&it.wakeH, t, q.requeueName, it.wakeFn)
 }
 
 // wakeUp makes a waiting key ready.
@@ -294,7 +300,7 @@ func (q *Queue) dispatch() {
 		next.queued = false
 		q.queued--
 		next.runPriority, next.started = next.priority, false
-		next.flight = q.eng.After(0, q.reconcileName, next.startFn)
+		next.flight = q.eng.schedule(&next.flightH, q.eng.Now(), q.reconcileName, next.startFn)
 		q.busy++
 	}
 }
@@ -323,7 +329,8 @@ func (q *Queue) reconcile(k *key) {
 		q.finish(k)
 		return
 	}
-	k.flight = q.eng.After(latency, q.reconciledName, k.endFn)
+	// Its start event has run: its Handle takes the end event.
+	k.flight = q.eng.schedule(&k.flightH, q.eng.Now().Add(latency), q.reconciledName, k.endFn)
 }
 
 // finish acts on a reconcile's result the way controller-runtime's
