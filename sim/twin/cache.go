@@ -118,7 +118,7 @@ func (r *runner) newProc(who, node string, kinds []client.Object, only *client.O
 	if node != "" {
 		name = who + "/" + node
 	}
-	t := timings[r.profile]
+	t := r.timing
 	rng := r.eng.Rand()
 	c, err := informer.New(informer.Options{
 		Name:   name,
@@ -154,7 +154,7 @@ func (r *runner) newProc(who, node string, kinds []client.Object, only *client.O
 // duration is how long a reconcile of p occupied its worker: a drawn run
 // time plus the latency of the API requests it made.
 func (p *proc) duration(r *runner) time.Duration {
-	return uniform(r.eng.Rand(), timings[r.profile].reconcile) + p.gate.takeLatency()
+	return uniform(r.eng.Rand(), r.timing.reconcile) + p.gate.takeLatency()
 }
 
 // cacheReader reads the current controller process's cache, or the store
@@ -296,7 +296,7 @@ func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 	}
 	r := g.r
 	rng := r.eng.Rand()
-	d := apiserver.Decision{Latency: uniform(rng, timings[r.profile].request)}
+	d := apiserver.Decision{Latency: uniform(rng, r.timing.request)}
 	now := r.eng.Now()
 	for _, a := range r.apiFaults {
 		e := a.f.APIErrors

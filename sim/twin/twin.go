@@ -257,9 +257,10 @@ func (g *gauge) observe(now time.Time, cpu, mem int64, pending, inSlot int) {
 		g.MinSchedulableMem, g.MaxSchedulableMem = mem, mem
 	} else if t > g.last { // (many events share an instant)
 		dt := time.Duration(t - g.last)
-		g.SchedulableCPUArea += float64(g.cpu) * dt.Seconds()
-		g.SchedulableMemArea += float64(g.mem) * dt.Seconds()
-		g.PendingArea += float64(g.pending) * dt.Seconds()
+		secs := dt.Seconds()
+		g.SchedulableCPUArea += float64(g.cpu) * secs
+		g.SchedulableMemArea += float64(g.mem) * secs
+		g.PendingArea += float64(g.pending) * secs
 		g.Window += dt
 	}
 	g.last, g.cpu, g.mem, g.pending = t, cpu, mem, pending
@@ -384,10 +385,13 @@ type runner struct {
 	ctx context.Context
 
 	ctrlOpts options.Options
-	// profile is the run's cache profile; ctrl is the running controller
+	// profile is the run's cache profile and timing its delays
+	// (timings[profile], looked up once: a reconcile and each of its
+	// requests draw from it); ctrl is the running controller
 	// process's cache and client (nil under the instant profile or while
 	// no controller runs); apiFaults are the span faults of cache.go.
 	profile   string
+	timing    timing
 	ctrl      *proc
 	apiFaults []*apiFault
 	// landsAfter is how long after now the write being served reaches
@@ -474,7 +478,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		}
 	}
 	r := &runner{
-		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx, profile: prof,
+		sc: sc, opts: opts, eng: eng, api: api, ctx: ctx, profile: prof, timing: timings[prof],
 		tr:          newTracer(opts.Trace, eng),
 		daemons:     map[string]*daemonProc{},
 		reconciles:  map[string]uint64{},
