@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"time"
@@ -235,7 +234,7 @@ func (q *Queue) addKey(it *key, after time.Duration, priority int) {
 		if after > 0 {
 			q.wait(it, q.eng.Now().Add(after))
 		} else {
-			heap.Push(&q.ready, it)
+			q.ready.push(it)
 		}
 		q.dispatch()
 		return
@@ -246,11 +245,11 @@ func (q *Queue) addKey(it *key, after time.Duration, priority int) {
 	}
 	switch {
 	case it.wake == nil:
-		heap.Fix(&q.ready, it.index)
+		q.ready.fix(it.index)
 	case after <= 0:
 		it.wake.Cancel()
 		it.wake, it.readyAt = nil, time.Time{}
-		heap.Push(&q.ready, it)
+		q.ready.push(it)
 	default:
 		if at := q.eng.Now().Add(after); at.Before(it.readyAt) {
 			it.wake.Cancel()
@@ -272,7 +271,7 @@ func (k *key) wakeUp() {
 	k.wake, k.readyAt = nil, time.Time{}
 	// Ready keys are ordered by when they became ready, not added.
 	k.counter = q.nextCounter()
-	heap.Push(&q.ready, k)
+	q.ready.push(k)
 	q.dispatch()
 }
 
@@ -283,7 +282,7 @@ func (q *Queue) dispatch() {
 		var busy []*key
 		var next *key
 		for q.ready.Len() > 0 {
-			it := heap.Pop(&q.ready).(*key)
+			it := q.ready.pop()
 			if it.flight != nil {
 				busy = append(busy, it)
 				continue
@@ -292,7 +291,7 @@ func (q *Queue) dispatch() {
 			break
 		}
 		for _, it := range busy {
-			heap.Push(&q.ready, it)
+			q.ready.push(it)
 		}
 		if next == nil {
 			return
@@ -368,36 +367,79 @@ func (q *Queue) nextCounter() uint64 {
 	return c
 }
 
-// readyHeap orders ready keys by priority, highest first, then FIFO.
+// readyHeap orders ready keys by priority, highest first, then FIFO: a
+// binary heap, with container/heap's algorithm called directly rather
+// than through heap.Interface.
 type readyHeap []*key
 
 func (h readyHeap) Len() int { return len(h) }
 
-func (h readyHeap) Less(i, j int) bool {
+func (h readyHeap) less(i, j int) bool {
 	if h[i].priority != h[j].priority {
 		return h[i].priority > h[j].priority
 	}
 	return h[i].counter < h[j].counter
 }
 
-func (h readyHeap) Swap(i, j int) {
+func (h readyHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index = i
 	h[j].index = j
 }
 
-func (h *readyHeap) Push(x any) {
-	it := x.(*key)
+func (h *readyHeap) push(it *key) {
 	it.index = len(*h)
 	*h = append(*h, it)
+	h.up(len(*h) - 1)
 }
 
-func (h *readyHeap) Pop() any {
+// pop removes the first key.
+func (h *readyHeap) pop() *key {
+	n := len(*h) - 1
+	h.swap(0, n)
+	h.down(0, n)
 	old := *h
-	n := len(old)
-	it := old[n-1]
-	old[n-1] = nil
+	it := old[n]
+	old[n] = nil
 	it.index = -1
-	*h = old[:n-1]
+	*h = old[:n]
 	return it
+}
+
+// fix restores the order after the key at i changed.
+func (h readyHeap) fix(i int) {
+	if !h.down(i, len(h)) {
+		h.up(i)
+	}
+}
+
+func (h readyHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h readyHeap) down(i0, n int) bool {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
 }
