@@ -75,8 +75,9 @@ type Queue struct {
 	duration func() time.Duration
 	workers  int
 	limiter  workqueue.TypedRateLimiter[reconcile.Request]
-	// keys holds every key that is queued (ready or waiting), handed to
-	// a worker, or both; a key leaves it when it is neither.
+	// keys holds every key that was ever added since the queue started:
+	// those queued (ready or waiting), handed to a worker, or both, and
+	// the idle ones, kept for their next add.
 	keys     map[reconcile.Request]*key
 	queued   int // keys queued
 	busy     int // keys handed to a worker
@@ -92,9 +93,10 @@ type Queue struct {
 }
 
 // key is one key of the queue: queued (waiting or ready), handed to a
-// worker, or both (added again while it is being reconciled). It is kept
-// from one reconcile to the next while the key stays in the queue, with
-// its event functions bound once.
+// worker, both (added again while it is being reconciled), or idle. It is
+// kept from one reconcile to the next, idle ones too (a queue's requests
+// are a cluster's objects: few, and added again and again), with its
+// event functions bound once.
 type key struct {
 	q   *Queue
 	req reconcile.Request
@@ -354,9 +356,6 @@ func (q *Queue) finish(k *key) {
 		q.addKey(k, q.limiter.When(req), priority)
 	default:
 		q.limiter.Forget(req)
-	}
-	if !k.queued && k.flight == nil { // (the add above may have handed it out again)
-		delete(q.keys, req)
 	}
 	q.dispatch()
 }

@@ -304,3 +304,37 @@ func durations(ds ...time.Duration) func() time.Duration {
 		return d
 	}
 }
+
+// A key stays in the queue once idle (Queue.keys) and is added again as
+// a new one would be: nothing of its last stay (priority, ready time,
+// order, backoff) carries over.
+func TestQueueIdleKeyAddedAgain(t *testing.T) {
+	e := New(t0, 1)
+	rec := &recorder{e: e}
+	q := NewQueue(e, "q", rec, QueueOptions{ReconcileLatency: time.Millisecond})
+	rec.q = q
+	rec.do = func(q *Queue, call int, r reconcile.Request) (reconcile.Result, error) {
+		if call == 1 {
+			return reconcile.Result{}, errBoom // a backoff, forgotten on success
+		}
+		return reconcile.Result{}, nil
+	}
+	q.AddWithPriority(req("a"), 0, false, 10)
+	e.Run() // a fails at 0s, succeeds at 6ms: idle
+	if n := q.NumRequeues(req("a")); n != 0 {
+		t.Fatalf("NumRequeues of the idle key = %d, want 0", n)
+	}
+	// At 7ms, after the last reconcile's end:
+	q.Add(req("x"))                           // takes the worker for 1ms
+	q.AddWithPriority(req("a"), 0, false, -5) // behind b, whatever it had
+	q.Add(req("b"))
+	q.AddAfter(req("c"), time.Second)
+	e.Run()
+	q.AddAfter(req("a"), time.Minute) // at 1.008s
+	e.Run()
+	got := rec.log
+	want := []string{"0s a", "6ms a", "7ms x", "8ms b", "9ms a", "1.007s c", "1m1.008s a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reconciled %q, want %q", got, want)
+	}
+}
