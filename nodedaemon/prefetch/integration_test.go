@@ -186,7 +186,7 @@ func blobGets(reg *critest.Registry, repo string) []string {
 // TestPrefetchSetOfThree: three images pulled and reported Present; a
 // restarted daemon finds them present without contacting the registry.
 func TestPrefetchSetOfThree(t *testing.T) {
-	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{})
+	r := newRig(t, critest.StartContainerd(t, ownImageFS(t)), prefetch.Config{})
 	imgs := r.push(3, 2*mib)
 	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: refs(imgs...)}}
 	// The size the space check uses before a pull is the size containerd
@@ -252,7 +252,7 @@ func TestPrefetchSetOfThree(t *testing.T) {
 // of three and comes back: the pull is retried after its backoff and the
 // set completes.
 func TestPrefetchRegistryOutage(t *testing.T) {
-	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{})
+	r := newRig(t, critest.StartContainerd(t, ownImageFS(t)), prefetch.Config{})
 	imgs := r.push(3, mib)
 	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: refs(imgs...), Concurrency: 1}}
 
@@ -309,7 +309,9 @@ func (d *downBefore) Pull(ctx context.Context, ref string, auth *cri.Auth) error
 // TestPrefetchNotFound: a digest the registry does not have is reported
 // NotFound at once; the other images are still pulled.
 func TestPrefetchNotFound(t *testing.T) {
-	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{})
+	// The missing image has no size to look up: a small estimate, so that
+	// the space check lets the pull reach the registry's 404.
+	r := newRig(t, critest.StartContainerd(t, ownImageFS(t)), prefetch.Config{EstimatedSize: 4 * mib})
 	imgs := r.push(2, mib)
 	missing := r.reg.MissingRef("apps/missing")
 	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: []string{imgs[0].Ref, missing, imgs[1].Ref}, Concurrency: 1}}
@@ -331,7 +333,7 @@ func TestPrefetchNotFound(t *testing.T) {
 // size lookup, through Credentials.
 func TestPrefetchPullSecret(t *testing.T) {
 	// Without credentials the size lookup fails too: a small estimate.
-	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{EstimatedSize: 4 * mib})
+	r := newRig(t, critest.StartContainerd(t, ownImageFS(t)), prefetch.Config{EstimatedSize: 4 * mib})
 	r.reg.RequireAuth("puller", "s3cret")
 	imgs := r.push(1, mib)
 	secret := []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, r.reg.Host, base64.StdEncoding.EncodeToString([]byte("puller:s3cret"))))
@@ -480,7 +482,7 @@ func waitFreed(t *testing.T, c *cri.Client, free int64) {
 // Debian's containerd 1.6 keeps the labels but its CRI reports pinned:
 // false, which the progress says with the note of PinNote.
 func TestPrefetchPins(t *testing.T) {
-	r := newRig(t, critest.StartContainerd(t, critest.Options{}), prefetch.Config{})
+	r := newRig(t, critest.StartContainerd(t, ownImageFS(t)), prefetch.Config{})
 	imgs := r.push(2, 256<<10)
 	r.sets = []v1alpha1.NodePinnedImageSet{{Name: "web", Generation: 1, Images: refs(imgs...)}}
 	ctx := context.Background()
@@ -538,4 +540,14 @@ func TestPrefetchPins(t *testing.T) {
 		t.Errorf("bootroll's pins after the sets dropped the images: %v, %v", pins, err)
 	}
 	r.requirePresent(refs(imgs...)...) // unpinned, not removed
+}
+
+// ownImageFS gives containerd an image filesystem of its own, a 128 MiB
+// tmpfs, for the tests that pull a few MiB and do not test the space
+// check: on the host's disk they depended on its free space, as the
+// default minFreeAfterPull (10% of the filesystem) must stay free after
+// every pull, and failed with InsufficientSpace on a host with 21.9 GiB of
+// 252 GiB available. The space tests mount smaller ones themselves.
+func ownImageFS(t *testing.T) critest.Options {
+	return critest.Options{Root: critest.MountTmpfs(t, "128m")}
 }
