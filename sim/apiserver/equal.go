@@ -3,8 +3,8 @@ package apiserver
 import (
 	"reflect"
 	"sync"
-	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -105,11 +105,8 @@ func compilePlan(t reflect.Type, building map[reflect.Type]*equalPlan) *equalPla
 // compileEqual returns the comparison of values of type t as the
 // Equalities walk does it, nil when it cannot.
 func compileEqual(t reflect.Type, building map[reflect.Type]*equalPlan) equalFunc {
-	if t == timeType {
-		return func(a, b reflect.Value, _ int) (bool, bool) {
-			x, y := valueOf[metav1.Time](a), valueOf[metav1.Time](b)
-			return x.Truncate(time.Second).Equal(y.Truncate(time.Second)), true
-		}
+	if eq, ok := directEqual[t]; ok {
+		return eq
 	}
 	if fv, ok := serialEqual.Equalities[t]; ok {
 		return func(a, b reflect.Value, _ int) (bool, bool) {
@@ -249,6 +246,26 @@ func compileEqual(t reflect.Type, building map[reflect.Type]*equalPlan) equalFun
 		}
 	}
 	return nil // channels, unsafe pointers
+}
+
+// directEqual holds the comparisons of the struct types with an equality
+// function in serialEqual, which call that function directly: through
+// reflect's Call (as Equalities does) it was most of the cost of comparing
+// a Node's status, whose resource lists hold a Quantity per resource.
+// TestDirectEqualIsSerialEqual checks that every struct type of
+// serialEqual is here, with its function.
+var directEqual = map[reflect.Type]equalFunc{
+	timeType:                             direct(timeEqual),
+	microTimeType:                        direct(microTimeEqual),
+	reflect.TypeFor[resource.Quantity](): direct(quantityEqual),
+	reflect.TypeFor[metav1.FieldsV1]():   direct(fieldsV1Equal),
+}
+
+// direct returns the comparison of values of type T by eq.
+func direct[T any](eq func(a, b T) bool) equalFunc {
+	return func(a, b reflect.Value, _ int) (bool, bool) {
+		return eq(valueOf[T](a), valueOf[T](b)), true
+	}
 }
 
 // sameAddr is the walk's shortcut for arrays, slices, maps and structs:

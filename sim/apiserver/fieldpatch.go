@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"encoding"
+	"encoding/binary"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -576,8 +577,13 @@ func decodeLeaf(f *fieldInfo, dst reflect.Value, data []byte) bool {
 func setScalar(v reflect.Value, k reflect.Kind, data []byte) bool {
 	switch k {
 	case reflect.String:
-		if s, ok := plainString(data); ok {
-			v.SetString(s)
+		if b, ok := plainBytes(data); ok {
+			// A value that v already holds (most values of a patch
+			// built against the stored object) is not set again: no
+			// string is made for it.
+			if string(b) != v.String() {
+				v.SetString(string(b))
+			}
 			return true
 		}
 	case reflect.Bool:
@@ -622,15 +628,37 @@ func setTime(t *metav1.Time, data []byte) bool {
 // has no escapes and only printable ASCII, which encoding/json decodes to
 // the bytes between the quotes.
 func plainString(data []byte) (string, bool) {
+	b, ok := plainBytes(data)
+	return string(b), ok
+}
+
+// plainBytes is plainString without making the string: the bytes between
+// the quotes, shared with data.
+func plainBytes(data []byte) ([]byte, bool) {
 	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
-		return "", false
+		return nil, false
 	}
-	for _, c := range data[1 : len(data)-1] {
+	b := data[1 : len(data)-1]
+	i := 0
+	// Eight bytes at a time while they are all plain, then byte by byte.
+	for ; i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])); i += 8 {
+	}
+	for _, c := range b[i:] {
 		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return string(data[1 : len(data)-1]), true
+	return b, true
+}
+
+// plainWord reports whether the eight bytes of x are all printable ASCII
+// other than a quote or a backslash (0x20 to 0x7e): none of 0x80 or
+// above, none that mayEndPlain flags (below 0x20, a quote, a backslash),
+// and no 0x7f.
+func plainWord(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	del := x ^ (ones * 0x7f)
+	return x&highs == 0 && !mayEndPlain(x) && (del-ones)&^del&highs == 0
 }
 
 // patchStringMap sets dst, a map[string]string holding the map of cur, to

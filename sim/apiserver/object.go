@@ -208,14 +208,24 @@ func (k *kind) sameContent(a, b client.Object, d diff) bool {
 // truncates so that an object to write that a caller built with finer
 // times, or in another time zone, is not a change for that alone.
 var serialEqual = conversion.EqualitiesOrDie(
-	func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 },
-	func(a, b metav1.MicroTime) bool {
-		return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond))
-	},
-	func(a, b metav1.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) },
-	func(a, b metav1.FieldsV1) bool { return a.Equal(b) },
+	quantityEqual,
+	microTimeEqual,
+	timeEqual,
+	fieldsV1Equal,
 	func(a, b labels.Selector) bool { return a.String() == b.String() },
 	func(a, b fields.Selector) bool { return a.String() == b.String() },
+)
+
+// The equality functions of serialEqual for struct types, which
+// serialDeepEqual's compiled comparisons call directly (directEqual)
+// rather than through reflect's Call.
+var (
+	quantityEqual  = func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }
+	microTimeEqual = func(a, b metav1.MicroTime) bool {
+		return a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond))
+	}
+	timeEqual     = func(a, b metav1.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
+	fieldsV1Equal = func(a, b metav1.FieldsV1) bool { return a.Equal(b) }
 )
 
 // sameMeta reports whether a and b have the same metadata.
