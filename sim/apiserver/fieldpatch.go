@@ -308,10 +308,10 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 		return nil, 0, false
 	}
 	p := bytes.TrimLeft(data, " \t\r\n")
-	if len(p) == 0 || p[0] != '{' || !validJSON(p) {
+	pt := &k.scratch
+	if len(p) == 0 || p[0] != '{' || !pt.validate(p) {
 		return nil, 0, false
 	}
-	pt := &k.scratch
 	pt.fm = pt.fm[:0]
 	start, ok := pt.splitFields(info, p)
 	if !ok {
@@ -352,9 +352,54 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 
 // patcher applies the members of a merge patch; buf is scratch space,
 // fm the members of the objects being applied, a stack (splitFields).
+// doc is the patch being applied (or the last one) and ends where each
+// string, object and array in it ends (validJSONEnds), by index in doc:
+// splitFields reads
+// them instead of scanning each member's value, which the objects nested
+// in it made a scan per level of the same bytes.
 type patcher struct {
-	buf []byte
-	fm  []fieldMember
+	buf  []byte
+	fm   []fieldMember
+	doc  []byte
+	ends []int
+}
+
+// validate reports whether the patch doc is valid JSON and makes it the
+// document of p, with its ends.
+func (p *patcher) validate(doc []byte) bool {
+	if cap(p.ends) < len(doc) {
+		p.ends = make([]int, len(doc))
+	}
+	p.ends = p.ends[:len(doc)]
+	if !validJSONEnds(doc, p.ends) {
+		p.doc = nil
+		return false
+	}
+	p.doc = doc
+	return true
+}
+
+// base returns the index in p.doc at which obj, a part of it, starts; -1
+// when obj is not a part of it (splitFields then scans obj).
+func (p *patcher) base(obj []byte) int {
+	b := cap(p.doc) - cap(obj) // obj = p.doc[b:...] keeps the rest of its capacity
+	if len(obj) == 0 || b < 0 || b+len(obj) > len(p.doc) || &p.doc[b] != &obj[0] {
+		return -1
+	}
+	return b
+}
+
+// skip returns the index in obj after the value that starts at obj[i],
+// obj starting at base in p.doc (-1: not in it): a string, object or
+// array by its end recorded in p.ends.
+func (p *patcher) skip(obj []byte, base, i int) int {
+	if base >= 0 {
+		switch obj[i] {
+		case '"', '{', '[':
+			return p.ends[base+i] - base
+		}
+	}
+	return skipValue(obj, i)
 }
 
 // fieldMember is a member of a patch object applied field by field: the
@@ -372,10 +417,11 @@ type fieldMember struct {
 // string made for each (splitMembers makes one: 4% of a twin run).
 func (p *patcher) splitFields(s *structInfo, obj []byte) (start int, ok bool) {
 	start = len(p.fm)
+	base := p.base(obj)
 	var named fieldMask
 	i := skipWS(obj, 1)
 	for i < len(obj) && obj[i] != '}' {
-		kEnd := skipString(obj, i)
+		kEnd := p.skip(obj, base, i)
 		raw := obj[i+1 : kEnd-1]
 		var idx int
 		if bytes.IndexByte(raw, '\\') < 0 {
@@ -390,7 +436,7 @@ func (p *patcher) splitFields(s *structInfo, obj []byte) (start int, ok bool) {
 		named |= 1 << uint(idx)
 		i = skipWS(obj, kEnd)
 		i = skipWS(obj, i+1) // ':'
-		vEnd := skipValue(obj, i)
+		vEnd := p.skip(obj, base, i)
 		p.fm = append(p.fm, fieldMember{idx, obj[i:vEnd]})
 		i = skipWS(obj, vEnd)
 		if i < len(obj) && obj[i] == ',' {

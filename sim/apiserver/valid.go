@@ -11,7 +11,16 @@ import "encoding/binary"
 // error. TestValidJSONAgreesWithEncodingJSON and FuzzValidJSON compare
 // the two.
 func validJSON(b []byte) bool {
-	v := validator{b: b}
+	return validJSONEnds(b, nil)
+}
+
+// validJSONEnds is validJSON that also records, when ends is not nil (of
+// len(b) at least), where each string, object and array of b ends: for
+// one that starts (with its quote or bracket) at b[i], ends[i] is the
+// index after it. The other entries of ends are left as they were. What
+// it records is complete only when it reports b valid.
+func validJSONEnds(b []byte, ends []int) bool {
+	v := validator{b: b, ends: ends}
 	v.ws()
 	if !v.value(0) {
 		return false
@@ -27,6 +36,9 @@ const maxValidDepth = 10000
 type validator struct {
 	b []byte
 	i int
+	// ends, when not nil, gets the end of each string and container
+	// read (validJSONEnds).
+	ends []int
 }
 
 func (v *validator) ws() {
@@ -74,10 +86,12 @@ func (v *validator) container(object bool, depth int) bool {
 	if object {
 		end = '}'
 	}
+	start := v.i
 	v.i++
 	v.ws()
 	if v.i < len(v.b) && v.b[v.i] == end {
 		v.i++
+		v.ended(start)
 		return true
 	}
 	for {
@@ -105,6 +119,7 @@ func (v *validator) container(object bool, depth int) bool {
 			v.ws()
 		case end:
 			v.i++
+			v.ended(start)
 			return true
 		default:
 			return false
@@ -139,8 +154,17 @@ func mayEndPlain(x uint64) bool {
 	return (x-ones*0x20)&^x&highs|zero(x^(ones*'"'))|zero(x^(ones*'\\')) != 0
 }
 
+// ended records, with ends, that the string or container that starts at
+// start ends at v.i.
+func (v *validator) ended(start int) {
+	if v.ends != nil {
+		v.ends[start] = v.i
+	}
+}
+
 // str reads a string, v.b[v.i] being its opening quote.
 func (v *validator) str() bool {
+	start := v.i
 	v.i++
 	for v.i < len(v.b) {
 		// Eight plain bytes at a time, then byte by byte from the first
@@ -158,6 +182,7 @@ func (v *validator) str() bool {
 		switch {
 		case c == '"':
 			v.i++
+			v.ended(start)
 			return true
 		case c < 0x20:
 			return false

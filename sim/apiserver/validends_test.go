@@ -1,0 +1,91 @@
+package apiserver
+
+import (
+	"testing"
+)
+
+// validJSONEnds records the end of every string (keys too), object and
+// array of a valid document, as skipValue finds it, and nothing at other
+// places.
+func TestValidJSONEndsAsSkipValue(t *testing.T) {
+	docs := []string{
+		`{}`, `[]`, `""`, `"a\"b\\"`, `  {"a" : [1, "x", {"b":null}] , "c":{} } `,
+		`{"metadata":{"resourceVersion":"1008"},"status":{"phase":"Pending","rollout":{"phaseSince":"2026-01-05T00:00:00Z","targetImage":"registry.example/fedora-bootc@sha256:71fc"}}}`,
+		`{"status":{"booted":{"digest":"sha256:11","image":"r@sha256:11","timestamp":null,"version":null},"daemon":{"bootID":"w-1","lastError":null,"observedGeneration":1,"phase":"Staging"},"rollbackImage":null,"staged":null}}`,
+		`{"a":[[],[[]],{"b":[{"c":"]}\"["}]}],"d\\":"e\\\\","f":-1.5e3,"g":true,"h":false}`,
+		`{"k\u00e9y":"v\u0041","x":["\n",{"y":[]}]}`,
+	}
+	for _, d := range docs {
+		b := []byte(d)
+		ends := make([]int, len(b))
+		for i := range ends {
+			ends[i] = -1
+		}
+		if !validJSONEnds(b, ends) {
+			t.Fatalf("%s: not valid", d)
+		}
+		starts := map[int]bool{}
+		var walk func(i int) int
+		walk = func(i int) int {
+			i = skipWS(b, i)
+			switch b[i] {
+			case '"':
+				starts[i] = true
+			case '{', '[':
+				starts[i] = true
+				end := skipValue(b, i)
+				j := skipWS(b, i+1)
+				for j < end-1 {
+					if b[i] == '{' {
+						starts[j] = true // the key
+						j = skipWS(b, skipString(b, j))
+						j++ // ':'
+					}
+					j = skipWS(b, walk(j))
+					if b[j] == ',' {
+						j++
+					}
+					j = skipWS(b, j)
+				}
+			}
+			return skipValue(b, skipWS(b, i))
+		}
+		walk(0)
+		for i, e := range ends {
+			switch {
+			case starts[i] && e != skipValue(b, i):
+				t.Errorf("%s: at %d ends %d, skipValue %d", d, i, e, skipValue(b, i))
+			case !starts[i] && e != -1:
+				t.Errorf("%s: at %d, not the start of a string or container, ends %d", d, i, e)
+			}
+		}
+	}
+	if validJSONEnds([]byte(`{"a":}`), make([]int, 6)) {
+		t.Error(`{"a":} valid`)
+	}
+}
+
+// A part of the patch being applied is found in it; another slice, even
+// with the same bytes, is not.
+func TestPatcherBase(t *testing.T) {
+	var p patcher
+	doc := []byte(` {"a":{"b":"c"}}`)[1:]
+	if !p.validate(doc) {
+		t.Fatal("not valid")
+	}
+	if got := p.base(doc[5:14]); got != 5 {
+		t.Errorf("base of a part = %d, want 5", got)
+	}
+	if got := p.base(doc); got != 0 {
+		t.Errorf("base of the document = %d, want 0", got)
+	}
+	if got := p.base([]byte(`{"b":"c"}`)); got != -1 {
+		t.Errorf("base of a copy = %d, want -1", got)
+	}
+	if got := p.base(nil); got != -1 {
+		t.Errorf("base of nil = %d, want -1", got)
+	}
+	if end := p.skip(doc[5:14], 5, 0); end != 9 {
+		t.Errorf("skip = %d, want 9", end)
+	}
+}
