@@ -77,7 +77,12 @@ func walkerLocked(t reflect.Type) *timeWalker {
 	case timeType:
 		w.fn = func(v reflect.Value) {
 			tm := v.Addr().Interface().(*metav1.Time)
-			tm.Time = tm.Truncate(time.Second)
+			// A time in whole seconds without a monotonic clock reading
+			// (which Round(0) strips) is what Truncate would return: most
+			// times written are stored ones, already truncated.
+			if t := tm.Time; t.Nanosecond() != 0 || t != t.Round(0) {
+				tm.Time = t.Truncate(time.Second)
+			}
 		}
 		return w
 	case microTimeType:

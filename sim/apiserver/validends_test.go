@@ -1,7 +1,11 @@
 package apiserver
 
 import (
+	"fmt"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // validJSONEnds records the end of every string (keys too), object and
@@ -87,5 +91,27 @@ func TestPatcherBase(t *testing.T) {
 	}
 	if end := p.skip(doc[5:14], 5, 0); end != 9 {
 		t.Errorf("skip = %d, want 9", end)
+	}
+}
+
+func TestUIDOfAsSprintf(t *testing.T) {
+	for _, n := range []uint64{0, 1, 9, 10, 1234567, 12345678, 123456789, 1<<64 - 1} {
+		if got, want := string(uidOf(n)), fmt.Sprintf("uid-%08d", n); got != want {
+			t.Errorf("uidOf(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// serialiseTimes leaves a metav1.Time as Truncate(time.Second) gives it,
+// to the representation: with or without a monotonic reading, fractions
+// of a second, a zone.
+func TestSerialiseTimeAsTruncate(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	for _, tm := range []time.Time{{}, t0, t0.Add(time.Millisecond), t0.In(time.FixedZone("CET", 3600)), time.Now(), time.Now().Truncate(time.Second).Add(0), t0.Local()} {
+		obj := &metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(tm)}
+		serialiseTimes(obj)
+		if want := tm.Truncate(time.Second); obj.CreationTimestamp.Time != want {
+			t.Errorf("%v: serialised %#v, want %#v", tm, obj.CreationTimestamp.Time, want)
+		}
 	}
 }

@@ -26,6 +26,16 @@ func (s *Server) nextRV() string {
 	return strconv.FormatUint(s.rv, 10)
 }
 
+// uidOf returns the UID of the object created n-th: "uid-" and n in at
+// least eight digits, as fmt's "uid-%08d" gives it, without fmt.
+func uidOf(n uint64) types.UID {
+	d := strconv.FormatUint(n, 10)
+	if len(d) < 8 {
+		d = "00000000"[len(d):] + d
+	}
+	return types.UID("uid-" + d)
+}
+
 func conflict(k *kind, name string) error {
 	return apierrors.NewConflict(k.resource, name,
 		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
@@ -64,7 +74,7 @@ func (s *Server) create(k *kind, obj client.Object, manager string) error {
 		return apierrors.NewAlreadyExists(k.resource, obj.GetName())
 	}
 	s.uidSeq++
-	obj.SetUID(types.UID(fmt.Sprintf("uid-%08d", s.uidSeq)))
+	obj.SetUID(uidOf(s.uidSeq))
 	obj.SetCreationTimestamp(s.now())
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
