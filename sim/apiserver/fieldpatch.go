@@ -346,7 +346,7 @@ func (k *kind) mergeFields(e *entry, data []byte) (out client.Object, d diff, ok
 			d |= 1 << uint(i)
 		}
 	}
-	out.GetObjectKind().SetGroupVersionKind(k.gvk)
+	k.setGVK(out)
 	return out, d, true
 }
 

@@ -50,7 +50,7 @@ func (k *kind) in(obj client.Object, keep, status bool) (client.Object, error) {
 	if k.typed() {
 		k.serialiseTimes(out, status && k.status)
 	}
-	out.GetObjectKind().SetGroupVersionKind(k.gvk)
+	k.setGVK(out)
 	return out, nil
 }
 
@@ -116,6 +116,17 @@ func (k *kind) shallowCopy(obj client.Object) client.Object {
 	return out
 }
 
+// setGVK sets the apiVersion and kind of obj to k's: for a typed object,
+// to the strings of k (SetGroupVersionKind builds apiVersion anew, a
+// string concatenation per write of a kind outside the core group).
+func (k *kind) setGVK(obj client.Object) {
+	if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok {
+		tm.APIVersion, tm.Kind = k.apiVersion, k.gvk.Kind
+		return
+	}
+	obj.GetObjectKind().SetGroupVersionKind(k.gvk)
+}
+
 // newObject returns a new empty object of typed kind k.
 func (k *kind) newObject() client.Object {
 	return reflect.New(k.goType).Interface().(client.Object)
@@ -136,7 +147,7 @@ func (k *kind) decode(data []byte) (client.Object, error) {
 	if err := json.Unmarshal(data, obj); err != nil {
 		return nil, err
 	}
-	obj.GetObjectKind().SetGroupVersionKind(k.gvk)
+	k.setGVK(obj)
 	return obj, nil
 }
 

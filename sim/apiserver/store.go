@@ -20,10 +20,12 @@ const allNamespaces = "__all_namespaces"
 // kind is one served GroupVersionKind with its objects and field indexes.
 type kind struct {
 	gvk, listGVK schema.GroupVersionKind
-	resource     schema.GroupResource
-	namespaced   bool
-	present      bool
-	status       bool // has a status subresource
+	// apiVersion is gvk's, as SetGroupVersionKind sets it (setGVK).
+	apiVersion string
+	resource   schema.GroupResource
+	namespaced bool
+	present    bool
+	status     bool // has a status subresource
 	// generation says whether objects of the kind have a
 	// metadata.generation (hasGeneration); without one it stays 0.
 	generation bool
@@ -77,6 +79,7 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 	k := &kind{
 		gvk:         gvk,
 		listGVK:     listGVK,
+		apiVersion:  gvk.GroupVersion().String(),
 		resource:    plural.GroupResource(),
 		namespaced:  namespaced,
 		present:     true,

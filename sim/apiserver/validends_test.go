@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
 // validJSONEnds records the end of every string (keys too), object and
@@ -112,6 +116,21 @@ func TestSerialiseTimeAsTruncate(t *testing.T) {
 		serialiseTimes(obj)
 		if want := tm.Truncate(time.Second); obj.CreationTimestamp.Time != want {
 			t.Errorf("%v: serialised %#v, want %#v", tm, obj.CreationTimestamp.Time, want)
+		}
+	}
+}
+
+// setGVK sets what SetGroupVersionKind sets, for a core and a grouped kind.
+func TestSetGVKAsSetGroupVersionKind(t *testing.T) {
+	for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Node"), v1alpha1.GroupVersion.WithKind("BootcNode")} {
+		k := newKind(gvk, gvk.GroupVersion().WithKind(gvk.Kind+"List"), false, nil)
+		var got, want metav1.TypeMeta
+		pm := &metav1.PartialObjectMetadata{}
+		k.setGVK(pm)
+		got = pm.TypeMeta
+		want.SetGroupVersionKind(gvk)
+		if got != want {
+			t.Errorf("%v: setGVK %+v, SetGroupVersionKind %+v", gvk, got, want)
 		}
 	}
 }
