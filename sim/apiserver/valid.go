@@ -1,6 +1,9 @@
 package apiserver
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // validJSON reports whether b is one valid JSON value with optional
 // surrounding whitespace: what encoding/json.Valid reports, including its
@@ -148,10 +151,16 @@ var plainInString = func() (t [256]bool) {
 // string's bytes) is not plain (plainInString): a quote, a backslash or a
 // byte below 0x20. The tests are the exact has-zero-byte bit tricks: a
 // byte of 0x80 or above is never flagged by them, and is plain.
-func mayEndPlain(x uint64) bool {
+func mayEndPlain(x uint64) bool { return notPlain(x) != 0 }
+
+// notPlain returns the flags of mayEndPlain: the high bit of a byte of x
+// is set for a byte that may not be plain. The lowest byte flagged is
+// exactly the first that is not plain (the bytes below it borrow nothing
+// from it): flags above it may be wrong.
+func notPlain(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	zero := func(y uint64) uint64 { return (y - ones) & ^y & highs }
-	return (x-ones*0x20)&^x&highs|zero(x^(ones*'"'))|zero(x^(ones*'\\')) != 0
+	return (x-ones*0x20)&^x&highs | zero(x^(ones*'"')) | zero(x^(ones*'\\'))
 }
 
 // ended records, with ends, that the string or container that starts at
@@ -167,9 +176,13 @@ func (v *validator) str() bool {
 	start := v.i
 	v.i++
 	for v.i < len(v.b) {
-		// Eight plain bytes at a time, then byte by byte from the first
-		// that may not be plain.
-		for v.i+8 <= len(v.b) && !mayEndPlain(binary.LittleEndian.Uint64(v.b[v.i:])) {
+		// Eight plain bytes at a time, up to the first that is not
+		// plain, then byte by byte.
+		for v.i+8 <= len(v.b) {
+			if m := notPlain(binary.LittleEndian.Uint64(v.b[v.i:])); m != 0 {
+				v.i += bits.TrailingZeros64(m) / 8
+				break
+			}
 			v.i += 8
 		}
 		for v.i < len(v.b) && plainInString[v.b[v.i]] {

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"testing"
 	"time"
 
@@ -131,6 +133,42 @@ func TestSetGVKAsSetGroupVersionKind(t *testing.T) {
 		want.SetGroupVersionKind(gvk)
 		if got != want {
 			t.Errorf("%v: setGVK %+v, SetGroupVersionKind %+v", gvk, got, want)
+		}
+	}
+}
+
+// notPlain flags first the first byte that is not plain (a quote, a
+// backslash, below 0x20), whatever the bytes after it, and nothing in
+// eight plain bytes.
+func TestNotPlainLowestFlagIsFirst(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+	for pos := 0; pos < 8; pos++ {
+		for c := 0; c < 256; c++ {
+			for _, above := range []byte{0, 0x1f, '"', '\\', 'a', 0xff} {
+				var w [8]byte
+				for i := range w {
+					w[i] = 'a' + byte(i)
+					if i > pos {
+						w[i] = above
+					}
+				}
+				w[pos] = byte(c)
+				m := notPlain(binary.LittleEndian.Uint64(w[:]))
+				first := 8
+				for i, b := range w {
+					if !plain(b) {
+						first = i
+						break
+					}
+				}
+				got := 8
+				if m != 0 {
+					got = bits.TrailingZeros64(m) / 8
+				}
+				if got != first {
+					t.Fatalf("%q: first flagged %d, first not plain %d", w, got, first)
+				}
+			}
 		}
 	}
 }
