@@ -96,9 +96,45 @@ type poolView struct {
 	others string
 	built  time.Time
 	rows   []rollout.Row
-	// pass is the pass's copy of rows, its array reused from pass to
-	// pass (a pool's passes never overlap).
-	pass []rollout.Row
+	// tally counts rows for the pool's target (rollout.Pass.Tally): the
+	// feed keeps it as it changes rows, and it is counted afresh when the
+	// rows are rebuilt or the target changes.
+	tally rollout.Tally
+}
+
+// rowEdits are the changes a pass makes to its rows (the records it
+// creates, directs or deletes), which are the pass's own: the pass works
+// on its view's rows in place (a pool's passes never overlap), and undo
+// puts back each row it changed, so the view keeps saying what the feed
+// says. Copying the table for each pass instead cost more than the rest
+// of the pass's bookkeeping.
+type rowEdits struct {
+	rows   []rollout.Row
+	tally  *rollout.Tally // counts rows, and is kept counting them
+	intern func(string) string
+	// saved holds each changed row as it was before its first change.
+	saved []rollout.Row
+}
+
+// setRecord sets row's record (row is one of e.rows) for this pass.
+func (e *rowEdits) setRecord(row *rollout.Row, bn *v1alpha1.BootcNode) {
+	if !slices.ContainsFunc(e.saved, func(s rollout.Row) bool { return s.Name == row.Name }) {
+		e.saved = append(e.saved, *row)
+	}
+	e.tally.Remove(row)
+	row.SetRecord(bn, e.intern)
+	e.tally.Add(row)
+}
+
+// undo puts back the rows the pass changed.
+func (e *rowEdits) undo() {
+	for _, s := range e.saved {
+		row := rollout.FindRow(e.rows, s.Name)
+		e.tally.Remove(row)
+		*row = s
+		e.tally.Add(row)
+	}
+	e.saved = nil
 }
 
 // FullPassInterval is how often a pool's row table is rebuilt from
@@ -189,10 +225,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	// 2. Membership: one row per node name, sorted, joining the pool's
 	// records with the Nodes it selects, from the feed (see rowsFor). The
-	// pass works on its own copy of the row table; the objects in it are
-	// shared with the cache: never change them in place; every write below
-	// works on a DeepCopy.
-	rows, members, conflicts := r.rowsFor(&pool, pools, now, log)
+	// pass changes rows only through edits, which puts them back when the
+	// pass ends; the objects in them are shared with the cache: never
+	// change them in place; every write below works on a DeepCopy.
+	rows, tally, members, conflicts := r.rowsFor(&pool, pools, target, targetDigest, now, log)
+	edits := &rowEdits{rows: rows, tally: tally, intern: r.feed.Intern}
+	defer edits.undo()
 	// A member Node without a record gets one. It is created after the
 	// staging directives are decided (step 4), already directed when the
 	// rules direct it: one write where there were two, and its daemon's
@@ -204,7 +242,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			continue
 		}
 		unborn[row.Name] = true
-		row.SetRecord(r.newBootcNode(&pool, row.Node), r.feed.Intern)
+		edits.setRecord(row, r.newBootcNode(&pool, row.Node))
 	}
 	for i := range rows {
 		row := &rows[i]
@@ -235,12 +273,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.client.Delete(ctx, bn.DeepCopy()); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete BootcNode %s that left pool %s: %w", row.Name, pool.Name, err)
 		}
-		row.SetRecord(nil, r.feed.Intern)
+		edits.setRecord(row, nil)
 	}
 
 	// 3-6: the rollout rules (package rollout) decide; this reconciler
 	// reads for them and writes what they decide.
-	p := &rollout.Pass{Pool: &pool, Rows: rows, Members: members, Target: target, TargetDigest: targetDigest, Now: now, TestOnly: r.opts.TestOnly}
+	p := &rollout.Pass{Pool: &pool, Rows: rows, Members: members, Tally: tally, Target: target, TargetDigest: targetDigest, Now: now, TestOnly: r.opts.TestOnly}
 	p.Wake = requeue
 
 	// 3. Halt, and the maintenance window.
@@ -258,7 +296,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		todo = p.DirectPaused()
 	}
 	if len(todo) > 0 {
-		retry, err := r.direct(ctx, &pool, target, todo, unborn)
+		retry, err := r.direct(ctx, &pool, target, todo, unborn, edits)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -273,7 +311,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		row.SetRecord(bn, r.feed.Intern)
+		edits.setRecord(row, bn)
 	}
 
 	// 5. Slots. The rules keep the slots in use and order the
@@ -492,11 +530,13 @@ func setTarget(st *v1alpha1.BootcNodePoolStatus, ref string, resolvedAt *metav1.
 	st.TargetImage, st.TargetDigest, st.ResolvedAt = ref, imageref.Digest(ref), resolvedAt
 }
 
-// rowsFor returns the pass's copy of the pool's rows, the number of member
-// Nodes and the conflicts (one "node (also selected by pool p)" per node
-// another pool selects too). The rows come from the pool's view, updated
-// with the feed's changes since the last pass, or rebuilt (see poolView).
-func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, now time.Time, log logr.Logger) ([]rollout.Row, int, []string) {
+// rowsFor returns the pool's rows (its view's own table: the pass changes
+// them only through rowEdits, which puts them back), their tally for target
+// (whose digest is targetDigest), the number of member Nodes and the
+// conflicts (one "node (also selected by pool p)" per node another pool
+// selects too). The rows come from the pool's view, updated with the feed's
+// changes since the last pass, or rebuilt (see poolView).
+func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, target, targetDigest string, now time.Time, log logr.Logger) ([]rollout.Row, *rollout.Tally, int, []string) {
 	sc := &poolfeed.Scope{Pool: pool.Name, Sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
 	var key strings.Builder
 	for j := range pools {
@@ -514,12 +554,9 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 	r.mu.Unlock()
 	switch {
 	case v == nil || v.gen != pool.Generation || v.others != key.String():
-		var pass []rollout.Row
-		if v != nil {
-			pass = v.pass
-		}
-		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.Rows(sc), pass: pass}
+		v = &poolView{gen: pool.Generation, others: key.String(), built: now, rows: r.feed.Rows(sc)}
 	case now.Sub(v.built) >= FullPassInterval:
+		sc.Tally = &v.tally
 		fresh, diff := r.feed.Rebuild(sc, v.rows)
 		if len(diff) > 0 {
 			log.Error(nil, "the pool's kept node table differed from a full rebuild; using the rebuild (a bootroll bug in change tracking: please report it)", "rows", len(diff), "nodes", rollout.TruncateList(diff))
@@ -528,12 +565,24 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 			}
 		}
 		v.rows, v.built = fresh, now
+		// The kept tally is checked as the rows are: counted afresh.
+		var count rollout.Tally
+		count.Count(v.rows, target, targetDigest)
+		if len(diff) == 0 && v.tally.Counts(target, targetDigest) && !count.Equal(&v.tally) {
+			log.Error(nil, "the pool's kept node counts differed from a full count; using the full count (a bootroll bug in change tracking: please report it)")
+		}
+		v.tally = count
 	default:
+		sc.Tally = &v.tally
 		rows, _, ok := r.feed.Update(sc, v.rows)
 		if !ok { // the feed was reset
 			rows, v.built = r.feed.Rows(sc), now
+			v.tally.Invalidate()
 		}
 		v.rows = rows
+	}
+	if !v.tally.Counts(target, targetDigest) {
+		v.tally.Count(v.rows, target, targetDigest)
 	}
 	r.mu.Lock()
 	if r.views == nil {
@@ -542,8 +591,7 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 	r.views[pool.Name] = v
 	r.mu.Unlock()
 
-	v.pass = append(v.pass[:0], v.rows...)
-	rows := v.pass
+	rows := v.rows
 	members := 0
 	var conflicts []string
 	for i := range rows {
@@ -555,7 +603,7 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 			}
 		}
 	}
-	return rows, members, conflicts
+	return rows, &v.tally, members, conflicts
 }
 
 // forget drops what the reconciler keeps of a pool that is gone.
@@ -613,7 +661,7 @@ func (r *Reconciler) createBootcNode(ctx context.Context, pool *v1alpha1.BootcNo
 // (rollout.Pass.Direct). Each write is locked on the record read, so a
 // stale row is never retargeted: on a conflict the record is read afresh
 // and decided again, once; retry reports a row still not written.
-func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, todo []*rollout.Row, unborn map[string]bool) (retry bool, err error) {
+func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, target string, todo []*rollout.Row, unborn map[string]bool, edits *rowEdits) (retry bool, err error) {
 	for _, row := range todo {
 		bn := row.Record
 		if unborn[row.Name] {
@@ -624,7 +672,7 @@ func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, t
 			if b, err = r.createBootcNode(ctx, pool, b); err != nil {
 				return retry, err
 			}
-			row.SetRecord(b, r.feed.Intern)
+			edits.setRecord(row, b)
 			continue
 		}
 		b, err := r.retarget(ctx, bn, target)
@@ -651,7 +699,7 @@ func (r *Reconciler) direct(ctx context.Context, pool *v1alpha1.BootcNodePool, t
 			}
 			return retry, fmt.Errorf("set desired image of BootcNode %s: %w", bn.Name, err)
 		}
-		row.SetRecord(b, r.feed.Intern)
+		edits.setRecord(row, b)
 	}
 	return retry, nil
 }

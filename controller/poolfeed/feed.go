@@ -179,6 +179,10 @@ type Scope struct {
 	Pool   string
 	Sel    labels.Selector
 	Others []Other
+	// Tally, when not nil, counts the rows Update (and Rebuild) is given:
+	// each row they replace, insert or remove is taken out of it and the
+	// new one put in, so it keeps counting the rows they return.
+	Tally *rollout.Tally
 }
 
 type Other struct {
@@ -287,16 +291,32 @@ func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, 
 		found := i < len(rows) && rows[i].Name == name
 		switch {
 		case has && found:
+			sc.untally(&rows[i])
 			rows[i] = row
+			sc.tally(&rows[i])
 		case has:
 			rows = append(rows, rollout.Row{})
 			copy(rows[i+1:], rows[i:])
 			rows[i] = row
+			sc.tally(&rows[i])
 		case found:
+			sc.untally(&rows[i])
 			rows = append(rows[:i], rows[i+1:]...)
 		}
 	}
 	return rows, len(dirty), true
+}
+
+func (sc *Scope) tally(row *rollout.Row) {
+	if sc.Tally != nil {
+		sc.Tally.Add(row)
+	}
+}
+
+func (sc *Scope) untally(row *rollout.Row) {
+	if sc.Tally != nil {
+		sc.Tally.Remove(row)
+	}
 }
 
 // rebuild is a full build that checks the incremental one: it applies the

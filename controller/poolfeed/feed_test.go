@@ -302,3 +302,55 @@ func TestFeedingRecordsEveryEvent(t *testing.T) {
 		t.Errorf("rows = %+v, want %+v", got, want)
 	}
 }
+
+// A tally kept by Update (Scope.Tally) counts the rows Update returns, as
+// a full count of them does, whatever happens to the objects: a random walk
+// of records changing phase and image, Nodes coming, going and changing
+// pool, checked after every update.
+func TestPoolFeedUpdateKeepsTally(t *testing.T) {
+	const target = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	digests := []string{"", "sha256:1111111111111111111111111111111111111111111111111111111111111111", "sha256:2222222222222222222222222222222222222222222222222222222222222222", "sha256:3333333333333333333333333333333333333333333333333333333333333333"}
+	targetDigest := digests[2]
+	rng := rand.New(rand.NewPCG(3, 5))
+	f := New()
+	sc := scopeP()
+	rows := f.Rows(sc)
+	sc.Tally = &rollout.Tally{}
+	sc.Tally.Count(rows, target, targetDigest)
+	pools := []string{"p", "q", "both", "none"}
+	counted := 0
+	for step := 0; step < 3000; step++ {
+		name := fmt.Sprintf("n%02d", rng.IntN(40))
+		switch rng.IntN(6) {
+		case 0, 1:
+			f.Observe(feedNode(name, pools[rng.IntN(len(pools))], rng.IntN(8) == 0), false)
+		case 2:
+			f.Observe(feedNode(name, "p", false), true)
+		case 3, 4:
+			bn := feedBN(name, pools[rng.IntN(2)])
+			bn.Status.Phase = v1alpha1.AllPhases[rng.IntN(len(v1alpha1.AllPhases))]
+			if d := digests[rng.IntN(len(digests))]; d != "" {
+				bn.Status.Booted = &v1alpha1.HostImage{Image: "registry.example/os@" + d, Digest: d}
+			}
+			f.Observe(bn, false)
+		case 5:
+			f.Observe(feedBN(name, "p"), true)
+		}
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		var ok bool
+		if rows, _, ok = f.Update(sc, rows); !ok {
+			t.Fatalf("step %d: update lost track of the pool", step)
+		}
+		var full rollout.Tally
+		full.Count(rows, target, targetDigest)
+		if !sc.Tally.Equal(&full) {
+			t.Fatalf("step %d: kept tally %+v, full count %+v", step, *sc.Tally, full)
+		}
+		counted += len(rows)
+	}
+	if counted == 0 {
+		t.Fatalf("the walk never gave the pool a row: the test checks nothing")
+	}
+}

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,6 +25,10 @@ type Pass struct {
 	Rows []Row
 	// Members is the number of member Nodes.
 	Members int
+	// Tally, when not nil, is the count of Rows (as they are at Report)
+	// that the caller keeps from pass to pass; Report counts the rows
+	// itself when it is nil or counts for another target.
+	Tally *Tally
 	// Target is status.targetImage, resolved; TargetDigest its digest.
 	Target, TargetDigest string
 	Now                  time.Time
@@ -421,70 +424,15 @@ func (p *Pass) Report(resolveErr error, conflicts, failed []string, halted, open
 	p.Pool.Status.ObservedGeneration = p.Pool.Generation
 }
 
+// aggregate writes the counts of the rows: p.Tally's when it counts them
+// for the pass's target, else a full count.
 func (p *Pass) aggregate() {
-	st, target, targetDigest := &p.Pool.Status, p.Target, p.TargetDigest
-	counts := make([]int32, len(v1alpha1.AllPhases))
-	// The few distinct digests, found by comparing (interned) strings;
-	// the target's, most rows' in a rollout, counted on its own.
-	type digestCount struct {
-		digest string
-		n      int32
+	t := p.Tally
+	if t == nil || !t.Counts(p.Target, p.TargetDigest) {
+		t = &Tally{}
+		t.Count(p.Rows, p.Target, p.TargetDigest)
 	}
-	var digests []digestCount
-	var onTarget, updated, leaving int32
-	rows := p.Rows
-	for i := range rows {
-		row := &rows[i]
-		if row.Record == nil {
-			continue // deleted, or not created
-		}
-		if row.Node == nil {
-			// A record whose Node left the pool (or is gone), kept until
-			// bootroll has given the node back: not a member, so not in
-			// status.phases (members per phase), which counted it (a
-			// pool of 2 said "0/2 updated; 3 staged"); the summary says
-			// how many are leaving.
-			leaving++
-			continue
-		}
-		if row.PhaseIdx >= 0 {
-			counts[row.PhaseIdx]++
-		}
-		switch d := row.Booted; {
-		case d == "":
-		case d == targetDigest:
-			onTarget++
-			if target != "" && OnTarget(row) {
-				updated++
-			}
-		default:
-			j := 0
-			for j < len(digests) && digests[j].digest != d {
-				j++
-			}
-			if j == len(digests) {
-				digests = append(digests, digestCount{digest: d})
-			}
-			digests[j].n++
-		}
-	}
-	if onTarget > 0 {
-		digests = append(digests, digestCount{digest: targetDigest, n: onTarget})
-	}
-	sort.Slice(digests, func(i, j int) bool { return digests[i].digest < digests[j].digest })
-	st.Phases = nil
-	for i, ph := range v1alpha1.AllPhases {
-		if counts[i] > 0 {
-			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: ph, Nodes: counts[i]})
-		}
-	}
-	st.DeployedDigests = nil
-	for _, d := range digests {
-		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d.digest, Nodes: d.n})
-	}
-	st.Nodes = int32(p.Members)
-	st.UpdatedNodes = updated
-	st.Summary = Summary(updated, st.Nodes, st.Phases, leaving)
+	t.report(&p.Pool.Status, p.Members)
 }
 
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {

@@ -1,0 +1,155 @@
+package rollout
+
+import (
+	"sort"
+
+	"github.com/bootroll/bootroll/api/v1alpha1"
+)
+
+// Tally holds the counts a pass reports from its rows (Pass.Report: members
+// per phase, deployed digests, updated nodes, records leaving) for one
+// target. The pool reconciler keeps one per pool and updates it row by row
+// as the rows change (Remove the old row, Add the new one), so that a pass
+// does not count every row again; each count is a sum over the rows, so
+// the kept counts equal a full count (Count) of the same rows.
+//
+// The zero Tally counts nothing (Counts reports false) until Count.
+type Tally struct {
+	valid                bool
+	target, targetDigest string
+	phases               [numPhases]int32
+	// digests counts the members booted on each digest other than the
+	// target's (few), in no order; none has a zero count.
+	digests                    []digestCount
+	onTarget, updated, leaving int32
+}
+
+// numPhases is len(v1alpha1.AllPhases).
+const numPhases = 10
+
+func init() {
+	if len(v1alpha1.AllPhases) != numPhases {
+		panic("rollout: numPhases is not len(v1alpha1.AllPhases)")
+	}
+}
+
+type digestCount struct {
+	digest string
+	n      int32
+}
+
+// Count counts rows afresh for target (whose digest is targetDigest).
+func (t *Tally) Count(rows []Row, target, targetDigest string) {
+	*t = Tally{valid: true, target: target, targetDigest: targetDigest, digests: t.digests[:0]}
+	for i := range rows {
+		t.apply(&rows[i], 1)
+	}
+}
+
+// Counts reports whether t holds the counts for target and targetDigest.
+func (t *Tally) Counts(target, targetDigest string) bool {
+	return t.valid && t.target == target && t.targetDigest == targetDigest
+}
+
+// Invalidate drops the counts: they are to be counted afresh (Count).
+func (t *Tally) Invalidate() { t.valid = false }
+
+// Add counts row, which joined the rows counted; Remove uncounts a row
+// that left them (row as it was counted). Both do nothing while t counts
+// nothing.
+func (t *Tally) Add(row *Row) {
+	if t.valid {
+		t.apply(row, 1)
+	}
+}
+
+// Remove: see Add.
+func (t *Tally) Remove(row *Row) {
+	if t.valid {
+		t.apply(row, -1)
+	}
+}
+
+// apply adds d to the counts row contributes to.
+func (t *Tally) apply(row *Row, d int32) {
+	if row.Record == nil {
+		return // deleted, or not created
+	}
+	if row.Node == nil {
+		// A record whose Node left the pool (or is gone), kept until
+		// bootroll has given the node back: not a member, so not in
+		// status.phases (members per phase), which counted it (a pool of
+		// 2 said "0/2 updated; 3 staged"); the summary says how many are
+		// leaving.
+		t.leaving += d
+		return
+	}
+	if row.PhaseIdx >= 0 {
+		t.phases[row.PhaseIdx] += d
+	}
+	// The few distinct digests, found by comparing (interned) strings;
+	// the target's, most rows' in a rollout, counted on its own.
+	switch b := row.Booted; {
+	case b == "":
+	case b == t.targetDigest:
+		t.onTarget += d
+		if t.target != "" && OnTarget(row) {
+			t.updated += d
+		}
+	default:
+		j := 0
+		for j < len(t.digests) && t.digests[j].digest != b {
+			j++
+		}
+		if j == len(t.digests) {
+			t.digests = append(t.digests, digestCount{digest: b})
+		}
+		if t.digests[j].n += d; t.digests[j].n == 0 {
+			t.digests = append(t.digests[:j], t.digests[j+1:]...)
+		}
+	}
+}
+
+// Equal reports whether t and o hold the same counts.
+func (t *Tally) Equal(o *Tally) bool {
+	if t.valid != o.valid || t.target != o.target || t.targetDigest != o.targetDigest || t.phases != o.phases ||
+		t.onTarget != o.onTarget || t.updated != o.updated || t.leaving != o.leaving || len(t.digests) != len(o.digests) {
+		return false
+	}
+	for _, d := range t.digests {
+		found := false
+		for _, e := range o.digests {
+			if e.digest == d.digest {
+				found = e.n == d.n
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// report writes the counts into st, for a pool of members member Nodes.
+func (t *Tally) report(st *v1alpha1.BootcNodePoolStatus, members int) {
+	st.Phases = nil
+	for i, ph := range v1alpha1.AllPhases {
+		if t.phases[i] > 0 {
+			st.Phases = append(st.Phases, v1alpha1.PhaseCount{Phase: ph, Nodes: t.phases[i]})
+		}
+	}
+	digests := make([]digestCount, 0, len(t.digests)+1)
+	digests = append(digests, t.digests...)
+	if t.onTarget > 0 {
+		digests = append(digests, digestCount{digest: t.targetDigest, n: t.onTarget})
+	}
+	sort.Slice(digests, func(i, j int) bool { return digests[i].digest < digests[j].digest })
+	st.DeployedDigests = nil
+	for _, d := range digests {
+		st.DeployedDigests = append(st.DeployedDigests, v1alpha1.DigestCount{Digest: d.digest, Nodes: d.n})
+	}
+	st.Nodes = int32(members)
+	st.UpdatedNodes = t.updated
+	st.Summary = Summary(t.updated, st.Nodes, st.Phases, t.leaving)
+}
