@@ -75,8 +75,12 @@ func (p *Pass) WakeIn(d time.Duration) {
 func (p *Pass) Halt() (halted bool, failed []string) {
 	st, target := &p.Pool.Status, p.Target
 	var live []v1alpha1.NodeFailure
-	for i := range p.Rows {
-		row := &p.Rows[i]
+	rows := p.Rows
+	if t := p.kept(); t != nil && t.failing == 0 {
+		rows = nil // none failed the target
+	}
+	for i := range rows {
+		row := &rows[i]
 		if row.Record == nil || target == "" {
 			continue
 		}
@@ -149,8 +153,17 @@ func (p *Pass) Direct() []*Row {
 	}
 	staging := 0
 	var todo []*Row
-	for i := range p.Rows {
-		row := &p.Rows[i]
+	rows := p.Rows
+	if t := p.kept(); t != nil && t.undirected == 0 {
+		// Nothing to direct, so the count of nodes staging bounds
+		// nothing: what is left is the wake for a staging member not
+		// Ready yet (downFor), which only a not-Ready row can ask for.
+		if limit < 0 || t.notReady == 0 {
+			return nil
+		}
+	}
+	for i := range rows {
+		row := &rows[i]
 		// A record whose Node left the pool (no member Node) is the node
 		// reconciler's to release, and its boot order, withdrawn, must
 		// stay until the reboot it may have started is over: directing
@@ -359,9 +372,17 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// its record (Unreported), or not since the reboot it asked for
 	// (RebootUnreported): it may be down in a reboot an earlier pool,
 	// record or slot ordered, and nothing here can tell it is not.
-	for i := range p.Rows {
+	notReady := len(p.Rows)
+	if t := p.kept(); t != nil {
+		notReady = int(t.notReady)
+	}
+	for i := 0; i < len(p.Rows) && notReady > 0; i++ {
 		row := &p.Rows[i]
-		if row.Node == nil || row.Ready || row.OSNotReady || inSlot[i] {
+		if row.Node == nil || row.Ready || row.OSNotReady {
+			continue
+		}
+		notReady--
+		if inSlot[i] {
 			continue
 		}
 		if Unreported(row.Record) || (!Done(row.Phase) && (row.Booted == targetDigest || row.RebootUnreported)) {
@@ -420,7 +441,11 @@ func (p *Pass) candidate(row *Row) (time.Time, bool) {
 // digests, updated nodes) and its conditions into the status.
 func (p *Pass) Report(resolveErr error, conflicts, failed []string, halted, open bool) {
 	p.aggregate()
-	p.conditions(resolveErr, conflicts, failed, DrainsBlocked(p.Rows), halted, open)
+	var blocked []string
+	if t := p.kept(); t == nil || t.drainHeld > 0 {
+		blocked = DrainsBlocked(p.Rows)
+	}
+	p.conditions(resolveErr, conflicts, failed, blocked, halted, open)
 	p.Pool.Status.ObservedGeneration = p.Pool.Generation
 }
 
@@ -437,9 +462,16 @@ func (p *Pass) aggregate() {
 
 func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string, halted, open bool) {
 	pool, st := p.Pool, &p.Pool.Status
-	daemons := DaemonTrouble(p.Rows, p.Now)
-	down, wake := DownMembers(p.Rows, st.Slots, p.TargetDigest, p.Now)
-	p.WakeIn(wake)
+	var daemons, down []string
+	t := p.kept()
+	if t == nil || t.suspect > 0 {
+		daemons = DaemonTrouble(p.Rows, p.Now)
+	}
+	if t == nil || t.down > 0 {
+		var wake time.Duration
+		down, wake = DownMembers(p.Rows, st.Slots, p.TargetDigest, p.Now)
+		p.WakeIn(wake)
+	}
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pool.Generation, LastTransitionTime: metav1.NewTime(p.Now)})
 	}

@@ -22,6 +22,17 @@ type Tally struct {
 	// target's (few), in no order; none has a zero count.
 	digests                    []digestCount
 	onTarget, updated, leaving int32
+	// The rows that the pass's scans for exceptions look at (see their
+	// uses): without any, a scan finds nothing and is skipped.
+	//   - failing: records that failed the target (Halt's live failures);
+	//   - notReady: member Nodes not Ready and not joining on an old image
+	//     (os-not-ready), with a record or not (Slots);
+	//   - down: those with a record (DownMembers);
+	//   - suspect: members whose record's daemon is suspect (DaemonTrouble);
+	//   - drainHeld: members whose record's drain is held (DrainsBlocked);
+	//   - undirected: members, in no conflict, whose record Direct may
+	//     direct to the target (not directed to it, Directable).
+	failing, notReady, down, suspect, drainHeld, undirected int32
 }
 
 // numPhases is len(v1alpha1.AllPhases).
@@ -72,8 +83,15 @@ func (t *Tally) Remove(row *Row) {
 
 // apply adds d to the counts row contributes to.
 func (t *Tally) apply(row *Row, d int32) {
+	notReady := row.Node != nil && !row.Ready && !row.OSNotReady
+	if notReady {
+		t.notReady += d
+	}
 	if row.Record == nil {
 		return // deleted, or not created
+	}
+	if t.target != "" && ((row.Failed == t.target && HoldsSlot(row.Phase)) || row.FailedOn(t.target, t.targetDigest)) {
+		t.failing += d
 	}
 	if row.Node == nil {
 		// A record whose Node left the pool (or is gone), kept until
@@ -86,6 +104,18 @@ func (t *Tally) apply(row *Row, d int32) {
 	}
 	if row.PhaseIdx >= 0 {
 		t.phases[row.PhaseIdx] += d
+	}
+	if notReady {
+		t.down += d
+	}
+	if row.DaemonSuspect {
+		t.suspect += d
+	}
+	if row.DrainHeld {
+		t.drainHeld += d
+	}
+	if row.Conflict == "" && row.Desired != t.target && Directable(row.Phase, row.Desired, t.target, row.FailedOn(t.target, t.targetDigest)) {
+		t.undirected += d
 	}
 	// The few distinct digests, found by comparing (interned) strings;
 	// the target's, most rows' in a rollout, counted on its own.
@@ -110,10 +140,20 @@ func (t *Tally) apply(row *Row, d int32) {
 	}
 }
 
+// kept returns p.Tally when it counts the pass's rows for its target, or
+// nil: only then may a scan be skipped on its counts.
+func (p *Pass) kept() *Tally {
+	if t := p.Tally; t != nil && t.Counts(p.Target, p.TargetDigest) {
+		return t
+	}
+	return nil
+}
+
 // Equal reports whether t and o hold the same counts.
 func (t *Tally) Equal(o *Tally) bool {
 	if t.valid != o.valid || t.target != o.target || t.targetDigest != o.targetDigest || t.phases != o.phases ||
-		t.onTarget != o.onTarget || t.updated != o.updated || t.leaving != o.leaving || len(t.digests) != len(o.digests) {
+		t.onTarget != o.onTarget || t.updated != o.updated || t.leaving != o.leaving || len(t.digests) != len(o.digests) ||
+		t.failing != o.failing || t.notReady != o.notReady || t.down != o.down || t.suspect != o.suspect || t.drainHeld != o.drainHeld || t.undirected != o.undirected {
 		return false
 	}
 	for _, d := range t.digests {

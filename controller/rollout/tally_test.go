@@ -15,7 +15,7 @@ import (
 )
 
 // randomRow is a row of name with a random record (or none) and Node (or
-// none), on one of a few images.
+// none), on one of a few images, mostly directed to images[0].
 func randomRow(rng *rand.Rand, name string, images []string) Row {
 	row := Row{Name: name}
 	id := func(s string) string { return s }
@@ -25,7 +25,15 @@ func randomRow(rng *rand.Rand, name string, images []string) Row {
 		if rng.IntN(4) == 0 {
 			st = corev1.ConditionFalse
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		// Not Ready for an hour, or for a minute (not down yet: DaemonSilence).
+		since := time.Date(2026, 1, 4, 23, 0, 0, 0, time.UTC)
+		if rng.IntN(2) == 0 {
+			since = time.Date(2026, 1, 4, 23, 59, 0, 0, time.UTC)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastTransitionTime: metav1.NewTime(since)}}
+		if rng.IntN(10) == 0 {
+			n.Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintOSNotReady, Effect: corev1.TaintEffectNoSchedule}}
+		}
 		row.SetNode(n)
 	}
 	if rng.IntN(8) != 0 {
@@ -36,10 +44,25 @@ func randomRow(rng *rand.Rand, name string, images []string) Row {
 		if i := rng.IntN(len(images) + 1); i < len(images) {
 			bn.Status.Booted = &v1alpha1.HostImage{Image: images[i], Digest: imageref.Digest(images[i])}
 		}
-		bn.Spec.DesiredImage = images[rng.IntN(len(images))]
+		// Mostly directed to the first image (the target of
+		// TestTallyKeptEqualsFullCount), as in a rollout, so that some
+		// passes have nothing left to direct.
+		bn.Spec.DesiredImage = images[0]
+		if rng.IntN(20) == 0 {
+			bn.Spec.DesiredImage = images[rng.IntN(len(images))]
+		}
 		if rng.IntN(3) == 0 {
 			bn.Status.Daemon.BootID = "b1"
 			bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{BootID: "b1"}
+		}
+		if rng.IntN(4) == 0 {
+			bn.Status.Rollout.FailedImage = images[rng.IntN(len(images))]
+		}
+		if rng.IntN(4) == 0 {
+			bn.Status.Rollout.Reason = "DrainBlocked"
+		}
+		if rng.IntN(6) == 0 {
+			bn.Status.Daemon.Phase, bn.Status.Daemon.LastError = v1alpha1.DaemonError, "bootc: not found"
 		}
 		row.SetRecord(bn, id)
 	}
@@ -59,7 +82,7 @@ func TestTallyKeptEqualsFullCount(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
-		target := images[rng.IntN(len(images))]
+		target := images[0]
 		targetDigest := imageref.Digest(target)
 		var rows []Row
 		for i := range 30 {
@@ -96,17 +119,49 @@ func TestTallyKeptEqualsFullCount(t *testing.T) {
 			if step%25 != 0 {
 				continue
 			}
-			report := func(tally *Tally) v1alpha1.BootcNodePoolStatus {
+			// A whole pass: its scans skipped on the kept counts, or not.
+			report := func(tally *Tally) passResult {
 				pool := &v1alpha1.BootcNodePool{}
+				pool.Spec.NodeSelector = map[string]string{"pool": "p"}
+				pool.Status.TargetImage = target
 				p := &Pass{Pool: pool, Rows: rows, Members: len(rows), Tally: tally, Target: target, TargetDigest: targetDigest, Now: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
-				p.aggregate()
-				return pool.Status
+				if seed%2 == 0 {
+					ms := int32(seed % 5)
+					pool.Spec.Rollout.MaxStaging = &ms
+				}
+				var r passResult
+				r.halted, r.failed = p.Halt()
+				for _, row := range p.Direct() {
+					r.direct = append(r.direct, row.Name)
+				}
+				held, maxU, free, next, err := p.Slots(r.halted, !r.halted, true, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.held, r.maxU, r.free = held, maxU, free
+				for name, ok := next(); ok; name, ok = next() {
+					r.order = append(r.order, name)
+				}
+				pool.Status.Slots = held
+				p.Report(nil, nil, r.failed, r.halted, true)
+				r.status, r.wake = pool.Status, p.Wake
+				return r
 			}
 			if got, want := report(&kept), report(nil); !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d, step %d: status from the kept counts %+v, from a full count %+v", seed, step, got, want)
 			}
 		}
 	}
+}
+
+type passResult struct {
+	halted        bool
+	failed, order []string
+	direct        []string
+	held          []v1alpha1.Slot
+	maxU, free    int
+	status        v1alpha1.BootcNodePoolStatus
+	wake          time.Duration
 }
 
 // TestTallyCountsOneTarget: a tally counts for the target it was counted
