@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -163,5 +164,55 @@ func TestRevertedImageStartsWithoutItsOldFailures(t *testing.T) {
 	}
 	if got.Status.Halt != nil || testutil.ToFloat64(m.Halted.WithLabelValues("web")) != 0 {
 		t.Errorf("halted on %s by a failure of its earlier rollout: %+v", image, got.Status.Halt)
+	}
+}
+
+// The series a pass sets are looked up once per pool view (poolView.gauges):
+// a pool deleted and made again under its name reports into new series,
+// not into the old ones that went with the first pool (ForgetPool).
+func TestPoolMadeAgainReportsItsSlots(t *testing.T) {
+	const image = "quay.io/example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	now := metav1.NewTime(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	pool := func(maxU int32) *v1alpha1.BootcNodePool {
+		mu := intstr.FromInt32(maxU)
+		return &v1alpha1.BootcNodePool{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Finalizers: []string{v1alpha1.Finalizer}},
+			Spec:       v1alpha1.BootcNodePoolSpec{NodeSelector: map[string]string{"pool": "web"}, Image: image, Rollout: v1alpha1.RolloutSpec{MaxUnavailable: &mu}},
+			Status:     v1alpha1.BootcNodePoolStatus{TargetImage: image},
+		}
+	}
+	ctx := context.Background()
+	cl := fakeapi.Client(t, pool(2))
+	m := options.NewMetrics(nil)
+	r := NewReconciler(cl, options.Options{Clock: clocktesting.NewFakePassiveClock(now.Time), Metrics: m, Feed: poolfeed.New()})
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: "web"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.SlotsMax.WithLabelValues("web")); got != 2 {
+		t.Fatalf("slots gauge of the first pool = %v, want 2", got)
+	}
+	// Deleted: the pass that finalizes it forgets its series.
+	if err := cl.Delete(ctx, pool(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.SlotsMax); n != 0 {
+		t.Fatalf("%d slots series after the pool's deletion, want none", n)
+	}
+	// Made again, with another maxUnavailable.
+	if err := cl.Create(ctx, pool(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.SlotsMax); n != 1 {
+		t.Fatalf("%d slots series for the pool made again, want 1", n)
+	}
+	if got := testutil.ToFloat64(m.SlotsMax.WithLabelValues("web")); got != 3 {
+		t.Errorf("slots gauge of the pool made again = %v, want 3", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,15 @@ type poolView struct {
 	// feed keeps it as it changes rows, and it is counted afresh when the
 	// rows are rebuilt or the target changes.
 	tally rollout.Tally
+	// gauges are the pool's series of Options.Metrics, looked up once for
+	// the view (by its labels, under the vector's lock, it cost as much as
+	// setting them); nil until the first pass with metrics. A pool being
+	// deleted drops its view (forget) before its series go (finalize).
+	gauges *poolGauges
+}
+
+type poolGauges struct {
+	slotsInUse, slotsMax, halted prometheus.Gauge
 }
 
 // rowEdits are the changes a pass makes to its rows (the records it
@@ -228,15 +238,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// pass changes rows only through edits, which puts them back when the
 	// pass ends; the objects in them are shared with the cache: never
 	// change them in place; every write below works on a DeepCopy.
-	rows, tally, members, conflicts := r.rowsFor(&pool, pools, target, targetDigest, now, log)
+	rows, view, members, conflicts := r.rowsFor(&pool, pools, target, targetDigest, now, log)
+	tally := &view.tally
 	edits := &rowEdits{rows: rows, tally: tally, intern: r.feed.Intern}
 	defer edits.undo()
 	// A member Node without a record gets one. It is created after the
 	// staging directives are decided (step 4), already directed when the
 	// rules direct it: one write where there were two, and its daemon's
 	// first report already says what it does about the target.
+	// The tally says how many rows each of these two scans acts on: most
+	// passes, none.
 	unborn := map[string]bool{}
-	for i := range rows {
+	unrecorded, unheld := tally.Unrecorded(), tally.Unheld()
+	for i := 0; i < len(rows) && len(unborn) < unrecorded; i++ {
 		row := &rows[i]
 		if row.Record != nil || row.Node == nil || row.Conflict != "" {
 			continue
@@ -244,12 +258,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		unborn[row.Name] = true
 		edits.setRecord(row, r.newBootcNode(&pool, row.Node))
 	}
-	for i := range rows {
+	for i := 0; i < len(rows) && unheld > 0; i++ {
 		row := &rows[i]
 		bn := row.Record
 		if bn == nil || (row.Node != nil && row.Conflict == "") {
 			continue
 		}
+		unheld--
 		// No longer a member: the node reconciler restores a cordon
 		// first; the record goes once nothing of bootroll is left on the Node.
 		if bn.Status.Rollout.Cordoned || rollout.HoldsSlot(row.Phase) {
@@ -380,10 +395,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	p.Report(resolveErr, conflicts, failed, halted, open)
 	requeue = p.Wake
 	if r.metrics != nil {
-		r.metrics.SlotsInUse.WithLabelValues(pool.Name).Set(float64(len(held)))
-		r.metrics.SlotsMax.WithLabelValues(pool.Name).Set(float64(maxU))
+		g := view.gauges
+		if g == nil {
+			g = &poolGauges{slotsInUse: r.metrics.SlotsInUse.WithLabelValues(pool.Name), slotsMax: r.metrics.SlotsMax.WithLabelValues(pool.Name), halted: r.metrics.Halted.WithLabelValues(pool.Name)}
+			view.gauges = g
+		}
+		g.slotsInUse.Set(float64(len(held)))
+		g.slotsMax.Set(float64(maxU))
 		r.metrics.SetPoolPhases(pool.Name, st.Phases)
-		r.metrics.Halted.WithLabelValues(pool.Name).Set(b2f(halted))
+		g.halted.Set(b2f(halted))
 	}
 	same := equalStatus(&orig.Status, st)
 	if same && r.cacheBehind(&pool, &orig.Status, st) && (requeue == 0 || requeue > CacheLagPoll) {
@@ -531,12 +551,12 @@ func setTarget(st *v1alpha1.BootcNodePoolStatus, ref string, resolvedAt *metav1.
 }
 
 // rowsFor returns the pool's rows (its view's own table: the pass changes
-// them only through rowEdits, which puts them back), their tally for target
-// (whose digest is targetDigest), the number of member Nodes and the
+// them only through rowEdits, which puts them back), the view, whose tally
+// counts the rows for target (whose digest is targetDigest), the number of member Nodes and the
 // conflicts (one "node (also selected by pool p)" per node another pool
 // selects too). The rows come from the pool's view, updated with the feed's
 // changes since the last pass, or rebuilt (see poolView).
-func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, target, targetDigest string, now time.Time, log logr.Logger) ([]rollout.Row, *rollout.Tally, int, []string) {
+func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.BootcNodePool, target, targetDigest string, now time.Time, log logr.Logger) ([]rollout.Row, *poolView, int, []string) {
 	sc := &poolfeed.Scope{Pool: pool.Name, Sel: labels.SelectorFromSet(pool.Spec.NodeSelector)}
 	var key strings.Builder
 	for j := range pools {
@@ -592,18 +612,14 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 	r.mu.Unlock()
 
 	rows := v.rows
-	members := 0
 	var conflicts []string
-	for i := range rows {
+	for i := 0; i < len(rows) && len(conflicts) < v.tally.Conflicts(); i++ {
 		row := &rows[i] // not a copy: a row is some 200 bytes
-		if row.Node != nil {
-			members++
-			if row.Conflict != "" {
-				conflicts = append(conflicts, fmt.Sprintf("%s (also selected by pool %s)", row.Name, row.Conflict))
-			}
+		if row.Node != nil && row.Conflict != "" {
+			conflicts = append(conflicts, fmt.Sprintf("%s (also selected by pool %s)", row.Name, row.Conflict))
 		}
 	}
-	return rows, &v.tally, members, conflicts
+	return rows, v, v.tally.Members(), conflicts
 }
 
 // forget drops what the reconciler keeps of a pool that is gone.

@@ -33,7 +33,26 @@ type Tally struct {
 	//   - undirected: members, in no conflict, whose record Direct may
 	//     direct to the target (not directed to it, Directable).
 	failing, notReady, down, suspect, drainHeld, undirected int32
+	// members counts the member Nodes; conflicts those another pool
+	// selects too; unrecorded those without a record, in no conflict; and
+	// unheld the records without a member Node or whose Node is in
+	// conflict.
+	members, conflicts, unrecorded, unheld int32
 }
+
+// Members returns the number of member Nodes.
+func (t *Tally) Members() int { return int(t.members) }
+
+// Conflicts returns the number of member Nodes another pool selects too.
+func (t *Tally) Conflicts() int { return int(t.conflicts) }
+
+// Unrecorded returns the number of member Nodes, in no conflict, without
+// a record.
+func (t *Tally) Unrecorded() int { return int(t.unrecorded) }
+
+// Unheld returns the number of records without a member Node, or whose
+// Node another pool selects too.
+func (t *Tally) Unheld() int { return int(t.unheld) }
 
 // numPhases is len(v1alpha1.AllPhases).
 const numPhases = 10
@@ -87,8 +106,20 @@ func (t *Tally) apply(row *Row, d int32) {
 	if notReady {
 		t.notReady += d
 	}
+	if row.Node != nil {
+		t.members += d
+		if row.Conflict != "" {
+			t.conflicts += d
+		}
+	}
 	if row.Record == nil {
+		if row.Node != nil && row.Conflict == "" {
+			t.unrecorded += d
+		}
 		return // deleted, or not created
+	}
+	if row.Node == nil || row.Conflict != "" {
+		t.unheld += d
 	}
 	if t.target != "" && ((row.Failed == t.target && HoldsSlot(row.Phase)) || row.FailedOn(t.target, t.targetDigest)) {
 		t.failing += d
@@ -153,7 +184,8 @@ func (p *Pass) kept() *Tally {
 func (t *Tally) Equal(o *Tally) bool {
 	if t.valid != o.valid || t.target != o.target || t.targetDigest != o.targetDigest || t.phases != o.phases ||
 		t.onTarget != o.onTarget || t.updated != o.updated || t.leaving != o.leaving || len(t.digests) != len(o.digests) ||
-		t.failing != o.failing || t.notReady != o.notReady || t.down != o.down || t.suspect != o.suspect || t.drainHeld != o.drainHeld || t.undirected != o.undirected {
+		t.failing != o.failing || t.notReady != o.notReady || t.down != o.down || t.suspect != o.suspect || t.drainHeld != o.drainHeld || t.undirected != o.undirected ||
+		t.members != o.members || t.conflicts != o.conflicts || t.unrecorded != o.unrecorded || t.unheld != o.unheld {
 		return false
 	}
 	for _, d := range t.digests {
