@@ -561,7 +561,10 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 	var key strings.Builder
 	for j := range pools {
 		o := &pools[j]
-		if osel := rollout.PoolSelector(o); o.Name != pool.Name && osel != nil {
+		if o.Name == pool.Name {
+			continue
+		}
+		if osel := rollout.PoolSelector(o); osel != nil {
 			sc.Others = append(sc.Others, poolfeed.Other{Name: o.Name, Sel: osel})
 		}
 	}

@@ -116,7 +116,14 @@ func (p *Pass) Halt() (halted bool, failed []string) {
 		}
 		recorded[f.Node] = true
 	}
-	if stuck, wait := Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now, recorded); !halted && target != "" && !p.Pool.Spec.Paused && stuck {
+	// Stalled needs a member that failed the target, by its record or
+	// by the pool's own failures: without one it finds nothing.
+	var stuck bool
+	var wait time.Duration
+	if t := p.kept(); t == nil || t.failing > 0 || recorded != nil {
+		stuck, wait = Stalled(p.Rows, target, p.TargetDigest, healthTimeout, p.Now, recorded)
+	}
+	if !halted && target != "" && !p.Pool.Spec.Paused && stuck {
 		st.Halt = &v1alpha1.HaltRecord{Image: target, Since: metav1.NewTime(p.Now), Failures: Failed(target, current, live)}
 		halted = true
 	} else {
@@ -389,7 +396,9 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 			free--
 		}
 	}
-	var cands []Candidate
+	// Sized for every row not in a slot: grown by appending, the slice
+	// was copied some eight times a pass.
+	cands := make([]Candidate, 0, max(len(p.Rows)-len(held), 0))
 	for i := range p.Rows {
 		row := &p.Rows[i]
 		if inSlot[i] {
@@ -468,8 +477,12 @@ func (p *Pass) conditions(resolveErr error, conflicts, failed, blocked []string,
 		daemons = DaemonTrouble(p.Rows, p.Now)
 	}
 	if t == nil || t.down > 0 {
+		n := len(p.Rows)
+		if t != nil {
+			n = int(t.down)
+		}
 		var wake time.Duration
-		down, wake = DownMembers(p.Rows, st.Slots, p.TargetDigest, p.Now)
+		down, wake = downMembers(p.Rows, n, st.Slots, p.TargetDigest, p.Now)
 		p.WakeIn(wake)
 	}
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -576,13 +589,21 @@ func Unreported(bn *v1alpha1.BootcNode) bool {
 // wake is how soon the next such member's DaemonSilence passes (zero for
 // none).
 func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
+	return downMembers(rows, len(rows), slots, targetDigest, now)
+}
+
+// downMembers is DownMembers, given that at most n rows have a record and
+// a member Node not Ready (and not joining on an old image): it stops
+// after the nth (Tally.down counts them).
+func downMembers(rows []Row, n int, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
 	var inSlot map[string]string // node -> its slot's record UID, built once, when first needed
-	for i := range rows {
+	for i := 0; i < len(rows) && n > 0; i++ {
 		row := &rows[i]
 		bn := row.Record
 		if bn == nil || row.Node == nil || row.OSNotReady || row.Ready {
 			continue
 		}
+		n--
 		ready := readyCondition(row.Node)
 		if ready == nil {
 			ready = &corev1.NodeCondition{Status: corev1.ConditionUnknown}

@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"sort"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
@@ -129,7 +127,17 @@ func FindRow(rows []Row, name string) *Row {
 
 // rowIndex returns the index of name's row in rows sorted by name, or -1.
 func rowIndex(rows []Row, name string) int {
-	i := sort.Search(len(rows), func(i int) bool { return rows[i].Name >= name })
+	// sort.Search, written out: a pass looks up every slot's row, and
+	// the call of its predicate cost as much as the comparisons.
+	i, j := 0, len(rows)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if rows[h].Name < name {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
 	if i < len(rows) && rows[i].Name == name {
 		return i
 	}

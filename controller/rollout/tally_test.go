@@ -200,3 +200,41 @@ func TestTallyCountsOneTarget(t *testing.T) {
 		t.Errorf("pass of v2 given a tally of v1: status %+v, want %+v", got, want)
 	}
 }
+
+// TestTallyPassHaltsWhenStalled: a pass on kept counts still finds the
+// rollout stalled (Stalled) when every member not updated failed the
+// target: the scan is skipped only when no record failed it.
+func TestTallyPassHaltsWhenStalled(t *testing.T) {
+	const v1, v2 = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111", "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	id := func(s string) string { return s }
+	var rows []Row
+	for i := range 5 {
+		name := fmt.Sprintf("n%d", i)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		bn := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.BootcNodeSpec{DesiredImage: v2}}
+		bn.Status.Phase = v1alpha1.PhaseUpdated
+		bn.Status.Booted = &v1alpha1.HostImage{Image: v2, Digest: imageref.Digest(v2)}
+		if i == 3 {
+			bn.Status.Phase = v1alpha1.PhaseRolledBack
+			bn.Status.Booted = &v1alpha1.HostImage{Image: v1, Digest: imageref.Digest(v1)}
+			bn.Status.Rollout.FailedImage = v2
+		}
+		row := Row{Name: name}
+		row.SetNode(n)
+		row.SetRecord(bn, id)
+		rows = append(rows, row)
+	}
+	var kept Tally
+	kept.Count(rows, v2, imageref.Digest(v2))
+	for _, tally := range []*Tally{nil, &kept} {
+		pool := &v1alpha1.BootcNodePool{}
+		pool.Status.TargetImage = v2
+		maxFailures := int32(3) // not reached: the pool halts because it stalled
+		pool.Spec.FailurePolicy.MaxFailures = &maxFailures
+		p := &Pass{Pool: pool, Rows: rows, Members: len(rows), Tally: tally, Target: v2, TargetDigest: imageref.Digest(v2), Now: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
+		if halted, _ := p.Halt(); !halted {
+			t.Errorf("tally %v: every member updated but one that failed the target: not halted", tally != nil)
+		}
+	}
+}
