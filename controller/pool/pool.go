@@ -102,8 +102,8 @@ type poolView struct {
 	// rows are rebuilt or the target changes.
 	tally rollout.Tally
 	// gauges are the pool's series of Options.Metrics, looked up once for
-	// the view (by its labels, under the vector's lock, it cost as much as
-	// setting them); nil until the first pass with metrics. A pool being
+	// the view instead of by their labels (hashed under the vector's lock)
+	// on every pass; nil until the first pass with metrics. A pool being
 	// deleted drops its view (forget) before its series go (finalize).
 	gauges *poolGauges
 }
@@ -116,8 +116,8 @@ type poolGauges struct {
 // creates, directs or deletes), which are the pass's own: the pass works
 // on its view's rows in place (a pool's passes never overlap), and undo
 // puts back each row it changed, so the view keeps saying what the feed
-// says. Copying the table for each pass instead cost more than the rest
-// of the pass's bookkeeping.
+// says. Copying the table for each pass instead (a pool of 200 nodes: some
+// 35 KB of rows holding pointers) was about 1% of a twin run's CPU.
 type rowEdits struct {
 	rows   []rollout.Row
 	tally  *rollout.Tally // counts rows, and is kept counting them
