@@ -643,8 +643,8 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 	// Pods that are not running yet may go whatever the budget says.
 	if len(pdbs) == 1 && p.started {
 		b := pdbs[0]
-		st := b.state()
-		need := st.DesiredHealthy
+		desired := b.desired() // the budget's DesiredHealthy (state), without the rest of its state
+		need := desired
 		if p.healthy {
 			need++
 		}
@@ -652,9 +652,9 @@ func (c *Cluster) evict(ctx context.Context, obj *corev1.Pod, ev *policyv1.Evict
 			c.evictionsRefused++
 			c.blocked(p.node)
 			if c.tracing() { // a refusal is retried every few seconds: no details built for nobody
-				c.trace("pod/evict-refused", "pod/"+p.ns+"/"+p.name, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": st.DesiredHealthy})
+				c.trace("pod/evict-refused", "pod/"+p.ns+"/"+p.name, map[string]any{"pdb": b.ns + "/" + b.name, "healthy": b.healthy, "desiredHealthy": desired})
 			}
-			return b.refusal(st.DesiredHealthy)
+			return b.refusal(desired)
 		}
 	}
 	if err := c.c.Delete(ctx, obj, opts...); err != nil {
