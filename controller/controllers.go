@@ -178,13 +178,17 @@ var slotsGranted = handler.Funcs{
 		}
 		// One pass over each table (a pool at 10,000 nodes and 10% holds
 		// 1,000 slots, and its status changes with every node update).
+		// The map holds each node's index in the old table (its last
+		// entry's, should a node appear twice), not a copy of the slot.
 		old := e.ObjectOld.(*v1alpha1.BootcNodePool).Status.Slots
-		had := make(map[string]v1alpha1.Slot, len(old))
-		for _, s := range old {
-			had[s.Node] = s
+		had := make(map[string]int, len(old))
+		for i := range old {
+			had[old[i].Node] = i
 		}
-		for _, s := range e.ObjectNew.(*v1alpha1.BootcNodePool).Status.Slots {
-			if o, ok := had[s.Node]; !ok || o.Image != s.Image || !o.Since.Equal(&s.Since) {
+		news := e.ObjectNew.(*v1alpha1.BootcNodePool).Status.Slots
+		for i := range news {
+			s := &news[i]
+			if j, ok := had[s.Node]; !ok || old[j].Image != s.Image || !old[j].Since.Equal(&s.Since) {
 				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
 			}
 		}

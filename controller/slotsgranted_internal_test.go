@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -99,5 +100,57 @@ func TestSlotsGrantedWakesRecordsOfNewFailures(t *testing.T) {
 	}
 	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Status.Failures = nil }); len(got) != 0 {
 		t.Errorf("the failures dropped woke %v, want none", got)
+	}
+}
+
+// TestSlotsGrantedAsSlotMap compares the nodes a pool update wakes with
+// those of a map from each node to a copy of its (last) old slot, over
+// random slot tables with nodes added, dropped, regranted and repeated.
+func TestSlotsGrantedAsSlotMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	table := func() []v1alpha1.Slot {
+		var out []v1alpha1.Slot
+		for range rng.IntN(8) {
+			out = append(out, v1alpha1.Slot{
+				Node:  string(rune('a' + rng.IntN(6))),
+				Image: string(rune('x' + rng.IntN(2))),
+				Since: metav1.NewTime(t0.Add(time.Duration(rng.IntN(2)) * time.Second)),
+			})
+		}
+		return out
+	}
+	want := func(old, cur []v1alpha1.Slot) []string {
+		had := map[string]v1alpha1.Slot{}
+		for _, s := range old {
+			had[s.Node] = s
+		}
+		var out []string
+		for _, s := range cur {
+			if o, ok := had[s.Node]; !ok || o.Image != s.Image || !o.Since.Equal(&s.Since) {
+				out = append(out, s.Node)
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	for range 10000 {
+		po := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+		po.Status.Slots = table()
+		pn := po.DeepCopy()
+		pn.Status.Slots = table()
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: po, ObjectNew: pn}, q)
+		var got []string
+		for q.Len() > 0 {
+			r, _ := q.Get()
+			got = append(got, r.Name)
+			q.Done(r)
+		}
+		q.ShutDown()
+		slices.Sort(got)
+		if w := want(po.Status.Slots, pn.Status.Slots); !slices.Equal(got, w) {
+			t.Fatalf("old %v new %v: woke %v, want %v", po.Status.Slots, pn.Status.Slots, got, w)
+		}
 	}
 }
