@@ -287,7 +287,7 @@ func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, 
 	f.dirty[sc.Pool] = map[string]struct{}{}
 	for name := range dirty {
 		row, has := f.row(sc, name, f.objs[name])
-		i := searchRows(rows, name)
+		i := rollout.SearchRows(rows, name)
 		found := i < len(rows) && rows[i].Name == name
 		switch {
 		case has && found:
@@ -307,22 +307,8 @@ func (f *Feed) updateLocked(sc *Scope, rows []rollout.Row) ([]rollout.Row, int, 
 	return rows, len(dirty), true
 }
 
-// searchRows returns the index of name's row in rows sorted by name, or
-// where it goes: sort.Search written out (the call of its predicate cost
-// as much as the comparisons).
-func searchRows(rows []rollout.Row, name string) int {
-	i, j := 0, len(rows)
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if rows[h].Name < name {
-			i = h + 1
-		} else {
-			j = h
-		}
-	}
-	return i
-}
-
+// tally and untally keep the scope's Tally, if it has one, counting the
+// rows the feed adds and removes.
 func (sc *Scope) tally(row *rollout.Row) {
 	if sc.Tally != nil {
 		sc.Tally.Add(row)

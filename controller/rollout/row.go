@@ -127,8 +127,17 @@ func FindRow(rows []Row, name string) *Row {
 
 // rowIndex returns the index of name's row in rows sorted by name, or -1.
 func rowIndex(rows []Row, name string) int {
-	// sort.Search, written out: a pass looks up every slot's row, and
-	// the call of its predicate cost as much as the comparisons.
+	if i := SearchRows(rows, name); i < len(rows) && rows[i].Name == name {
+		return i
+	}
+	return -1
+}
+
+// SearchRows returns the index of name's row in rows sorted by name, or
+// where it goes: sort.Search written out (a pass looks up every slot's
+// row, the feed every changed one, and the call of sort.Search's
+// predicate cost as much as the comparisons).
+func SearchRows(rows []Row, name string) int {
 	i, j := 0, len(rows)
 	for i < j {
 		h := int(uint(i+j) >> 1)
@@ -138,8 +147,5 @@ func rowIndex(rows []Row, name string) int {
 			j = h
 		}
 	}
-	if i < len(rows) && rows[i].Name == name {
-		return i
-	}
-	return -1
+	return i
 }
