@@ -10,12 +10,11 @@ import (
 	"io"
 	"os"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/bootroll/bootroll/controller"
+	"github.com/bootroll/bootroll/internal/kubeconfig"
 )
 
 const usage = `bootroll-controller rolls bootc OS images out to Kubernetes nodes.
@@ -87,7 +86,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 }
 
 func run(o options) error {
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := kubeconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -96,21 +95,6 @@ func run(o options) error {
 		Namespace: o.namespace, InsecureRegistry: o.insecure,
 		StartMessage: "starting", StartValues: []any{"namespace", o.namespace, "leaderElect", o.leaderElect},
 	})
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := ctrl.GetConfig()
-		if err != nil {
-			return nil, fmt.Errorf("load kubeconfig ($KUBECONFIG or in-cluster): %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }
 
 func envOr(k, def string) string {

@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/internal/kubeconfig"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/nodedaemon/bootc"
 	"github.com/bootroll/bootroll/nodedaemon/cri"
@@ -176,7 +175,7 @@ func run(ctx context.Context, o options) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := kubeconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -307,17 +306,6 @@ func skippedList(skipped []cri.Skipped) []string {
 		out = append(out, s.Socket+": "+s.Reason)
 	}
 	return out
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return ctrl.GetConfig()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }
 
 // nsenterRunner runs host commands in the mount namespace of PID 1, for a

@@ -11,12 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/bootroll/bootroll/internal/kubeconfig"
 	"github.com/bootroll/bootroll/nodedaemon"
 	"github.com/bootroll/bootroll/sim/hostmode"
 	"github.com/bootroll/bootroll/sim/scenario"
@@ -142,7 +141,7 @@ func runDaemon(stderr io.Writer, f daemonFlags) error {
 		fmt.Fprintln(stderr, "bootroll daemon:", err)
 		return exitError{exitBadInput}
 	}
-	cfg, err := daemonRestConfig(f.kubeconfig)
+	cfg, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		fmt.Fprintln(stderr, "bootroll daemon:", err)
 		return exitError{exitBadInput}
@@ -162,19 +161,4 @@ func runDaemon(stderr io.Writer, f daemonFlags) error {
 		return exitError{exitViolated}
 	}
 	return nil
-}
-
-func daemonRestConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := ctrl.GetConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no --kubeconfig, and no $KUBECONFIG or in-cluster config: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }

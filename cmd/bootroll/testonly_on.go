@@ -15,6 +15,7 @@ import (
 
 	"github.com/bootroll/bootroll/controller"
 	"github.com/bootroll/bootroll/controller/rollout"
+	"github.com/bootroll/bootroll/internal/kubeconfig"
 	"github.com/bootroll/bootroll/sim/clusterrun"
 )
 
@@ -98,7 +99,7 @@ func parseTestOnlyControllerFlags(args []string, out io.Writer) (testOnlyControl
 // runTestOnlyController is cmd/bootroll-controller's run with
 // Options.TestOnly set: the same controller.Run.
 func runTestOnlyController(o testOnlyControllerOptions) error {
-	cfg, err := daemonRestConfig(o.kubeconfig)
+	cfg, err := kubeconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err
 	}
