@@ -75,8 +75,13 @@ type Controller struct {
 // after another: under an API server answering in 0-1 s, giving back the
 // 100 nodes of a deleted pool took over 4 minutes, each node waiting for
 // the 99 others between its steps (explorer seed 137292 of
-// rollout-100-nodes).
-const NodeWorkers = 4
+// rollout-100-nodes). Four were not enough when half of such a pool
+// held slots at its deletion under requests taking 0-3 s, a third of them
+// failing: a release is three to five round trips, retried from the first
+// after a failure, and a holder was still cordoned 2 minutes after (explorer
+// seeds 176942, 176915, 176907; 144 of 180 explored runs of their scenarios
+// failed at four workers, 10 at eight, 1 at sixteen; docs/decisions.md).
+const NodeWorkers = 16
 
 // Controllers is the one list of bootroll's controllers. Setup registers
 // each with a manager (cmd/bootroll-controller) and the twin builds a
@@ -138,7 +143,7 @@ func Controllers(reader client.Reader, feed *poolfeed.Feed) []Controller {
 var slotsGranted = handler.Funcs{
 	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, s := range e.Object.(*v1alpha1.BootcNodePool).Status.Slots {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+			addOwed(q, s.Node)
 		}
 	},
 	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -172,7 +177,7 @@ var slotsGranted = handler.Funcs{
 			// next event (a staging daemon rebooted 43s after its pool was
 			// deleted: explorer seed 90128 of plain-rollout-10).
 			for _, s := range pn.Status.Slots {
-				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+				addOwed(q, s.Node)
 			}
 			return
 		}
@@ -189,10 +194,29 @@ var slotsGranted = handler.Funcs{
 		for i := range news {
 			s := &news[i]
 			if j, ok := had[s.Node]; !ok || old[j].Image != s.Image || !old[j].Since.Equal(&s.Since) {
-				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Node}})
+				addOwed(q, s.Node)
 			}
 		}
 	},
+}
+
+// addOwed queues the record of a node in a pool's slot table at
+// node.OwedPriority: a slot holder is owed its take-up, its boot order's
+// withdrawal or its release by a deadline, as a record that retries
+// before one is (node.Reconciler's requeues). Queued at the default
+// priority, a deleted pool's holders waited behind the retries of the
+// holders whose first release had failed, every second at OwedPriority,
+// and one was first looked at 2m18s after the deletion (explorer seed
+// 176942 of the rollout-100-nodes-cleanup-owed-priority regression,
+// maxUnavailable 50%: 50 holders under slow, failing API requests). A
+// queue without priorities gets a plain Add.
+func addOwed(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(node.OwedPriority)}, req)
+		return
+	}
+	q.Add(req)
 }
 
 // holdersFirst raises a record that still holds its Node (node.HoldsNode:

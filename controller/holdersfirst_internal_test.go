@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,4 +47,56 @@ func TestHoldersFirstInTheInitialList(t *testing.T) {
 		}
 		q.ShutDown()
 	}
+}
+
+// TestSlotsGrantedQueuesHoldersOwed: on the priority queue, the records
+// slotsGranted wakes because they are in the slot table (every holder
+// when the pool is deleted, a node granted a slot) go in at
+// node.OwedPriority, level with the retries of holders owed a deadline;
+// a record woken only by a failure recorded on the pool goes in at the
+// default priority (explorer seed 176942 of the
+// rollout-100-nodes-cleanup-owed-priority regression: a deleted pool's
+// holder queued at the default priority was first looked at 2m18s after
+// the deletion, behind other holders' retries every second).
+func TestSlotsGrantedQueuesHoldersOwed(t *testing.T) {
+	since := metav1.Now()
+	old := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1, ResourceVersion: "1"}}
+	old.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: "i", Since: since}}
+	for _, c := range []struct {
+		name   string
+		mutate func(*v1alpha1.BootcNodePool)
+		want   map[string]int
+	}{
+		{"pool deleted", func(p *v1alpha1.BootcNodePool) { p.DeletionTimestamp = &since },
+			map[string]int{"a": node.OwedPriority}},
+		{"slot granted", func(p *v1alpha1.BootcNodePool) {
+			p.Status.Slots = append(p.Status.Slots, v1alpha1.Slot{Node: "b", Image: "i", Since: since})
+		}, map[string]int{"b": node.OwedPriority}},
+		{"failure recorded", func(p *v1alpha1.BootcNodePool) {
+			p.Status.Failures = []v1alpha1.NodeFailure{{Node: "c", Image: "i"}}
+		}, map[string]int{"c": 0}},
+	} {
+		q := priorityqueue.New[reconcile.Request]("test")
+		cur := old.DeepCopy()
+		cur.ResourceVersion = "2" // the same one is a resync, queued at LowPriority
+		c.mutate(cur)
+		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: cur}, q)
+		got := map[string]int{}
+		for q.Len() > 0 {
+			req, prio, _ := q.GetWithPriority()
+			got[req.Name] = prio
+			q.Done(req)
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%s: queued %v, want %v", c.name, got, c.want)
+		}
+		q.ShutDown()
+	}
+	// Created, as in a new controller's initial list: the same.
+	q := priorityqueue.New[reconcile.Request]("test")
+	slotsGranted.Create(context.Background(), event.CreateEvent{Object: old}, q)
+	if req, prio, _ := q.GetWithPriority(); req.Name != "a" || prio != node.OwedPriority {
+		t.Errorf("create: got %s at %d, want a at %d", req.Name, prio, node.OwedPriority)
+	}
+	q.ShutDown()
 }
