@@ -7,7 +7,7 @@ package scenario
 var docs = map[string]string{
 	"APIErrorCode":                          "APIErrorCode is an injected API failure: conflict, tooManyRequests, internalError or timeout.",
 	"APIErrors":                             "APIErrors fails or slows the API requests of a process kind.",
-	"APIErrors.Codes":                       "Codes are the failures drawn from, uniformly: conflict (409), tooManyRequests (429), internalError (500), timeout (the write is applied or not on a coin drawn from the PRNG, and the caller gets a timeout either way). Default [internalError].",
+	"APIErrors.Codes":                       "Codes are the failures drawn from, uniformly: conflict (409), tooManyRequests (429, with Retry-After: 1, which the process's client-go waits out and retries up to ten times, each retry drawn again, before the caller sees it), internalError (500), timeout (the write is applied or not on a coin drawn from the PRNG, and the caller gets a timeout either way). Default [internalError].",
 	"APIErrors.Latency":                     "Latency is extra time each matching request takes, drawn per request; it lengthens the reconcile that makes it. Default none.",
 	"APIErrors.Rate":                        "Rate is the probability that a matching request fails.",
 	"APIErrors.Verbs":                       "Verbs are the request verbs hit: get, list, create, update, patch, delete, deletecollection, or a subresource form (update/status, patch/status, create/eviction); a plain verb also hits its subresource forms. Default all.",

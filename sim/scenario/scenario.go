@@ -1209,9 +1209,11 @@ type APIErrors struct {
 	Verbs []string `json:"verbs,omitempty"`
 
 	// Codes are the failures drawn from, uniformly: conflict (409),
-	// tooManyRequests (429), internalError (500), timeout (the write is
-	// applied or not on a coin drawn from the PRNG, and the caller gets a
-	// timeout either way). Default [internalError].
+	// tooManyRequests (429, with Retry-After: 1, which the process's
+	// client-go waits out and retries up to ten times, each retry drawn
+	// again, before the caller sees it), internalError (500), timeout (the
+	// write is applied or not on a coin drawn from the PRNG, and the caller
+	// gets a timeout either way). Default [internalError].
 	Codes []APIErrorCode `json:"codes,omitempty"`
 
 	// Rate is the probability that a matching request fails.

@@ -289,14 +289,52 @@ func typeName(t reflect.Type) string {
 	return t.Name()
 }
 
-// Before draws the request's latency and its API fault, if any.
+// Client-go's answer to a 429 that carries Retry-After, as
+// kube-apiserver's priority and fairness sends it and the cluster target's
+// proxy does for injected ones (Retry-After: 1): rest.Request waits that
+// long and sends the request again, up to maxRetries (10) times, before
+// its caller sees the error.
+const (
+	clientRetries   = 10
+	retryAfterDelay = time.Second
+)
+
+// Before draws the request's latency and its API fault, if any. A
+// request throttled with tooManyRequests is sent again by the process's
+// client (clientRetries, retryAfterDelay), each attempt drawn afresh; the
+// waits and the attempts' latencies add up, and only the last attempt's
+// 429 reaches the caller. Returning the first 429 at once made the twin's
+// controller see far more failed requests than on a cluster under the
+// same fault (docs/fidelity.md).
 func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 	if g.dead {
 		return apiserver.Decision{Err: apiserver.ErrCrashed}
 	}
+	var waited time.Duration
+	for retry := 0; ; retry++ {
+		d, throttled := g.attempt(req)
+		if throttled && retry < clientRetries {
+			waited += d.Latency + retryAfterDelay
+			continue
+		}
+		d.Latency += waited
+		g.latency += d.Latency
+		// The write reaches the server once the requests before it and
+		// its own latency have passed: its watch events leave then
+		// (Served resets it).
+		if d.Err == nil && (!d.Timeout || d.Applied) {
+			g.r.landsAfter = g.latency
+		}
+		return d
+	}
+}
+
+// attempt draws one attempt of a request: its latency and the API fault
+// that fails it, if any; throttled says the fault was tooManyRequests.
+func (g *gate) attempt(req apiserver.Request) (d apiserver.Decision, throttled bool) {
 	r := g.r
 	rng := r.eng.Rand()
-	d := apiserver.Decision{Latency: uniform(rng, r.timing.request)}
+	d = apiserver.Decision{Latency: uniform(rng, r.timing.request)}
 	now := r.eng.Now()
 	for _, a := range r.apiFaults {
 		e := a.f.APIErrors
@@ -327,6 +365,7 @@ func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 			d.Err = apiserver.FaultError(409, req)
 		case "tooManyRequests":
 			d.Err = apiserver.FaultError(429, req)
+			throttled = true
 		default:
 			d.Err = apiserver.FaultError(500, req)
 		}
@@ -337,14 +376,7 @@ func (g *gate) Before(req apiserver.Request) apiserver.Decision {
 			r.chk.ControllerRequestFailed(now)
 		}
 	}
-	g.latency += d.Latency
-	// The write reaches the server once the requests before it and its
-	// own latency have passed: its watch events leave then (Served
-	// resets it).
-	if d.Err == nil && (!d.Timeout || d.Applied) {
-		r.landsAfter = g.latency
-	}
-	return d
+	return d, throttled
 }
 
 func verbHit(verbs []string, req apiserver.Request) bool {
