@@ -339,9 +339,9 @@ func debouncedNodePoolHandler(reader client.Reader) handler.EventHandler {
 	m := func(ctx context.Context, o client.Object) []reconcile.Request {
 		return NodeToPools(ctx, reader, o.(*corev1.Node))
 	}
-	h := debounced(m, func(old, cur client.Object) bool {
-		return NodeMembershipChanged(old.(*corev1.Node), cur.(*corev1.Node))
-	})
+	// The update handler is its own (below): it also reaches the pools of
+	// the old labels, so debounced's is never called.
+	h := debounced(m, nil)
 	h.UpdateFunc = func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 		if !NodeMembershipChanged(old, cur) {
