@@ -41,6 +41,9 @@ type Reconciler struct {
 	drainer  *Drainer
 	reader   client.Reader
 	opts     options.Options
+	// retries keeps the deadline retries' log to one line per node and
+	// error a minute (RetryLogEvery).
+	retries retryLog
 }
 
 // NewReconciler builds the node reconciler from its edges.
@@ -310,11 +313,14 @@ const OwedPriority = 1
 
 // retryBeforeDeadline answers a failed reconcile of bn whose Node is owed
 // something by a deadline (owed): the error is logged, as the manager
-// would log it, and counted (controller-runtime's error counter does not
+// would log it (the same error of the same node once a minute,
+// RetryLogEvery), and counted (controller-runtime's error counter does not
 // see it), and the record is looked at again after ConflictRetry, at
 // OwedPriority.
 func (r *Reconciler) retryBeforeDeadline(ctx context.Context, bn *v1alpha1.BootcNode, err error, owed string) reconcile.Result {
-	log.FromContext(ctx).Error(err, "Reconciler error; retrying before the Node's deadline", "node", bn.Name, "owed", owed, "after", ConflictRetry)
+	if ok, skipped := r.retries.note(bn.Name, owed, err.Error(), r.clock.Now()); ok {
+		log.FromContext(ctx).Error(err, "Reconciler error; retrying before the Node's deadline", "node", bn.Name, "owed", owed, "after", ConflictRetry, "notLoggedSinceLast", skipped)
+	}
 	if r.metrics != nil {
 		r.metrics.DeadlineRetries.WithLabelValues(bn.Spec.Pool, owed).Inc()
 	}
