@@ -19,13 +19,30 @@ import (
 // slices and pointers shared); fill sets the Items of a list of the type
 // to the objects of entries, deep-copied unless share is set, reusing the
 // array of the Items it had when it is large enough; share sets dst to
-// src's fields (Shared).
+// src's fields (Shared); status, when set, deep-copies the status of src
+// into dst's.
 type copier struct {
 	into    func(src, dst client.Object)
 	share   func(src, dst client.Object)
 	clone   func(src client.Object) client.Object
 	shallow func(src client.Object) client.Object
 	fill    func(list client.ObjectList, entries []*entry, share bool) bool
+	status  func(src, dst client.Object)
+}
+
+// withStatus returns c with status, the status copier of statusCopier.
+func (c copier) withStatus(status func(src, dst client.Object)) copier {
+	c.status = status
+	return c
+}
+
+// statusCopier deep-copies the status of an object of Go type T, which
+// field gives.
+func statusCopier[T any, P deepCopyable[T], S any, SP interface {
+	*S
+	DeepCopyInto(*S)
+}](field func(P) SP) func(src, dst client.Object) {
+	return func(src, dst client.Object) { field(src.(P)).DeepCopyInto(field(dst.(P))) }
 }
 
 // deepCopyable is a pointer to a generated API type.
@@ -93,17 +110,19 @@ var copiers = map[reflect.Type]copier{
 			copyMeta(&in.ObjectMeta, &out.ObjectMeta)
 			in.Spec.DeepCopyInto(&out.Spec)
 			in.Status.DeepCopyInto(&out.Status)
-		}),
+		}).withStatus(statusCopier(func(n *corev1.Node) *corev1.NodeStatus { return &n.Status })),
 	reflect.TypeFor[corev1.Pod](): copierFor[corev1.Pod, *corev1.Pod, corev1.PodList](func(l *corev1.PodList) *[]corev1.Pod { return &l.Items },
 		func(in, out *corev1.Pod) {
 			out.TypeMeta = in.TypeMeta
 			copyMeta(&in.ObjectMeta, &out.ObjectMeta)
 			in.Spec.DeepCopyInto(&out.Spec)
 			in.Status.DeepCopyInto(&out.Status)
-		}),
+		}).withStatus(statusCopier(func(p *corev1.Pod) *corev1.PodStatus { return &p.Status })),
 	reflect.TypeFor[policyv1.PodDisruptionBudget](): copierFor[policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudget, policyv1.PodDisruptionBudgetList](
-		func(l *policyv1.PodDisruptionBudgetList) *[]policyv1.PodDisruptionBudget { return &l.Items }, nil),
-	reflect.TypeFor[appsv1.DaemonSet](): copierFor[appsv1.DaemonSet, *appsv1.DaemonSet, appsv1.DaemonSetList](func(l *appsv1.DaemonSetList) *[]appsv1.DaemonSet { return &l.Items }, nil),
+		func(l *policyv1.PodDisruptionBudgetList) *[]policyv1.PodDisruptionBudget { return &l.Items }, nil).
+		withStatus(statusCopier(func(b *policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudgetStatus { return &b.Status })),
+	reflect.TypeFor[appsv1.DaemonSet](): copierFor[appsv1.DaemonSet, *appsv1.DaemonSet, appsv1.DaemonSetList](func(l *appsv1.DaemonSetList) *[]appsv1.DaemonSet { return &l.Items }, nil).
+		withStatus(statusCopier(func(d *appsv1.DaemonSet) *appsv1.DaemonSetStatus { return &d.Status })),
 	reflect.TypeFor[v1alpha1.BootcNode](): copierFor[v1alpha1.BootcNode, *v1alpha1.BootcNode, v1alpha1.BootcNodeList](
 		func(l *v1alpha1.BootcNodeList) *[]v1alpha1.BootcNode { return &l.Items },
 		func(in, out *v1alpha1.BootcNode) {
@@ -111,11 +130,13 @@ var copiers = map[reflect.Type]copier{
 			copyMeta(&in.ObjectMeta, &out.ObjectMeta)
 			in.Spec.DeepCopyInto(&out.Spec)
 			in.Status.DeepCopyInto(&out.Status)
-		}),
+		}).withStatus(statusCopier(func(n *v1alpha1.BootcNode) *v1alpha1.BootcNodeStatus { return &n.Status })),
 	reflect.TypeFor[v1alpha1.BootcNodePool](): copierFor[v1alpha1.BootcNodePool, *v1alpha1.BootcNodePool, v1alpha1.BootcNodePoolList](
-		func(l *v1alpha1.BootcNodePoolList) *[]v1alpha1.BootcNodePool { return &l.Items }, nil),
+		func(l *v1alpha1.BootcNodePoolList) *[]v1alpha1.BootcNodePool { return &l.Items }, nil).
+		withStatus(statusCopier(func(p *v1alpha1.BootcNodePool) *v1alpha1.BootcNodePoolStatus { return &p.Status })),
 	reflect.TypeFor[v1alpha1.PinnedImageSet](): copierFor[v1alpha1.PinnedImageSet, *v1alpha1.PinnedImageSet, v1alpha1.PinnedImageSetList](
-		func(l *v1alpha1.PinnedImageSetList) *[]v1alpha1.PinnedImageSet { return &l.Items }, nil),
+		func(l *v1alpha1.PinnedImageSetList) *[]v1alpha1.PinnedImageSet { return &l.Items }, nil).
+		withStatus(statusCopier(func(p *v1alpha1.PinnedImageSet) *v1alpha1.PinnedImageSetStatus { return &p.Status })),
 }
 
 // copyMeta deep-copies an ObjectMeta as its generated DeepCopyInto does,

@@ -89,6 +89,32 @@ func TestCopiersAreDeepCopies(t *testing.T) {
 	}
 }
 
+// TestStatusCopiersAreDeepCopies: each copier's status copier sets the
+// status of its destination to a deep copy of the source's and nothing
+// else.
+func TestStatusCopiersAreDeepCopies(t *testing.T) {
+	f := randfill.New().NilChance(0).NumElements(1, 2).MaxDepth(12)
+	for typ, c := range copiers {
+		if c.status == nil {
+			t.Fatalf("%v: no status copier", typ)
+		}
+		for range 20 {
+			in := reflect.New(typ).Interface().(client.Object)
+			f.Fill(in)
+			out := reflect.New(typ).Interface().(client.Object)
+			c.status(in, out)
+			want := reflect.New(typ)
+			want.Elem().FieldByName("Status").Set(reflect.ValueOf(in.DeepCopyObject()).Elem().FieldByName("Status"))
+			if !reflect.DeepEqual(out, want.Interface()) {
+				t.Fatalf("%v: the status copier gives %+v", typ, out)
+			}
+			if shared := sharedRefs(reflect.ValueOf(in).Elem(), reflect.ValueOf(out).Elem()); len(shared) > 0 {
+				t.Fatalf("%v: the status copier shares %v with its source", typ, shared)
+			}
+		}
+	}
+}
+
 func fieldNames(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {

@@ -25,6 +25,13 @@ import (
 //
 // With keep (NoEcho: the caller gives its object up) a typed object of the
 // kind's Go type is taken as it is, not copied.
+//
+// A status write of a typed object is never kept: update stores the
+// object in returns, its other fields set to the stored object's
+// (withStatus), and the caller's must stay as it was. With keep, or a
+// status copier, that object is a new one with only the resourceVersion,
+// UID and status of obj (shared with keep, else copied), all that update
+// reads of it; else a whole copy.
 func (k *kind) in(obj client.Object, keep, status bool) (client.Object, error) {
 	u, isU := obj.(*unstructured.Unstructured)
 	var out client.Object
@@ -40,6 +47,15 @@ func (k *kind) in(obj client.Object, keep, status bool) (client.Object, error) {
 		return nil, fmt.Errorf("%s is served unstructured; use *unstructured.Unstructured, not %T", k.gvk, obj)
 	case reflect.TypeOf(obj).Elem() != k.goType:
 		return nil, fmt.Errorf("%s is %v, not %T", k.gvk, k.goType, obj)
+	case status && (keep || k.copier != nil && k.copier.status != nil):
+		out = k.newObject()
+		out.SetResourceVersion(obj.GetResourceVersion())
+		out.SetUID(obj.GetUID())
+		if keep {
+			k.takeStatus(out, obj)
+		} else {
+			k.copier.status(obj, out)
+		}
 	case keep:
 		out = obj
 	case k.copier != nil:
@@ -164,6 +180,26 @@ func (k *kind) takeStatus(dst, src client.Object) {
 		return
 	}
 	reflect.ValueOf(dst).Elem().Field(k.statusField).Set(reflect.ValueOf(src).Elem().Field(k.statusField))
+}
+
+// withStatus returns an object with the fields of cur, shared, but for
+// the status, which is in's: the object a write of the status subresource
+// stores. For a typed kind it is in itself, its other fields set to cur's:
+// update reads nothing else of in, which is the server's own (what in or
+// a patch made), so no new object need be made.
+func (k *kind) withStatus(cur, in client.Object) client.Object {
+	if !k.typed() {
+		next := k.shallowCopy(cur)
+		k.takeStatus(next, in)
+		return next
+	}
+	cv, iv := reflect.ValueOf(cur).Elem(), reflect.ValueOf(in).Elem()
+	for i := range iv.NumField() {
+		if i != k.statusField {
+			iv.Field(i).Set(cv.Field(i))
+		}
+	}
+	return in
 }
 
 // clearStatus drops the status of obj.

@@ -119,8 +119,7 @@ func (s *Server) update(k *kind, e *entry, in client.Object, status bool, d diff
 	next := in
 	var unchanged bool
 	if status {
-		next = k.shallowCopy(cur)
-		k.takeStatus(next, in)
+		next = k.withStatus(cur, in)
 		unchanged = !d.differs(k.statusField, func() bool { return k.sameStatus(cur, next) })
 	} else {
 		if k.status {

@@ -148,3 +148,34 @@ func TestSharedGetReadsTheStoredFields(t *testing.T) {
 		t.Errorf("a plain get shares the stored finalizers")
 	}
 }
+
+// A status write stores an object of the server's own, never the
+// caller's: with NoEcho the caller's object stays as it was, for a kind
+// with a status copier (Pod) as for one without (Service), and what is
+// stored has the written status with the stored metadata and spec.
+func TestNoEchoStatusWriteStoresNoCallersObject(t *testing.T) {
+	s, _ := newServer(t)
+	c := s.AdminClient()
+	meta := metav1.ObjectMeta{Namespace: "default", Name: "s1", Labels: map[string]string{"a": "b"}}
+	mustCreate(t, c, pod("default", "p1", "n1"), &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1"}})
+	ready := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: metav1.Time{Time: t0}}}
+	for _, mine := range []client.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s1"}, Status: corev1.ServiceStatus{Conditions: ready}},
+	} {
+		before := mine.DeepCopyObject()
+		if err := c.Status().Update(ctx, mine, apiserver.NoEcho); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(mine, before) {
+			t.Errorf("a NoEcho status update changed the caller's %T: %+v", mine, mine)
+		}
+	}
+	if p := get(t, c, pod("default", "p1", "")); p.Status.Phase != corev1.PodRunning || p.Spec.NodeName != "n1" {
+		t.Errorf("stored pod: phase %q node %q, want Running on n1", p.Status.Phase, p.Spec.NodeName)
+	}
+	svc := get(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s1"}})
+	if len(svc.Status.Conditions) != 1 || svc.Labels["a"] != "b" || svc.Spec.ClusterIP != "10.0.0.1" {
+		t.Errorf("stored service: labels %v clusterIP %q conditions %v", svc.Labels, svc.Spec.ClusterIP, svc.Status.Conditions)
+	}
+}
