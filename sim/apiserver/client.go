@@ -275,7 +275,10 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 
 // match returns the entries of kind k in namespace ns (all when empty) that
 // match the selectors, sorted by namespace and name. With an indexed field
-// it reads only the objects the index names.
+// it reads only the objects the index names. The slice may be an index's
+// own (entrySet.list): the caller must not modify it. A write does not
+// either (it drops the index's slice), so the caller may write while it
+// goes through it.
 func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selector) ([]*entry, error) {
 	var reqs fields.Requirements
 	if fs != nil && !fs.Empty() {
@@ -339,7 +342,7 @@ func (s *Server) match(k *kind, ns string, ls labels.Selector, fs fields.Selecto
 			candidates = k.store.list(ns)
 		case len(lreqs) == 1:
 			// Every entry of the set matches the one requirement.
-			return slices.Clone(best.list()), nil
+			return best.list(), nil
 		default:
 			candidates, shared = best.list(), true
 		}
