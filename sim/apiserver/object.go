@@ -195,9 +195,18 @@ func (k *kind) withStatus(cur, in client.Object) client.Object {
 	}
 	cv, iv := reflect.ValueOf(cur).Elem(), reflect.ValueOf(in).Elem()
 	for i := range iv.NumField() {
-		if i != k.statusField {
-			iv.Field(i).Set(cv.Field(i))
+		if i == k.statusField {
+			continue
 		}
+		f := iv.Field(i)
+		if !f.CanSet() {
+			// An unexported field (no API type has one): a copy of
+			// cur, as a whole.
+			next := k.shallowCopy(cur)
+			k.takeStatus(next, in)
+			return next
+		}
+		f.Set(cv.Field(i))
 	}
 	return in
 }
