@@ -161,7 +161,7 @@ func (c *simClient) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 		// A metadata-only read (as with the Accept header
 		// as=PartialObjectMetadata): the object's metadata, no spec or
 		// status.
-		return metadataOut(e.obj, pm, k.gvk, false)
+		return metadataOut(e.obj, pm, typeMetaOf(k.gvk), false)
 	}
 	if len(opts) > 0 && k.copier != nil && slices.ContainsFunc(opts, func(o client.GetOption) bool { _, ok := o.(shared); return ok }) && reflect.TypeOf(obj).Elem() == k.goType {
 		k.copier.share(e.obj, obj)
@@ -182,10 +182,18 @@ type shared struct{}
 
 func (shared) ApplyToGet(*client.GetOptions) {}
 
-// metadataOut copies the metadata of the stored object obj into pm; with
-// share (client.UnsafeDisableDeepCopy, a caller that promises not to
-// modify it) its maps and slices are the stored object's.
-func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema.GroupVersionKind, share bool) error {
+// typeMetaOf returns the TypeMeta that SetGroupVersionKind(gvk) sets.
+func typeMetaOf(gvk schema.GroupVersionKind) metav1.TypeMeta {
+	var tm metav1.TypeMeta
+	tm.SetGroupVersionKind(gvk)
+	return tm
+}
+
+// metadataOut copies the metadata of the stored object obj into pm, and
+// tm (typeMetaOf the object's kind, made once for a listing); with share
+// (client.UnsafeDisableDeepCopy, a caller that promises not to modify it)
+// its maps and slices are the stored object's.
+func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, tm metav1.TypeMeta, share bool) error {
 	if m, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
 		if om, ok := m.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			if share {
@@ -193,7 +201,7 @@ func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema
 			} else {
 				om.DeepCopyInto(&pm.ObjectMeta)
 			}
-			pm.SetGroupVersionKind(gvk)
+			pm.TypeMeta = tm
 			return nil
 		}
 	}
@@ -206,7 +214,7 @@ func metadataOut(obj client.Object, pm *metav1.PartialObjectMetadata, gvk schema
 		Generation: u.GetGeneration(), CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
 		Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Finalizers: u.GetFinalizers(), OwnerReferences: u.GetOwnerReferences(),
 	}
-	pm.SetGroupVersionKind(gvk)
+	pm.TypeMeta = tm
 	return nil
 }
 
@@ -230,8 +238,9 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 		// object's metadata, no spec or status.
 		pm.Items = make([]metav1.PartialObjectMetadata, len(entries))
 		share := o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
+		tm := typeMetaOf(k.gvk)
 		for i, e := range entries {
-			if err := metadataOut(e.obj, &pm.Items[i], k.gvk, share); err != nil {
+			if err := metadataOut(e.obj, &pm.Items[i], tm, share); err != nil {
 				return err
 			}
 		}
