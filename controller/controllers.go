@@ -233,9 +233,7 @@ var holdersFirst = handler.Funcs{
 		if !ok || !e.IsInInitialList || !node.HoldsNode(bn) {
 			return
 		}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(node.OwedPriority)}, reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Name}})
-		}
+		addOwed(q, bn.Name)
 	},
 }
 
