@@ -1202,9 +1202,13 @@ func (r *Reconciler) freshRecord(ctx context.Context, s *nodeStep) (bool, error)
 // recordCurrent reads bn from the API server (reader is uncached) and
 // returns a conflict when the copy at hand is not the one it holds: a
 // cached record may be stale, and what is written on its word (a Node's
-// cordon, protection) would then act on a state that has moved on.
+// cordon, protection) would then act on a state that has moved on. Only
+// the resourceVersion is compared, so only the metadata is read (as
+// freshPool reads a pool's first): the whole record, its status with the
+// daemon's report, was copied for it before every write of a Node.
 func recordCurrent(ctx context.Context, reader client.Reader, bn *v1alpha1.BootcNode) error {
-	var fresh v1alpha1.BootcNode
+	var fresh metav1.PartialObjectMetadata
+	fresh.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BootcNode"))
 	if err := reader.Get(ctx, types.NamespacedName{Name: bn.Name}, &fresh); err != nil {
 		return fmt.Errorf("re-read BootcNode %s: %w", bn.Name, err)
 	}
