@@ -305,6 +305,11 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 	// inSlot marks the rows of held entries, by index (a map of names
 	// cost more than the rest of the pass's loops over the rows).
 	var inSlot []bool
+	// maxU bounds the entries kept and the caller's grants after them:
+	// held is made that large at its first entry, where appending one by
+	// one grew it (and copied it) some five times a pass. Its error is
+	// returned below, after the entries, as before.
+	maxU, err = MaxUnavailable(p.Pool.Spec.Rollout.MaxUnavailable, p.Members)
 	for _, s := range slots {
 		at := rowIndex(p.Rows, s.Node)
 		if at < 0 {
@@ -333,6 +338,9 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 		if p.TestOnly.FreeSlotBeforeVerify && (row.Phase == v1alpha1.PhaseRebooting || row.Phase == v1alpha1.PhaseVerifying) {
 			continue
 		}
+		if held == nil {
+			held = make([]v1alpha1.Slot, 0, max(len(slots), maxU))
+		}
 		held = append(held, s)
 		if inSlot == nil {
 			inSlot = make([]bool, len(p.Rows))
@@ -346,7 +354,6 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 			p.Takeovers = append(p.Takeovers, s.Node)
 		}
 	}
-	maxU, err = MaxUnavailable(p.Pool.Spec.Rollout.MaxUnavailable, p.Members)
 	if err != nil {
 		return held, 0, 0, func() (string, bool) { return "", false }, err
 	}
@@ -396,9 +403,15 @@ func (p *Pass) Slots(halted, active, open bool, firstPass bool) (held []v1alpha1
 			free--
 		}
 	}
-	// Sized for every row not in a slot: grown by appending, the slice
-	// was copied some eight times a pass.
-	cands := make([]Candidate, 0, max(len(p.Rows)-len(held), 0))
+	// Sized for every row not in a slot (grown by appending, the slice
+	// was copied some eight times a pass), or, when the tally counts the
+	// rows, for the members in Staged, the one phase a candidate is in:
+	// most of a rollout, far fewer than the rows.
+	n := max(len(p.Rows)-len(held), 0)
+	if t := p.kept(); t != nil {
+		n = min(n, int(t.phases[stagedIndex]))
+	}
+	cands := make([]Candidate, 0, n)
 	for i := range p.Rows {
 		row := &p.Rows[i]
 		if inSlot[i] {

@@ -57,6 +57,10 @@ func (t *Tally) Unheld() int { return int(t.unheld) }
 // numPhases is len(v1alpha1.AllPhases).
 const numPhases = 10
 
+// stagedIndex is the v1alpha1.PhaseIndex of PhaseStaged: Tally.phases
+// at it counts the members in Staged.
+var stagedIndex, _ = v1alpha1.PhaseIndex(v1alpha1.PhaseStaged)
+
 func init() {
 	if len(v1alpha1.AllPhases) != numPhases {
 		panic("rollout: numPhases is not len(v1alpha1.AllPhases)")
