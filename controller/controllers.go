@@ -432,9 +432,10 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools[i].Name}})
 		}
 	}
-	// A Node that left a pool must reach that pool too.
+	// A Node that left a pool must reach that pool too. Its record is
+	// read as the cache holds it, not copied: only its pool is read.
 	var bn v1alpha1.BootcNode
-	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn); err == nil && bn.Spec.Pool != "" {
+	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn, client.UnsafeDisableDeepCopy); err == nil && bn.Spec.Pool != "" {
 		r := reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}
 		if !slices.Contains(out, r) {
 			out = append(out, r)

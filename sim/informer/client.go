@@ -30,7 +30,7 @@ func NewClient(cache *Cache, api client.Client) client.Client {
 // caller must copy before it modifies any of them.
 func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if c.cache.Holds(obj) {
-		if len(opts) > 0 && noDeepCopy(opts) {
+		if len(opts) > 0 && NoDeepCopy(opts) {
 			return c.read.Get(ctx, key, obj, apiserver.Shared)
 		}
 		return c.read.Get(ctx, key, obj, opts...)
@@ -38,11 +38,24 @@ func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
-// noDeepCopy reports whether opts ask for client.UnsafeDisableDeepCopy.
-func noDeepCopy(opts []client.GetOption) bool {
-	var o client.GetOptions
-	o.ApplyOptions(opts)
-	return o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
+// NoDeepCopy reports whether opts ask for client.UnsafeDisableDeepCopy,
+// as client.GetOptions.ApplyOptions would set it (the last option that
+// says wins), but by the options' types: the GetOptions that
+// ApplyOptions fills escaped to the heap at every read of a shared
+// object.
+func NoDeepCopy(opts []client.GetOption) bool {
+	disable := false
+	for _, o := range opts {
+		switch o := o.(type) {
+		case client.UnsafeDisableDeepCopyOption:
+			disable = bool(o)
+		case *client.GetOptions:
+			if o.UnsafeDisableDeepCopy != nil {
+				disable = *o.UnsafeDisableDeepCopy
+			}
+		}
+	}
+	return disable
 }
 
 // List lists from the cache when it holds the list's kind.

@@ -168,7 +168,13 @@ func (c cacheReader) reader() client.Reader {
 	return c.r.api.AdminClient()
 }
 
+// Get honours client.UnsafeDisableDeepCopy as the controller's cached
+// client does (informer.NewClient): the object read shares its maps,
+// slices and pointers with the cache's (apiserver.Shared).
 func (c cacheReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if len(opts) > 0 && informer.NoDeepCopy(opts) {
+		return c.reader().Get(ctx, key, obj, apiserver.Shared)
+	}
 	return c.reader().Get(ctx, key, obj, opts...)
 }
 
