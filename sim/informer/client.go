@@ -31,12 +31,17 @@ func NewClient(cache *Cache, api client.Client) client.Client {
 func (c *cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if c.cache.Holds(obj) {
 		if len(opts) > 0 && NoDeepCopy(opts) {
-			return c.read.Get(ctx, key, obj, apiserver.Shared)
+			return c.read.Get(ctx, key, obj, SharedGet...)
 		}
 		return c.read.Get(ctx, key, obj, opts...)
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
+
+// SharedGet are the options of a Get of a shared object
+// (apiserver.Shared), made once: a variadic argument of the call escaped
+// to the heap at every such read. Callees only read them.
+var SharedGet = []client.GetOption{apiserver.Shared}
 
 // NoDeepCopy reports whether opts ask for client.UnsafeDisableDeepCopy,
 // as client.GetOptions.ApplyOptions would set it (the last option that

@@ -173,7 +173,7 @@ func (c cacheReader) reader() client.Reader {
 // slices and pointers with the cache's (apiserver.Shared).
 func (c cacheReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if len(opts) > 0 && informer.NoDeepCopy(opts) {
-		return c.reader().Get(ctx, key, obj, apiserver.Shared)
+		return c.reader().Get(ctx, key, obj, informer.SharedGet...)
 	}
 	return c.reader().Get(ctx, key, obj, opts...)
 }
