@@ -609,7 +609,6 @@ func DownMembers(rows []Row, slots []v1alpha1.Slot, targetDigest string, now tim
 // a member Node not Ready (and not joining on an old image): it stops
 // after the nth (Tally.down counts them).
 func downMembers(rows []Row, n int, slots []v1alpha1.Slot, targetDigest string, now time.Time) (out []string, wake time.Duration) {
-	var inSlot map[string]string // node -> its slot's record UID, built once, when first needed
 	for i := 0; i < len(rows) && n > 0; i++ {
 		row := &rows[i]
 		bn := row.Record
@@ -645,13 +644,7 @@ func downMembers(rows []Row, n int, slots []v1alpha1.Slot, targetDigest string, 
 		if since.IsZero() {
 			continue
 		}
-		if inSlot == nil {
-			inSlot = make(map[string]string, len(slots))
-			for _, s := range slots {
-				inSlot[s.Node] = s.UID
-			}
-		}
-		if uid, ok := inSlot[row.Name]; ok && (uid == "" || uid == string(bn.UID)) {
+		if uid, ok := slotUID(slots, row.Name); ok && (uid == "" || uid == string(bn.UID)) {
 			// Down in its own slot: the slot's timeouts judge it. A slot
 			// held for an earlier record of the node (released down, its
 			// record deleted mid-reboot) is not the current record's: a
@@ -673,6 +666,19 @@ func downMembers(rows []Row, n int, slots []v1alpha1.Slot, targetDigest string, 
 		out = append(out, row.Name+": "+why+", "+note())
 	}
 	return out, wake
+}
+
+// slotUID returns the record UID of node's entry in the slot table (the
+// last, were there two), and whether it has one. A scan: the table holds
+// maxUnavailable entries, and few down nodes outside their slot are
+// looked up a pass, where a map of the table was made for them.
+func slotUID(slots []v1alpha1.Slot, node string) (string, bool) {
+	for i := len(slots) - 1; i >= 0; i-- {
+		if slots[i].Node == node {
+			return slots[i].UID, true
+		}
+	}
+	return "", false
 }
 
 // DaemonTrouble lists the nodes whose daemon reports an error (with its
