@@ -27,6 +27,21 @@ import (
 type Request struct {
 	Verb   string
 	Object runtime.Object
+	// Key is what a Get asks for (its Object is empty until served);
+	// zero for the other verbs.
+	Key client.ObjectKey
+}
+
+// ObjectName is the name of the object the request is for: a Get's key,
+// or the name of the object written; empty for a list.
+func (r Request) ObjectName() string {
+	if r.Key.Name != "" {
+		return r.Key.Name
+	}
+	if o, ok := r.Object.(client.Object); ok {
+		return o.GetName()
+	}
+	return ""
 }
 
 // Write reports whether the request changes something.
@@ -80,8 +95,8 @@ var ErrCrashed = errors.New("sim apiserver: the process has crashed")
 
 // Gated returns c with every request going through g.
 func Gated(c client.Client, g Gate) client.Client {
-	do := func(verb string, obj runtime.Object, serve func() error) error {
-		r := Request{Verb: verb, Object: obj}
+	doKey := func(verb string, obj runtime.Object, key client.ObjectKey, serve func() error) error {
+		r := Request{Verb: verb, Object: obj, Key: key}
 		d := g.Before(r)
 		switch {
 		case d.Err != nil:
@@ -96,9 +111,12 @@ func Gated(c client.Client, g Gate) client.Client {
 		g.Served(r, err)
 		return err
 	}
+	do := func(verb string, obj runtime.Object, serve func() error) error {
+		return doKey(verb, obj, client.ObjectKey{}, serve)
+	}
 	return interceptor.NewClient(withWatch{c}, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			return do(VerbGet, obj, func() error { return c.Get(ctx, key, obj, opts...) })
+			return doKey(VerbGet, obj, key, func() error { return c.Get(ctx, key, obj, opts...) })
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			return do(VerbList, list, func() error { return c.List(ctx, list, opts...) })

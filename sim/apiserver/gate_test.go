@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,11 +17,13 @@ import (
 type scripted struct {
 	d      apiserver.Decision
 	asked  []string
+	names  []string
 	served []string
 }
 
 func (g *scripted) Before(r apiserver.Request) apiserver.Decision {
 	g.asked = append(g.asked, r.Verb)
+	g.names = append(g.names, r.ObjectName())
 	return g.d
 }
 
@@ -68,6 +71,26 @@ func TestGateErrorCodes(t *testing.T) {
 				t.Errorf("asked %q, want %q", g.asked, want)
 			}
 		})
+	}
+}
+
+// TestGateNamesTheObject: the gate is told the name of the object of each
+// request, a Get's (from its key, its object still empty) as a write's;
+// a list has none.
+func TestGateNamesTheObject(t *testing.T) {
+	s, _ := newServer(t)
+	g := &scripted{}
+	c := apiserver.Gated(s.Client(), g)
+	mustCreate(t, c, node("n"))
+	if err := c.Get(ctx, client.ObjectKey{Name: "n"}, node("")); err != nil {
+		t.Fatal(err)
+	}
+	var l corev1.NodeList
+	if err := c.List(ctx, &l); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"n", "n", ""}; fmt.Sprint(g.names) != fmt.Sprint(want) {
+		t.Errorf("names %q, want %q", g.names, want)
 	}
 }
 

@@ -47,8 +47,11 @@ type Proxy struct {
 	crashes  []*armedCrash
 	crashing bool
 	crashed  chan Crash
-	// lastFailed is when a request was last failed on purpose.
+	// lastFailed is when a request was last failed on purpose; failedOn
+	// when one for a node's Node or BootcNode was, by node, since the
+	// last FailedOn.
 	lastFailed time.Time
+	failedOn   map[string]time.Time
 }
 
 // Crash is a controllerCrash fault that fired: the process's write that
@@ -366,7 +369,7 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 			return
 		}
 		if p.isCrashing() {
-			p.count(true)
+			p.failedRequest(r)
 			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "injected by bootroll scenario run --target cluster: the "+p.who+" crashed (controllerCrash); this request of the dying process is not forwarded")
 			return
 		}
@@ -376,7 +379,7 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 		}
 		key := removal(r)
 		if in.code != 0 && !in.forward {
-			p.count(true)
+			p.failedRequest(r)
 			writeStatus(w, in.code, in.reason, fmt.Sprintf("injected by bootroll scenario run --target cluster (%s)", r.VerbForm()))
 			return
 		}
@@ -411,14 +414,14 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 		switch {
 		case crash:
 			// The write landed; the process never hears of it.
-			p.count(true)
+			p.failedRequest(r)
 			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "injected by bootroll scenario run --target cluster: the "+p.who+" crashed right after this write (controllerCrash); the write was applied")
 			return
 		case held != nil:
 			held.replay(w)
 		}
 		if in.forward {
-			p.count(true)
+			p.failedRequest(r)
 			writeStatus(w, in.code, in.reason, "injected timeout (the request was applied)")
 		}
 	})
@@ -439,13 +442,29 @@ func (p *Proxy) crashArmed() bool {
 	return len(p.crashes) > 0
 }
 
-func (p *Proxy) count(failed bool) {
+// failedRequest counts r, failed on purpose, and notes when.
+func (p *Proxy) failedRequest(r APIRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if failed {
-		p.failed++
-		p.lastFailed = time.Now() // edge: the proxy serves on the wall clock
+	p.failed++
+	p.lastFailed = time.Now() // edge: the proxy serves on the wall clock
+	if (r.Resource == "nodes" || r.Resource == "bootcnodes") && r.Name != "" {
+		if p.failedOn == nil {
+			p.failedOn = map[string]time.Time{}
+		}
+		p.failedOn[r.Name] = p.lastFailed
 	}
+}
+
+// FailedOn returns, by node, when the proxy last failed a request for
+// the node's Node or BootcNode (both named after it) since the last call,
+// and forgets them.
+func (p *Proxy) FailedOn() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.failedOn
+	p.failedOn = nil
+	return out
 }
 
 // LastFailed is when the proxy last failed a request on purpose (zero if

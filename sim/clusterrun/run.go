@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -693,7 +694,14 @@ func (r *runner) apply(ev apiserver.Event) {
 		// The checker's repair exemption restarts its reaction bound at
 		// the controller's last request failed on purpose, as in the twin.
 		r.ctrlFailedSeen = t
-		r.chk.ControllerRequestFailed(t)
+		r.chk.ControllerRequestFailed(t, "")
+		// And per node, for the cleanup of a node the API server refused
+		// the controller's requests for (Checker.cleanupRefused). Sorted:
+		// the checker keeps the latest per node either way.
+		on := r.ctrlProxy.FailedOn()
+		for _, node := range slices.Sorted(maps.Keys(on)) {
+			r.chk.ControllerRequestFailed(on[node], node)
+		}
 	}
 	// Karpenter's decisions, as the twin's fake Karpenter traces them; in
 	// the API trace too, where sim/fidelity reads them.

@@ -461,7 +461,7 @@ func TestRepairAfterOthersRemovedDoNotRepair(t *testing.T) {
 				f.node("c", func(n *corev1.Node) { delete(n.Annotations, v1alpha1.KarpenterDoNotRepair) })
 			}
 			if c.failed != 0 {
-				f.c.ControllerRequestFailed(t0.Add(removeAt + c.failed))
+				f.c.ControllerRequestFailed(t0.Add(removeAt+c.failed), "")
 			}
 			if c.down > 0 {
 				f.at(removeAt + c.down)
@@ -510,7 +510,7 @@ func TestDisruptionInSlotAfterOthersRemovedDoNotDisrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := churnFixture(t, 5*time.Minute)
 			if c.failed != 0 {
-				f.c.ControllerRequestFailed(t0.Add(c.removeAt + c.failed))
+				f.c.ControllerRequestFailed(t0.Add(c.removeAt+c.failed), "")
 			}
 			f.at(c.removeAt)
 			if c.removeAt < 2*time.Minute {

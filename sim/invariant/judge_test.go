@@ -350,6 +350,48 @@ func TestCleanup(t *testing.T) {
 	}
 }
 
+// TestCleanupRefusedByTheAPIServer: a cleanup the API server refused (an
+// injected fault failed the controller's request for the node's Node or
+// BootcNode after the deletion) is judged CleanupBound after the last such
+// failure, at most CleanupRebootCap after the deletion; a node the
+// controller failed no request for is judged at the plain bound, whatever
+// failed for other nodes or before the deletion.
+func TestCleanupRefusedByTheAPIServer(t *testing.T) {
+	f := newFixture(t, nil, intstr.FromInt32(3), "a", "b", "c")
+	f.slots(imgB, "a", "b", "c")
+	for _, n := range []string{"a", "b", "c"} {
+		f.node(n, protect)
+	}
+	f.check(time.Second)
+	f.c.ControllerRequestFailed(t0.Add(5*time.Second), "b") // before the deletion
+	f.at(10 * time.Second)
+	f.c.Observe(apiserver.Event{Type: apiserver.Deleted, Object: f.pool.DeepCopy()})
+	f.c.ControllerRequestFailed(t0.Add(100*time.Second), "a")
+	f.c.ControllerRequestFailed(t0.Add(100*time.Second), "") // another object
+	for at := 30 * time.Second; at < 14*time.Minute; at += 30 * time.Second {
+		f.c.ControllerRequestFailed(t0.Add(at), "c") // refused all along
+	}
+	f.check(10*time.Second + CleanupBound + time.Second)
+	if vs := f.of(scenario.InvCleanup); len(vs) != 1 || vs[0].Objects[0] != "Node/b" || vs[0].At != 10*time.Second+CleanupBound {
+		t.Fatalf("at the plain bound: %v, want b only (its one failure came before the deletion)", vs)
+	}
+	f.check(100*time.Second + CleanupBound - time.Second)
+	f.want(scenario.InvCleanup, 1, "before the bound after a's last refused request")
+	f.check(100*time.Second + CleanupBound + time.Second)
+	vs := f.of(scenario.InvCleanup)
+	if len(vs) != 2 || vs[1].Objects[0] != "Node/a" || vs[1].At != 100*time.Second+CleanupBound ||
+		!strings.Contains(vs[1].Message, "after the controller's last request for it that the API server failed, at 1m40s") {
+		t.Fatalf("after a's bound: %v", vs)
+	}
+	f.check(10*time.Second + CleanupRebootCap - time.Second)
+	f.want(scenario.InvCleanup, 2, "c before the cap")
+	f.check(10*time.Second + CleanupRebootCap + time.Second)
+	vs = f.of(scenario.InvCleanup)
+	if len(vs) != 3 || vs[2].Objects[0] != "Node/c" || vs[2].At != 10*time.Second+CleanupRebootCap {
+		t.Fatalf("at the cap: %v, want c judged at %s", vs, 10*time.Second+CleanupRebootCap)
+	}
+}
+
 func TestCleanupKeepsPriorCordonAndChecksNodeClaim(t *testing.T) {
 	f := newFixture(t, nil, intstr.FromInt32(1), "a", "b")
 	// a was cordoned by the admin before bootroll came.

@@ -272,6 +272,16 @@ func (g *gate) takeLatency() time.Duration {
 	return l
 }
 
+// nodeOf is the node a request is for when it is for a Node or a
+// BootcNode (both named after their node), else "".
+func nodeOf(req apiserver.Request) string {
+	switch req.Object.(type) {
+	case *corev1.Node, *v1alpha1.BootcNode:
+		return req.ObjectName()
+	}
+	return ""
+}
+
 // objectRef names a request's object as Kind/name for the trace.
 func objectRef(o any) string {
 	co, ok := o.(client.Object)
@@ -379,7 +389,7 @@ func (g *gate) attempt(req apiserver.Request) (d apiserver.Decision, throttled b
 		if g.who == "controller" && r.chk != nil {
 			// The checker's repair exemption restarts its reaction
 			// bound here (invariant.Checker.ControllerRequestFailed).
-			r.chk.ControllerRequestFailed(now)
+			r.chk.ControllerRequestFailed(now, nodeOf(req))
 		}
 	}
 	return d, throttled
