@@ -125,6 +125,40 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestProxyFailedOn: the proxy reports, by node, the requests for a
+// node's Node or BootcNode it failed on purpose (the cleanup judge's
+// refused requests), once; not those for other objects or lists.
+func TestProxyFailedOn(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer backend.Close()
+	p, err := NewProxy("controller", &rest.Config{Host: backend.URL}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	get := func(path string) {
+		resp, err := http.Get(p.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	p.SetFault(&scenario.APIErrors{Rate: 1, Codes: []scenario.APIErrorCode{"internalError"}, Who: "controller"})
+	get("/api/v1/nodes/workers-1")
+	get("/apis/bootroll.dev/v1alpha1/bootcnodes/workers-2")
+	get("/api/v1/namespaces/default/pods/web-1")
+	get("/api/v1/nodes")
+	on := p.FailedOn()
+	if len(on) != 2 || on["workers-1"].IsZero() || on["workers-2"].IsZero() {
+		t.Errorf("failed on %v, want workers-1 and workers-2", on)
+	}
+	if again := p.FailedOn(); len(again) != 0 {
+		t.Errorf("reported twice: %v", again)
+	}
+}
+
 // TestProxyControllerCrash: an armed controllerCrash counts only the
 // process's successful writes; at the crashing write the write lands,
 // its answer is withheld, the crash is reported, and nothing more of
