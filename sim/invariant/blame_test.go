@@ -181,21 +181,29 @@ func TestNoReapReleasedRecordBeingDeleted(t *testing.T) {
 }
 
 // A disruption Karpenter decided and then abandoned (its replacement
-// went) is no decision of the node's later termination that someone else
-// asked for (explorer seed 111320 of cluster-nodepool-drift-mid-rollout);
-// one not abandoned still is.
+// went), or decided about a NodeClaim the node no longer has (a new one
+// launched for it), is no decision of the node's later termination that
+// someone else asked for (explorer seeds 111320 of
+// cluster-nodepool-drift-mid-rollout, 177015 of boot-image-skew); one not
+// abandoned still is.
 func TestNoReapAbandonedDecisionNotBlamed(t *testing.T) {
-	for _, abandoned := range []bool{true, false} {
+	for _, how := range []string{"abandoned", "relaunched", ""} {
+		abandoned := how != ""
 		f := newFixture(t, nil, intstr.FromInt32(1), "a")
 		f.c.KarpenterTrace("karpenter/disrupt", "node/a", map[string]any{"method": "drift", "reason": fakekarpenter.ReasonDrifted, "decision": "replace"}, f.now)
-		if abandoned {
+		switch how {
+		case "abandoned":
 			f.c.KarpenterTrace("karpenter/command-abandoned", "node/a", map[string]any{"method": "drift", "reason": "replacement deleted"}, f.now)
+		case "relaunched":
+			// Karpenter removed and installed again adopts the node with
+			// a new NodeClaim (explorer seed 177015 of boot-image-skew).
+			f.c.KarpenterTrace("karpenter/launched", "nodeclaim/a", map[string]any{"node": "a", "nodepool": "workers"}, f.now)
 		}
 		f.node("a", protect) // then node a gets its slot
 		f.node("a", func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: f.now} })
 		f.c.KarpenterTrace("karpenter/tainted", "node/a", map[string]any{"taint": fakekarpenter.TaintDisrupted}, f.now)
 		want := map[bool]int{true: 0, false: 1}[abandoned]
-		f.want(scenario.InvNoReapWhileUpdating, want, fmt.Sprintf("termination of a node in a slot after a decision (abandoned %v)", abandoned))
+		f.want(scenario.InvNoReapWhileUpdating, want, fmt.Sprintf("termination of a node in a slot after a decision (%q)", how))
 	}
 }
 

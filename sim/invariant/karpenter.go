@@ -312,6 +312,18 @@ func (c *Checker) KarpenterTrace(kind, object string, details map[string]any, no
 	case "karpenter/terminated":
 		delete(ks.decided, node)
 		delete(ks.expired, node)
+	case "karpenter/launched":
+		// A new NodeClaim for the node (Karpenter reinstalled adopts it,
+		// or a node of the same name is launched): a decision about the
+		// node's earlier claim is not this one's. A drift decision made
+		// before Karpenter was removed at 4m was still held against
+		// kp-0 after the reinstall, and the termination of an admin's
+		// deletion at 5m was blamed on it (explorer seed 177015 of the
+		// boot-image-skew regression).
+		if n, _ := details["node"].(string); n != "" {
+			delete(ks.decided, n)
+			delete(ks.expired, n)
+		}
 	}
 }
 
