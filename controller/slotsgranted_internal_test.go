@@ -15,6 +15,22 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 )
 
+// wokenBy runs slotsGranted's update from old to cur on a plain workqueue
+// and returns the names it queued, sorted.
+func wokenBy(old, cur *v1alpha1.BootcNodePool) []string {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: cur}, q)
+	var out []string
+	for q.Len() > 0 {
+		r, _ := q.Get()
+		out = append(out, r.Name)
+		q.Done(r)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestSlotsGrantedWakesSlotHoldersOnDeletion: a pool update wakes the
 // records of the slots it granted; one that deletes the pool or changes
 // its spec wakes every slot holder, which must give the node back or
@@ -26,19 +42,9 @@ func TestSlotsGrantedWakesSlotHoldersOnDeletion(t *testing.T) {
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
 	pool.Status.Slots = []v1alpha1.Slot{{Node: "a", Image: "i", Since: since}, {Node: "b", Image: "i", Since: since}}
 	woken := func(mutate func(*v1alpha1.BootcNodePool)) []string {
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-		defer q.ShutDown()
 		next := pool.DeepCopy()
 		mutate(next)
-		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: pool, ObjectNew: next}, q)
-		var out []string
-		for q.Len() > 0 {
-			r, _ := q.Get()
-			out = append(out, r.Name)
-			q.Done(r)
-		}
-		slices.Sort(out)
-		return out
+		return wokenBy(pool, next)
 	}
 	if got := woken(func(p *v1alpha1.BootcNodePool) { p.Status.Summary = "x" }); len(got) != 0 {
 		t.Errorf("a status change with the same slots woke %v, want none", got)
@@ -71,19 +77,9 @@ func TestSlotsGrantedWakesRecordsOfNewFailures(t *testing.T) {
 	pool := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
 	pool.Status.Failures = []v1alpha1.NodeFailure{{Node: "a", Image: "i", Reason: "BootFailed", Time: at}}
 	woken := func(mutate func(*v1alpha1.BootcNodePool)) []string {
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-		defer q.ShutDown()
 		next := pool.DeepCopy()
 		mutate(next)
-		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: pool, ObjectNew: next}, q)
-		var out []string
-		for q.Len() > 0 {
-			r, _ := q.Get()
-			out = append(out, r.Name)
-			q.Done(r)
-		}
-		slices.Sort(out)
-		return out
+		return wokenBy(pool, next)
 	}
 	if got := woken(func(p *v1alpha1.BootcNodePool) {
 		p.Status.Failures = append(p.Status.Failures, v1alpha1.NodeFailure{Node: "b", Image: "i", Reason: "BootFailed", Time: at})
@@ -139,16 +135,7 @@ func TestSlotsGrantedAsSlotMap(t *testing.T) {
 		po.Status.Slots = table()
 		pn := po.DeepCopy()
 		pn.Status.Slots = table()
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-		slotsGranted.Update(context.Background(), event.UpdateEvent{ObjectOld: po, ObjectNew: pn}, q)
-		var got []string
-		for q.Len() > 0 {
-			r, _ := q.Get()
-			got = append(got, r.Name)
-			q.Done(r)
-		}
-		q.ShutDown()
-		slices.Sort(got)
+		got := wokenBy(po, pn)
 		if w := want(po.Status.Slots, pn.Status.Slots); !slices.Equal(got, w) {
 			t.Fatalf("old %v new %v: woke %v, want %v", po.Status.Slots, pn.Status.Slots, got, w)
 		}
