@@ -28,11 +28,8 @@ import (
 // rolled back off v2 onto v1, stayed RolledBack for v2 through v1 at 1h25m
 // and v2 at 1h29m10s, the pool paused from 1h23m to 1h31m51s).
 func TestPausedPoolDirectsNodesOnItsTarget(t *testing.T) {
-	const (
-		v1 = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111"
-		v2 = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222"
-	)
-	digest := func(ref string) string { return ref[len("registry.example/os@"):] }
+	const v1, v2 = rigV1, rigV2
+	digest := rigDigest
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 1, 25, 0, 0, time.UTC))
 	p := &v1alpha1.BootcNodePool{ObjectMeta: metav1.ObjectMeta{Name: "workers", Finalizers: []string{v1alpha1.Finalizer}, Generation: 2}}
 	p.Spec.NodeSelector = map[string]string{"pool": "workers"}
@@ -41,11 +38,7 @@ func TestPausedPoolDirectsNodesOnItsTarget(t *testing.T) {
 	p.Status.TargetImage, p.Status.TargetDigest = v2, digest(v2)
 	p.Status.TargetSince = &metav1.Time{Time: clk.Now().Add(-time.Hour)}
 	objs := []client.Object{p}
-	node := func(name string) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "workers"}}}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(clk.Now().Add(-time.Hour))}}
-		return n
-	}
+	node := func(name string) *corev1.Node { return rigNode(name, clk.Now().Add(-time.Hour)) }
 	record := func(name, desired, booted string, phase v1alpha1.NodePhase, failed string) *v1alpha1.BootcNode {
 		bn := &v1alpha1.BootcNode{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelPool: "workers"}, Finalizers: []string{v1alpha1.Finalizer}},
