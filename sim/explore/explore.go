@@ -13,6 +13,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/rollout"
@@ -328,28 +330,105 @@ const RolloutSlack = 2 * time.Minute
 // cluster-repair-during-slow-reboot: two image flips and four added nodes
 // left five 12-minute reboots, one at a time, after the last item, and the
 // limit, the judge's time alone, cut off the last.
+//
+// The slots are the fewest any pool may have: its own maxUnavailable, and
+// every setPool of the scenario's events and of the schedule. Turns taken
+// only inside a maintenance window take whole periods of the window
+// (windowedTime). Explorer seed 177039 of the 176713 regression: the
+// scenario's setPool gave the pool maxUnavailable 1 and a daily 2h26m
+// window, the schedule sent the pool back to v1 at 11h29m, and the limit,
+// ten turns of the base 10% in wall time, ended the run in the next
+// day's window with 82 of the hundred nodes rolled back.
 func rolloutTime(sc *scenario.Scenario, s Schedule) time.Duration {
 	nodes := 0
 	for _, g := range sc.NodeGroups {
 		nodes += g.Count
 	}
+	var drawn []*intstr.IntOrString
 	for _, it := range s {
 		for _, e := range it.Entries {
 			if n, ok := e.Body["count"].(int); ok && e.Key == "addNodes" {
 				nodes += n
 			}
+			if e.Key == "setPool" {
+				switch v := e.Body["maxUnavailable"].(type) {
+				case int:
+					drawn = append(drawn, ptr.To(intstr.FromInt32(int32(v))))
+				case string:
+					drawn = append(drawn, ptr.To(intstr.FromString(v)))
+				}
+			}
 		}
+	}
+	for _, e := range sc.Events {
+		if e.SetPool != nil && e.SetPool.MaxUnavailable != nil {
+			drawn = append(drawn, e.SetPool.MaxUnavailable)
+		}
+	}
+	fewest := func(v *intstr.IntOrString) int {
+		slots, err := rollout.MaxUnavailable(v, nodes)
+		if err != nil || slots < 1 {
+			return 1
+		}
+		return slots
+	}
+	least := max(nodes, 1)
+	for _, v := range drawn {
+		least = min(least, fewest(v))
 	}
 	var worst time.Duration
 	for _, p := range sc.Bootroll.Pools {
-		slots, err := rollout.MaxUnavailable(p.MaxUnavailable, nodes)
-		if err != nil || slots < 1 {
-			slots = 1
-		}
+		slots := min(least, fewest(p.MaxUnavailable))
 		turns := (nodes + slots - 1) / slots
 		worst = max(worst, time.Duration(turns)*(upperBound(sc.Host.Reboot)+RolloutSlack))
 	}
-	return worst
+	return windowedTime(worst, poolWindows(sc, s))
+}
+
+// windowedTime is the wall time that work takes when it may only be done
+// inside one of ws (any of which may be the only one in force): for the
+// window with the least open time, a wait for it to open and as many of
+// its periods as its duration needs to hold the work.
+func windowedTime(work time.Duration, ws []v1alpha1.MaintenanceWindow) time.Duration {
+	if len(ws) == 0 || work <= 0 {
+		return work
+	}
+	var worst time.Duration
+	for _, w := range ws {
+		open := w.Duration.Duration
+		if open <= 0 {
+			continue
+		}
+		periods := int64((work + open - 1) / open)
+		worst = max(worst, time.Duration(periods+1)*windowGap(w))
+	}
+	return max(worst, work)
+}
+
+// windowGap is the longest time between two openings of w: a day, or the
+// widest gap between the weekdays it opens on.
+func windowGap(w v1alpha1.MaintenanceWindow) time.Duration {
+	const day = 24 * time.Hour
+	if len(w.Days) == 0 {
+		return day
+	}
+	order := map[v1alpha1.Weekday]int{"Mon": 0, "Tue": 1, "Wed": 2, "Thu": 3, "Fri": 4, "Sat": 5, "Sun": 6}
+	var days []int
+	for _, d := range w.Days {
+		if i, ok := order[d]; ok {
+			days = append(days, i)
+		}
+	}
+	if len(days) == 0 {
+		return 7 * day
+	}
+	slices.Sort(days)
+	days = slices.Compact(days)
+	gap := days[0] + 7 - days[len(days)-1]
+	for i := 1; i < len(days); i++ {
+		gap = max(gap, days[i]-days[i-1])
+	}
+	return time.Duration(gap) * day
 }
 
 // judgeTime is how long a scenario's own timeouts and reboots may take to

@@ -12,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bootroll/bootroll/api/v1alpha1"
+	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/sim/scenario"
 	"github.com/bootroll/bootroll/sim/twin"
 )
@@ -310,10 +312,15 @@ func TestLimitEndsOutsideMaintenanceWindows(t *testing.T) {
 	}
 	s := Schedule{one(Human, Events, 12*time.Hour+8*time.Minute, "addNodes", map[string]any{"group": "workers", "count": 1})}
 	closes := 24*time.Hour + 55*time.Minute + 2*time.Hour + 26*time.Minute + 4*time.Second
-	if got := limitFor(sc, s); got != closes {
+	ws := poolWindows(sc, s)
+	if got := outsideWindows(sc.Start, ws, 25*time.Hour+4*time.Minute+17532*time.Millisecond); got != closes {
 		t.Errorf("limit %s, want the close of the day-2 window at %s", got, closes)
 	}
-	// Without the window, the limit is where it was.
+	if limit := limitFor(sc, s); inWindow(sc.Start, ws, limit) {
+		t.Errorf("limit %s inside a window", limit)
+	}
+	// Without the window (and the event's maxUnavailable 1), the limit
+	// is where it was.
 	sc.Events = slices.DeleteFunc(slices.Clone(sc.Events), func(e scenario.Event) bool { return e.SetPool != nil && e.SetPool.Windows != nil })
 	if got, want := limitFor(sc, s), 12*time.Hour+8*time.Minute+sc.Limit; got != want {
 		t.Errorf("limit %s without windows, want %s", got, want)
@@ -323,10 +330,62 @@ func TestLimitEndsOutsideMaintenanceWindows(t *testing.T) {
 	at := func(hm string, d time.Duration) Item {
 		return one(Human, Events, 2*time.Hour, "setPool", map[string]any{"pool": "workers", "windows": []any{map[string]any{"start": hm, "duration": d.String()}}})
 	}
-	if got, want := limitFor(sc, append(s, at("00:55", 3*time.Hour))), 27*time.Hour+55*time.Minute; got != want {
+	if got, want := outsideWindows(sc.Start, poolWindows(sc, append(s, at("00:55", 3*time.Hour))), 25*time.Hour), 27*time.Hour+55*time.Minute; got != want {
 		t.Errorf("limit %s with a drawn 00:55 window of 3h, want %s", got, want)
 	}
-	if got, want := limitFor(sc, append(s, at("04:00", time.Hour))), 12*time.Hour+8*time.Minute+sc.Limit; got != want {
+	if got, want := outsideWindows(sc.Start, poolWindows(sc, append(s, at("04:00", time.Hour))), 25*time.Hour), 25*time.Hour; got != want {
 		t.Errorf("limit %s with a drawn window that does not hold it, want %s", got, want)
+	}
+	for _, w := range []Item{at("00:55", 3*time.Hour), at("04:00", time.Hour)} {
+		s := append(slices.Clone(s), w)
+		if limit := limitFor(sc, s); inWindow(sc.Start, poolWindows(sc, s), limit) {
+			t.Errorf("limit %s inside a window drawn by %v", limit, w.Entries[0].Body)
+		}
+	}
+}
+
+func inWindow(start time.Time, ws []v1alpha1.MaintenanceWindow, limit time.Duration) bool {
+	_, in := rollout.WindowClose(ws, start.Add(limit))
+	return in
+}
+
+// A rollout that may only take its turns inside a maintenance window
+// gets whole periods of the window, at the fewest slots the scenario or
+// the schedule gives the pool (explorer seed 177039 of the 176713
+// regression: the scenario's setPool gives maxUnavailable 1 and a daily
+// 2h26m window, the schedule sends the pool back to v1 at 11h29m, the
+// pool waits for the next day's window and rolls back 82 nodes in it, and
+// converges at 48h57m28s, in the window after; the limit was 27h21m4s,
+// ten turns of the base 10% in wall time).
+func TestLimitWaitsForWindows(t *testing.T) {
+	tg := target(t, "regressions/rollout-100-nodes-api-outage-slot-take-up.converges.seed176713")
+	sc, err := scenario.Parse(tg.File, tg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Schedule{one(Human, Events, 11*time.Hour+29*time.Minute, "setPoolImage", map[string]any{"pool": "workers", "image": "v1"})}
+	if got, converged := limitFor(sc, s), 48*time.Hour+57*time.Minute+28*time.Second; got < converged {
+		t.Errorf("limit %s, before the roll back converges at %s", got, converged)
+	}
+	// A hundred turns of 8m (the 6m reboot and RolloutSlack) in a daily
+	// window of 2h26m4s: six windows and the wait for the first.
+	window := []v1alpha1.MaintenanceWindow{{Start: "00:55", Duration: metav1.Duration{Duration: 2*time.Hour + 26*time.Minute + 4*time.Second}}}
+	if got, want := windowedTime(800*time.Minute, window), 7*24*time.Hour; got != want {
+		t.Errorf("windowedTime %s, want %s", got, want)
+	}
+	// A window on Mondays and Thursdays opens at most four days apart.
+	window[0].Days = []v1alpha1.Weekday{"Thu", "Mon"}
+	if got, want := windowedTime(800*time.Minute, window), 7*4*24*time.Hour; got != want {
+		t.Errorf("windowedTime %s on Mon and Thu, want %s", got, want)
+	}
+	if got := windowedTime(800*time.Minute, nil); got != 800*time.Minute {
+		t.Errorf("windowedTime %s without windows, want the work itself", got)
+	}
+	// A drawn setPool's maxUnavailable lowers the slots too.
+	sc.Events = nil
+	base := rolloutTime(sc, s)
+	s = append(s, one(Human, Events, time.Hour, "setPool", map[string]any{"pool": "workers", "maxUnavailable": 1}))
+	if got := rolloutTime(sc, s); got != 10*base {
+		t.Errorf("rolloutTime %s with a drawn maxUnavailable 1, want ten times the 10%% pool's %s", got, base)
 	}
 }
