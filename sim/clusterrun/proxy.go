@@ -342,9 +342,9 @@ func (p *Proxy) draw(r APIRequest) injected {
 		in.delay = f.Latency.Sample(p.rng)
 	}
 	if f.Rate > 0 && p.rng.Float64() < f.Rate {
-		codes := f.Codes
+		codes := f.CodesFor(r.Verb != "get" && r.Verb != "list")
 		if len(codes) == 0 {
-			codes = []scenario.APIErrorCode{"internalError"}
+			return in // conflict, on a read
 		}
 		switch codes[p.rng.IntN(len(codes))] {
 		case "conflict":

@@ -2,6 +2,7 @@ package clusterrun
 
 import (
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -268,5 +269,28 @@ func TestProxyControllerCrash(t *testing.T) {
 	p.DisarmCrash("controllerCrash@1m0s")
 	if code, _, _ := do("PATCH", "/api/v1/nodes/n1"); code != http.StatusOK {
 		t.Errorf("write with the faults disarmed: %d", code)
+	}
+}
+
+// TestProxyConflictFailsOnlyWrites: as in the twin, a conflict fault
+// fails no get or list (no API server answers a read with 409), and a
+// read it hits draws from the other codes.
+func TestProxyConflictFailsOnlyWrites(t *testing.T) {
+	p := &Proxy{who: "controller"}
+	p.rng = rand.New(rand.NewPCG(1, 1))
+	p.fault = &scenario.APIErrors{Rate: 1, Codes: []scenario.APIErrorCode{"conflict"}}
+	for _, r := range []APIRequest{{Verb: "get", Resource: "nodes", Name: "n1"}, {Verb: "list", Resource: "nodes"}} {
+		if in := p.draw(r); in.code != 0 {
+			t.Errorf("%s under a conflict fault: %d, want it served", r.Verb, in.code)
+		}
+	}
+	if in := p.draw(APIRequest{Verb: "patch", Resource: "nodes", Name: "n1"}); in.code != http.StatusConflict {
+		t.Errorf("patch under a conflict fault: %d, want 409", in.code)
+	}
+	p.fault.Codes = append(p.fault.Codes, "internalError")
+	for range 50 {
+		if in := p.draw(APIRequest{Verb: "get", Resource: "nodes", Name: "n1"}); in.code != http.StatusInternalServerError {
+			t.Fatalf("get under conflict and internalError: %d, want 500 every time", in.code)
+		}
 	}
 }

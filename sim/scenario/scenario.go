@@ -1208,8 +1208,10 @@ type APIErrors struct {
 	// subresource forms. Default all.
 	Verbs []string `json:"verbs,omitempty"`
 
-	// Codes are the failures drawn from, uniformly: conflict (409),
-	// tooManyRequests (429, with Retry-After: 1, which the process's
+	// Codes are the failures drawn from, uniformly: conflict (409; writes
+	// only, as no API server answers a read with it: a get or list the
+	// fault hits draws from the other codes, and is not failed when there
+	// are none), tooManyRequests (429, with Retry-After: 1, which the process's
 	// client-go waits out and retries up to ten times, each retry drawn
 	// again, before the caller sees it), internalError (500), timeout (the
 	// write is applied or not on a coin drawn from the PRNG, and the caller
@@ -1226,6 +1228,22 @@ type APIErrors struct {
 	// Who is whose requests are hit: controller, daemon or all. Default all.
 	Who FaultWho `json:"who,omitempty" default:"all"`
 }
+
+// CodesFor is what a request the fault hits draws its failure from:
+// Codes (default [internalError]), without conflict for a read (read
+// false: a get or list), since an API server answers no read with 409.
+// Empty when the fault can fail no such request.
+func (e *APIErrors) CodesFor(write bool) []APIErrorCode {
+	if len(e.Codes) == 0 {
+		return defaultCodes
+	}
+	if write || !slices.Contains(e.Codes, "conflict") {
+		return e.Codes
+	}
+	return slices.DeleteFunc(slices.Clone(e.Codes), func(c APIErrorCode) bool { return c == "conflict" })
+}
+
+var defaultCodes = []APIErrorCode{"internalError"}
 
 // APIErrorCode is an injected API failure: conflict, tooManyRequests,
 // internalError or timeout.

@@ -283,6 +283,9 @@ func TestParseErrors(t *testing.T) {
 		{"api fault verb", poolDoc + "faults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [conflict, timeout], rate: 0.5, who: daemon}\n", []string{
 			`t.yaml:16: faults[0].apiErrors.verbs[1]: invalid value "frob": want one of get, list, create, update, patch, delete, deletecollection, update/status, patch/status, create/eviction`,
 		}},
+		{"conflict on reads", poolDoc + "faults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [get, list], codes: [conflict], rate: 0.5}\n", []string{
+			`t.yaml:16: faults[0].apiErrors.codes: codes [conflict] fail only writes (no API server answers a read with 409), and verbs [get list] are reads: the fault would fail nothing; add a write verb or another code`,
+		}},
 		{"target count", poolDoc + "faults:\n  - at: 1m\n    nodeCrash: {group: workers, count: 4}\n", []string{
 			`t.yaml:16: faults[0].nodeCrash.count: invalid value 4: group workers has at most 3 nodes`,
 		}},

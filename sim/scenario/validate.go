@@ -733,6 +733,10 @@ func (v *validator) fault(p string, f Fault) {
 				v.errorf(joinIndex(joinKey(joinKey(p, "apiErrors"), "verbs"), i), "invalid value %q: want one of %s", verb, strings.Join(apiVerbs, ", "))
 			}
 		}
+		e := f.APIErrors
+		if reads := len(e.Verbs) > 0 && !slices.ContainsFunc(e.Verbs, func(v string) bool { return v != "get" && v != "list" }); reads && len(e.CodesFor(false)) == 0 {
+			v.errorf(joinKey(joinKey(p, "apiErrors"), "codes"), "codes %v fail only writes (no API server answers a read with 409), and verbs %v are reads: the fault would fail nothing; add a write verb or another code", e.Codes, e.Verbs)
+		}
 	}
 }
 

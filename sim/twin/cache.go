@@ -363,9 +363,9 @@ func (g *gate) attempt(req apiserver.Request) (d apiserver.Decision, throttled b
 		if d.Err != nil || d.Timeout || e.Rate <= 0 || rng.Float64() >= e.Rate {
 			continue
 		}
-		codes := e.Codes
+		codes := e.CodesFor(req.Write())
 		if len(codes) == 0 {
-			codes = []scenario.APIErrorCode{"internalError"}
+			continue // conflict, on a read
 		}
 		code := codes[rng.IntN(len(codes))]
 		fields := map[string]any{"fault": a.index, "verb": req.Verb, "code": string(code), "who": g.who}
