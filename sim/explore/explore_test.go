@@ -389,3 +389,32 @@ func TestLimitWaitsForWindows(t *testing.T) {
 		t.Errorf("rolloutTime %s with a drawn maxUnavailable 1, want ten times the 10%% pool's %s", got, base)
 	}
 }
+
+// A drawn apiErrors fault always fails something: one whose verbs are
+// all reads gets a code besides conflict, which fails writes only (the
+// scenario refuses a fault that would fail nothing).
+func TestDrawnAPIFaultFailsSomething(t *testing.T) {
+	tg := target(t, "plain-rollout-10")
+	sc, err := scenario.Parse(tg.File, tg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(sc, nil, 20*time.Minute)
+	gen := generators[slices.IndexFunc(generators, func(g generator) bool { return g.name == "apiErrors" })]
+	readsOnly := 0
+	for seed := range uint64(20000) {
+		it, _ := gen.draw(w, rand.New(rand.NewPCG(seed, 5)))
+		body := it.Entries[0].Body
+		verbs, codes := body["verbs"].([]string), body["codes"].([]string)
+		if slices.ContainsFunc(verbs, func(v string) bool { return v != "get" && v != "list" }) {
+			continue
+		}
+		readsOnly++
+		if !slices.ContainsFunc(codes, func(c string) bool { return c != "conflict" }) {
+			t.Fatalf("seed %d: verbs %v with codes %v fail nothing", seed, verbs, codes)
+		}
+	}
+	if readsOnly < 50 {
+		t.Errorf("only %d of 20000 draws had reads-only verbs; the test looks at too few", readsOnly)
+	}
+}

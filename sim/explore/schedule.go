@@ -322,9 +322,15 @@ var (
 var generators = []generator{
 	{API, "apiErrors", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		from, until := w.span(rng)
+		verbs, codes := subset(rng, apiVerbs), subset(rng, apiCodes)
+		if !slices.ContainsFunc(verbs, func(v string) bool { return v != "get" && v != "list" }) && slices.Equal(codes, []string{"conflict"}) {
+			// A conflict fails no read: the fault would fail nothing, and
+			// the scenario refuses it.
+			codes = append(codes, pick(rng, apiCodes[1:]))
+		}
 		body := map[string]any{
-			"verbs": subset(rng, apiVerbs),
-			"codes": subset(rng, apiCodes),
+			"verbs": verbs,
+			"codes": codes,
 			"rate":  float64(1+rng.IntN(30)) / 100,
 			"who":   pick(rng, whos),
 		}
