@@ -329,7 +329,7 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 	if at == nil || v.Node == nil {
 		return true, 0
 	}
-	if RebootOver(bn, v.Node) || OnOrderedImage(bn, v.Node) {
+	if RebootOver(bn, v.Node) || OnOrderedImage(bn, v.Node) || RebootVerified(bn) {
 		return true, 0
 	}
 	// A daemon that has seen the withdrawal but already asked the host to
@@ -353,6 +353,29 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 		return true, 0
 	}
 	return false, min(left, DrainPoll)
+}
+
+// RebootVerified reports whether the reboot for the record's last boot
+// order (not a rollback's) was judged a success: the record is Updated,
+// the host runs the ordered image, the daemon recorded the reboot into it
+// for that order and has reported since from another boot. The
+// verification writes Updated only once the Node was Ready on that boot,
+// so the reboot is over whatever the Node does later, and a daemon never
+// reboots again for an order the host has carried out. RebootOver asks
+// for the Node Ready now: a node that crashed after its update and left
+// its pool while down kept bootroll's do-not-disrupt and do-not-repair,
+// for a reboot long over, until its daemon came back (explorer seed
+// 177097 of the 158367 regression: updated at 13 s, relabelled out of the
+// pool and crashed at 1m, given back only at 8m55s, when it booted again;
+// Karpenter could not touch it meanwhile).
+func RebootVerified(bn *v1alpha1.BootcNode) bool {
+	o, d := bn.Spec.LastOrder(), &bn.Status.Daemon
+	if o == nil || o.Rollback || bn.Status.Phase != v1alpha1.PhaseUpdated || d.LastReboot == nil || d.LastReboot.BootID == "" {
+		return false
+	}
+	want := imageref.Digest(o.Image)
+	return want != "" && DigestOfHost(bn.Status.Booted) == want && rebootRecordedFor(bn, o) &&
+		d.BootID != "" && d.BootID != d.LastReboot.BootID
 }
 
 // rebootRecordedFor reports whether the daemon's last recorded reboot

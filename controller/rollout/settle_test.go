@@ -157,6 +157,37 @@ func TestBootOrderSettled(t *testing.T) {
 		}
 	}
 
+	// A reboot verified (the record Updated on the ordered image, the
+	// daemon reporting from the boot after it) is over, though the Node
+	// went down afterwards and the daemon cannot acknowledge the
+	// withdrawal (explorer seed 177097 of the 158367 regression: updated
+	// at 13 s, crashed and relabelled out of its pool at 1m, given back
+	// only when it booted again at 8m55s).
+	verified := func(phase v1alpha1.NodePhase, booted, reportedBoot string, rollback bool) NodeView {
+		v := settleStep(t0, 2, v1alpha1.DaemonIdle, thisReboot, false, "boot-2")
+		v.Record.Status.Phase = phase
+		v.Record.Status.Booted = &v1alpha1.HostImage{Image: settleRef(booted), Digest: "sha256:" + strings.TrimPrefix(settleRef(booted), "registry.example/os@sha256:")}
+		v.Record.Status.Daemon.BootID = reportedBoot
+		v.Record.Spec.BootOrder.Rollback = rollback
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		s    NodeView
+		want bool
+	}{
+		{"verified, then down", verified(v1alpha1.PhaseUpdated, "v2", "boot-2", false), true},
+		{"not verified, down", verified(v1alpha1.PhaseVerifying, "v2", "boot-2", false), false},
+		{"Updated, but the report is from the boot the reboot left", verified(v1alpha1.PhaseUpdated, "v2", "boot-1", false), false},
+		{"Updated on another image", verified(v1alpha1.PhaseUpdated, "v1", "boot-2", false), false},
+		{"a rollback order", verified(v1alpha1.PhaseUpdated, "v2", "boot-2", true), false},
+		{"Updated, its last reboot from before the order", reboot(verified(v1alpha1.PhaseUpdated, "v2", "boot-2", false), earlier), false},
+	} {
+		if ok, wait := BootOrderSettled(c.s); ok != c.want || (!ok && wait <= 0) {
+			t.Errorf("%s: settled %v (wait %s), want %v", c.name, ok, wait, c.want)
+		}
+	}
+
 	noOrder := settleStep(t0, 0, v1alpha1.DaemonIdle, nil, true, "boot-0")
 	noOrder.Record.Spec.BootOrder = nil
 	if ok, _ := BootOrderSettled(noOrder); !ok {
