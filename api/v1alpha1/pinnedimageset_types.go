@@ -138,7 +138,8 @@ type PinnedImageSetStatus struct {
 	OmittedFailures int32 `json:"omittedFailures,omitempty"`
 
 	// Conditions: Progressing (nodes are pulling: work in progress, never an
-	// error), Complete (every selected node has every image) and Degraded
+	// error), Complete (every selected node has every image; False, NoNodesSelected,
+	// when the selector matches no BootcNode) and Degraded
 	// (some node failed an image; Failures says why).
 	// +optional
 	// +listType=map

@@ -283,7 +283,15 @@ func (r *Reconciler) status(ctx context.Context, set *v1alpha1.PinnedImageSet, s
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: set.Generation, LastTransitionTime: now})
 	}
 	summary := fmt.Sprintf("%d/%d nodes have all %d images; %d pulling; %d failed", st.Done, st.Nodes, len(set.Spec.Images), st.Pulling, st.Failed)
-	cond(v1alpha1.ConditionComplete, st.Done == st.Nodes, "AllPresent", summary)
+	if st.Nodes == 0 {
+		// Not Complete: a set that selects no node has pinned nothing,
+		// and a selector with a typo, or a first pass on a cache that
+		// has no BootcNodes yet, said Complete ("0/0 nodes"), which
+		// kubectl wait --for=condition=Complete took at its word.
+		cond(v1alpha1.ConditionComplete, false, "NoNodesSelected", "no BootcNode matches spec.nodeSelector; nothing is pinned")
+	} else {
+		cond(v1alpha1.ConditionComplete, st.Done == st.Nodes, "AllPresent", summary)
+	}
 	cond(v1alpha1.ConditionProgressing, st.Pulling > 0, "Pulling", summary)
 	if st.Failed > 0 {
 		var parts []string
