@@ -430,6 +430,8 @@ func StatusPatch(s v1alpha1.BootcNodeStatus) ([]byte, error) {
 		b = appendString(b, r.BootID)
 		b = append(b, `,"image":`...)
 		b = appendString(b, r.Image)
+		b = append(b, `,"orderAt":`...)
+		b = appendTimePtr(b, r.OrderAt)
 		b = append(b, `,"rollback":`...)
 		if r.Rollback {
 			b = append(b, "true"...)

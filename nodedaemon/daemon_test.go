@@ -537,7 +537,7 @@ func TestStatusPatch(t *testing.T) {
 	want := `{"status":{` +
 		`"booted":{"digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","image":"` + imgOld + `","timestamp":null,"version":null},` +
 		`"daemon":{"bootID":"` + boot1 + `","lastAttempt":null,"lastError":null,` +
-		`"lastReboot":{"at":"2026-03-01T12:00:00Z","bootID":"` + boot1 + `","image":"` + imgA + `","rollback":null},` +
+		`"lastReboot":{"at":"2026-03-01T12:00:00Z","bootID":"` + boot1 + `","image":"` + imgA + `","orderAt":null,"rollback":null},` +
 		`"observedGeneration":3,"phase":"Rebooting","stageAttempts":null},` +
 		`"rollbackImage":null,"staged":null}}`
 	if string(got) != want {

@@ -22,7 +22,7 @@ func TestStatusPatchAsJSONMarshal(t *testing.T) {
 		Daemon: v1alpha1.DaemonStatus{
 			BootID: "b1", LastAttempt: &t0, LastError: "bad\n\u2028\x01 \\ end", ObservedGeneration: 7,
 			Phase: v1alpha1.DaemonPhase("Staged"), StageAttempts: 3,
-			LastReboot: &v1alpha1.RebootRecord{At: t0, BootID: "b0", Image: "q.io/os@sha256:bb", Rollback: true},
+			LastReboot: &v1alpha1.RebootRecord{At: t0, BootID: "b0", Image: "q.io/os@sha256:bb", Rollback: true, OrderAt: &t0},
 		},
 	}
 	noRollback := full
@@ -50,7 +50,7 @@ func statusPatchJSON(s v1alpha1.BootcNodeStatus) ([]byte, error) {
 		ObservedGeneration: nonZero(d.ObservedGeneration), Phase: nonEmpty(d.Phase), StageAttempts: nonZero(d.StageAttempts),
 	}
 	if r := d.LastReboot; r != nil {
-		rp := &rebootPatch{At: r.At, BootID: r.BootID, Image: r.Image}
+		rp := &rebootPatch{At: r.At, BootID: r.BootID, Image: r.Image, OrderAt: r.OrderAt}
 		if r.Rollback {
 			rp.Rollback = &r.Rollback
 		}
@@ -79,10 +79,11 @@ type (
 		Version   *string      `json:"version"`
 	}
 	rebootPatch struct {
-		At       metav1.Time `json:"at"`
-		BootID   string      `json:"bootID"`
-		Image    string      `json:"image"`
-		Rollback *bool       `json:"rollback"`
+		At       metav1.Time  `json:"at"`
+		BootID   string       `json:"bootID"`
+		Image    string       `json:"image"`
+		OrderAt  *metav1.Time `json:"orderAt"`
+		Rollback *bool        `json:"rollback"`
 	}
 	daemonPatch struct {
 		BootID             *string               `json:"bootID"`

@@ -279,7 +279,7 @@ func decideOn(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonSta
 		return decision{status: st}
 	}
 	if spec.RollingBack() {
-		return rollBack(now, desired, want, cur, st, obs)
+		return rollBack(now, desired, want, spec.Order(), cur, st, obs)
 	}
 	if holds(obs.Booted, want) {
 		st.Phase = v1alpha1.DaemonIdle
@@ -347,7 +347,7 @@ func decideOn(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonSta
 		// daemon stopped before it, or the host is slow to go down): ask
 		// again under the same record. Apply is idempotent.
 		if pending == nil || pending.Rollback {
-			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, At: metav1.NewTime(now)}
+			st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, At: metav1.NewTime(now), OrderAt: orderTime(spec.Order())}
 		}
 		return decision{status: st, host: []Action{{Type: Apply, Image: desired}}, requeue: RebootRecheck}
 	}
@@ -362,7 +362,7 @@ func decideOn(now time.Time, spec v1alpha1.BootcNodeSpec, cur v1alpha1.DaemonSta
 // rollback deployment is queued (bootc rollback flips the boot order:
 // running it twice undoes it) and the host rebooted, once, and only on a
 // protected Node.
-func rollBack(now time.Time, desired, want string, cur, st v1alpha1.DaemonStatus, obs Observation) decision {
+func rollBack(now time.Time, desired, want string, order *v1alpha1.BootOrder, cur, st v1alpha1.DaemonStatus, obs Observation) decision {
 	if !holds(obs.Booted, want) {
 		st.Phase = v1alpha1.DaemonIdle
 		if obs.RebootAsked {
@@ -392,7 +392,7 @@ func rollBack(now time.Time, desired, want string, cur, st v1alpha1.DaemonStatus
 	}
 	st.Phase = v1alpha1.DaemonRebooting
 	if pending == nil || !pending.Rollback {
-		st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now)}
+		st.LastReboot = &v1alpha1.RebootRecord{Image: desired, BootID: obs.BootID, Rollback: true, At: metav1.NewTime(now), OrderAt: orderTime(order)}
 	}
 	var host []Action
 	if !obs.RollbackQueued {
@@ -558,5 +558,14 @@ func sameReboot(a, b *v1alpha1.RebootRecord) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Image == b.Image && a.BootID == b.BootID && a.Rollback == b.Rollback && a.At.Equal(&b.At)
+	return a.Image == b.Image && a.BootID == b.BootID && a.Rollback == b.Rollback && a.At.Equal(&b.At) && a.OrderAt.Equal(b.OrderAt)
+}
+
+// orderTime is the time of the boot order o, for the reboot record of the
+// reboot it asks for (RebootRecord.OrderAt); nil without an order.
+func orderTime(o *v1alpha1.BootOrder) *metav1.Time {
+	if o == nil {
+		return nil
+	}
+	return o.At.DeepCopy()
 }

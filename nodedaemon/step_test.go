@@ -73,8 +73,8 @@ var slotNode = NodeFacts{Found: true, Unschedulable: true, SlotMarker: true}
 
 func TestStep(t *testing.T) {
 	failedA := "stage " + imgA + ": boom"
-	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
-	rollback1 := &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0)}
+	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0), OrderAt: at(0)}
+	rollback1 := &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0), OrderAt: at(0)}
 	stagedA := with(onOld(), func(o *Observation) { o.Staged = hi(imgA) })
 	stagingObs := with(onOld(), func(o *Observation) { o.Staging = true })
 	failedObs := with(onOld(), func(o *Observation) { o.LastStage = &StageResult{Image: imgA, Err: "boom"} })
@@ -319,7 +319,7 @@ func TestStep(t *testing.T) {
 			obs:     stagedA,
 			wantActions: []Action{
 				report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting,
-					LastReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(time.Minute)}}),
+					LastReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(time.Minute), OrderAt: at(0)}}),
 				{Type: Apply, Image: imgA},
 			},
 			wantRequeue: RebootRecheck,
@@ -359,7 +359,7 @@ func TestStep(t *testing.T) {
 			current: status(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonStaged, LastReboot: &v1alpha1.RebootRecord{Image: imgOld, BootID: "old", At: *at(-time.Hour)}}),
 			obs:     stagedA,
 			wantActions: []Action{
-				report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}}),
+				report(stagedA, v1alpha1.DaemonStatus{Phase: v1alpha1.DaemonRebooting, LastReboot: &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0), OrderAt: at(0)}}),
 				{Type: Apply, Image: imgA},
 			},
 			wantRequeue: RebootRecheck,
@@ -604,7 +604,7 @@ func TestStepRebootNeedsProtectedNode(t *testing.T) {
 	rollbackOn := func(f NodeFacts) Observation {
 		return Observation{Booted: hi(imgB), Rollback: hi(imgA), BootID: boot1, Node: f}
 	}
-	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0)}
+	reboot1 := &v1alpha1.RebootRecord{Image: imgA, BootID: boot1, At: *at(0), OrderAt: at(0)}
 	tests := []struct {
 		name       string
 		spec       v1alpha1.BootcNodeSpec
@@ -654,7 +654,7 @@ func TestStepRebootNeedsProtectedNode(t *testing.T) {
 			name: "rollback on a cordoned, marked Node: rollback and reboot", spec: rollbackSpec,
 			obs:      rollbackOn(slotNode),
 			wantHost: []ActionType{Rollback, Reboot}, wantPhase: v1alpha1.DaemonRebooting,
-			wantReboot: &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0)},
+			wantReboot: &v1alpha1.RebootRecord{Image: imgB, BootID: boot1, Rollback: true, At: *at(0), OrderAt: at(0)},
 		},
 		{
 			name: "reboot already requested, then uncordoned: not asked again, record kept", spec: bootA,

@@ -185,8 +185,15 @@ type RebootRecord struct {
 	// Rollback is true when the reboot was a bootc rollback.
 	// +optional
 	Rollback bool `json:"rollback,omitempty"`
-	// At is when the reboot was requested.
+	// At is when the reboot was requested, on the node's clock.
 	At metav1.Time `json:"at"`
+	// OrderAt is the time of the boot order the reboot carried out
+	// (spec.bootOrder.at), copied: the controller matches reboots with its
+	// orders on its own clock, which a node's may be seconds or minutes
+	// off. Absent from daemons older than the field, and for a reboot no
+	// order asked for.
+	// +optional
+	OrderAt *metav1.Time `json:"orderAt,omitempty"`
 }
 
 // DaemonStatus is the part of BootcNode status the daemon owns.

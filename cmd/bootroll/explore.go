@@ -39,7 +39,8 @@ expectations and negative controls, and checks every invariant.
 Categories: api (API errors, latency), stale (delayed and dropped watch
 events), crash (controller and daemon crashes), host (node crashes, boot
 and disk faults), human (pool image changes and reverts, pauses, workload
-scaling, nodes added and removed), karpenter (NodeClass drift). A category
+scaling, nodes added and removed), karpenter (NodeClass drift), clock (a
+node's clock seconds to minutes ahead or behind). A category
 with nothing that fits a scenario draws nothing there.
 
 For each scenario and violated invariant, the first failing run is written
@@ -66,7 +67,7 @@ input.`,
 	fl := cmd.Flags()
 	fl.IntVar(&f.seeds, "seeds", 100, "runs per scenario, one seed each")
 	fl.Uint64Var(&f.firstSeed, "first-seed", 1, "seed of the first run; run k uses first-seed+k")
-	fl.StringVar(&f.faults, "faults", "all", "comma-separated categories to draw from: api, stale, crash, host, human, karpenter, or all")
+	fl.StringVar(&f.faults, "faults", "all", "comma-separated categories to draw from: api, stale, crash, host, human, karpenter, clock, or all")
 	fl.IntVar(&f.jobs, "jobs", 1, "runs at once, each with its own engine")
 	fl.BoolVar(&f.untilFailure, "until-failure", false, "stop starting runs after the first that fails")
 	fl.DurationVar(&f.budget, "budget", 0, "stop starting runs after this much wall time (0: no limit)")

@@ -218,7 +218,22 @@ func ProtectionPending(ro *v1alpha1.RolloutStatus) bool {
 // this slot's boot order (status.daemon.lastReboot).
 func RebootStarted(bn *v1alpha1.BootcNode) bool {
 	at, r := OrderedAt(bn), bn.Status.Daemon.LastReboot
-	return at != nil && r != nil && !r.At.Time.Before(at.Time.Truncate(time.Second))
+	return at != nil && r != nil && !OrderTimeOf(r).Before(at.Time.Truncate(time.Second))
+}
+
+// OrderTimeOf is when the reboot r was asked for, on the controller's
+// clock, to match it with boot orders and slots: the time of the order it
+// carried out (orderAt), or, from a daemon that does not write it, its
+// own time (at), on the node's clock. A node whose clock ran 20 s behind
+// recorded its reboot as from before the order it carried out, and when
+// its record was deleted in that reboot the record made again ordered the
+// same reboot a second time (explorer seed 178010 of the 118173
+// regression).
+func OrderTimeOf(r *v1alpha1.RebootRecord) time.Time {
+	if r.OrderAt != nil {
+		return r.OrderAt.Time
+	}
+	return r.At.Time
 }
 
 // OrderAgainAt is the time a boot order given again to a record in its
@@ -259,7 +274,7 @@ func RebootOver(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 	if at == nil || r == nil || r.BootID == "" || n == nil {
 		return false
 	}
-	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || r.At.Time.Before(at.Time.Truncate(time.Second)) {
+	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || OrderTimeOf(r).Before(at.Time.Truncate(time.Second)) {
 		return false // a reboot from before this order, or for another image
 	}
 	boot := n.Status.NodeInfo.BootID
@@ -384,7 +399,7 @@ func RebootVerified(bn *v1alpha1.BootcNode) bool {
 func rebootRecordedFor(bn *v1alpha1.BootcNode, o *v1alpha1.BootOrder) bool {
 	r := bn.Status.Daemon.LastReboot
 	return r != nil && r.Rollback == o.Rollback && imageref.Digest(r.Image) == imageref.Digest(o.Image) &&
-		!r.At.Time.Before(o.At.Time.Truncate(time.Second))
+		!OrderTimeOf(r).Before(o.At.Time.Truncate(time.Second))
 }
 
 // PoolSelector is the selector of a pool's member Nodes, nil for a pool

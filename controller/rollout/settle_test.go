@@ -236,3 +236,39 @@ func TestRebootClock(t *testing.T) {
 		}
 	}
 }
+
+// TestRebootMatchedOnTheOrdersClock: a reboot is matched with its boot
+// order by the order's time the daemon copied (orderAt), not by the
+// daemon's own time, which is the node's clock (explorer seed 178010 of
+// the 118173 regression: a clock 20 s behind made the reboot look older
+// than its order, and a record made again rebooted the node a second
+// time). A record without orderAt, from an older daemon, is read by its
+// own time as before.
+func TestRebootMatchedOnTheOrdersClock(t *testing.T) {
+	ordered := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	behind := metav1.NewTime(ordered.Add(-20 * time.Second))
+	v := settleStep(ordered.Add(time.Minute), 3, v1alpha1.DaemonRebooting, nil, true, "boot-2")
+	bn := v.Record
+	bn.Spec.BootOrder.At = metav1.NewTime(ordered)
+	bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-1", At: behind, OrderAt: &metav1.Time{Time: ordered}}
+	if !RebootStarted(bn) || !RebootOver(bn, v.Node) || !rebootRecordedFor(bn, bn.Spec.BootOrder) {
+		t.Errorf("a reboot for the order, stamped 20 s early by the node's clock: started %v, over %v, recorded %v; want all true",
+			RebootStarted(bn), RebootOver(bn, v.Node), rebootRecordedFor(bn, bn.Spec.BootOrder))
+	}
+	bn.Status.Rollout.SlotGrantedAt = &metav1.Time{Time: ordered.Add(-time.Second)}
+	bn.Status.Daemon.BootID = "boot-1"
+	if !RebootUnreportedInSlot(bn) {
+		t.Error("a reboot for the slot's order, unreported: want RebootUnreportedInSlot")
+	}
+	// An older order's reboot stays older, whatever the node's clock.
+	bn.Status.Daemon.LastReboot.OrderAt = &metav1.Time{Time: ordered.Add(-time.Hour)}
+	bn.Status.Daemon.LastReboot.At = metav1.NewTime(ordered.Add(time.Minute))
+	if RebootStarted(bn) {
+		t.Error("a reboot for an order an hour older, stamped late by a node's clock ahead: want not started")
+	}
+	// Without orderAt (an older daemon), the node's time decides.
+	bn.Status.Daemon.LastReboot = &v1alpha1.RebootRecord{Image: settleRef("v2"), BootID: "boot-1", At: behind}
+	if RebootStarted(bn) {
+		t.Error("no orderAt, stamped before the order: want not started, as before")
+	}
+}

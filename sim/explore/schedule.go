@@ -44,10 +44,14 @@ const (
 	Human Category = "human"
 	// Karpenter: Karpenter's own actions (drift from a NodeClass change).
 	Karpenter Category = "karpenter"
+	// Clock: a node's clock ahead of or behind the cluster's (clockSkew).
+	// A category of its own, added last, so schedules drawn with the
+	// others named stay as they were.
+	Clock Category = "clock"
 )
 
 // AllCategories lists every category, in the order they are drawn from.
-var AllCategories = []Category{API, Stale, Crash, Host, Human, Karpenter}
+var AllCategories = []Category{API, Stale, Crash, Host, Human, Karpenter, Clock}
 
 // ParseCategories parses a comma-separated list of categories; "all" is
 // every one.
@@ -632,6 +636,19 @@ var generators = []generator{
 			return Item{}, false
 		}
 		return one(Host, Faults, w.at(rng), "longReboot", map[string]any{"node": pick(rng, w.nodes), "duration": between(rng, 10*time.Minute, time.Hour).String()}), true
+	}},
+	{Clock, "clockSkew", "", func(w *world, rng *rand.Rand) (Item, bool) {
+		if len(w.nodes) == 0 {
+			return Item{}, false
+		}
+		// From a boot's first seconds before chrony syncs to a clock left
+		// minutes off, either way.
+		offsets := []time.Duration{-90 * time.Second, -20 * time.Second, -3 * time.Second, -1500 * time.Millisecond, 2 * time.Second, 30 * time.Second, 5 * time.Minute}
+		body := map[string]any{"node": pick(rng, w.nodes), "offset": pick(rng, offsets).String()}
+		if rng.IntN(2) == 0 {
+			body["for"] = between(rng, time.Minute, 30*time.Minute).String()
+		}
+		return one(Clock, Faults, w.at(rng), "clockSkew", body), true
 	}},
 	{Host, "bootFailure", "", func(w *world, rng *rand.Rand) (Item, bool) {
 		if len(w.nodes) == 0 {

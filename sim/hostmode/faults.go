@@ -43,6 +43,8 @@ func FaultName(i int, f *scenario.Fault) string {
 		kind = "bootFailure"
 	case f.LongReboot != nil:
 		kind = "longReboot"
+	case f.ClockSkew != nil:
+		kind = "clockSkew"
 	case f.ControllerRestart != nil:
 		kind = "controllerRestart"
 	case f.DaemonCrash != nil:

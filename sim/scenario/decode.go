@@ -114,6 +114,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 			v.Set(reflect.ValueOf(metav1.Duration{Duration: dur}))
 		}
 		return
+	case signedDuration:
+		if dur, msg := parseSignedDuration(n); msg != "" {
+			d.pos.errorAt(line, path, "%s", msg)
+		} else {
+			v.SetInt(int64(dur))
+		}
+		return
 	case neverDurationType:
 		if isScalar(n, tagStr) && n.Value == "Never" {
 			v.Set(reflect.ValueOf(NeverDuration{Never: true}))
@@ -262,6 +269,18 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 
 // parseDuration reads a non-negative Go duration string.
 func parseDuration(n *yaml.Node) (time.Duration, string) {
+	dur, msg := parseSignedDuration(n)
+	if msg != "" {
+		return 0, msg
+	}
+	if dur < 0 {
+		return 0, fmt.Sprintf("invalid duration %q: must not be negative", n.Value)
+	}
+	return dur, ""
+}
+
+// parseSignedDuration reads a Go duration string, which may be negative.
+func parseSignedDuration(n *yaml.Node) (time.Duration, string) {
 	const want = "want a Go duration such as 90s, 10m or 1h30m"
 	if !isScalar(n, tagStr) {
 		return 0, fmt.Sprintf("%s, got %s", want, describe(n))
@@ -269,9 +288,6 @@ func parseDuration(n *yaml.Node) (time.Duration, string) {
 	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
 		return 0, fmt.Sprintf("invalid duration %q: %s", n.Value, want)
-	}
-	if dur < 0 {
-		return 0, fmt.Sprintf("invalid duration %q: must not be negative", n.Value)
 	}
 	return dur, ""
 }

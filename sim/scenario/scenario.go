@@ -1062,6 +1062,10 @@ type Fault struct {
 	// PowerCycle switches nodes off and on again.
 	PowerCycle *PowerCycle `json:"powerCycle,omitempty" oneOf:"kind"`
 
+	// ClockSkew sets the clocks of nodes (what their daemons read) ahead
+	// of or behind the cluster's.
+	ClockSkew *ClockSkew `json:"clockSkew,omitempty" oneOf:"kind"`
+
 	// LongReboot makes the next reboot of nodes take much longer than
 	// host.reboot says.
 	LongReboot *LongReboot `json:"longReboot,omitempty" oneOf:"kind"`
@@ -1150,6 +1154,31 @@ type PowerCycle struct {
 	// OffFor is how long the nodes stay off. Default 30s.
 	OffFor time.Duration `json:"offFor,omitempty" default:"30s"`
 }
+
+// ClockSkew runs the clocks of the targeted nodes offset from the
+// controller's and the API server's: their daemons read them (the times
+// they write into BootcNode status). Chrony or NTP keep real clocks within
+// milliseconds, but a host that has just booted can run seconds to
+// minutes off until it syncs.
+type ClockSkew struct {
+	Target `json:",inline"`
+
+	// Offset is how far the nodes' clocks are ahead (positive) or behind
+	// (negative), e.g. -3s; at most 24h either way.
+	Offset SignedDuration `json:"offset" required:"true"`
+
+	// For is how long the clocks stay off; absent means for good.
+	For *time.Duration `json:"for,omitempty"`
+}
+
+// MaxClockSkew bounds clockSkew.offset.
+const MaxClockSkew = 24 * time.Hour
+
+// SignedDuration is a duration that may be negative, written as Go
+// writes durations: -3s, 90s.
+type SignedDuration time.Duration
+
+func (d SignedDuration) String() string { return time.Duration(d).String() }
 
 // LongReboot makes the next requested reboot of the targeted nodes (or the
 // one in progress) take duration from its request until the node is

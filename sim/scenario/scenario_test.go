@@ -272,7 +272,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"fault target", poolDoc + "faults:\n  - at: 1m\n    daemonCrash: {node: workers-0, count: 2}\n  - at: 1m\n    daemonCrash: {group: workers}\n    nodeCrash: {group: workers}\n", []string{
 			`t.yaml:16: faults[0].daemonCrash.count: count goes with group, not with node`,
-			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash, powerCycle, longReboot, bootFailure, registryOutage, slowPulls, diskFill, nodeConditionAfterBoot, daemonSetNotReadyAfterBoot, readyFlapsAfterBoot may be given, got daemonCrash and nodeCrash`,
+			`t.yaml:19: faults[1].nodeCrash: only one of controllerRestart, daemonCrash, nodeCrash, apiErrors, watchFaults, controllerCrash, daemonWriteCrash, powerCycle, clockSkew, longReboot, bootFailure, registryOutage, slowPulls, diskFill, nodeConditionAfterBoot, daemonSetNotReadyAfterBoot, readyFlapsAfterBoot may be given, got daemonCrash and nodeCrash`,
 		}},
 		{"api fault", poolDoc + "profile: fresh\nfaults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [409], rate: 2}\n  - at: 1m\n    controllerCrash: {afterWrites: 1, rate: 0.5}\n", []string{
 			`t.yaml:14: profile: invalid value "fresh": want one of default, stale, instant`,
@@ -282,6 +282,11 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"api fault verb", poolDoc + "faults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [update, frob], codes: [conflict, timeout], rate: 0.5, who: daemon}\n", []string{
 			`t.yaml:16: faults[0].apiErrors.verbs[1]: invalid value "frob": want one of get, list, create, update, patch, delete, deletecollection, update/status, patch/status, create/eviction`,
+		}},
+		{"clock skew", poolDoc + "faults:\n  - at: 1m\n    clockSkew: {node: workers-0, offset: 0s}\n  - at: 1m\n    clockSkew: {node: workers-0, offset: -25h}\n  - at: 1m\n    clockSkew: {node: workers-0, offset: -3s, for: -1m}\n", []string{
+			`t.yaml:16: faults[0].clockSkew.offset: invalid value 0s: want a duration other than 0s, at most 24h0m0s ahead or behind, e.g. -3s`,
+			`t.yaml:18: faults[1].clockSkew.offset: invalid value -25h0m0s: want a duration other than 0s, at most 24h0m0s ahead or behind, e.g. -3s`,
+			`t.yaml:20: faults[2].clockSkew.for: invalid duration "-1m": must not be negative`,
 		}},
 		{"conflict on reads", poolDoc + "faults:\n  - window: {from: 1m, to: 2m}\n    apiErrors: {verbs: [get, list], codes: [conflict], rate: 0.5}\n", []string{
 			`t.yaml:16: faults[0].apiErrors.codes: codes [conflict] fail only writes (no API server answers a read with 409), and verbs [get list] are reads: the fault would fail nothing; add a write verb or another code`,

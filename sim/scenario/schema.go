@@ -17,6 +17,7 @@ const SchemaID = "https://bootroll.dev/schemas/scenario.json"
 
 const (
 	durationSchemaPattern = `^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	signedSchemaPattern   = `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
 	quantitySchemaPattern = `^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
 	percentSchemaPattern  = `^(100|[1-9]?[0-9])%$`
 )
@@ -61,6 +62,8 @@ func (g *schemaGen) typeSchema(t reflect.Type) map[string]any {
 	switch t {
 	case durationType, metaDurationType:
 		return durationSchema()
+	case signedDuration:
+		return map[string]any{"type": "string", "pattern": signedSchemaPattern}
 	case neverDurationType:
 		return map[string]any{"anyOf": []any{map[string]any{"const": "Never"}, durationSchema()}}
 	case timeType:

@@ -26,6 +26,7 @@ var (
 	quantityType      = reflect.TypeFor[resource.Quantity]()
 	intOrStringType   = reflect.TypeFor[intstr.IntOrString]()
 	neverDurationType = reflect.TypeFor[NeverDuration]()
+	signedDuration    = reflect.TypeFor[SignedDuration]()
 	scenarioType      = reflect.TypeFor[Scenario]()
 )
 
@@ -33,7 +34,7 @@ var (
 // t may be a struct.
 func isLeaf(t reflect.Type) bool {
 	switch t {
-	case durationType, metaDurationType, timeType, quantityType, intOrStringType, neverDurationType:
+	case durationType, metaDurationType, timeType, quantityType, intOrStringType, neverDurationType, signedDuration:
 		return true
 	}
 	return t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice && t.Kind() != reflect.Pointer

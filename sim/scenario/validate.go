@@ -687,6 +687,15 @@ func (v *validator) fault(p string, f Fault) {
 	case f.PowerCycle != nil:
 		v.target(joinKey(p, "powerCycle"), f.PowerCycle.Target)
 		v.positive(joinKey(joinKey(p, "powerCycle"), "offFor"), f.PowerCycle.OffFor)
+	case f.ClockSkew != nil:
+		fp := joinKey(p, "clockSkew")
+		v.target(fp, f.ClockSkew.Target)
+		if o := time.Duration(f.ClockSkew.Offset); o == 0 || o > MaxClockSkew || o < -MaxClockSkew {
+			v.errorf(joinKey(fp, "offset"), "invalid value %s: want a duration other than 0s, at most %s ahead or behind, e.g. -3s", o, MaxClockSkew)
+		}
+		if f.ClockSkew.For != nil {
+			v.positive(joinKey(fp, "for"), *f.ClockSkew.For)
+		}
 	case f.LongReboot != nil:
 		v.target(joinKey(p, "longReboot"), f.LongReboot.Target)
 		v.positive(joinKey(joinKey(p, "longReboot"), "duration"), f.LongReboot.Duration)

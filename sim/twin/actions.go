@@ -298,6 +298,24 @@ func (r *runner) hostFault(f scenario.Fault) error {
 	case f.PowerCycle != nil:
 		e := f.PowerCycle
 		return each("powerCycle", e.Target, map[string]any{"offFor": e.OffFor.String()}, func(n string) error { return r.cl.PowerCycle(n, e.OffFor) })
+	case f.ClockSkew != nil:
+		e := f.ClockSkew
+		details := map[string]any{"offset": e.Offset.String()}
+		if e.For != nil {
+			details["for"] = e.For.String()
+		}
+		return each("clockSkew", e.Target, details, func(n string) error {
+			r.skew[n] = time.Duration(e.Offset)
+			if e.For != nil {
+				r.eng.After(*e.For, "fault/clock-synced", func() {
+					if r.skew[n] == time.Duration(e.Offset) {
+						delete(r.skew, n)
+						r.tr.emit("node/clock-synced", "node/"+n, map[string]any{})
+					}
+				})
+			}
+			return nil
+		})
 	case f.LongReboot != nil:
 		e := f.LongReboot
 		return each("longReboot", e.Target, map[string]any{"duration": e.Duration.String()}, func(n string) error { return r.cl.LongReboot(n, e.Duration) })
@@ -356,6 +374,8 @@ func faultLasts(f scenario.Fault) time.Duration {
 		return f.PowerCycle.OffFor
 	case f.LongReboot != nil:
 		return f.LongReboot.Duration
+	case f.ClockSkew != nil && f.ClockSkew.For != nil:
+		return *f.ClockSkew.For
 	case f.RegistryOutage != nil:
 		return f.RegistryOutage.For
 	case f.SlowPulls != nil:

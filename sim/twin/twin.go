@@ -65,6 +65,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -409,8 +410,11 @@ type runner struct {
 	// lists reach its watches (event.CreateEvent's IsInInitialList).
 	ctrlInitialList bool
 	daemons         map[string]*daemonProc
-	kp              *karpenterRun // karpenter.go; nil without a karpenter section
-	act             actionState   // actions.go
+	// skew is each node's clock offset (clockSkew faults); its daemon
+	// reads nodeClock when the scenario has any.
+	skew map[string]time.Duration
+	kp   *karpenterRun // karpenter.go; nil without a karpenter section
+	act  actionState   // actions.go
 
 	reconciles map[string]uint64
 	// writes counts served writes per process kind, verb and object
@@ -484,6 +488,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		reconciles:  map[string]uint64{},
 		slotStart:   map[string]time.Time{},
 		sampleSpace: max(time.Second, sc.Limit/3000),
+	}
+	if slices.ContainsFunc(sc.Faults, func(f scenario.Fault) bool { return f.ClockSkew != nil }) {
+		r.skew = map[string]time.Duration{}
 	}
 	r.rec = &recorder{t: r.tr, counts: map[string]int{}}
 	r.ctrlOpts = options.Options{
@@ -834,7 +841,7 @@ func (r *runner) daemonStarted(node string) {
 		// The twin reads the daemon's Node through its client, as it did
 		// before the daemon's wiring was shared.
 		APIReader: c,
-		Clock:     r.eng.Clock(),
+		Clock:     r.daemonClock(node),
 		Log:       logr.Discard(),
 		Host:      host,
 	}, r.daemonConfig())
@@ -1218,3 +1225,21 @@ func PoolResults(w *invariant.World) []PoolResult {
 	}
 	return out
 }
+
+// daemonClock is the clock a node's daemon reads: the engine's, or, when
+// the scenario has a clockSkew fault, the node's own (nodeClock).
+func (r *runner) daemonClock(node string) clock.PassiveClock {
+	if r.skew == nil {
+		return r.eng.Clock()
+	}
+	return nodeClock{r: r, node: node}
+}
+
+// nodeClock is a node's clock: the engine's, off by the node's clockSkew.
+type nodeClock struct {
+	r    *runner
+	node string
+}
+
+func (c nodeClock) Now() time.Time                  { return c.r.eng.Now().Add(c.r.skew[c.node]) }
+func (c nodeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
