@@ -51,7 +51,9 @@ type kind struct {
 	// times and statusTimes serialise the times of a typed object and of
 	// its status (timeWalkerOf; nil when there are none), set with
 	// walkersReady on the first in.
-	times, statusTimes func(reflect.Value)
+	// statusOffset is the offset of the Status field in goType.
+	times, statusTimes walkFunc
+	statusOffset       uintptr
 	walkersReady       bool
 	// scratch holds mergeFields' buffers from one patch to the next (a
 	// server applies one patch at a time).
