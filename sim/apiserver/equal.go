@@ -1,8 +1,10 @@
 package apiserver
 
 import (
+	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,32 +29,75 @@ func serialDeepEqual(a, b any) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	t := va.Type()
-	if t != vb.Type() {
+	id := TypeIDOf(a)
+	if id != TypeIDOf(b) {
 		return false
 	}
+	tp := topPlanOf(id, a)
 	var same, ok bool
-	if t.Kind() == reflect.Pointer {
+	switch {
+	case tp.plan.fn == nil:
+	case tp.ptr:
 		// The usual case, the address of a part of an object: what the
-		// compiled comparison of the pointer type does, without a copy
-		// of the pointers to take their address.
-		pa, pb := va.UnsafePointer(), vb.UnsafePointer()
+		// compiled comparison of the pointer type does, with the
+		// pointers the interfaces hold.
+		pa, pb := dataWord(a), dataWord(b)
 		if pa == nil || pb == nil {
 			return pa == pb
 		}
-		p := planFor(t.Elem())
-		if p.fn == nil {
-			return serialEqual.DeepEqual(a, b)
-		}
-		same, ok = p.fn(pa, pb, 1)
-	} else if eq := equalFor(t); eq != nil {
-		same, ok = eq(addressOf(va), addressOf(vb), 0)
+		same, ok = tp.plan.fn(pa, pb, 1)
+	default:
+		same, ok = tp.plan.fn(addressOf(reflect.ValueOf(a)), addressOf(reflect.ValueOf(b)), 0)
 	}
 	if ok {
 		return same
 	}
 	return serialEqual.DeepEqual(a, b)
+}
+
+// dataWord returns the data word of the interface value v: for a pointer,
+// the pointer.
+func dataWord(v any) unsafe.Pointer {
+	return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1]
+}
+
+// topPlan is what serialDeepEqual compares values of one dynamic type by:
+// for a pointer type (ptr), the plan of the type it points to; else the
+// plan of the type.
+type topPlan struct {
+	ptr  bool
+	plan *equalPlan
+}
+
+// topPlans holds the topPlan of each dynamic type serialDeepEqual has
+// compared, by TypeID: a map read without a lock, copied to add a type
+// (under compileMu), where a sync.Map keyed by reflect.Type hashed an
+// interface on every comparison.
+var topPlans atomic.Pointer[map[TypeID]topPlan]
+
+// topPlanOf returns the topPlan of v's dynamic type, of TypeID id.
+func topPlanOf(id TypeID, v any) topPlan {
+	if m := topPlans.Load(); m != nil {
+		if tp, ok := (*m)[id]; ok {
+			return tp
+		}
+	}
+	t := reflect.TypeOf(v)
+	tp := topPlan{ptr: t.Kind() == reflect.Pointer}
+	if tp.ptr {
+		tp.plan = planFor(t.Elem())
+	} else {
+		tp.plan = planFor(t)
+	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
+	next := map[TypeID]topPlan{}
+	if m := topPlans.Load(); m != nil {
+		maps.Copy(next, *m)
+	}
+	next[id] = tp
+	topPlans.Store(&next)
+	return tp
 }
 
 // addressOf returns the address of a copy of v, which is not addressable:
