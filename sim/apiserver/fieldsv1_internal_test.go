@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"testing"
 )
@@ -41,6 +42,29 @@ func TestParseRVAsParseUint(t *testing.T) {
 		want, err := strconv.ParseUint(rv, 10, 64)
 		if got, ok := parseRV(rv); ok != (err == nil) || (ok && got != want) {
 			t.Errorf("parseRV(%q) = %d, %v; ParseUint %d, %v", rv, got, ok, want, err)
+		}
+	}
+}
+
+// decodeStrings decodes what json.Unmarshal decodes into a zero slice, or
+// declines.
+func TestDecodeStringsAsUnmarshal(t *testing.T) {
+	type named string
+	for _, data := range []string{`[]`, `[ ]`, `["a"]`, `["a","b"]`, `[ "a" , "b" ]`, `["a\\"b"]`, `["é"]`, `[null]`, `["a",1]`, `[""]`,
+		`["1","2","3","4","5","6","7","8","9"]`, `"a"`, `{}`} {
+		for _, typ := range []reflect.Type{reflect.TypeFor[[]string](), reflect.TypeFor[[]named]()} {
+			want := reflect.New(typ)
+			werr := json.Unmarshal([]byte(data), want.Interface())
+			got := reflect.New(typ)
+			if !decodeStrings(got.Elem(), []byte(data)) {
+				if !got.Elem().IsNil() {
+					t.Errorf("%s into %v: declined but set %#v", data, typ, got.Elem())
+				}
+				continue
+			}
+			if werr != nil || !reflect.DeepEqual(got.Elem().Interface(), want.Elem().Interface()) || got.Elem().IsNil() != want.Elem().IsNil() {
+				t.Errorf("%s into %v: %#v, json %#v (%v)", data, typ, got.Elem(), want.Elem(), werr)
+			}
 		}
 	}
 }
