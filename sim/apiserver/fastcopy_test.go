@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -179,4 +180,61 @@ func sharedRefs(a, b reflect.Value) []string {
 	}
 	walk(a, b, "")
 	return out
+}
+
+// copyBootcNodeStatus gives what the generated DeepCopyInto gives, and
+// shares nothing with its source, with every pointer set, with none and
+// with some.
+func TestCopyBootcNodeStatusIsDeepCopy(t *testing.T) {
+	full := randfill.New().NilChance(0).NumElements(1, 2).MaxDepth(100)
+	some := randfill.New().NilChance(0.5).NumElements(0, 2).MaxDepth(100)
+	for i := range 100 {
+		var in v1alpha1.BootcNodeStatus
+		switch {
+		case i%3 == 0:
+			full.Fill(&in)
+			setTimes(reflect.ValueOf(&in).Elem(), func() bool { return true })
+			if in.Rollout.PhaseSince == nil || in.Booted == nil || in.Booted.Timestamp == nil || in.Daemon.LastReboot == nil || in.Rollout.PriorUnschedulable == nil {
+				t.Fatalf("pointers left nil: %+v", in)
+			}
+		case i%3 == 1:
+			some.Fill(&in)
+			setTimes(reflect.ValueOf(&in).Elem(), func() bool { return i%2 == 0 })
+		}
+		var out v1alpha1.BootcNodeStatus
+		copyBootcNodeStatus(&in, &out)
+		if w := in.DeepCopy(); !reflect.DeepEqual(&out, w) {
+			t.Fatalf("copyBootcNodeStatus differs from DeepCopyInto:\n got %+v\nwant %+v", out, *w)
+		}
+		if shared := sharedRefs(reflect.ValueOf(&in).Elem(), reflect.ValueOf(&out).Elem()); len(shared) > 0 {
+			t.Fatalf("copyBootcNodeStatus shares %v with its source", shared)
+		}
+	}
+}
+
+// setTimes sets the nil *metav1.Time pointers in v (which randfill leaves
+// nil) to distinct times, each when set says so.
+func setTimes(v reflect.Value, set func() bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.Type() == reflect.TypeFor[*metav1.Time]() {
+			if v.IsNil() && set() {
+				v.Set(reflect.ValueOf(&metav1.Time{Time: time.Unix(int64(rand.Uint32()), 0)}))
+			}
+			return
+		}
+		if !v.IsNil() {
+			setTimes(v.Elem(), set)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			setTimes(v.Index(i), set)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				setTimes(v.Field(i), set)
+			}
+		}
+	}
 }

@@ -164,6 +164,9 @@ type fieldInfo struct {
 	// unmarshaler says that the base type decodes itself (UnmarshalJSON
 	// on a pointer to it); isTime that it is metav1.Time.
 	unmarshaler, isTime bool
+	// stringSlice says that the field is a slice of strings that
+	// encoding/json decodes itself (decodeStrings).
+	stringSlice bool
 }
 
 var structInfos = struct {
@@ -220,6 +223,7 @@ func patchableStruct(t reflect.Type) bool {
 
 func buildFieldInfo(t reflect.Type) fieldInfo {
 	f := fieldInfo{neverObject: neverObject(t), stringMap: t == reflect.TypeFor[map[string]string]()}
+	f.stringSlice = t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String && !marshalsItself(t) && !marshalsItself(t.Elem())
 	base := t
 	if t.Kind() == reflect.Pointer {
 		f.ptr, base = true, t.Elem()
@@ -578,6 +582,9 @@ func (p *patcher) patchLeaf(f *fieldInfo, dst, cur reflect.Value, v []byte) bool
 // decodeLeaf sets dst to the decoding of data, not null, into a zero value
 // of its type, as encoding/json does it.
 func decodeLeaf(f *fieldInfo, dst reflect.Value, data []byte) bool {
+	if f.stringSlice && decodeStrings(dst, data) {
+		return true
+	}
 	if f.scalar == reflect.Invalid && !f.unmarshaler {
 		n := reflect.New(dst.Type())
 		if json.Unmarshal(data, n.Interface()) != nil {
@@ -758,4 +765,43 @@ func leafEqual(f *fieldInfo, a, b reflect.Value) bool {
 		return maps.Equal(a.Interface().(map[string]string), b.Interface().(map[string]string))
 	}
 	return serialDeepEqual(a.Addr().Interface(), b.Addr().Interface())
+}
+
+// decodeStrings sets dst, a slice of strings, to the decoding of data
+// into a zero value, as json.Unmarshal gives it, when data is an array of
+// plain strings (plainBytes), [] included (an empty slice, not nil); it
+// reports whether it did, leaving dst alone when it did not. (A pod's
+// metadata.finalizers, and the annotation lists of a BootcNode's status,
+// went through json.Unmarshal.)
+func decodeStrings(dst reflect.Value, data []byte) bool {
+	if len(data) < 2 || data[0] != '[' {
+		return false
+	}
+	var elems [8][]byte
+	vals := elems[:0]
+	i := skipWS(data, 1)
+	for i < len(data) && data[i] != ']' {
+		if data[i] != '"' {
+			return false
+		}
+		end := skipString(data, i)
+		b, ok := plainBytes(data[i:end])
+		if !ok {
+			return false
+		}
+		vals = append(vals, b)
+		i = skipWS(data, end)
+		if i < len(data) && data[i] == ',' {
+			i = skipWS(data, i+1)
+		}
+	}
+	if i >= len(data) || skipWS(data, i+1) != len(data) {
+		return false
+	}
+	out := reflect.MakeSlice(dst.Type(), len(vals), len(vals))
+	for j, b := range vals {
+		out.Index(j).SetString(string(b))
+	}
+	dst.Set(out)
+	return true
 }

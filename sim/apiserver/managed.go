@@ -196,19 +196,7 @@ func (s *Server) manageAnnotations(kd *kind, cur, next client.Object, manager st
 	}
 	apiVersion, now := kd.gvk.GroupVersion().String(), s.now()
 	for _, m := range slices.Sorted(maps.Keys(byManager)) {
-		set := map[string]any{}
-		annotations := map[string]struct{}{}
-		for _, k := range byManager[m] {
-			if k == unschedulableField {
-				set["f:spec"] = map[string]any{"f:unschedulable": struct{}{}}
-				continue
-			}
-			annotations["f:"+k] = struct{}{}
-		}
-		if len(annotations) > 0 {
-			set["f:metadata"] = map[string]any{"f:annotations": annotations}
-		}
-		raw, _ := json.Marshal(set)
+		raw := fieldsV1Of(byManager[m])
 		t := now
 		out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
 			Time: &t, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
@@ -238,4 +226,44 @@ func modelledEntry(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// fieldsV1Of returns the FieldsV1 set of the tracked fields keys (with
+// unschedulableField for spec.unschedulable, annotation keys for the
+// others) as json.Marshal encodes it from maps: members sorted by key,
+// {"f:metadata":{"f:annotations":{"f:<key>":{},...}},"f:spec":{"f:unschedulable":{}}},
+// each part present when a key asks for it. Encoding the maps through
+// encoding/json was a third of manageAnnotations.
+func fieldsV1Of(keys []string) []byte {
+	var annotations []string
+	spec := false
+	for _, k := range keys {
+		if k == unschedulableField {
+			spec = true
+			continue
+		}
+		annotations = append(annotations, "f:"+k)
+	}
+	slices.Sort(annotations)
+	annotations = slices.Compact(annotations)
+	buf := make([]byte, 0, 64)
+	buf = append(buf, '{')
+	if len(annotations) > 0 {
+		buf = append(buf, `"f:metadata":{"f:annotations":{`...)
+		for i, a := range annotations {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendKey(buf, a)
+			buf = append(buf, '{', '}')
+		}
+		buf = append(buf, '}', '}')
+	}
+	if spec {
+		if len(annotations) > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `"f:spec":{"f:unschedulable":{}}`...)
+	}
+	return append(buf, '}')
 }

@@ -197,7 +197,11 @@ func unquote(s []byte) string {
 
 func skipWS(b []byte, i int) int {
 	for i < len(b) {
-		switch b[i] {
+		c := b[i]
+		if c > ' ' {
+			return i // not whitespace, by one comparison
+		}
+		switch c {
 		case ' ', '\t', '\r', '\n':
 			i++
 		default:

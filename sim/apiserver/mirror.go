@@ -34,7 +34,7 @@ func (s *Server) Put(obj client.Object) (old client.Object, err error) {
 		return nil, err
 	}
 	key := objKey{obj.GetNamespace(), obj.GetName()}
-	if rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64); err == nil && rv > s.rv {
+	if rv, ok := parseRV(obj.GetResourceVersion()); ok && rv > s.rv {
 		s.rv = rv
 	}
 	if e := k.store.get(key); e != nil {
@@ -113,4 +113,23 @@ func (s *Server) kindOf(obj client.Object) (*kind, error) {
 		s.byType[t] = k
 	}
 	return k, err
+}
+
+// parseRV returns the value of the resourceVersion rv, as
+// strconv.ParseUint(rv, 10, 64) gives it; ok is false where that fails.
+// Up to 19 digits (no uint64 overflows) it reads them itself, without
+// ParseUint's generality, on every event an informer cache applies.
+func parseRV(rv string) (n uint64, ok bool) {
+	if len(rv) == 0 || len(rv) > 19 {
+		n, err := strconv.ParseUint(rv, 10, 64)
+		return n, err == nil
+	}
+	for i := 0; i < len(rv); i++ {
+		d := rv[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + uint64(d)
+	}
+	return n, true
 }

@@ -52,3 +52,16 @@ func TestSerialiseTimesReachesEveryTime(t *testing.T) {
 		t.Errorf("a type without times gets a walker")
 	}
 }
+
+// TypeIDOf is the address of the type descriptor reflect.TypeOf returns.
+func TestTypeIDOfIsReflectsType(t *testing.T) {
+	for _, v := range []any{nil, 1, "a", &metav1.Time{}, metav1.Time{}, map[string]int{}, []byte{}, (*int)(nil), struct{}{}} {
+		var want TypeID
+		if rt := reflect.TypeOf(v); rt != nil {
+			want = TypeID(reflect.ValueOf(rt).Pointer())
+		}
+		if got := TypeIDOf(v); got != want {
+			t.Errorf("TypeIDOf(%#v) = %#x, want %#x", v, got, want)
+		}
+	}
+}

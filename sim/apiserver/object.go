@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,17 +77,18 @@ func (k *kind) serialiseTimes(obj client.Object, status bool) {
 	if !k.walkersReady {
 		k.times = timeWalkerOf(k.goType)
 		if k.statusField >= 0 {
-			k.statusTimes = timeWalkerOf(k.goType.Field(k.statusField).Type)
+			f := k.goType.Field(k.statusField)
+			k.statusTimes, k.statusOffset = timeWalkerOf(f.Type), f.Offset
 		}
 		k.walkersReady = true
 	}
 	walk := k.times
-	v := reflect.ValueOf(obj).Elem()
+	p := reflect.ValueOf(obj).UnsafePointer()
 	if status {
-		walk, v = k.statusTimes, v.Field(k.statusField)
+		walk, p = k.statusTimes, unsafe.Add(p, k.statusOffset)
 	}
 	if walk != nil {
-		walk(v)
+		walk(p)
 	}
 }
 

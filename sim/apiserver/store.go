@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,7 +52,9 @@ type kind struct {
 	// times and statusTimes serialise the times of a typed object and of
 	// its status (timeWalkerOf; nil when there are none), set with
 	// walkersReady on the first in.
-	times, statusTimes func(reflect.Value)
+	// statusOffset is the offset of the Status field in goType.
+	times, statusTimes walkFunc
+	statusOffset       uintptr
 	walkersReady       bool
 	// scratch holds mergeFields' buffers from one patch to the next (a
 	// server applies one patch at a time).
@@ -109,11 +112,10 @@ type TypeID uintptr
 
 // TypeIDOf returns the TypeID of v's dynamic type, 0 for a nil v.
 func TypeIDOf(v any) TypeID {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return 0
-	}
-	return TypeID(reflect.ValueOf(t).Pointer())
+	// The type word of the interface value: the type descriptor that
+	// reflect.TypeOf(v) returns, read without reflect's calls (a request
+	// reads it once, and an informer on every cached read and event).
+	return TypeID(uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0]))
 }
 
 // typeFacts are what a kind needs to know of its Go type: whether a

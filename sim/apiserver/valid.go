@@ -46,7 +46,13 @@ type validator struct {
 
 func (v *validator) ws() {
 	for v.i < len(v.b) {
-		switch v.b[v.i] {
+		c := v.b[v.i]
+		if c > ' ' {
+			// Not whitespace, by one comparison: what follows most
+			// tokens of a compact document.
+			return
+		}
+		switch c {
 		case ' ', '\t', '\r', '\n':
 			v.i++
 		default:

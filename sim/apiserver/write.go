@@ -29,11 +29,19 @@ func (s *Server) nextRV() string {
 // uidOf returns the UID of the object created n-th: "uid-" and n in at
 // least eight digits, as fmt's "uid-%08d" gives it, without fmt.
 func uidOf(n uint64) types.UID {
-	d := strconv.FormatUint(n, 10)
-	if len(d) < 8 {
-		d = "00000000"[len(d):] + d
+	var b [4 + 20]byte
+	i := len(b)
+	for n >= 10 || i > len(b)-7 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
 	}
-	return types.UID("uid-" + d)
+	i--
+	b[i] = byte('0' + n)
+	i -= 4
+	copy(b[i:], "uid-")
+	// One string, where the padding and the prefix made two more.
+	return types.UID(b[i:])
 }
 
 func conflict(k *kind, name string) error {
