@@ -211,12 +211,18 @@ func (c *Cluster) createPDB(ctx context.Context, b *pdb) error {
 // creates its object.
 func (c *Cluster) newWorkloadPod(w *workload) *pod {
 	w.seq++
-	p := &pod{name: fmt.Sprintf("%s-%d", w.spec.Name, w.seq), ns: WorkloadNamespace, w: w, seq: w.seq, req: w.req}
+	p := &pod{name: podName(w.spec.Name, w.seq), ns: WorkloadNamespace, w: w, seq: w.seq, req: w.req}
 	c.pods[p.key()] = p
 	w.pods[p.name] = p
 	w.active++
 	c.pending++
 	return p
+}
+
+// podName is the name of an owner's seq-th pod: what fmt.Sprintf("%s-%d")
+// gives, without its formatting, once per pod created.
+func podName(owner string, seq uint64) string {
+	return owner + "-" + strconv.FormatUint(seq, 10)
 }
 
 // createPod creates the pod's object: bound when it is placed, Running and
@@ -268,7 +274,7 @@ func (c *Cluster) createPod(ctx context.Context, p *pod, running bool) error {
 // starts after PodStartup, or at once for the initial cluster.
 func (c *Cluster) createDaemonPod(ctx context.Context, ds *daemonSet, n *node, running bool) error {
 	ds.seq++
-	p := &pod{name: fmt.Sprintf("%s-%d", ds.spec.Name, ds.seq), ns: DaemonSetNamespace, ds: ds, seq: ds.seq, req: ds.req}
+	p := &pod{name: podName(ds.spec.Name, ds.seq), ns: DaemonSetNamespace, ds: ds, seq: ds.seq, req: ds.req}
 	c.pods[p.key()] = p
 	c.place(p, n)
 	p.started = running
@@ -415,8 +421,8 @@ func (c *Cluster) finishPod(p *pod) {
 // dropFinalizer removes the model's finalizer from the pod's object.
 func (c *Cluster) dropFinalizer(p *pod) {
 	ctx := context.Background()
-	var obj corev1.Pod
-	if err := c.c.Get(ctx, p.key(), &obj, apiserver.Shared); err != nil {
+	obj := &c.scratch
+	if err := c.c.Get(ctx, p.key(), obj, apiserver.Shared); err != nil {
 		must(err, "reading pod "+p.ns+"/"+p.name)
 		return
 	}
@@ -424,7 +430,7 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	// kubelet's status manager finishes a pod: it writes one field, not
 	// the whole pod. obj shares the stored pod's slices: a new one.
 	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
-	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
+	must(c.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
 }
 
 // finalizerPatch is the merge patch that sets metadata.finalizers to rest
