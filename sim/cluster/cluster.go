@@ -177,6 +177,9 @@ type Cluster struct {
 	// serves every call; a new one was a KiB allocated per bind and per
 	// pod finished.
 	scratch corev1.Pod
+	// scratchNode is the Node that writeNodeStatus reads the stored
+	// Node into (Shared).
+	scratchNode corev1.Node
 }
 
 // New builds the cluster model for sc on the engine and API server, and
