@@ -116,7 +116,10 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 	c.nodes[name] = n
 	c.sorted = nil
 	g.live = append(g.live, i) // indices only grow
-	if err := c.c.Create(ctx, obj); err != nil {
+	// Not echoed: obj becomes the stored Node (the server keeps a typed
+	// object given with NoEcho), which syncNode reads and nothing here
+	// modifies; the echo deep-copied the whole Node back.
+	if err := c.c.Create(ctx, obj, apiserver.NoEcho); err != nil {
 		delete(c.nodes, name)
 		g.live = g.live[:len(g.live)-1]
 		return nil, fmt.Errorf("cluster: creating node %s: %w", name, err)
