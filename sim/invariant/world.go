@@ -58,7 +58,7 @@ type World struct {
 	// the current event.
 	podRemoved bool
 	// pods are the pods bound to a node, by namespace and name.
-	pods map[types.NamespacedName]podInfo
+	pods map[types.NamespacedName]*podInfo
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
 	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
@@ -476,7 +476,7 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[types.NamespacedName]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[types.NamespacedName]*podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
 }
 
 // Observe applies one watch event.
@@ -505,7 +505,14 @@ func (w *World) Observe(ev apiserver.Event) {
 // observePod keeps the count of workload pods per node.
 func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 	key := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
-	old, had := w.pods[key]
+	// The info is kept by pointer: a pod's update is written in place,
+	// with no map assignment.
+	info := w.pods[key]
+	had := info != nil
+	var old podInfo
+	if had {
+		old = *info
+	}
 	var cur podInfo
 	has := t != apiserver.Deleted && o.Spec.NodeName != ""
 	if has {
@@ -534,7 +541,11 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 		}
 	}
 	if has {
-		w.pods[key] = cur
+		if info == nil {
+			info = new(podInfo)
+			w.pods[key] = info
+		}
+		*info = cur
 		w.countDaemonSetPod(cur, 1)
 		if cur.workload {
 			w.node(cur.node).WorkloadPods++
@@ -1559,8 +1570,8 @@ func (w *World) podRemoval(ev apiserver.Event) (node string, workload, ok bool) 
 	if !isPod {
 		return "", false, false
 	}
-	info, had := w.pods[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
-	if !had || info.terminating {
+	info := w.pods[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
+	if info == nil || info.terminating {
 		return "", false, false
 	}
 	if ev.Type == apiserver.Deleted || o.DeletionTimestamp != nil {
