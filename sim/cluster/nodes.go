@@ -200,9 +200,13 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 func (c *Cluster) writeNodeStatus(n *node, st corev1.NodeStatus, what string) {
 	ctx := context.Background()
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: st}
-	must(c.c.Status().Update(ctx, obj, apiserver.NoEcho), what+n.name)
+	if err := c.c.Status().Update(ctx, obj, apiserver.NoEcho); err != nil {
+		must(err, what+n.name)
+	}
 	stored := &c.scratchNode
-	must(c.c.Get(ctx, client.ObjectKey{Name: n.name}, stored, apiserver.Shared), "reading node "+n.name)
+	if err := c.c.Get(ctx, client.ObjectKey{Name: n.name}, stored, apiserver.Shared); err != nil {
+		must(err, "reading node "+n.name)
+	}
 	if stored.UID == n.uid {
 		c.syncNode(n, stored)
 	}

@@ -311,7 +311,9 @@ func (c *Cluster) podStatus(p *pod, ready bool) corev1.PodStatus {
 // writePodStatus writes the pod Running, Ready or not.
 func (c *Cluster) writePodStatus(p *pod, ready bool) {
 	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}, Status: c.podStatus(p, ready)}
-	must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of pod "+p.ns+"/"+p.name)
+	if err := c.c.Status().Update(context.Background(), obj, apiserver.NoEcho); err != nil {
+		must(err, "writing the status of pod "+p.ns+"/"+p.name)
+	}
 }
 
 // startPodAfter starts the pod's containers after d, unless it is
@@ -430,7 +432,9 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	// kubelet's status manager finishes a pod: it writes one field, not
 	// the whole pod. obj shares the stored pod's slices: a new one.
 	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
-	must(c.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
+	if err := c.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho); err != nil {
+		must(err, "finishing pod "+p.ns+"/"+p.name)
+	}
 }
 
 // finalizerPatch is the merge patch that sets metadata.finalizers to rest
@@ -496,7 +500,9 @@ func (c *Cluster) forceDelete(p *pod) {
 	}
 	c.dropFinalizer(p)
 	err := c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}})
-	must(err, "deleting pod "+p.ns+"/"+p.name)
+	if err != nil {
+		must(err, "deleting pod "+p.ns+"/"+p.name)
+	}
 	c.podGone(p)
 }
 
@@ -524,7 +530,9 @@ func (c *Cluster) podGone(p *pod) {
 			c.reconcileWorkload(p.w)
 		}
 	case p.ds != nil && n != nil && !n.gone && !n.deleting:
-		must(c.createDaemonPod(context.Background(), p.ds, n, false), "recreating a pod of DaemonSet "+p.ds.spec.Name)
+		if err := c.createDaemonPod(context.Background(), p.ds, n, false); err != nil {
+			must(err, "recreating a pod of DaemonSet "+p.ds.spec.Name)
+		}
 	}
 }
 
@@ -536,7 +544,9 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 	ctx := context.Background()
 	for w.active < w.replicas {
 		p := c.newWorkloadPod(w)
-		must(c.createPod(ctx, p, false), "creating a pod of workload "+w.spec.Name)
+		if err := c.createPod(ctx, p, false); err != nil {
+			must(err, "creating a pod of workload "+w.spec.Name)
+		}
 		c.enqueue(p)
 	}
 	if w.active <= w.replicas {
@@ -544,7 +554,9 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 	}
 	active := scaleDownOrder(w)
 	for _, p := range active[:w.active-w.replicas] {
-		must(c.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "scaling down pod "+p.ns+"/"+p.name)
+		if err := c.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}); err != nil {
+			must(err, "scaling down pod "+p.ns+"/"+p.name)
+		}
 		c.terminate(p)
 	}
 }
@@ -607,7 +619,9 @@ func (c *Cluster) scaleBare(w *workload, replicas int) {
 	}
 	active := scaleDownOrder(w)
 	for _, p := range active[:from-replicas] {
-		must(c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "deleting bare pod "+p.ns+"/"+p.name)
+		if err := c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}); err != nil {
+			must(err, "deleting bare pod "+p.ns+"/"+p.name)
+		}
 		c.terminate(p)
 	}
 }
@@ -738,7 +752,9 @@ func (c *Cluster) flushPDBs() {
 				Conditions:         []metav1.Condition{cond},
 			},
 		}
-		must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
+		if err := c.c.Status().Update(context.Background(), obj, apiserver.NoEcho); err != nil {
+			must(err, "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
+		}
 	}
 }
 

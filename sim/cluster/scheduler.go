@@ -228,7 +228,9 @@ func (c *Cluster) bind(p *pod, n *node) {
 	// One field, as the scheduler's Binding writes it.
 	obj := &c.scratch
 	*obj = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
-	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, bindPatch(n.name)), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
+	if err := c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, bindPatch(n.name)), apiserver.NoEcho); err != nil {
+		must(err, "binding pod "+p.ns+"/"+p.name)
+	}
 	if c.tracing() {
 		c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
 	}
