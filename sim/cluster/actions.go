@@ -90,7 +90,9 @@ func (c *Cluster) notReadyEviction(n *node) {
 				continue
 			}
 			err := c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}})
-			must(err, "evicting pod "+p.ns+"/"+p.name+" from NotReady node "+n.name)
+			if err != nil {
+				must(err, "evicting pod "+p.ns+"/"+p.name+" from NotReady node "+n.name)
+			}
 			evicted = append(evicted, p.name)
 			c.terminate(p)
 		}

@@ -170,6 +170,16 @@ type Cluster struct {
 
 	pinned  map[string]*pinnedImage // the registry's pinned images (imagefs.go)
 	starved []facts.StageStarvation // stagings that failed for lack of space
+
+	// scratch is the Pod that bind and dropFinalizer hand the client: the
+	// server keeps no reference to the object of a NoEcho patch, nor to
+	// that of a Shared get (it gets the stored pod's fields), so one
+	// serves every call; a new one was a KiB allocated per bind and per
+	// pod finished.
+	scratch corev1.Pod
+	// scratchNode is the Node that writeNodeStatus reads the stored
+	// Node into (Shared).
+	scratchNode corev1.Node
 }
 
 // New builds the cluster model for sc on the engine and API server, and
@@ -573,7 +583,7 @@ func resourceList(m map[string]resource.Quantity) corev1.ResourceList {
 	if len(m) == 0 {
 		return nil
 	}
-	out := corev1.ResourceList{}
+	out := make(corev1.ResourceList, len(m))
 	for k, q := range m {
 		out[corev1.ResourceName(k)] = q.DeepCopy()
 	}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"time"
@@ -205,9 +204,5 @@ func (c *Cluster) conditions(n *node, ready corev1.NodeCondition, now metav1.Tim
 // writeConditions writes the Node status with its conditions as they are
 // now and Ready as last written.
 func (c *Cluster) writeConditions(n *node) {
-	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: c.nodeStatus(n, n.ready, n.readyReason)}
-	must(c.c.Status().Update(context.Background(), obj), "writing the conditions of node "+n.name)
-	if obj.UID == n.uid {
-		c.syncNode(n, obj)
-	}
+	c.writeNodeStatus(n, c.nodeStatus(n, n.ready, n.readyReason), "writing the conditions of node ")
 }

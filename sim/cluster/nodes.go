@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/bootroll/bootroll/sim/apiserver"
 	"github.com/bootroll/bootroll/sim/engine"
 	"github.com/bootroll/bootroll/sim/scenario"
 )
@@ -115,7 +116,10 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 	c.nodes[name] = n
 	c.sorted = nil
 	g.live = append(g.live, i) // indices only grow
-	if err := c.c.Create(ctx, obj); err != nil {
+	// Not echoed: obj becomes the stored Node (the server keeps a typed
+	// object given with NoEcho), which syncNode reads and nothing here
+	// modifies; the echo deep-copied the whole Node back.
+	if err := c.c.Create(ctx, obj, apiserver.NoEcho); err != nil {
 		delete(c.nodes, name)
 		g.live = g.live[:len(g.live)-1]
 		return nil, fmt.Errorf("cluster: creating node %s: %w", name, err)
@@ -178,11 +182,7 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 	}
 	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	n.readyReason = reason
-	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: c.nodeStatus(n, ready, reason)}
-	must(c.c.Status().Update(context.Background(), obj), "writing the status of node "+n.name)
-	if obj.UID == n.uid {
-		c.syncNode(n, obj)
-	}
+	c.writeNodeStatus(n, c.nodeStatus(n, ready, reason), "writing the status of node ")
 	if ready {
 		if c.tracing() {
 			c.trace("node/ready", "node/"+n.name, map[string]any{"bootID": n.host.bootID()})
@@ -191,6 +191,24 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 		if c.tracing() {
 			c.trace("node/notready", "node/"+n.name, map[string]any{"reason": reason})
 		}
+	}
+}
+
+// writeNodeStatus writes the Node status of n, as the kubelet does, and
+// takes the API's view of the node from the stored Node: read shared, not
+// echoed into a deep copy of the whole Node (a copy per status write).
+func (c *Cluster) writeNodeStatus(n *node, st corev1.NodeStatus, what string) {
+	ctx := context.Background()
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Status: st}
+	if err := c.c.Status().Update(ctx, obj, apiserver.NoEcho); err != nil {
+		must(err, what+n.name)
+	}
+	stored := &c.scratchNode
+	if err := c.c.Get(ctx, client.ObjectKey{Name: n.name}, stored, apiserver.Shared); err != nil {
+		must(err, "reading node "+n.name)
+	}
+	if stored.UID == n.uid {
+		c.syncNode(n, stored)
 	}
 }
 

@@ -211,12 +211,18 @@ func (c *Cluster) createPDB(ctx context.Context, b *pdb) error {
 // creates its object.
 func (c *Cluster) newWorkloadPod(w *workload) *pod {
 	w.seq++
-	p := &pod{name: fmt.Sprintf("%s-%d", w.spec.Name, w.seq), ns: WorkloadNamespace, w: w, seq: w.seq, req: w.req}
+	p := &pod{name: podName(w.spec.Name, w.seq), ns: WorkloadNamespace, w: w, seq: w.seq, req: w.req}
 	c.pods[p.key()] = p
 	w.pods[p.name] = p
 	w.active++
 	c.pending++
 	return p
+}
+
+// podName is the name of an owner's seq-th pod: what fmt.Sprintf("%s-%d")
+// gives, without its formatting, once per pod created.
+func podName(owner string, seq uint64) string {
+	return owner + "-" + strconv.FormatUint(seq, 10)
 }
 
 // createPod creates the pod's object: bound when it is placed, Running and
@@ -268,7 +274,7 @@ func (c *Cluster) createPod(ctx context.Context, p *pod, running bool) error {
 // starts after PodStartup, or at once for the initial cluster.
 func (c *Cluster) createDaemonPod(ctx context.Context, ds *daemonSet, n *node, running bool) error {
 	ds.seq++
-	p := &pod{name: fmt.Sprintf("%s-%d", ds.spec.Name, ds.seq), ns: DaemonSetNamespace, ds: ds, seq: ds.seq, req: ds.req}
+	p := &pod{name: podName(ds.spec.Name, ds.seq), ns: DaemonSetNamespace, ds: ds, seq: ds.seq, req: ds.req}
 	c.pods[p.key()] = p
 	c.place(p, n)
 	p.started = running
@@ -305,7 +311,9 @@ func (c *Cluster) podStatus(p *pod, ready bool) corev1.PodStatus {
 // writePodStatus writes the pod Running, Ready or not.
 func (c *Cluster) writePodStatus(p *pod, ready bool) {
 	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}, Status: c.podStatus(p, ready)}
-	must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of pod "+p.ns+"/"+p.name)
+	if err := c.c.Status().Update(context.Background(), obj, apiserver.NoEcho); err != nil {
+		must(err, "writing the status of pod "+p.ns+"/"+p.name)
+	}
 }
 
 // startPodAfter starts the pod's containers after d, unless it is
@@ -415,8 +423,8 @@ func (c *Cluster) finishPod(p *pod) {
 // dropFinalizer removes the model's finalizer from the pod's object.
 func (c *Cluster) dropFinalizer(p *pod) {
 	ctx := context.Background()
-	var obj corev1.Pod
-	if err := c.c.Get(ctx, p.key(), &obj, apiserver.Shared); err != nil {
+	obj := &c.scratch
+	if err := c.c.Get(ctx, p.key(), obj, apiserver.Shared); err != nil {
 		must(err, "reading pod "+p.ns+"/"+p.name)
 		return
 	}
@@ -424,7 +432,9 @@ func (c *Cluster) dropFinalizer(p *pod) {
 	// kubelet's status manager finishes a pod: it writes one field, not
 	// the whole pod. obj shares the stored pod's slices: a new one.
 	rest := slices.DeleteFunc(slices.Clone(obj.Finalizers), func(f string) bool { return f == PodFinalizer })
-	must(c.c.Patch(ctx, &obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho), "finishing pod "+p.ns+"/"+p.name)
+	if err := c.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, finalizerPatch(rest, obj.ResourceVersion)), apiserver.NoEcho); err != nil {
+		must(err, "finishing pod "+p.ns+"/"+p.name)
+	}
 }
 
 // finalizerPatch is the merge patch that sets metadata.finalizers to rest
@@ -490,7 +500,9 @@ func (c *Cluster) forceDelete(p *pod) {
 	}
 	c.dropFinalizer(p)
 	err := c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}})
-	must(err, "deleting pod "+p.ns+"/"+p.name)
+	if err != nil {
+		must(err, "deleting pod "+p.ns+"/"+p.name)
+	}
 	c.podGone(p)
 }
 
@@ -518,7 +530,9 @@ func (c *Cluster) podGone(p *pod) {
 			c.reconcileWorkload(p.w)
 		}
 	case p.ds != nil && n != nil && !n.gone && !n.deleting:
-		must(c.createDaemonPod(context.Background(), p.ds, n, false), "recreating a pod of DaemonSet "+p.ds.spec.Name)
+		if err := c.createDaemonPod(context.Background(), p.ds, n, false); err != nil {
+			must(err, "recreating a pod of DaemonSet "+p.ds.spec.Name)
+		}
 	}
 }
 
@@ -530,7 +544,9 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 	ctx := context.Background()
 	for w.active < w.replicas {
 		p := c.newWorkloadPod(w)
-		must(c.createPod(ctx, p, false), "creating a pod of workload "+w.spec.Name)
+		if err := c.createPod(ctx, p, false); err != nil {
+			must(err, "creating a pod of workload "+w.spec.Name)
+		}
 		c.enqueue(p)
 	}
 	if w.active <= w.replicas {
@@ -538,7 +554,9 @@ func (c *Cluster) reconcileWorkload(w *workload) {
 	}
 	active := scaleDownOrder(w)
 	for _, p := range active[:w.active-w.replicas] {
-		must(c.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "scaling down pod "+p.ns+"/"+p.name)
+		if err := c.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}); err != nil {
+			must(err, "scaling down pod "+p.ns+"/"+p.name)
+		}
 		c.terminate(p)
 	}
 }
@@ -601,7 +619,9 @@ func (c *Cluster) scaleBare(w *workload, replicas int) {
 	}
 	active := scaleDownOrder(w)
 	for _, p := range active[:from-replicas] {
-		must(c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}), "deleting bare pod "+p.ns+"/"+p.name)
+		if err := c.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns}}); err != nil {
+			must(err, "deleting bare pod "+p.ns+"/"+p.name)
+		}
 		c.terminate(p)
 	}
 }
@@ -732,7 +752,9 @@ func (c *Cluster) flushPDBs() {
 				Conditions:         []metav1.Condition{cond},
 			},
 		}
-		must(c.c.Status().Update(context.Background(), obj, apiserver.NoEcho), "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
+		if err := c.c.Status().Update(context.Background(), obj, apiserver.NoEcho); err != nil {
+			must(err, "writing the status of PodDisruptionBudget "+b.ns+"/"+b.name)
+		}
 	}
 }
 

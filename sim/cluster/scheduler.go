@@ -226,8 +226,11 @@ func (c *Cluster) unplace(p *pod) {
 func (c *Cluster) bind(p *pod, n *node) {
 	c.place(p, n)
 	// One field, as the scheduler's Binding writes it.
-	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
-	must(c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, bindPatch(n.name)), apiserver.NoEcho), "binding pod "+p.ns+"/"+p.name)
+	obj := &c.scratch
+	*obj = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
+	if err := c.c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, bindPatch(n.name)), apiserver.NoEcho); err != nil {
+		must(err, "binding pod "+p.ns+"/"+p.name)
+	}
 	if c.tracing() {
 		c.trace("pod/scheduled", "pod/"+p.ns+"/"+p.name, map[string]any{"node": n.name})
 	}

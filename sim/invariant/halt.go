@@ -2,7 +2,6 @@ package invariant
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/sim/apiserver"
@@ -40,22 +39,35 @@ type halt struct {
 // judges (internal/imageref); TestDigestOfAgreesWithImageref checks that
 // the two agree.
 func digestOf(ref string) string {
-	i := strings.LastIndexByte(ref, '@')
-	if i <= 0 {
+	// A digest reference ends in "@sha256:" and 64 hex digits, none of
+	// them an '@', so its last '@' is the 72nd byte from the end: the
+	// test reads the tail only (LastIndexByte scanned the whole
+	// reference, and digestOf is called at every BootcNode event and
+	// reboot).
+	const tail = len("@sha256:") + 64
+	i := len(ref) - tail
+	if i <= 0 || ref[i] != '@' || ref[i+1:i+8] != "sha256:" || !lowerHex64(ref[i+8:]) {
 		return ref
 	}
-	d := ref[i+1:]
-	hex, ok := strings.CutPrefix(d, "sha256:")
-	if !ok || len(hex) != 64 || !lowerHex(hex) {
-		return ref
-	}
-	return d
+	return ref[i+1:]
 }
 
-// lowerHex reports whether s is made of 0-9 and a-f only.
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+// lowerHex64 reports whether s, of 64 bytes, is made of 0-9 and a-f only.
+// It reads eight bytes at a time: a byte below 0x80 plus 0x80-lo has its
+// high bit set when it is at least lo, plus 0x7f-hi when it is above hi,
+// and no sum carries into the next byte.
+func lowerHex64(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	_ = s[63]
+	for k := 0; k < 64; k += 8 {
+		x := uint64(s[k]) | uint64(s[k+1])<<8 | uint64(s[k+2])<<16 | uint64(s[k+3])<<24 |
+			uint64(s[k+4])<<32 | uint64(s[k+5])<<40 | uint64(s[k+6])<<48 | uint64(s[k+7])<<56
+		if x&highs != 0 {
+			return false
+		}
+		digit := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones)
+		letter := (x + (0x80-'a')*ones) &^ (x + (0x7f-'f')*ones)
+		if (digit|letter)&highs != highs {
 			return false
 		}
 	}

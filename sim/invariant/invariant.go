@@ -284,7 +284,12 @@ func (c *Checker) Check(now time.Time) {
 			}
 		}
 	}
-	c.runDeadlines(now)
+	// The calls below that most events have nothing for are made only
+	// when they have something to do (guards of a few instructions, at
+	// every engine event).
+	if len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
+		c.runDeadlines(now)
+	}
 	if c.maxUnavailable {
 		if dirty := c.world.TakeDirty(); len(dirty) > 0 {
 			at := now.Sub(c.start)
@@ -298,8 +303,12 @@ func (c *Checker) Check(now time.Time) {
 	c.world.TakePodRemoved()
 	c.world.TakePodsChanged()
 	c.syncRemovals()
-	c.checkPDBs(now)
-	c.checkPinned(now)
+	if len(c.pdbPending) > 0 {
+		c.checkPDBs(now)
+	}
+	if c.pinned != nil {
+		c.checkPinned(now)
+	}
 }
 
 // MaxUnavailableBound is the number of nodes of a pool with members

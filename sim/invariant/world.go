@@ -58,7 +58,7 @@ type World struct {
 	// the current event.
 	podRemoved bool
 	// pods are the pods bound to a node, by namespace and name.
-	pods map[types.NamespacedName]podInfo
+	pods map[types.NamespacedName]*podInfo
 	// claims are the NodeClaims' bootroll-owned annotations, by name.
 	claims map[string][]string
 	// claimLife is each NodeClaim's spec.expireAfter (Karpenter's default
@@ -407,10 +407,16 @@ type Pool struct {
 	// slots is status.slots by node; prevSlots is what it was before the
 	// pool's last event.
 	slots, prevSlots map[string]v1alpha1.Slot
-	live             bool
-	isDirty          bool
-	converged        bool
-	overLimit        bool
+	// slotList is a copy of the status.slots that setSlots last took, for
+	// the pool events that leave them as they were.
+	slotList []v1alpha1.Slot
+	// nodeSelector is a copy of the spec.nodeSelector that Selector was
+	// last made from, for the pool events that leave it as it was.
+	nodeSelector map[string]string
+	live         bool
+	isDirty      bool
+	converged    bool
+	overLimit    bool
 	// lastUnavailable is Unavailable at the last max-unavailable check.
 	lastUnavailable int
 	// departed are the Karpenter nodes (a NodeClaim's life known) whose
@@ -470,7 +476,7 @@ func init() {
 
 // NewWorld returns an empty world.
 func NewWorld() *World {
-	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[types.NamespacedName]podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
+	return &World{nodes: map[string]*Node{}, pools: map[string]*Pool{}, pods: map[types.NamespacedName]*podInfo{}, claims: map[string][]string{}, claimLife: map[string]time.Duration{}, claimBorn: map[string]time.Time{}}
 }
 
 // Observe applies one watch event.
@@ -499,7 +505,14 @@ func (w *World) Observe(ev apiserver.Event) {
 // observePod keeps the count of workload pods per node.
 func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 	key := types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
-	old, had := w.pods[key]
+	// The info is kept by pointer: a pod's update is written in place,
+	// with no map assignment.
+	info := w.pods[key]
+	had := info != nil
+	var old podInfo
+	if had {
+		old = *info
+	}
 	var cur podInfo
 	has := t != apiserver.Deleted && o.Spec.NodeName != ""
 	if has {
@@ -528,7 +541,11 @@ func (w *World) observePod(t apiserver.EventType, o *corev1.Pod) {
 		}
 	}
 	if has {
-		w.pods[key] = cur
+		if info == nil {
+			info = new(podInfo)
+			w.pods[key] = info
+		}
+		*info = cur
 		w.countDaemonSetPod(cur, 1)
 		if cur.workload {
 			w.node(cur.node).WorkloadPods++
@@ -1152,10 +1169,16 @@ func (w *World) observePool(t apiserver.EventType, o *v1alpha1.BootcNodePool) {
 		})
 		w.poolList = slices.Insert(w.poolList, i, p)
 		p.Selector = labels.SelectorFromSet(o.Spec.NodeSelector)
+		p.nodeSelector = maps.Clone(o.Spec.NodeSelector)
 		w.remap()
-	} else if sel := labels.SelectorFromSet(o.Spec.NodeSelector); sel.String() != p.Selector.String() {
-		p.Selector = sel
-		w.remap()
+	} else if !maps.Equal(o.Spec.NodeSelector, p.nodeSelector) {
+		// The same set makes the same selector: only another one is
+		// made and compared (String was a tenth of this event's cost).
+		p.nodeSelector = maps.Clone(o.Spec.NodeSelector)
+		if sel := labels.SelectorFromSet(o.Spec.NodeSelector); sel.String() != p.Selector.String() {
+			p.Selector = sel
+			w.remap()
+		}
 	}
 	p.MaxUnavailable = o.Spec.Rollout.MaxUnavailable
 	if img := string(o.Spec.Image); img != p.SpecImage {
@@ -1224,6 +1247,12 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 
 // setSlots takes the pool's status.slots: O(slots).
 func (w *World) setSlots(p *Pool, slots []v1alpha1.Slot) {
+	if slices.Equal(slots, p.slotList) {
+		// The list it took last: the loop below would find them the
+		// same, a map lookup per slot.
+		return
+	}
+	p.slotList = append(p.slotList[:0], slots...)
 	if len(slots) == len(p.slots) {
 		same := true
 		for _, s := range slots {
@@ -1541,8 +1570,8 @@ func (w *World) podRemoval(ev apiserver.Event) (node string, workload, ok bool) 
 	if !isPod {
 		return "", false, false
 	}
-	info, had := w.pods[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
-	if !had || info.terminating {
+	info := w.pods[types.NamespacedName{Namespace: o.Namespace, Name: o.Name}]
+	if info == nil || info.terminating {
 		return "", false, false
 	}
 	if ev.Type == apiserver.Deleted || o.DeletionTimestamp != nil {
