@@ -131,6 +131,10 @@ type Cluster struct {
 	c          client.Client // the admin client: neither counted nor faulted
 	sc         *scenario.Scenario
 	hooks      Hooks
+	// clockOf is each node's clock offset (clockSkew), nil when every
+	// clock is the cluster's: the kubelet stamps its node's and pods'
+	// condition times with it (kubeletNow).
+	clockOf func(node string) time.Duration
 	// apps is set when the scheme serves apps/v1, so that Deployments,
 	// ReplicaSets and DaemonSets exist as objects and own their pods.
 	apps bool
@@ -598,4 +602,19 @@ func subset(sel, l map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// SetNodeClocks gives each node's clock offset from the cluster's (a
+// clockSkew fault): the simulated kubelet stamps the node's conditions
+// and its pods' with its node's clock, as a real one does.
+func (c *Cluster) SetNodeClocks(offset func(node string) time.Duration) { c.clockOf = offset }
+
+// kubeletNow is the time on node's clock, to the second: what its
+// kubelet writes into conditions.
+func (c *Cluster) kubeletNow(node string) time.Time {
+	t := c.eng.Now()
+	if c.clockOf != nil {
+		t = t.Add(c.clockOf(node))
+	}
+	return t.Truncate(time.Second)
 }

@@ -71,12 +71,13 @@ func (h *host) healthBoot() {
 	}
 	h.condH, h.dsHeld, h.flapsLeft, h.flapSpec = nil, nil, 0, nil
 	n, now := h.n, h.c.eng.Now()
-	base := h.c.groupConditions(n.g)
+	stamp := h.c.kubeletNow(n.name) // the node problem detector's clock
+	base := h.c.groupConditions(n.g, stamp)
 	next := h.healthNext
 	h.healthNext = health{}
 	conds := slices.Clone(base)
 	for _, f := range next.conds {
-		conds = setCondition(conds, f.Type, corev1.ConditionStatus(f.Status), now)
+		conds = setCondition(conds, f.Type, corev1.ConditionStatus(f.Status), stamp)
 		h.c.trace("node/condition", h.object(), map[string]any{"type": f.Type, "status": string(f.Status), "bootID": h.bootID()})
 		if f.For != nil {
 			typ := f.Type
@@ -107,14 +108,13 @@ func (h *host) healthBoot() {
 func (h *host) restoreCondition(typ string) {
 	n := h.n
 	var want *corev1.NodeCondition
-	for _, b := range h.c.groupConditions(n.g) {
+	for _, b := range h.c.groupConditions(n.g, h.c.kubeletNow(n.name)) {
 		if b.Type == corev1.NodeConditionType(typ) {
 			want = &b
 		}
 	}
-	now := h.c.eng.Now()
 	if want != nil {
-		n.conds = setCondition(n.conds, typ, want.Status, now)
+		n.conds = setCondition(n.conds, typ, want.Status, h.c.kubeletNow(n.name))
 	} else {
 		n.conds = slices.DeleteFunc(n.conds, func(c corev1.NodeCondition) bool { return string(c.Type) == typ })
 	}
@@ -149,14 +149,14 @@ func (h *host) faultFlapUp() {
 
 // groupConditions are the conditions a node of group g reports, sorted
 // by type, each as of now (mergeTimes keeps earlier times).
-func (c *Cluster) groupConditions(g *group) []corev1.NodeCondition {
+func (c *Cluster) groupConditions(g *group, now time.Time) []corev1.NodeCondition {
 	if len(g.spec.Conditions) == 0 {
 		return nil
 	}
 	out := make([]corev1.NodeCondition, 0, len(g.spec.Conditions))
 	for _, sc := range g.spec.Conditions {
 		out = append(out, corev1.NodeCondition{Type: corev1.NodeConditionType(sc.Type), Status: corev1.ConditionStatus(sc.Status),
-			Reason: "AsConfigured", LastTransitionTime: metav1.NewTime(c.eng.Now().Truncate(time.Second))})
+			Reason: "AsConfigured", LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))})
 	}
 	slices.SortFunc(out, func(a, b corev1.NodeCondition) int { return strings.Compare(string(a.Type), string(b.Type)) })
 	return out

@@ -95,8 +95,8 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 		n.heapPos[j] = -1
 	}
 	n.host = newHost(c, n)
-	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
-	n.conds = c.groupConditions(g)
+	n.readySince = metav1.NewTime(c.kubeletNow(name))
+	n.conds = c.groupConditions(g, c.kubeletNow(name))
 	labels := map[string]string{corev1.LabelHostname: name, corev1.LabelOSStable: "linux"}
 	for k, v := range g.spec.Labels {
 		labels[k] = v
@@ -141,7 +141,7 @@ func (c *Cluster) createNode(ctx context.Context, g *group, i int, initial bool)
 
 // nodeStatus is the Node status the kubelet of n reports.
 func (c *Cluster) nodeStatus(n *node, ready bool, reason string) corev1.NodeStatus {
-	now := metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	now := metav1.NewTime(c.kubeletNow(n.name))
 	cond := corev1.NodeCondition{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: n.readySince,
@@ -178,9 +178,13 @@ func (c *Cluster) setReady(n *node, ready bool, reason string) {
 	n.graceH.Cancel()
 	n.graceH = nil
 	if reason != ReasonNodeStatusUnknown {
-		n.lastHeartbeat = metav1.NewTime(c.eng.Now().Truncate(time.Second))
+		n.lastHeartbeat = metav1.NewTime(c.kubeletNow(n.name))
+		n.readySince = n.lastHeartbeat
+	} else {
+		// The node lifecycle controller's write, on the control plane's
+		// clock.
+		n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	}
-	n.readySince = metav1.NewTime(c.eng.Now().Truncate(time.Second))
 	n.readyReason = reason
 	c.writeNodeStatus(n, c.nodeStatus(n, ready, reason), "writing the status of node ")
 	if ready {

@@ -294,7 +294,11 @@ func (c *Cluster) podStatus(p *pod, ready bool) corev1.PodStatus {
 	if ready {
 		st = corev1.ConditionTrue
 	}
-	now := metav1.NewTime(c.eng.Now().Truncate(time.Second))
+	node := ""
+	if p.node != nil {
+		node = p.node.name
+	}
+	now := metav1.NewTime(c.kubeletNow(node)) // the kubelet's clock
 	start := p.startAt
 	return corev1.PodStatus{
 		Phase: corev1.PodRunning,

@@ -547,6 +547,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("building the cluster model: %w", err)
 	}
 	r.cl = cl
+	if r.skew != nil {
+		cl.SetNodeClocks(func(node string) time.Duration { return r.skew[node] })
+	}
 	if err := cl.Start(ctx); err != nil {
 		return nil, fmt.Errorf("starting the cluster model: %w", err)
 	}
