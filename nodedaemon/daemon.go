@@ -205,14 +205,20 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 	}
 	var log logr.Logger // made for the first action: most passes have none
+	// Asked once: with a logger that drops Info (logr.Discard, a higher
+	// verbosity) the key/value arguments, boxed into interfaces before
+	// Info could drop them, were allocated for nothing at every action.
+	logging := len(actions) > 0 && d.log.Enabled()
 	for i, a := range actions {
-		if i == 0 {
-			log = d.log.WithValues("bootcnode", d.nodeName)
-		}
-		if a.Status != nil {
-			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
-		} else {
-			log.Info("performing action", "action", a.String())
+		if logging {
+			if i == 0 {
+				log = d.log.WithValues("bootcnode", d.nodeName)
+			}
+			if a.Status != nil {
+				log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
+			} else {
+				log.Info("performing action", "action", a.String())
+			}
 		}
 		if a.Type == Apply || a.Type == Reboot {
 			d.rebootAsked = obs.BootID // asked from here on, even if the call fails part way
