@@ -130,6 +130,12 @@ func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, lo
 	}
 }
 
+// noCopyGet reads without a deep copy (client.UnsafeDisableDeepCopy) as
+// an option list, passed as opts...: a variadic call allocated its
+// one-element slice at every pass. No client changes the options it is
+// given; nor may a caller change these.
+var noCopyGet = []client.GetOption{client.UnsafeDisableDeepCopy}
+
 // Reconcile implements reconcile.Reconciler for the node's own BootcNode.
 // Requests for other objects are ignored. When an action fails the rest are
 // skipped and the error returned, so the workqueue retries with backoff.
@@ -144,7 +150,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	// without decoding into it (patchStatus). The copy was about 5% of
 	// a twin run's CPU time.
 	var bn v1alpha1.BootcNode
-	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, client.UnsafeDisableDeepCopy); err != nil {
+	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, noCopyGet...); err != nil {
 		if apierrors.IsNotFound(err) {
 			d.reported = nil
 			return reconcile.Result{}, nil
