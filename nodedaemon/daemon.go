@@ -136,6 +136,10 @@ func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, lo
 // given; nor may a caller change these.
 var noCopyGet = []client.GetOption{client.UnsafeDisableDeepCopy}
 
+// fieldOwner is the option list of the daemon's status patches, for the
+// same reason as noCopyGet.
+var fieldOwner = []client.SubResourcePatchOption{client.FieldOwner(FieldOwner)}
+
 // Reconcile implements reconcile.Reconciler for the node's own BootcNode.
 // Requests for other objects are ignored. When an action fails the rest are
 // skipped and the error returned, so the workqueue retries with backoff.
@@ -406,7 +410,7 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 // left as it was.
 func (d *Daemon) patchStatus(ctx context.Context, bn *v1alpha1.BootcNode, data []byte) error {
 	out := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: bn.Name, Namespace: bn.Namespace}}
-	if err := d.client.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner)); err != nil {
+	if err := d.client.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, data), fieldOwner...); err != nil {
 		return err
 	}
 	*bn = *out
