@@ -574,15 +574,18 @@ type stager struct {
 	// before is the last observation of the wrapped host taken while no
 	// stage ran. While one runs it stands in for a fresh one: bootc status
 	// may wait on the sysroot lock that the running stage holds, and the
-	// deployments do not change before the stage ends.
-	before *Observation
+	// deployments do not change before the stage ends. It is held by
+	// value (hasBefore: there is one), overwritten by each observation:
+	// a pointer to a copy was an allocation at every daemon pass.
+	before    Observation
+	hasBefore bool
 }
 
 // Observe implements Host.
 func (a *AsyncHost) Observe(ctx context.Context) (Observation, error) {
 	a.st.mu.Lock()
-	if a.st.running && a.st.before != nil {
-		obs := *a.st.before
+	if a.st.running && a.st.hasBefore {
+		obs := a.st.before
 		a.st.mu.Unlock()
 		obs.Staging, obs.LastStage = true, nil
 		return obs, nil
@@ -599,8 +602,7 @@ func (a *AsyncHost) Observe(ctx context.Context) (Observation, error) {
 		obs.Staging, obs.LastStage = true, nil
 		return obs, nil
 	}
-	before := obs
-	a.st.before = &before
+	a.st.before, a.st.hasBefore = obs, true
 	if a.st.last != nil {
 		last := *a.st.last
 		obs.LastStage = &last
@@ -636,7 +638,7 @@ func (a *AsyncHost) run(ctx context.Context, image string) {
 		r.Err = err.Error()
 	}
 	a.st.mu.Lock()
-	a.st.running, a.st.last, a.st.before = false, r, nil
+	a.st.running, a.st.last, a.st.before, a.st.hasBefore = false, r, Observation{}, false
 	a.st.mu.Unlock()
 	if a.OnDone != nil {
 		a.OnDone()
