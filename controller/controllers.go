@@ -310,11 +310,25 @@ func debounced(m func(context.Context, client.Object) []reconcile.Request, chang
 // after a change that matters to the pool, so a burst of node changes
 // costs one pool reconcile; a deletion also reaches the pools that select
 // its Node (BootcNodeGoneToPools). reader is what the map reads.
+//
+// A create or update enqueues the one request of the record's pool
+// (bootcNodePool) without BootcNodeToPool's slice: that slice, built for
+// every BootcNode event, was one allocation per event.
 func debouncedPoolHandler(reader client.Reader) handler.EventHandler {
-	h := debounced(func(_ context.Context, o client.Object) []reconcile.Request { return BootcNodeToPool(o) },
-		func(old, cur client.Object) bool {
-			return BootcNodeChangeMatters(old.(*v1alpha1.BootcNode), cur.(*v1alpha1.BootcNode))
-		})
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if r, ok := bootcNodePool(o); ok {
+			q.AddAfter(r, rollout.PoolStatusDebounce)
+		}
+	}
+	var h handler.Funcs
+	h.CreateFunc = func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		enqueue(e.Object, q)
+	}
+	h.UpdateFunc = func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if BootcNodeChangeMatters(e.ObjectOld.(*v1alpha1.BootcNode), e.ObjectNew.(*v1alpha1.BootcNode)) {
+			enqueue(e.ObjectNew, q)
+		}
+	}
 	h.DeleteFunc = func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, r := range BootcNodeGoneToPools(ctx, reader, e.Object) {
 			q.AddAfter(r, rollout.PoolStatusDebounce)
@@ -386,11 +400,21 @@ func union(a, b []reconcile.Request) []reconcile.Request {
 
 // BootcNodeToPool maps a BootcNode to its pool.
 func BootcNodeToPool(o client.Object) []reconcile.Request {
-	bn, ok := o.(*v1alpha1.BootcNode)
-	if !ok || bn.Spec.Pool == "" {
+	r, ok := bootcNodePool(o)
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}}
+	return []reconcile.Request{r}
+}
+
+// bootcNodePool is BootcNodeToPool's one request, without a slice; false
+// when o is no BootcNode or names no pool.
+func bootcNodePool(o client.Object) (reconcile.Request, bool) {
+	bn, ok := o.(*v1alpha1.BootcNode)
+	if !ok || bn.Spec.Pool == "" {
+		return reconcile.Request{}, false
+	}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}, true
 }
 
 // BootcNodeChangeMatters reports whether a BootcNode update can change its
@@ -435,7 +459,7 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 	// A Node that left a pool must reach that pool too. Its record is
 	// read as the cache holds it, not copied: only its pool is read.
 	var bn v1alpha1.BootcNode
-	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn, client.UnsafeDisableDeepCopy); err == nil && bn.Spec.Pool != "" {
+	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn, cached.NoCopyGet...); err == nil && bn.Spec.Pool != "" {
 		r := reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}
 		if !slices.Contains(out, r) {
 			out = append(out, r)

@@ -47,13 +47,22 @@ func (h BootcHost) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	return Observation{
-		Booted:         hostImageOf(st.Booted),
-		Staged:         hostImageOf(st.Staged),
-		Rollback:       hostImageOf(st.Rollback),
-		RollbackQueued: st.RollbackQueued,
-		BootID:         bootID,
-	}, nil
+	obs := Observation{RollbackQueued: st.RollbackQueued, BootID: bootID}
+	// The deployments' images share one allocation, sized to those there
+	// are: one per deployment was most of what an Observe allocated, at
+	// every daemon pass. Every Observe has its own: no two observations
+	// share an image.
+	n := 0
+	for _, d := range [...]*bootc.Deployment{st.Booted, st.Staged, st.Rollback} {
+		if d != nil {
+			n++
+		}
+	}
+	room := make([]v1alpha1.HostImage, 0, n)
+	obs.Booted = hostImageOf(&room, st.Booted)
+	obs.Staged = hostImageOf(&room, st.Staged)
+	obs.Rollback = hostImageOf(&room, st.Rollback)
+	return obs, nil
 }
 
 // ShuttingDown implements Host from systemd's state.
@@ -61,12 +70,14 @@ func (h BootcHost) ShuttingDown(ctx context.Context) (bool, error) {
 	return h.Bootc.ShuttingDown(ctx)
 }
 
-// hostImageOf converts a bootc deployment; nil stays nil.
-func hostImageOf(d *bootc.Deployment) *v1alpha1.HostImage {
+// hostImageOf converts a bootc deployment into the next image of room,
+// which has room for it; nil stays nil.
+func hostImageOf(room *[]v1alpha1.HostImage, d *bootc.Deployment) *v1alpha1.HostImage {
 	if d == nil {
 		return nil
 	}
-	h := &v1alpha1.HostImage{Image: d.Image, Digest: d.Digest, Version: d.Version}
+	*room = append(*room, v1alpha1.HostImage{Image: d.Image, Digest: d.Digest, Version: d.Version})
+	h := &(*room)[len(*room)-1]
 	if d.Timestamp != nil {
 		// The API keeps seconds; truncating here keeps reports stable.
 		t := metav1.NewTime(d.Timestamp.UTC().Truncate(time.Second))

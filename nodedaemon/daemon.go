@@ -130,6 +130,16 @@ func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, lo
 	}
 }
 
+// noCopyGet reads without a deep copy (client.UnsafeDisableDeepCopy) as
+// an option list, passed as opts...: a variadic call allocated its
+// one-element slice at every pass. No client changes the options it is
+// given; nor may a caller change these.
+var noCopyGet = []client.GetOption{client.UnsafeDisableDeepCopy}
+
+// fieldOwner is the option list of the daemon's status patches, for the
+// same reason as noCopyGet.
+var fieldOwner = []client.SubResourcePatchOption{client.FieldOwner(FieldOwner)}
+
 // Reconcile implements reconcile.Reconciler for the node's own BootcNode.
 // Requests for other objects are ignored. When an action fails the rest are
 // skipped and the error returned, so the workqueue retries with backoff.
@@ -144,7 +154,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	// without decoding into it (patchStatus). The copy was about 5% of
 	// a twin run's CPU time.
 	var bn v1alpha1.BootcNode
-	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, client.UnsafeDisableDeepCopy); err != nil {
+	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, noCopyGet...); err != nil {
 		if apierrors.IsNotFound(err) {
 			d.reported = nil
 			return reconcile.Result{}, nil
@@ -205,14 +215,20 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		}
 	}
 	var log logr.Logger // made for the first action: most passes have none
+	// Asked once: with a logger that drops Info (logr.Discard, a higher
+	// verbosity) the key/value arguments, boxed into interfaces before
+	// Info could drop them, were allocated for nothing at every action.
+	logging := len(actions) > 0 && d.log.Enabled()
 	for i, a := range actions {
-		if i == 0 {
-			log = d.log.WithValues("bootcnode", d.nodeName)
-		}
-		if a.Status != nil {
-			log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
-		} else {
-			log.Info("performing action", "action", a.String())
+		if logging {
+			if i == 0 {
+				log = d.log.WithValues("bootcnode", d.nodeName)
+			}
+			if a.Status != nil {
+				log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
+			} else {
+				log.Info("performing action", "action", a.String())
+			}
 		}
 		if a.Type == Apply || a.Type == Reboot {
 			d.rebootAsked = obs.BootID // asked from here on, even if the call fails part way
@@ -394,7 +410,7 @@ func (d *Daemon) perform(ctx context.Context, bn *v1alpha1.BootcNode, a Action) 
 // left as it was.
 func (d *Daemon) patchStatus(ctx context.Context, bn *v1alpha1.BootcNode, data []byte) error {
 	out := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: bn.Name, Namespace: bn.Namespace}}
-	if err := d.client.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, data), client.FieldOwner(FieldOwner)); err != nil {
+	if err := d.client.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, data), fieldOwner...); err != nil {
 		return err
 	}
 	*bn = *out
@@ -558,15 +574,18 @@ type stager struct {
 	// before is the last observation of the wrapped host taken while no
 	// stage ran. While one runs it stands in for a fresh one: bootc status
 	// may wait on the sysroot lock that the running stage holds, and the
-	// deployments do not change before the stage ends.
-	before *Observation
+	// deployments do not change before the stage ends. It is held by
+	// value (hasBefore: there is one), overwritten by each observation:
+	// a pointer to a copy was an allocation at every daemon pass.
+	before    Observation
+	hasBefore bool
 }
 
 // Observe implements Host.
 func (a *AsyncHost) Observe(ctx context.Context) (Observation, error) {
 	a.st.mu.Lock()
-	if a.st.running && a.st.before != nil {
-		obs := *a.st.before
+	if a.st.running && a.st.hasBefore {
+		obs := a.st.before
 		a.st.mu.Unlock()
 		obs.Staging, obs.LastStage = true, nil
 		return obs, nil
@@ -583,8 +602,7 @@ func (a *AsyncHost) Observe(ctx context.Context) (Observation, error) {
 		obs.Staging, obs.LastStage = true, nil
 		return obs, nil
 	}
-	before := obs
-	a.st.before = &before
+	a.st.before, a.st.hasBefore = obs, true
 	if a.st.last != nil {
 		last := *a.st.last
 		obs.LastStage = &last
@@ -620,7 +638,7 @@ func (a *AsyncHost) run(ctx context.Context, image string) {
 		r.Err = err.Error()
 	}
 	a.st.mu.Lock()
-	a.st.running, a.st.last, a.st.before = false, r, nil
+	a.st.running, a.st.last, a.st.before, a.st.hasBefore = false, r, Observation{}, false
 	a.st.mu.Unlock()
 	if a.OnDone != nil {
 		a.OnDone()

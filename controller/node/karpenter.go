@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/controller/karpenter"
 )
 
@@ -53,7 +52,7 @@ func (r *Reconciler) protectClaim(ctx context.Context, s *nodeStep) error {
 		return err
 	}
 	cl.Claim.SetAnnotations(ann)
-	if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), fieldManager...); err != nil {
 		return fmt.Errorf("protect NodeClaim %s: %w", cl.Claim.GetName(), err)
 	}
 	return nil
@@ -76,7 +75,7 @@ func (r *Reconciler) unprotectClaim(ctx context.Context, s *nodeStep) error {
 			karpenter.Unprotect(cl.Claim, ann, ro.AddedNodeClaimAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
 		cl.Claim.SetAnnotations(ann)
-		if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.client.Patch(ctx, cl.Claim, client.MergeFrom(orig), fieldManager...); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("unprotect NodeClaim %s: %w", cl.Claim.GetName(), err)
 		}
 	}

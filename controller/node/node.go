@@ -179,7 +179,7 @@ func (r *Reconciler) reconcileRecord(ctx context.Context, bn *v1alpha1.BootcNode
 	// The cache never changes an object it holds (an event replaces it),
 	// so the shared Node stays the one read.
 	var node corev1.Node
-	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node, cached.NoCopyGet...); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}
@@ -1411,7 +1411,7 @@ func (r *Reconciler) cordon(ctx context.Context, s *nodeStep) error {
 			m.Annotations[k] = "true"
 		}
 	}
-	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), fieldManager...); err != nil {
 		return fmt.Errorf("cordon node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -1623,7 +1623,7 @@ func (r *Reconciler) uncordonNode(ctx context.Context, s *nodeStep, n *corev1.No
 		karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 	}
 	if nodeChanged(n, m) {
-		if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+		if err := r.client.Patch(ctx, m, patch.Node(n), fieldManager...); err != nil {
 			return fmt.Errorf("uncordon node %s: %w", n.Name, err)
 		}
 		s.node = m
@@ -1715,7 +1715,7 @@ func (r *Reconciler) postUpdate(ctx context.Context, s *nodeStep) (time.Duration
 			karpenter.Unprotect(n, m.Annotations, ro.AddedAnnotations, r.opts.TestOnly.DropAnnotationOwnership)
 		}
 		if nodeChanged(n, m) {
-			if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+			if err := r.client.Patch(ctx, m, patch.Node(n), fieldManager...); err != nil {
 				return 0, fmt.Errorf("end protection of node %s: %w", n.Name, err)
 			}
 			s.node = m
@@ -1794,7 +1794,7 @@ func (r *Reconciler) keepProtected(ctx context.Context, s *nodeStep) error {
 	}
 	m := n.DeepCopy()
 	m.Annotations = ann
-	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), fieldManager...); err != nil {
 		return fmt.Errorf("keep the post-update protection of node %s: %w", n.Name, err)
 	}
 	s.node = m
@@ -1884,7 +1884,7 @@ func (r *Reconciler) removeTaint(ctx context.Context, s *nodeStep) error {
 	if len(m.Spec.Taints) == len(n.Spec.Taints) {
 		return nil
 	}
-	if err := r.client.Patch(ctx, m, patch.Node(n), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
+	if err := r.client.Patch(ctx, m, patch.Node(n), fieldManager...); err != nil {
 		return fmt.Errorf("remove the %s taint from node %s: %w", v1alpha1.TaintOSNotReady, n.Name, err)
 	}
 	s.node = m

@@ -23,6 +23,12 @@ import (
 	"github.com/bootroll/bootroll/internal/imageref"
 )
 
+// fieldManager is the option list of the controller's patches, passed as
+// opts...: a variadic call allocated its one-element slice at every Node
+// and NodeClaim patch. No client changes the options it is given; nor
+// may a caller change this one.
+var fieldManager = []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
+
 // takeSlot takes up the slot the pool granted the node (rollout.GrantedSlot):
 // the pool owns the slot table and only decides who gets a slot; the node
 // reconciler, the one writer of the record's phase and rollout record,
@@ -260,7 +266,7 @@ func (g grantCordon) applyNode(ctx context.Context, c client.Client) (*corev1.No
 			m.Annotations[k] = "true"
 		}
 	}
-	if err := c.Patch(ctx, m, patch.Node(g.node), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Patch(ctx, m, patch.Node(g.node), fieldManager...); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("cordon node %s: %w", g.node.Name, err)
 	}
 	return m, nil
@@ -283,7 +289,7 @@ func (g grantCordon) applyClaim(ctx context.Context, c client.Client) error {
 		}
 	}
 	g.claim.SetAnnotations(ann)
-	if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), client.FieldOwner(v1alpha1.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Patch(ctx, g.claim, client.MergeFrom(orig), fieldManager...); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("annotate NodeClaim %s: %w", g.claim.GetName(), err)
 	}
 	return nil
