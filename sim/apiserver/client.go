@@ -240,6 +240,16 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 		share := o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy
 		tm := typeMetaOf(k.gvk)
 		for i, e := range entries {
+			if om := k.metaOf(e.obj); om != nil {
+				it := &pm.Items[i]
+				it.TypeMeta = tm
+				if share {
+					it.ObjectMeta = *om
+				} else {
+					om.DeepCopyInto(&it.ObjectMeta)
+				}
+				continue
+			}
 			if err := metadataOut(e.obj, &pm.Items[i], tm, share); err != nil {
 				return err
 			}

@@ -46,6 +46,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -477,16 +478,47 @@ func (s *Server) typedKind(gvk schema.GroupVersionKind) *kind {
 	if k := s.kinds[gvk]; k != nil {
 		return k
 	}
-	t, ok := s.scheme.AllKnownTypes()[gvk]
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if !ok || t.Kind() != reflect.Struct || !factsOf(t).object || !s.scheme.Recognizes(listGVK) {
-		return nil
+	tk := protoKey{s.scheme, gvk}
+	var k *kind
+	if p, ok := protoKinds.Load(tk); ok {
+		k = p.(*kind).fresh()
+	} else {
+		t, ok := s.scheme.AllKnownTypes()[gvk]
+		listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+		if !ok || t.Kind() != reflect.Struct || !factsOf(t).object || !s.scheme.Recognizes(listGVK) {
+			return nil
+		}
+		namespaced := !clusterScoped[gvk.GroupKind()] && gvk.Group != v1alpha1.GroupVersion.Group
+		p := newKind(gvk, listGVK, namespaced, t)
+		protoKinds.Store(tk, p)
+		k = p.fresh()
 	}
-	namespaced := !clusterScoped[gvk.GroupKind()] && gvk.Group != v1alpha1.GroupVersion.Group
-	k := newKind(gvk, listGVK, namespaced, t)
 	s.kinds[gvk] = k
-	s.lists[listGVK] = k
+	s.lists[k.listGVK] = k
 	s.mapperStale = true
+	return k
+}
+
+// protoKinds holds, by scheme and GroupVersionKind, a kind as typedKind
+// makes it for a scheme that serves it, never used itself: every server
+// (a twin run's API server and each daemon's cache) takes a fresh copy
+// of it, which saves working out its resource, list kind and Go type
+// again. Only kinds served are kept: a scheme may learn a kind later,
+// but never changes the Go type of one it knows (Scheme.AddKnownTypes
+// panics).
+var protoKinds sync.Map
+
+type protoKey struct {
+	scheme *runtime.Scheme
+	gvk    schema.GroupVersionKind
+}
+
+// fresh returns a copy of the prototype kind p with empty stores.
+func (p *kind) fresh() *kind {
+	k := new(kind)
+	*k = *p
+	k.store = store{buckets: map[string]*bucket{}}
+	k.indexes = map[string]*index{}
 	return k
 }
 

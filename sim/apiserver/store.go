@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -43,6 +44,10 @@ type kind struct {
 	// but TypeMeta.
 	metaField, statusField int
 	contentFields          []int
+	// ptrType is the TypeID of *goType when its ObjectMeta field is a
+	// metav1.ObjectMeta, at metaOffset in it (metaOf); 0 otherwise.
+	ptrType    TypeID
+	metaOffset uintptr
 	// copier copies objects of goType without reflection; nil for most
 	// kinds.
 	copier *copier
@@ -99,8 +104,21 @@ func newKind(gvk, listGVK schema.GroupVersionKind, namespaced bool, goType refle
 		k.metaField, k.statusField, k.contentFields = f.metaField, f.statusField, f.contentFields
 		k.status = k.statusField >= 0
 		k.copier = f.copier
+		k.ptrType, k.metaOffset = f.ptrType, f.metaOffset
 	}
 	return k
+}
+
+// metaOf returns the ObjectMeta of obj, a stored object of k, without
+// interface calls or assertions; nil when obj is not a *goType with a
+// metav1.ObjectMeta field.
+func (k *kind) metaOf(obj client.Object) *metav1.ObjectMeta {
+	if k.ptrType == 0 || TypeIDOf(obj) != k.ptrType {
+		return nil
+	}
+	// The data word of the interface value: the *goType.
+	p := (*[2]unsafe.Pointer)(unsafe.Pointer(&obj))[1]
+	return (*metav1.ObjectMeta)(unsafe.Add(p, k.metaOffset))
 }
 
 // TypeID is the Go type of a value as a map key: the address of its type
@@ -130,6 +148,9 @@ type typeFacts struct {
 	// contentFields is shared by every kind of the type: never modified.
 	contentFields []int
 	copier        *copier
+	// ptrType and metaOffset are kind's (metaOf).
+	ptrType    TypeID
+	metaOffset uintptr
 }
 
 // goTypeFacts holds the typeFacts of each struct type by reflect.Type
@@ -147,6 +168,9 @@ func factsOf(t reflect.Type) *typeFacts {
 		case "TypeMeta":
 		case "ObjectMeta":
 			f.metaField = i
+			if sf := t.Field(i); sf.Type == reflect.TypeFor[metav1.ObjectMeta]() && sf.Anonymous {
+				f.ptrType, f.metaOffset = TypeIDOf(reflect.New(t).Interface()), sf.Offset
+			}
 		case "Status":
 			f.statusField = i
 		default:

@@ -152,6 +152,14 @@ func (e *Engine) schedule(h *Handle, t time.Time, name string, fn func()) *Handl
 	return h
 }
 
+// AtIn is At in h, a Handle of the caller's that is new (zero) or no
+// longer pending (it ran or was cancelled; a Handle may be scheduled
+// again by its own event): a caller that keeps one event pending at a
+// time saves an allocation per event. It returns h.
+func (e *Engine) AtIn(h *Handle, t time.Time, name string, fn func()) *Handle {
+	return e.schedule(h, t, name, fn)
+}
+
 // After schedules fn to run d after Now under name; d <= 0 means now, after
 // the events already scheduled for now.
 func (e *Engine) After(d time.Duration, name string, fn func()) *Handle {

@@ -99,9 +99,12 @@ type stream struct {
 	pending []delivery
 	head    int
 	timer   *engine.Handle
-	last    time.Time // when the last queued event arrives
-	broken  bool
-	relist  *engine.Handle
+	// fireAt is the Handle timer is scheduled in (Engine.AtIn): the
+	// stream has one delivery event pending at most.
+	fireAt engine.Handle
+	last   time.Time // when the last queued event arrives
+	broken bool
+	relist *engine.Handle
 }
 
 type delivery struct {
@@ -247,7 +250,7 @@ func (s *stream) schedule() {
 		s.pending, s.head, s.timer = s.pending[:0], 0, nil
 		return
 	}
-	s.timer = s.c.o.Engine.At(s.pending[s.head].at, s.name, s.fireFn)
+	s.timer = s.c.o.Engine.AtIn(&s.fireAt, s.pending[s.head].at, s.name, s.fireFn)
 }
 
 // fire delivers every event due now.
