@@ -27,15 +27,7 @@ func TestNoNodesIsNotComplete(t *testing.T) {
 	ctx := context.Background()
 	img := v1alpha1.DigestReference("quay.io/a/b@sha256:" + strings.Repeat("a", 64))
 	set := &v1alpha1.PinnedImageSet{ObjectMeta: metav1.ObjectMeta{Name: "apps", Generation: 1}, Spec: v1alpha1.PinnedImageSetSpec{Pool: "p", Images: []v1alpha1.DigestReference{img}}}
-	sch := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(set).WithStatusSubresource(&v1alpha1.PinnedImageSet{}).Build()
-	if err := c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
-		t.Fatal(err)
-	}
-	r := New(c, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	r := statusRig(t, set)
 
 	if err := r.status(ctx, set, map[string]*v1alpha1.BootcNode{}); err != nil {
 		t.Fatal(err)
@@ -53,4 +45,20 @@ func TestNoNodesIsNotComplete(t *testing.T) {
 	if !meta.IsStatusConditionTrue(set.Status.Conditions, v1alpha1.ConditionComplete) {
 		t.Errorf("one node with the image: Complete %+v, want True", meta.FindStatusCondition(set.Status.Conditions, v1alpha1.ConditionComplete))
 	}
+}
+
+// statusRig is a Reconciler on a fake client that holds set (read back
+// into it) with the status subresource, for tests of status.
+func statusRig(t *testing.T, set *v1alpha1.PinnedImageSet) *Reconciler {
+	t.Helper()
+	sch := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	// fakeapi.Client has no status subresource for PinnedImageSets.
+	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(set).WithStatusSubresource(&v1alpha1.PinnedImageSet{}).Build()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(set), set); err != nil {
+		t.Fatal(err)
+	}
+	return New(c, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
 }

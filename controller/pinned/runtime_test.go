@@ -4,17 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-	"github.com/bootroll/bootroll/controller/options"
 )
 
 // TestRuntimeUnavailableNodeFails: a node whose daemon reports that no
@@ -28,16 +22,7 @@ func TestRuntimeUnavailableNodeFails(t *testing.T) {
 		v1alpha1.DigestReference("quay.io/a/c@sha256:" + strings.Repeat("b", 64)),
 	}
 	set := &v1alpha1.PinnedImageSet{ObjectMeta: metav1.ObjectMeta{Name: "apps", Generation: 1}, Spec: v1alpha1.PinnedImageSetSpec{Pool: "p", Images: imgs}}
-	sch := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	// fakeapi.Client has no status subresource for PinnedImageSets.
-	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(set).WithStatusSubresource(&v1alpha1.PinnedImageSet{}).Build()
-	if err := c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
-		t.Fatal(err)
-	}
-	r := New(c, options.Options{Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	r := statusRig(t, set)
 
 	down := &v1alpha1.BootcNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	down.Status.Daemon.Conditions = []metav1.Condition{{

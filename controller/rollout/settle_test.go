@@ -86,11 +86,7 @@ func TestBootOrderSettled(t *testing.T) {
 	// host on that image from the Node's current boot does not acknowledge
 	// the withdrawal, and has nothing left to do for it.
 	onImage := func(booted, reportedBoot string, rollback bool) NodeView {
-		v := settleStep(t0, 2, v1alpha1.DaemonIdle, earlier, true, "boot-2")
-		v.Record.Status.Booted = &v1alpha1.HostImage{Image: settleRef(booted), Digest: "sha256:" + strings.TrimPrefix(settleRef(booted), "registry.example/os@sha256:")}
-		v.Record.Status.Daemon.BootID = reportedBoot
-		v.Record.Spec.BootOrder.Rollback = rollback
-		return v
+		return reportingOn(settleStep(t0, 2, v1alpha1.DaemonIdle, earlier, true, "boot-2"), booted, reportedBoot, rollback)
 	}
 	for _, c := range []struct {
 		name string
@@ -164,11 +160,8 @@ func TestBootOrderSettled(t *testing.T) {
 	// at 13 s, crashed and relabelled out of its pool at 1m, given back
 	// only when it booted again at 8m55s).
 	verified := func(phase v1alpha1.NodePhase, booted, reportedBoot string, rollback bool) NodeView {
-		v := settleStep(t0, 2, v1alpha1.DaemonIdle, thisReboot, false, "boot-2")
+		v := reportingOn(settleStep(t0, 2, v1alpha1.DaemonIdle, thisReboot, false, "boot-2"), booted, reportedBoot, rollback)
 		v.Record.Status.Phase = phase
-		v.Record.Status.Booted = &v1alpha1.HostImage{Image: settleRef(booted), Digest: "sha256:" + strings.TrimPrefix(settleRef(booted), "registry.example/os@sha256:")}
-		v.Record.Status.Daemon.BootID = reportedBoot
-		v.Record.Spec.BootOrder.Rollback = rollback
 		return v
 	}
 	for _, c := range []struct {
@@ -193,6 +186,15 @@ func TestBootOrderSettled(t *testing.T) {
 	if ok, _ := BootOrderSettled(noOrder); !ok {
 		t.Fatal("no boot order issued in this slot: want settled at once")
 	}
+}
+
+// reportingOn is v with the daemon reporting the host on image booted
+// from boot reportedBoot, and the order a rollback's or not.
+func reportingOn(v NodeView, booted, reportedBoot string, rollback bool) NodeView {
+	v.Record.Status.Booted = &v1alpha1.HostImage{Image: settleRef(booted), Digest: "sha256:" + strings.TrimPrefix(settleRef(booted), "registry.example/os@sha256:")}
+	v.Record.Status.Daemon.BootID = reportedBoot
+	v.Record.Spec.BootOrder.Rollback = rollback
+	return v
 }
 
 // settleRef returns a digest reference for a short image name (its bytes

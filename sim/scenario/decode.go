@@ -100,8 +100,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 	d.pos.record(path, line, n)
 	t := v.Type()
 	switch t {
-	case durationType:
-		if dur, msg := parseDuration(n); msg != "" {
+	case durationType, signedDuration:
+		parse := parseDuration
+		if t == signedDuration {
+			parse = parseSignedDuration // clockSkew.offset: ahead or behind
+		}
+		if dur, msg := parse(n); msg != "" {
 			d.pos.errorAt(line, path, "%s", msg)
 		} else {
 			v.SetInt(int64(dur))
@@ -112,13 +116,6 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, line int) {
 			d.pos.errorAt(line, path, "%s", msg)
 		} else {
 			v.Set(reflect.ValueOf(metav1.Duration{Duration: dur}))
-		}
-		return
-	case signedDuration:
-		if dur, msg := parseSignedDuration(n); msg != "" {
-			d.pos.errorAt(line, path, "%s", msg)
-		} else {
-			v.SetInt(int64(dur))
 		}
 		return
 	case neverDurationType:
