@@ -218,22 +218,25 @@ func ProtectionPending(ro *v1alpha1.RolloutStatus) bool {
 // this slot's boot order (status.daemon.lastReboot).
 func RebootStarted(bn *v1alpha1.BootcNode) bool {
 	at, r := OrderedAt(bn), bn.Status.Daemon.LastReboot
-	return at != nil && r != nil && !OrderTimeOf(r).Before(at.Time.Truncate(time.Second))
+	return at != nil && r != nil && askedSince(r, at.Time)
 }
 
-// OrderTimeOf is when the reboot r was asked for, on the controller's
-// clock, to match it with boot orders and slots: the time of the order it
-// carried out (orderAt), or, from a daemon that does not write it, its
-// own time (at), on the node's clock. A node whose clock ran 20 s behind
+// askedSince reports whether the reboot r was asked for at or after t (an
+// order's or a grant's time, on the controller's clock, kept to the second
+// as the API keeps times), the one rule that matches reboots with orders
+// and slots. It reads the time of the order the reboot carried out
+// (orderAt), or, from a daemon that does not write it, the daemon's own
+// time (at), on the node's clock. A node whose clock ran 20 s behind
 // recorded its reboot as from before the order it carried out, and when
 // its record was deleted in that reboot the record made again ordered the
 // same reboot a second time (explorer seed 178010 of the 118173
 // regression).
-func OrderTimeOf(r *v1alpha1.RebootRecord) time.Time {
+func askedSince(r *v1alpha1.RebootRecord, t time.Time) bool {
+	asked := r.At.Time
 	if r.OrderAt != nil {
-		return r.OrderAt.Time
+		asked = r.OrderAt.Time
 	}
-	return r.At.Time
+	return !asked.Before(t.Truncate(time.Second))
 }
 
 // OrderAgainAt is the time a boot order given again to a record in its
@@ -274,7 +277,7 @@ func RebootOver(bn *v1alpha1.BootcNode, n *corev1.Node) bool {
 	if at == nil || r == nil || r.BootID == "" || n == nil {
 		return false
 	}
-	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || OrderTimeOf(r).Before(at.Time.Truncate(time.Second)) {
+	if want := imageref.Digest(bn.Spec.DesiredImage); want == "" || imageref.Digest(r.Image) != want || !askedSince(r, at.Time) {
 		return false // a reboot from before this order, or for another image
 	}
 	boot := n.Status.NodeInfo.BootID
@@ -385,12 +388,12 @@ func BootOrderSettledWith(v NodeView, t TestOnly) (ok bool, wait time.Duration) 
 // Karpenter could not touch it meanwhile).
 func RebootVerified(bn *v1alpha1.BootcNode) bool {
 	o, d := bn.Spec.LastOrder(), &bn.Status.Daemon
-	if o == nil || o.Rollback || bn.Status.Phase != v1alpha1.PhaseUpdated || d.LastReboot == nil || d.LastReboot.BootID == "" {
-		return false
+	if o == nil || o.Rollback || bn.Status.Phase != v1alpha1.PhaseUpdated || !rebootRecordedFor(bn, o) {
+		return false // rebootRecordedFor: lastReboot is set, for this order's image
 	}
 	want := imageref.Digest(o.Image)
-	return want != "" && DigestOfHost(bn.Status.Booted) == want && rebootRecordedFor(bn, o) &&
-		d.BootID != "" && d.BootID != d.LastReboot.BootID
+	return want != "" && DigestOfHost(bn.Status.Booted) == want &&
+		d.LastReboot.BootID != "" && d.BootID != "" && d.BootID != d.LastReboot.BootID
 }
 
 // rebootRecordedFor reports whether the daemon's last recorded reboot
@@ -399,7 +402,7 @@ func RebootVerified(bn *v1alpha1.BootcNode) bool {
 func rebootRecordedFor(bn *v1alpha1.BootcNode, o *v1alpha1.BootOrder) bool {
 	r := bn.Status.Daemon.LastReboot
 	return r != nil && r.Rollback == o.Rollback && imageref.Digest(r.Image) == imageref.Digest(o.Image) &&
-		!OrderTimeOf(r).Before(o.At.Time.Truncate(time.Second))
+		askedSince(r, o.At.Time)
 }
 
 // PoolSelector is the selector of a pool's member Nodes, nil for a pool

@@ -78,7 +78,7 @@ func RebootUnreportedInSlot(bn *v1alpha1.BootcNode) bool {
 		return false
 	}
 	g := bn.Status.Rollout.SlotGrantedAt
-	return g == nil || !OrderTimeOf(bn.Status.Daemon.LastReboot).Before(g.Time.Truncate(time.Second))
+	return g == nil || askedSince(bn.Status.Daemon.LastReboot, g.Time)
 }
 
 // RecordPhase is a record's phase as the rules read it: the stored phase,

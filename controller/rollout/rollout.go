@@ -116,6 +116,10 @@ func InWindow(windows []v1alpha1.MaintenanceWindow, t time.Time) (bool, time.Dur
 	return false, next
 }
 
+// OpensOn reports whether window w opens on weekday wd (every day when
+// it names none), as InWindow and WindowClose read it.
+func OpensOn(w v1alpha1.MaintenanceWindow, wd time.Weekday) bool { return windowDay(w.Days, wd) }
+
 func windowDay(days []v1alpha1.Weekday, wd time.Weekday) bool {
 	if len(days) == 0 {
 		return true

@@ -406,27 +406,22 @@ func windowedTime(work time.Duration, ws []v1alpha1.MaintenanceWindow) time.Dura
 }
 
 // windowGap is the longest time between two openings of w: a day, or the
-// widest gap between the weekdays it opens on.
+// widest gap between the weekdays it opens on (rollout.OpensOn, as the
+// controller reads them), a week when it opens on none.
 func windowGap(w v1alpha1.MaintenanceWindow) time.Duration {
 	const day = 24 * time.Hour
-	if len(w.Days) == 0 {
-		return day
-	}
-	order := map[v1alpha1.Weekday]int{"Mon": 0, "Tue": 1, "Wed": 2, "Thu": 3, "Fri": 4, "Sat": 5, "Sun": 6}
-	var days []int
-	for _, d := range w.Days {
-		if i, ok := order[d]; ok {
-			days = append(days, i)
+	var open []int // the weekdays it opens on, in order
+	for wd := time.Sunday; wd <= time.Saturday; wd++ {
+		if rollout.OpensOn(w, wd) {
+			open = append(open, int(wd))
 		}
 	}
-	if len(days) == 0 {
+	if len(open) == 0 {
 		return 7 * day
 	}
-	slices.Sort(days)
-	days = slices.Compact(days)
-	gap := days[0] + 7 - days[len(days)-1]
-	for i := 1; i < len(days); i++ {
-		gap = max(gap, days[i]-days[i-1])
+	gap := open[0] + 7 - open[len(open)-1]
+	for i := 1; i < len(open); i++ {
+		gap = max(gap, open[i]-open[i-1])
 	}
 	return time.Duration(gap) * day
 }
