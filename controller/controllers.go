@@ -37,6 +37,7 @@ import (
 	"github.com/bootroll/bootroll/controller/pool"
 	"github.com/bootroll/bootroll/controller/poolfeed"
 	"github.com/bootroll/bootroll/controller/rollout"
+	"github.com/bootroll/bootroll/internal/readopts"
 )
 
 // The controllers, by name.
@@ -459,7 +460,7 @@ func NodeToPools(ctx context.Context, c client.Reader, n *corev1.Node) []reconci
 	// A Node that left a pool must reach that pool too. Its record is
 	// read as the cache holds it, not copied: only its pool is read.
 	var bn v1alpha1.BootcNode
-	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn, cached.NoCopyGet...); err == nil && bn.Spec.Pool != "" {
+	if err := c.Get(ctx, types.NamespacedName{Name: n.Name}, &bn, readopts.NoCopyGet...); err == nil && bn.Spec.Pool != "" {
 		r := reconcile.Request{NamespacedName: types.NamespacedName{Name: bn.Spec.Pool}}
 		if !slices.Contains(out, r) {
 			out = append(out, r)

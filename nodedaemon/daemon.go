@@ -22,6 +22,7 @@ import (
 	"github.com/bootroll/bootroll/api/v1alpha1"
 	"github.com/bootroll/bootroll/internal/backoff"
 	"github.com/bootroll/bootroll/internal/imageref"
+	"github.com/bootroll/bootroll/internal/readopts"
 	"github.com/bootroll/bootroll/nodedaemon/cri"
 	"github.com/bootroll/bootroll/nodedaemon/prefetch"
 )
@@ -130,14 +131,10 @@ func New(nodeName string, c client.Client, host Host, clk clock.PassiveClock, lo
 	}
 }
 
-// noCopyGet reads without a deep copy (client.UnsafeDisableDeepCopy) as
-// an option list, passed as opts...: a variadic call allocated its
-// one-element slice at every pass. No client changes the options it is
-// given; nor may a caller change these.
-var noCopyGet = []client.GetOption{client.UnsafeDisableDeepCopy}
-
-// fieldOwner is the option list of the daemon's status patches, for the
-// same reason as noCopyGet.
+// fieldOwner is the option list of the daemon's status patches, passed
+// as opts...: a variadic call allocated its one-element slice at every
+// patch (as readopts.NoCopyGet spares the reads). No client changes the
+// options it is given; nor may a caller change this one.
 var fieldOwner = []client.SubResourcePatchOption{client.FieldOwner(FieldOwner)}
 
 // Reconcile implements reconcile.Reconciler for the node's own BootcNode.
@@ -154,7 +151,7 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	// without decoding into it (patchStatus). The copy was about 5% of
 	// a twin run's CPU time.
 	var bn v1alpha1.BootcNode
-	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, noCopyGet...); err != nil {
+	if err := d.client.Get(ctx, client.ObjectKey{Name: d.nodeName}, &bn, readopts.NoCopyGet...); err != nil {
 		if apierrors.IsNotFound(err) {
 			d.reported = nil
 			return reconcile.Result{}, nil
@@ -214,16 +211,17 @@ func (d *Daemon) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, err
 		}
 	}
-	var log logr.Logger // made for the first action: most passes have none
-	// Asked once: with a logger that drops Info (logr.Discard, a higher
-	// verbosity) the key/value arguments, boxed into interfaces before
-	// Info could drop them, were allocated for nothing at every action.
+	// Made only when there are actions and Info is logged (most passes
+	// have none; logr.Discard or a higher verbosity drops them): the
+	// key/value arguments, boxed into interfaces before Info could drop
+	// them, were allocated for nothing at every action.
+	var log logr.Logger
 	logging := len(actions) > 0 && d.log.Enabled()
+	if logging {
+		log = d.log.WithValues("bootcnode", d.nodeName)
+	}
 	for i, a := range actions {
 		if logging {
-			if i == 0 {
-				log = d.log.WithValues("bootcnode", d.nodeName)
-			}
 			if a.Status != nil {
 				log.Info("performing action", "action", a.Type, "phase", a.Status.Daemon.Phase, "lastError", a.Status.Daemon.LastError)
 			} else {

@@ -26,6 +26,7 @@ import (
 	"github.com/bootroll/bootroll/controller/patch"
 	"github.com/bootroll/bootroll/controller/rollout"
 	"github.com/bootroll/bootroll/internal/imageref"
+	"github.com/bootroll/bootroll/internal/readopts"
 )
 
 // Reconciler moves one node through its update: it derives the staging
@@ -179,7 +180,7 @@ func (r *Reconciler) reconcileRecord(ctx context.Context, bn *v1alpha1.BootcNode
 	// The cache never changes an object it holds (an event replaces it),
 	// so the shared Node stays the one read.
 	var node corev1.Node
-	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node, cached.NoCopyGet...); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Name: bn.Name}, &node, readopts.NoCopyGet...); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("get node %s: %w", bn.Name, err)
 		}

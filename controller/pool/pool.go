@@ -175,9 +175,9 @@ func NewReconciler(c client.Client, opts options.Options) *Reconciler {
 
 // Reconcile brings one pool one step closer to its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	// The pool's name is added to a line when one is logged (rarely: a
-	// deferred slot, a bug report), not to the logger of every pass,
-	// where WithValues allocated for nothing.
+	// The pool's name goes into the lines logged (rarely: a deferred
+	// slot, a bug report), not into the logger of every pass, where
+	// WithValues allocated for nothing.
 	log := logf.FromContext(ctx)
 	now := r.clock.Now()
 	// The pools are read once, as the cache holds them (not copied): the
@@ -374,7 +374,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if why != "" {
-			log.WithValues("pool", req.Name).V(1).Info("slot deferred", "node", name, "why", why)
+			log.V(1).Info("slot deferred", "pool", req.Name, "node", name, "why", why)
 			p.Defer(name, why)
 			p.WakeIn(rollout.DrainPoll)
 			continue
@@ -585,7 +585,7 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 		sc.Tally = &v.tally
 		fresh, diff := r.feed.Rebuild(sc, v.rows)
 		if len(diff) > 0 {
-			log.WithValues("pool", pool.Name).Error(nil, "the pool's kept node table differed from a full rebuild; using the rebuild (a bootroll bug in change tracking: please report it)", "rows", len(diff), "nodes", rollout.TruncateList(diff))
+			log.Error(nil, "the pool's kept node table differed from a full rebuild; using the rebuild (a bootroll bug in change tracking: please report it)", "pool", pool.Name, "rows", len(diff), "nodes", rollout.TruncateList(diff))
 			if r.metrics != nil {
 				r.metrics.ViewMismatches.WithLabelValues(pool.Name).Add(float64(len(diff)))
 			}
@@ -595,7 +595,7 @@ func (r *Reconciler) rowsFor(pool *v1alpha1.BootcNodePool, pools []v1alpha1.Boot
 		var count rollout.Tally
 		count.Count(v.rows, target, targetDigest)
 		if len(diff) == 0 && v.tally.Counts(target, targetDigest) && !count.Equal(&v.tally) {
-			log.WithValues("pool", pool.Name).Error(nil, "the pool's kept node counts differed from a full count; using the full count (a bootroll bug in change tracking: please report it)")
+			log.Error(nil, "the pool's kept node counts differed from a full count; using the full count (a bootroll bug in change tracking: please report it)", "pool", pool.Name)
 		}
 		v.tally = count
 	default:

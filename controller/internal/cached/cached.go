@@ -10,16 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/bootroll/bootroll/api/v1alpha1"
-)
-
-// NoCopyGet and NoCopyList read without a deep copy
-// (client.UnsafeDisableDeepCopy), as the option lists of the hot reads:
-// passed as opts..., they spare the one-element slice a variadic call
-// allocates for each read. No client changes the options it is given;
-// nor may a caller change these.
-var (
-	NoCopyGet  = []client.GetOption{client.UnsafeDisableDeepCopy}
-	NoCopyList = []client.ListOption{client.UnsafeDisableDeepCopy}
+	"github.com/bootroll/bootroll/internal/readopts"
 )
 
 // Pools lists the pools as the cache holds them, not copied: the
@@ -28,7 +19,7 @@ var (
 // without copies does not grow with the pool.
 func Pools(ctx context.Context, c client.Reader) ([]v1alpha1.BootcNodePool, error) {
 	var pools v1alpha1.BootcNodePoolList
-	if err := c.List(ctx, &pools, NoCopyList...); err != nil {
+	if err := c.List(ctx, &pools, readopts.NoCopyList...); err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
 	}
 	return pools.Items, nil
@@ -43,7 +34,7 @@ func Pool(ctx context.Context, c client.Reader, name string) (*v1alpha1.BootcNod
 		return nil, nil // a Get needs a name; no pool has none
 	}
 	var pool v1alpha1.BootcNodePool
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, &pool, NoCopyGet...); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &pool, readopts.NoCopyGet...); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
